@@ -1,0 +1,45 @@
+# Two entry points for a fresh machine: `make demo` (run the app) and `make test` (run the tests).
+# Each creates .venv and installs what it needs. torch is pinned first to the CPU build so that
+# no CUDA packages are pulled on a CPU machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH ?= torch==2.13.0
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: demo test install install-test system-deps bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test system-deps
+
+# Debian chromium for the browser tests (Playwright drives it via executable_path).
+system-deps:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; \
+	fi
+
+demo: install
+	$(BIN)/python app.py
+
+test: install-test
+	$(BIN)/python -m pytest -q -ra
+
+bench: install-test
+	$(BIN)/python -m specdec_core bench --json results/bench.json
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -1,0 +1,11 @@
+"""UI building blocks: pure functions of a trace dict / config -> HTML, plotly figures, tables.
+
+Nothing here touches a model or Gradio state. Inject ALL_CSS once in the page.
+"""
+
+from .batch_view import BATCH_CSS
+from .cards import CARDS_CSS
+from .compare import DIFF_CSS
+from .token_view import TOKEN_CSS
+
+ALL_CSS = TOKEN_CSS + CARDS_CSS + DIFF_CSS + BATCH_CSS

@@ -1,0 +1,94 @@
+"""Batch view pieces: the regression checklist as pass/fail lines, and the per-clip table."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from .formatting import esc, is_number
+
+BATCH_CSS = """
+.ss-checklist { font-family: system-ui, sans-serif; font-size: 14px; border: 1px solid #d8dee4;
+  border-radius: 8px; overflow: hidden; }
+.ss-check-summary { padding: 7px 12px; background: #f6f8fa; border-bottom: 1px solid #d8dee4; font-weight: 600; }
+.ss-check { display: grid; grid-template-columns: 26px minmax(180px, 2fr) minmax(90px, 1fr) minmax(90px, 1fr);
+  gap: 8px; align-items: baseline; padding: 5px 12px; border-bottom: 1px solid #eaeef2; }
+.ss-check:last-child { border-bottom: none; }
+.ss-check-icon { font-weight: 700; text-align: center; }
+.ss-check-pass .ss-check-icon { color: #009E73; }
+.ss-check-fail { background: #fff4ec; }
+.ss-check-fail .ss-check-icon { color: #D55E00; }
+.ss-check-info .ss-check-icon { color: #8c959f; }
+.ss-check-value { font-variant-numeric: tabular-nums; font-weight: 600; }
+.ss-check-target { color: #6e7781; }
+"""
+
+_STATE = {True: ("✔", "pass", "pass"), False: ("✖", "fail", "fail"), None: ("–", "info", "reported")}
+
+
+def checklist_html(items: list[dict] | None) -> str:
+    """Items: {"name", "passed": True | False | None (reported only), "value", "target"}."""
+    if not items:
+        return '<div class="ss-none">No checklist yet: run a batch first.</div>'
+    graded = [it for it in items if it.get("passed") is not None]
+    n_pass = sum(1 for it in graded if it.get("passed"))
+    lines = []
+    for it in items:
+        icon, cls, word = _STATE.get(it.get("passed"), _STATE[None])
+        lines.append(
+            f'<div class="ss-check ss-check-{cls}" data-passed="{word}">'
+            f'<span class="ss-check-icon" aria-label="{word}">{icon}</span>'
+            f'<span class="ss-check-name">{esc(it.get("name"))}</span>'
+            f'<span class="ss-check-value">{esc(it.get("value"))}</span>'
+            f'<span class="ss-check-target">{esc(it.get("target"))}</span></div>'
+        )
+    summary = f"{n_pass} of {len(graded)} checks passed"
+    if len(graded) < len(items):
+        summary += f", {len(items) - len(graded)} reported"
+    return f'<div class="ss-checklist"><div class="ss-check-summary">{summary}</div>{"".join(lines)}</div>'
+
+
+# (column title, keys to look for: top level, then row["metrics"], then row["scores"]).
+COLUMNS = [
+    ("name", ("name", "audio")),
+    ("config", ("config_name", "config")),
+    ("label", ("label",)),
+    ("ok", ("ok",)),
+    ("text", ("text",)),
+    ("hanzi", ("hanzi_count",)),
+    ("acc rate", ("acceptance_rate",)),
+    ("mean acc len", ("mean_accepted_length",)),
+    ("punct density", ("punct_density",)),
+    ("tokens/s", ("tokens_per_s",)),
+    ("chrF", ("chrf", "chrF")),
+    ("emotion hit", ("emotion_hit",)),
+    ("error", ("error",)),
+]
+_OPTIONAL = {"config"}  # only shown when some row has it (A/B batches)
+
+
+def _lookup(row: dict, keys: tuple[str, ...]):
+    for scope in (row, row.get("metrics") or {}, row.get("scores") or {}):
+        for key in keys:
+            value = scope.get(key) if isinstance(scope, dict) else None
+            if value is not None and not isinstance(value, (dict, list)):  # a config dict is not a name
+                return value
+    return None
+
+
+def results_table(rows: list[dict] | None) -> pd.DataFrame:
+    """Readable per-clip table from batch result rows (flat or with nested metrics/scores)."""
+    records = []
+    for row in rows or []:
+        rec = {}
+        for title, keys in COLUMNS:
+            value = _lookup(row, keys)
+            if title == "name" and isinstance(value, str) and "name" not in row:
+                value = os.path.basename(value)  # an audio path: the file name reads better
+            if is_number(value) and isinstance(value, float):
+                value = round(value, 3)
+            rec[title] = value
+        records.append(rec)
+    columns = [t for t, _ in COLUMNS if t not in _OPTIONAL or any(r.get(t) is not None for r in records)]
+    return pd.DataFrame(records, columns=columns)

@@ -1,0 +1,150 @@
+"""Metric cards, diagnostics findings and live warnings as HTML (inject CARDS_CSS once)."""
+
+from __future__ import annotations
+
+from .formatting import DASH, esc, is_number, num, pct
+
+# Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
+HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
+
+CARDS_CSS = """
+.ss-cards { display: flex; flex-wrap: wrap; gap: 8px; font-family: system-ui, sans-serif; }
+.ss-card { box-sizing: border-box; flex: 1 1 120px; min-width: 112px; padding: 8px 10px; border-radius: 8px;
+  background: #f6f8fa; border: 1px solid #d8dee4; border-top: 3px solid #8c959f; }
+.ss-card-label { font-size: 11.5px; color: #57606a; text-transform: uppercase; letter-spacing: .03em; }
+.ss-card-value { font-size: 22px; font-weight: 650; color: #1f2328; font-variant-numeric: tabular-nums;
+  line-height: 1.25; }
+.ss-card-sub { font-size: 11.5px; color: #6e7781; }
+.ss-card-good { border-top-color: #009E73; }
+.ss-card-warn { border-top-color: #E69F00; }
+.ss-card-bad { border-top-color: #D55E00; background: #fff4ec; }
+.ss-findings { display: flex; flex-direction: column; gap: 6px; font-family: system-ui, sans-serif; }
+.ss-finding { display: grid; grid-template-columns: 22px 1fr; gap: 2px 8px; padding: 8px 10px;
+  border-radius: 6px; border-left: 4px solid #8c959f; background: #f6f8fa; font-size: 13.5px; }
+.ss-finding-icon { font-size: 15px; line-height: 1.2; font-weight: 700; text-align: center; }
+.ss-finding-title { font-weight: 600; color: #1f2328; }
+.ss-finding-detail, .ss-finding-fix { grid-column: 2; color: #424a53; }
+.ss-finding-fix b { color: #1f2328; }
+.ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
+.ss-sev-error .ss-finding-icon { color: #D55E00; }
+.ss-sev-warning { border-left-color: #E69F00; background: #fff8e6; }
+.ss-sev-warning .ss-finding-icon { color: #B07800; }
+.ss-sev-info { border-left-color: #0072B2; background: #eef6fc; }
+.ss-sev-info .ss-finding-icon { color: #0072B2; }
+.ss-sev-ok { border-left-color: #009E73; background: #edf8f3; }
+.ss-sev-ok .ss-finding-icon { color: #009E73; }
+.ss-warnings { list-style: none; padding: 0; margin: 0; font-family: system-ui, sans-serif; font-size: 13.5px; }
+.ss-warning { padding: 4px 8px; margin: 0 0 4px 0; border-radius: 5px; background: #fff8e6;
+  border-left: 4px solid #E69F00; }
+.ss-warning-kind { font-weight: 600; margin-right: 6px; color: #7a5200; }
+.ss-none { color: #6e7781; font-style: italic; font-family: system-ui, sans-serif; font-size: 13.5px; }
+"""
+
+# severity -> (icon, css class). Icons are distinct glyphs, not just colours.
+SEVERITY = {
+    "error": ("✖", "error"),
+    "critical": ("✖", "error"),
+    "warning": ("▲", "warning"),
+    "warn": ("▲", "warning"),
+    "info": ("ℹ", "info"),
+    "ok": ("✔", "ok"),
+    "pass": ("✔", "ok"),
+}
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+
+
+def _status(value, good, bad=None) -> str:
+    """'good' | 'warn' | 'bad' | '' given predicates on a number."""
+    if not is_number(value):
+        return ""
+    if bad is not None and bad(value):
+        return "bad"
+    return "good" if good(value) else "warn"
+
+
+def _card(label: str, value: str, sub: str = "", status: str = "", help_text: str = "") -> str:
+    cls = "ss-card" + (f" ss-card-{status}" if status else "")
+    sub_html = f'<div class="ss-card-sub">{esc(sub)}</div>' if sub else ""
+    return (
+        f'<div class="{cls}" title="{esc(help_text)}" data-status="{esc(status)}">'
+        f'<div class="ss-card-label">{esc(label)}</div><div class="ss-card-value">{esc(value)}</div>'
+        f"{sub_html}</div>"
+    )
+
+
+def metric_cards(metrics: dict | None, prompt_type: str | None = None) -> str:
+    """Headline metrics as cards; tinted against the checklist targets where one exists."""
+    m = metrics or {}
+    if not m:
+        return '<div class="ss-none">No metrics yet.</div>'
+    acc = m.get("acceptance_rate")
+    mal = m.get("mean_accepted_length")
+    calls = m.get("cloud_calls")
+    rate = m.get("cloud_call_rate")
+    corr = m.get("corrections")
+    tps = m.get("tokens_per_s")
+    punct = m.get("punct_density")
+    hanzi = m.get("hanzi_count")
+    ended = m.get("ended_by")
+    band = HANZI_BANDS.get(prompt_type or "")
+    hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
+    cards = [
+        _card("acceptance rate", pct(acc), "target > 60%", _status(acc, lambda v: v > 0.6, lambda v: v < 0.3),
+              "accepted / drafted tokens over the rounds the cloud verified"),
+        _card("mean accepted length", num(mal, 2), "tokens per cloud call",
+              _status(mal, lambda v: v >= 3), "committed tokens per cloud call, correction/bonus included"),
+        _card("cloud calls", num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else "",
+              help_text="rounds in which the cloud model verified the draft block"),
+        _card("corrections", num(corr), "cloud replaced a draft", help_text="rejected draft positions"),
+        _card("tokens / s", num(tps, 1), f"{num(m.get('wall_s'), 2)} s wall" if is_number(m.get("wall_s")) else "",
+              help_text="committed tokens per second of wall time"),
+        _card("punctuation", pct(punct), "target 10–25%",
+              _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40),
+              "share of characters that are punctuation (> 40% is abnormal)"),
+        _card("hanzi", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters",
+              hanzi_status, "number of Chinese characters in the text"),
+        _card("ended by", str(ended) if ended else DASH, "", _ended_status(ended),
+              "why decoding stopped: eos | sentence | max_tokens | cycle | fault"),
+    ]
+    return '<div class="ss-cards">' + "".join(cards) + "</div>"
+
+
+def _ended_status(ended) -> str:
+    if ended in ("eos", "sentence"):
+        return "good"
+    if ended in ("cycle", "fault"):
+        return "bad"
+    return "warn" if ended else ""
+
+
+def diagnostics_html(findings: list[dict] | None) -> str:
+    """Findings sorted by severity: icon, title, detail and the suggested fix."""
+    if not findings:
+        return '<div class="ss-none">No findings.</div>'
+
+    def key(f: dict) -> int:
+        return _SEVERITY_ORDER.get(SEVERITY.get(str(f.get("severity", "")).lower(), ("", "info"))[1], 9)
+
+    rows = []
+    for f in sorted(findings, key=key):
+        icon, cls = SEVERITY.get(str(f.get("severity", "")).lower(), ("ℹ", "info"))
+        detail = f'<div class="ss-finding-detail">{esc(f.get("detail"))}</div>' if f.get("detail") else ""
+        fix = f'<div class="ss-finding-fix"><b>Fix:</b> {esc(f.get("fix"))}</div>' if f.get("fix") else ""
+        rows.append(
+            f'<div class="ss-finding ss-sev-{cls}" data-severity="{esc(cls)}">'
+            f'<div class="ss-finding-icon" aria-label="{esc(cls)}">{icon}</div>'
+            f'<div class="ss-finding-title">{esc(f.get("title"))}</div>{detail}{fix}</div>'
+        )
+    return '<div class="ss-findings">' + "".join(rows) + "</div>"
+
+
+def warnings_html(warnings: list[dict] | None) -> str:
+    """Live warnings (cycles, gates, stops) as they arrive; the newest stays last."""
+    if not warnings:
+        return '<div class="ss-none">No warnings.</div>'
+    items = "".join(
+        f'<li class="ss-warning" data-kind="{esc(w.get("kind"))}">'
+        f'<span class="ss-warning-kind">{esc(w.get("kind") or "warning")}</span>{esc(w.get("message"))}</li>'
+        for w in warnings
+    )
+    return f'<ul class="ss-warnings">{items}</ul>'

@@ -1,0 +1,29 @@
+"""One colour per token source, shared by the trace view, the plots and the cards.
+
+Okabe-Ito hues: distinguishable with the common colour-vision deficiencies. The trace view
+also varies shape (solid / dashed / boxed / dotted) so colour is never the only cue.
+"""
+
+SOURCE_COLORS = {
+    "accepted": "#009E73",   # bluish green: edge draft the cloud agreed with
+    "corrected": "#D55E00",  # vermillion: the cloud replaced a rejected draft
+    "draft": "#0072B2",      # blue: committed without any cloud call
+    "bonus": "#CC79A7",      # reddish purple: free extra cloud token after a fully accepted block
+}
+# Light tints of the same hues for token backgrounds (dark text stays readable on them).
+SOURCE_TINTS = {
+    "accepted": "#D4F0E6",
+    "corrected": "#FBDCC6",
+    "draft": "#D6E8F5",
+    "bonus": "#F5DDEA",
+}
+SOURCE_LABELS = {
+    "accepted": "accepted",
+    "corrected": "corrected",
+    "draft": "draft-only (no cloud call)",
+    "bonus": "bonus",
+}
+REJECTED_COLOR = "#7A7A7A"
+CYCLE_COLOR = "#C0002A"
+CLOUD_CALL_COLOR = "#444444"
+NEUTRAL_COLOR = "#999999"

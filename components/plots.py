@@ -1,0 +1,218 @@
+"""Plotly figures of a trace (entropy, accepted length, per-position acceptance) and of a batch."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .formatting import esc, is_number, visible
+from .palette import CLOUD_CALL_COLOR, NEUTRAL_COLOR, SOURCE_COLORS, SOURCE_LABELS
+
+HEIGHT = 260
+_FROM_CONFIG = "config"
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = HEIGHT) -> go.Figure:
+    fig.update_layout(
+        template="plotly_white",
+        title=dict(text=title, font=dict(size=14), x=0.01, xanchor="left"),
+        height=height,
+        margin=dict(l=50, r=16, t=44, b=40),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1, font=dict(size=11)),
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        hoverlabel=dict(font_size=12),
+    )
+    return fig
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
+                       font=dict(color=NEUTRAL_COLOR, size=13))
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    return fig
+
+
+def _threshold_of(trace: dict, threshold):
+    if threshold == _FROM_CONFIG:
+        threshold = (trace.get("config") or {}).get("entropy_threshold")
+    if threshold in ("off", "", None):
+        return None
+    return float(threshold)
+
+
+def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
+    """Draft entropy per committed token, the gate threshold, cloud calls and corrections.
+
+    `threshold`: nats, None/"off" (no gate), or "config" to read it from the trace's config.
+    """
+    trace = trace or {}
+    tokens = trace.get("tokens") or []
+    rounds = trace.get("rounds") or []
+    fig = go.Figure()
+    _layout(fig, "Draft entropy per token", "token index", "entropy (nats)")
+    if not tokens:
+        return _empty(fig, "no tokens yet")
+
+    xs = [t.get("i", n) for n, t in enumerate(tokens)]
+    ys = [t.get("entropy") if is_number(t.get("entropy")) else None for t in tokens]
+    fig.add_trace(go.Scatter(
+        x=xs, y=ys, name="entropy", mode="lines+markers",
+        line=dict(color="#8c959f", width=1.5),
+        marker=dict(size=7, color=[SOURCE_COLORS.get(t.get("source"), NEUTRAL_COLOR) for t in tokens]),
+        customdata=[[esc(visible(t.get("text"))), SOURCE_LABELS.get(t.get("source"), t.get("source")), t.get("round")]
+                    for t in tokens],
+        hovertemplate="#%{x} 「%{customdata[0]}」<br>%{customdata[1]}, round %{customdata[2]}"
+                      "<br>entropy %{y:.2f} nats<extra></extra>",
+    ))
+
+    finite = [y for y in ys if y is not None]
+    rej_by_at: dict[int, dict] = {}
+    for r in trace.get("rejected") or []:
+        if isinstance(r.get("at"), int):
+            rej_by_at.setdefault(r["at"], r)
+    finite += [r["entropy"] for r in rej_by_at.values() if is_number(r.get("entropy"))]
+    thr = _threshold_of(trace, threshold)
+    top = max(finite + [thr or 0.0, 0.5]) * 1.12
+
+    starts = [r.get("start") for r in rounds if r.get("verified") and isinstance(r.get("start"), int)]
+    if starts:
+        fig.add_trace(go.Scatter(
+            x=starts, y=[top] * len(starts), name="cloud call", mode="markers",
+            marker=dict(symbol="triangle-down", size=9, color=CLOUD_CALL_COLOR),
+            hovertemplate="cloud verified the block starting at #%{x}<extra></extra>",
+        ))
+    # The edge's entropy where it was overruled is that of the rejected draft at the same index.
+    corr = [(t.get("i", n), rej_by_at.get(n, {}).get("entropy")) for n, t in enumerate(tokens)
+            if t.get("source") == "corrected"]
+    if corr:
+        fig.add_trace(go.Scatter(
+            x=[c[0] for c in corr], y=[c[1] if is_number(c[1]) else 0.0 for c in corr],
+            name="correction", mode="markers",
+            marker=dict(symbol="x", size=11, color=SOURCE_COLORS["corrected"], line=dict(width=1)),
+            hovertemplate="cloud corrected #%{x} (rejected draft entropy %{y:.2f})<extra></extra>",
+        ))
+
+    if thr is not None:
+        fig.add_hline(y=thr, line=dict(color=SOURCE_COLORS["corrected"], dash="dash", width=1.5),
+                      annotation_text=f"threshold {thr:g} nats", annotation_position="top left",
+                      annotation_font=dict(size=11, color=SOURCE_COLORS["corrected"]))
+    else:
+        fig.add_annotation(text="threshold off: the cloud verifies every block", showarrow=False,
+                           xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
+                           font=dict(size=11, color=NEUTRAL_COLOR))
+    fig.update_yaxes(range=[0, top * 1.05], rangemode="tozero")
+    return fig
+
+
+def _round_source_counts(trace: dict) -> dict[int, dict[str, int]]:
+    counts: dict[int, dict[str, int]] = {}
+    for t in trace.get("tokens") or []:
+        r = t.get("round")
+        if isinstance(r, int):
+            c = counts.setdefault(r, {})
+            c[t.get("source")] = c.get(t.get("source"), 0) + 1
+    return counts
+
+
+def accepted_length_figure(trace: dict | None) -> go.Figure:
+    """Per round: stacked committed tokens by source, with the drafted count as a marker."""
+    trace = trace or {}
+    counts = _round_source_counts(trace)
+    rounds = {r.get("round"): r for r in trace.get("rounds") or [] if isinstance(r.get("round"), int)}
+    ids = sorted(set(counts) | set(rounds))
+    fig = go.Figure()
+    _layout(fig, "Accepted length per round", "round", "tokens")
+    if not ids:
+        return _empty(fig, "no rounds yet")
+    for source in ("accepted", "corrected", "bonus", "draft"):
+        ys = [counts.get(r, {}).get(source, 0) for r in ids]
+        if any(ys):
+            fig.add_trace(go.Bar(x=ids, y=ys, name=SOURCE_LABELS[source], marker_color=SOURCE_COLORS[source],
+                                 hovertemplate=f"round %{{x}}: %{{y}} {SOURCE_LABELS[source]}<extra></extra>"))
+    drafted = [rounds.get(r, {}).get("drafted") for r in ids]
+    if any(is_number(d) for d in drafted):
+        fig.add_trace(go.Scatter(x=ids, y=drafted, name="drafted", mode="markers",
+                                 marker=dict(symbol="line-ew-open", size=16, color="#1f2328", line=dict(width=2)),
+                                 hovertemplate="round %{x}: %{y} drafted<extra></extra>"))
+    fig.update_layout(barmode="stack", bargap=0.25, legend_traceorder="normal")
+    fig.update_xaxes(dtick=1 if len(ids) <= 30 else None)
+    return fig
+
+
+def position_acceptance(trace: dict) -> list[tuple[int, float, int]]:
+    """(position, acceptance rate, rounds that drafted it) over verified rounds, 1-based."""
+    verified = [r for r in trace.get("rounds") or [] if r.get("verified")]
+    if verified:
+        k = max(int(r.get("drafted") or 0) for r in verified)
+        out = []
+        for p in range(1, k + 1):
+            n = sum(1 for r in verified if (r.get("drafted") or 0) >= p)
+            a = sum(1 for r in verified if (r.get("accepted") or 0) >= p)
+            out.append((p, a / n if n else 0.0, n))
+        return out
+    per = (trace.get("metrics") or {}).get("per_position_acceptance") or []
+    return [(p + 1, float(v), 0) for p, v in enumerate(per) if is_number(v)]
+
+
+def position_acceptance_figure(trace: dict | None) -> go.Figure:
+    """How often the draft token at block position p survives verification."""
+    rows = position_acceptance(trace or {})
+    fig = go.Figure()
+    _layout(fig, "Acceptance by draft position", "position in draft block", "accepted")
+    if not rows:
+        return _empty(fig, "no verified rounds yet")
+    fig.add_trace(go.Bar(
+        x=[r[0] for r in rows], y=[r[1] for r in rows], name="acceptance",
+        marker_color=SOURCE_COLORS["accepted"],
+        text=[f"{100 * r[1]:.0f}%" for r in rows], textposition="outside", cliponaxis=False,
+        customdata=[r[2] for r in rows],
+        hovertemplate="position %{x}: %{y:.0%} of %{customdata} rounds<extra></extra>",
+    ))
+    fig.update_yaxes(range=[0, 1.15], tickformat=".0%")
+    fig.update_xaxes(dtick=1)
+    fig.update_layout(showlegend=False)
+    return fig
+
+
+# Batch columns: (title, raw metric name, readable name used by batch_view.results_table).
+BATCH_HISTS = [
+    ("Mean accepted length", "mean_accepted_length", "mean acc len"),
+    ("Punctuation density", "punct_density", "punct density"),
+    ("Hanzi count", "hanzi_count", "hanzi"),
+    ("Tokens / s", "tokens_per_s", "tokens/s"),
+]
+_GROUP_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
+
+
+def batch_distributions(df) -> go.Figure:
+    """2x2 histograms over clips; one colour per configuration when df has a "config" column."""
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for t, _, _ in BATCH_HISTS],
+                        horizontal_spacing=0.1, vertical_spacing=0.2)
+    fig.update_layout(template="plotly_white", height=2 * HEIGHT, margin=dict(l=40, r=16, t=80, b=30),
+                      title=dict(text="Batch distributions", font=dict(size=14), x=0.01),
+                      barmode="overlay", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    if df is None or len(df) == 0:
+        return _empty(fig, "no results yet")
+    groups = [(None, df)]
+    if "config" in df.columns and df["config"].nunique() > 1:
+        groups = list(df.groupby("config", sort=False))
+    for n, (title, raw, readable) in enumerate(BATCH_HISTS):
+        row, col = n // 2 + 1, n % 2 + 1
+        column = next((c for c in (raw, readable) if c in df.columns and df[c].notna().any()), None)
+        if column is None:
+            fig.add_annotation(text="no data", showarrow=False, row=row, col=col, x=0.5, y=0.5,
+                               xref="x domain", yref="y domain", font=dict(color=NEUTRAL_COLOR))
+            continue
+        for g, (name, sub) in enumerate(groups):
+            values = pd.to_numeric(sub[column], errors="coerce").dropna()
+            fig.add_trace(go.Histogram(
+                x=values, name=str(name) if name is not None else title, legendgroup=str(name),
+                showlegend=name is not None and n == 0, opacity=0.75 if name is not None else 1.0,
+                marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)], nbinsx=15,
+            ), row=row, col=col)
+    if groups[0][0] is None:
+        fig.update_layout(showlegend=False)
+    return fig

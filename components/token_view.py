@@ -1,0 +1,247 @@
+"""The coloured token trace: one span per committed token, rejected drafts struck through.
+
+Pure function of the trace dict (docs/architecture.md, "Trace (dict form)"); works on the
+partial traces of a live stream and on an empty one. Tooltips are plain CSS (a child span
+shown on :hover / :focus) so they work inside gr.HTML, which does not run scripts.
+"""
+
+from __future__ import annotations
+
+from .formatting import DASH, esc, num, visible
+from .palette import (
+    CYCLE_COLOR,
+    REJECTED_COLOR,
+    SOURCE_COLORS,
+    SOURCE_LABELS,
+    SOURCE_TINTS,
+)
+
+SOURCES = ("accepted", "corrected", "draft", "bonus")
+
+_SOURCE_CSS = "\n".join(
+    f".ss-src-{s} {{ background: {SOURCE_TINTS[s]}; border-color: {SOURCE_COLORS[s]}; }}\n"
+    f".ss-tip-src-{s} {{ color: {SOURCE_COLORS[s]}; }}"
+    for s in SOURCES
+)
+
+TOKEN_CSS = f"""
+.ss-trace {{ font-family: system-ui, -apple-system, "Segoe UI", "Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif;
+  color: #1f2328; margin-bottom: 10px; }}
+.ss-legend {{ display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center; font-size: 12.5px;
+  color: #444; margin: 0 0 10px 0; }}
+.ss-legend-item {{ display: inline-flex; align-items: center; gap: 5px; white-space: nowrap; }}
+.ss-legend-item .ss-tok {{ font-size: 13px; padding: 0 4px; cursor: default; }}
+.ss-legend-rounds {{ font-size: 13px; color: #57606a; }}
+.ss-legend-count {{ color: #777; font-variant-numeric: tabular-nums; }}
+.ss-legend-hint {{ color: #888; margin-left: auto; font-style: italic; }}
+.ss-tokens {{ font-size: 20px; line-height: 2.3; word-break: break-all; }}
+.ss-empty {{ color: #888; font-style: italic; font-size: 14px; padding: 6px 0; }}
+/* One wrapper per decoding round: thin separator on the left, alternating underline. */
+.ss-round {{ padding: 0 2px 3px 3px; border-left: 1px solid #b8b8b8; border-bottom: 2px solid #c9c9c9;
+  -webkit-box-decoration-break: clone; box-decoration-break: clone; }}
+.ss-round:first-child {{ border-left-color: transparent; }}
+.ss-round-odd {{ border-bottom-color: #6e6e6e; }}
+.ss-tok {{ position: relative; display: inline-block; line-height: 1.35; padding: 0 2px; margin: 0 1px;
+  border-radius: 3px; border: 1.5px solid transparent; cursor: help; white-space: pre; }}
+.ss-tok:focus {{ outline: 2px solid #1f2328; outline-offset: 1px; }}
+{_SOURCE_CSS}
+/* Shape cues so colour is never the only signal. */
+.ss-src-accepted {{ border-style: solid; border-color: transparent; }}
+.ss-src-draft {{ border-style: dashed; }}
+.ss-src-corrected {{ border-style: solid; font-weight: 700; }}
+.ss-src-bonus {{ border-style: dotted; }}
+.ss-rej {{ color: {REJECTED_COLOR}; font-size: 0.8em; background: #f3f3f3; border: 1px solid #d0d0d0; }}
+.ss-rej .ss-t {{ text-decoration: line-through; text-decoration-color: #b00020; text-decoration-thickness: 2px; }}
+.ss-cycle .ss-t {{ text-decoration: underline wavy {CYCLE_COLOR}; text-decoration-thickness: 1.5px;
+  text-underline-offset: 4px; }}
+.ss-legend .ss-cycle .ss-t {{ text-underline-offset: 2px; }}
+.ss-caret {{ display: inline-block; color: #888; animation: ss-blink 1s steps(2, start) infinite; }}
+@keyframes ss-blink {{ to {{ visibility: hidden; }} }}
+/* Tooltip: hidden child, shown below its token on hover or keyboard focus. */
+.ss-tip {{ display: none; position: absolute; left: -4px; top: calc(100% + 6px); z-index: 1000;
+  min-width: 210px; max-width: 320px; padding: 8px 10px; border-radius: 6px; background: #1f2328;
+  color: #f6f8fa; font-size: 12.5px; line-height: 1.45; font-weight: 400; white-space: normal; word-break: normal;
+  text-align: left; box-shadow: 0 4px 14px rgba(0,0,0,.25); pointer-events: none;
+  text-decoration: none; }}
+.ss-tok:hover > .ss-tip, .ss-tok:focus > .ss-tip {{ display: block; }}
+.ss-tip-head {{ display: block; font-size: 14px; margin-bottom: 4px; }}
+.ss-tip-head .ss-tip-src-accepted, .ss-tip-head .ss-tip-src-corrected,
+.ss-tip-head .ss-tip-src-draft, .ss-tip-head .ss-tip-src-bonus {{ filter: brightness(1.6); font-weight: 600; }}
+.ss-tip-src-rejected {{ color: #c8c8c8; font-weight: 600; }}
+.ss-tip-grid {{ display: grid; grid-template-columns: auto auto auto auto; gap: 0 10px; }}
+.ss-tip-k {{ color: #9aa4ae; white-space: nowrap; }}
+.ss-tip-v {{ font-variant-numeric: tabular-nums; }}
+.ss-tip-top {{ display: block; margin-top: 5px; color: #d0d7de; }}
+.ss-tip-alt {{ white-space: nowrap; }}
+.ss-tip-note {{ display: block; margin-top: 4px; color: #ffd8a8; }}
+"""
+
+
+def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
+    fields = [
+        ("id", rec.get("id")),
+        ("round", rec.get("round")),
+        ("entropy", num(rec.get("entropy"), 2)),
+        ("edge p", num(rec.get("draft_prob"))),
+        ("cloud p", num(rec.get("target_prob"))),
+        ("cloud rank", rec.get("target_rank")),
+    ]
+    grid = "".join(
+        f'<span class="ss-tip-k">{esc(k)}</span><span class="ss-tip-v">{esc(DASH if v is None else v)}</span>'
+        for k, v in fields
+    )
+    top = rec.get("top") or []
+    alts = " · ".join(
+        f'<span class="ss-tip-alt">{esc(visible(a.get("text")))} {esc(num(a.get("prob"), 2))}</span>' for a in top[:5]
+    )
+    top_html = f'<span class="ss-tip-top">edge top: {alts}</span>' if alts else ""
+    label = SOURCE_LABELS.get(kind, kind)
+    return (
+        '<span class="ss-tip" role="tooltip">'
+        f'<span class="ss-tip-head">{esc(index_label)} 「{esc(visible(rec.get("text")))}」 '
+        f'<span class="ss-tip-src-{esc(kind)}">{esc(label)}</span></span>'
+        f'<span class="ss-tip-grid">{grid}</span>{top_html}'
+        + (f'<span class="ss-tip-note">{esc(note)}</span>' if note else "")
+        + "</span>"
+    )
+
+
+def _token_span(tok: dict, in_cycle: bool, dropped: list[dict]) -> str:
+    source = str(tok.get("source") or "unknown")
+    i = tok.get("i")
+    note = ""
+    if source == "corrected" and dropped:
+        note = "replaced rejected draft 「" + "".join(visible(r.get("text")) for r in dropped[:1]) + "」"
+    elif source == "draft":
+        note = "edge-only: the cloud was not called for this block"
+    elif source == "bonus":
+        note = "extra cloud token after a fully accepted block"
+    if in_cycle:
+        note = (note + "; " if note else "") + "part of a detected cycle"
+    classes = f"ss-tok ss-src-{esc(source)}" + (" ss-cycle" if in_cycle else "")
+    return (
+        f'<span class="{classes}" tabindex="0" data-i="{esc(i)}" data-source="{esc(source)}" '
+        f'data-round="{esc(tok.get("round"))}" data-id="{esc(tok.get("id"))}">'
+        f'<span class="ss-t">{esc(visible(tok.get("text")))}</span>'
+        f"{_tooltip(tok, source, f'#{i}', note)}</span>"
+    )
+
+
+def _rejected_span(rej: dict) -> str:
+    at = rej.get("at")
+    note = f"dropped: the cloud rejected it (rank {rej.get('target_rank', DASH)})"
+    if at is not None:
+        note += f"; replaced by token #{at}"
+    return (
+        f'<span class="ss-tok ss-rej" tabindex="0" data-source="rejected" data-round="{esc(rej.get("round"))}" '
+        f'data-at="{esc(at)}" data-id="{esc(rej.get("id"))}">'
+        f'<span class="ss-t">{esc(visible(rej.get("text")))}</span>'
+        f"{_tooltip(rej, 'rejected', 'rejected', note)}</span>"
+    )
+
+
+def cycle_indices(trace: dict) -> set[int]:
+    """Token indices inside a cycle: per-token flags, trace cycles, or live cycle warnings."""
+    idx = {t.get("i", n) for n, t in enumerate(trace.get("tokens") or []) if t.get("cycle")}
+    spans = list(trace.get("cycles") or [])
+    spans += [w for w in trace.get("warnings") or [] if w.get("kind") == "cycle"]
+    for span in spans:
+        start, end = span.get("start"), span.get("end")
+        if isinstance(start, int) and isinstance(end, int):
+            idx.update(range(start, end))
+    return idx
+
+
+def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int) -> str:
+    def item(sample: str, label: str, count: int | None) -> str:
+        c = f' <span class="ss-legend-count">{count}</span>' if count is not None else ""
+        return f'<span class="ss-legend-item">{sample}{esc(label)}{c}</span>'
+
+    parts = [
+        item(
+            f'<span class="ss-tok ss-src-{s}"><span class="ss-t">字</span></span>',
+            SOURCE_LABELS[s],
+            counts.get(s, 0),
+        )
+        for s in SOURCES
+    ]
+    parts.append(item('<span class="ss-tok ss-rej"><span class="ss-t">字</span></span>', "rejected draft", n_rejected))
+    parts.append(item('<span class="ss-tok ss-cycle"><span class="ss-t">字</span></span>', "cycle", n_cycle))
+    parts.append(item(
+        '<span class="ss-legend-rounds"><span class="ss-round ss-round-even">字字</span>'
+        '<span class="ss-round ss-round-odd">字</span></span>', "rounds", None,
+    ))
+    parts.append('<span class="ss-legend-hint">hover or tab to a token for details</span>')
+    return '<div class="ss-legend" aria-label="legend">' + "".join(parts) + "</div>"
+
+
+def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool = False) -> str:
+    """HTML for the trace view (without CSS: inject TOKEN_CSS once in the page).
+
+    `live` appends a blinking caret to show that tokens are still arriving.
+    """
+    trace = trace or {}
+    tokens = list(trace.get("tokens") or [])
+    rejected = list(trace.get("rejected") or [])
+    in_cycle = cycle_indices(trace) if highlight_cycles else set()
+
+    by_at: dict[int, list[dict]] = {}
+    trailing: list[dict] = []  # rejected with no committed replacement yet (mid-stream)
+    for rej in rejected:
+        at = rej.get("at")
+        if isinstance(at, int) and 0 <= at < len(tokens):
+            by_at.setdefault(at, []).append(rej)
+        else:
+            trailing.append(rej)
+
+    # (round, html) items in display order: rejected drafts sit just before their correction.
+    items: list[tuple[object, str]] = []
+    for n, tok in enumerate(tokens):
+        i = tok.get("i", n)
+        dropped = by_at.get(n, [])
+        items += [(rej.get("round"), _rejected_span(rej)) for rej in dropped]
+        items.append((tok.get("round"), _token_span(tok, i in in_cycle, dropped)))
+    items += [(rej.get("round"), _rejected_span(rej)) for rej in trailing]
+
+    groups: list[str] = []
+    current, buf, parity = object(), [], 0
+    for rnd, frag in items:
+        if rnd != current and buf:
+            groups.append(_round_group(current, buf, parity))
+            parity ^= 1
+            buf = []
+        current = rnd
+        buf.append(frag)
+    if buf:
+        groups.append(_round_group(current, buf, parity))
+
+    counts: dict[str, int] = {}
+    for tok in tokens:
+        counts[tok.get("source")] = counts.get(tok.get("source"), 0) + 1
+    n_cycle = len([i for i in in_cycle if 0 <= i < len(tokens)])
+
+    if groups:
+        body = "".join(groups)
+    else:
+        body = '<span class="ss-empty">No tokens yet. Pick a clip and press Run.</span>'
+    caret = '<span class="ss-caret" aria-hidden="true">▍</span>' if live else ""
+    return (
+        '<div class="ss-trace">'
+        + _legend(counts, len(rejected), n_cycle)
+        + f'<div class="ss-tokens">{body}{caret}</div></div>'
+    )
+
+
+def _round_group(rnd, fragments: list[str], parity: int) -> str:
+    cls = "ss-round ss-round-odd" if parity else "ss-round ss-round-even"
+    return f'<span class="{cls}" data-round="{esc(rnd)}">' + "".join(fragments) + "</span>"
+
+
+def standalone_page(*fragments: str, css: str = "", title: str = "SpecScope trace") -> str:
+    """A full HTML document (for exports and screenshots); CSS from the component modules."""
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f"<style>body{{margin:16px;background:#fff}}{TOKEN_CSS}{css}</style></head><body>"
+        + "".join(fragments)
+        + "</body></html>"
+    )

@@ -1,0 +1,46 @@
+"""Backend registry: name -> loader. Loaded backends are cached (models load once)."""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from ..errors import BackendError
+from .base import Backend, PromptInputs  # noqa: F401
+
+BACKENDS = ("demo", "omni", "hf")
+
+
+def available_backends() -> list[str]:
+    """Backends a user can pick now: demo always; omni/hf when models are configured."""
+    out = ["demo"]
+    if os.environ.get("SPECSCOPE_EDGE_MODEL") and os.environ.get("SPECSCOPE_CLOUD_MODEL"):
+        out.append("omni")
+    if os.environ.get("SPECSCOPE_HF_EDGE") and os.environ.get("SPECSCOPE_HF_CLOUD"):
+        out.append("hf")
+    return out
+
+
+def load_backend(name: str = "demo", **options) -> Backend:
+    if name not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    return _load(name, tuple(sorted((k, v) for k, v in options.items() if v is not None)))
+
+
+@lru_cache(maxsize=4)
+def _load(name: str, options: tuple) -> Backend:
+    opts = dict(options)
+    if name == "demo":
+        from .demo import DemoBackend
+
+        return DemoBackend(**opts)
+    if name == "hf":
+        from .hf import HFBackend
+
+        edge = opts.pop("edge_model", None) or os.environ.get("SPECSCOPE_HF_EDGE")
+        cloud = opts.pop("cloud_model", None) or os.environ.get("SPECSCOPE_HF_CLOUD")
+        if not edge or not cloud:
+            raise BackendError("the hf backend needs --edge-model DIR and --cloud-model DIR")
+        return HFBackend(edge, cloud, **opts)
+    from .omni import OmniBackend
+
+    return OmniBackend(**opts)

@@ -1,0 +1,61 @@
+"""The embedded default backend: the tiny char-level edge/cloud pair shipped in the package,
+conditioned on prosody tokens read from the audio. Runs on CPU, needs no download."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from .. import conditions
+from ..demo import corpus
+from ..errors import BackendError, ConfigError
+from .base import Backend, PromptInputs
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "demo" / "models"
+
+
+def _load(folder: Path, role: str):
+    if not (folder / "model.safetensors").is_file():
+        raise BackendError(f"demo {role} model missing at {folder} (run scripts/train_demo.py)")
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                 trust_remote_code=False, use_safetensors=True,
+                                                 local_files_only=True)
+    return model.eval()
+
+
+class DemoBackend(Backend):
+    name = "demo"
+    needs_audio = True
+
+    def __init__(self, models_dir: str | Path = MODELS_DIR):
+        models_dir = Path(models_dir)
+        self.edge = _load(models_dir / "edge", "edge")
+        self.cloud = _load(models_dir / "cloud", "cloud")
+        self.tokenizer = AutoTokenizer.from_pretrained(str(models_dir / "cloud"),
+                                                       local_files_only=True)
+        # Stop by id: <|im_end|> ends the assistant turn, <|endoftext|> ends a document.
+        self.stop_ids = [self.tokenizer.convert_tokens_to_ids(corpus.IM_END),
+                         self.tokenizer.eos_token_id]
+        self.shared_vocab = len(self.tokenizer)
+
+    def build_inputs(self, audio, prompt_type: str) -> PromptInputs:
+        from .. import prosody  # lazy: the tokens-only path (tests, tools) needs no audio stack
+        p = prosody.extract(audio)
+        inputs = self.build_inputs_from_tokens(conditions.condition_tokens(p.bins), prompt_type)
+        inputs.info.update(prosody=dict(p.values), bins=dict(p.bins),
+                           prosody_text=prosody.describe(p))
+        return inputs
+
+    def build_inputs_from_tokens(self, cond_tokens: list[str], prompt_type: str) -> PromptInputs:
+        if prompt_type not in conditions.PROMPT_TYPES:
+            raise ConfigError(f"prompt_type must be one of {', '.join(conditions.PROMPT_TYPES)}, "
+                              f"got {prompt_type!r}")
+        known = set(conditions.all_condition_tokens())
+        unknown = [t for t in cond_tokens if t not in known]
+        if unknown:
+            raise ConfigError(f"unknown condition token {unknown[0]!r}")
+        text = corpus.prompt_text(list(cond_tokens), prompt_type)
+        ids = self.tokenizer(text, return_tensors="pt").input_ids
+        return PromptInputs(ids, info={"prompt": text, "prompt_type": prompt_type,
+                                       "condition_tokens": list(cond_tokens)})

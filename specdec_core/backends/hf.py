@@ -1,0 +1,51 @@
+"""Any pair of causal LMs sharing a tokenizer, with a text prompt (no audio)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from ..errors import BackendError
+from .base import Backend, PromptInputs
+
+
+def load_causal_lm(path: str, role: str, dtype=torch.float32, device: str = "cpu"):
+    """from_pretrained from a local folder (or a hub id when the user has a network)."""
+    if not Path(path).exists() and "/" not in str(path):
+        raise BackendError(f"{role} model not found: {path} (give a local folder or a hub id)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False,
+                                                     use_safetensors=True)
+    except Exception as e:  # loading errors from a user-named path are user errors
+        raise BackendError(f"cannot load {role} model from {path}: {str(e).splitlines()[0]}") from None
+    return model.to(device).eval()
+
+
+class HFBackend(Backend):
+    name = "hf"
+    needs_audio = False
+
+    def __init__(self, edge_path: str, cloud_path: str, prompt: str = "", edge=None, cloud=None,
+                 tokenizer=None):
+        self.edge = edge if edge is not None else load_causal_lm(edge_path, "edge")
+        self.cloud = cloud if cloud is not None else load_causal_lm(cloud_path, "cloud")
+        if tokenizer is None:
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(cloud_path)
+            except Exception as e:
+                raise BackendError(f"cannot load tokenizer from {cloud_path}: {str(e).splitlines()[0]}") from None
+        self.tokenizer = tokenizer
+        self.prompt = prompt
+        eos = self.cloud.generation_config.eos_token_id or tokenizer.eos_token_id
+        self.stop_ids = sorted({eos} if isinstance(eos, int) else set(eos or []))
+        ve = self.edge.get_output_embeddings().weight.shape[0]
+        vc = self.cloud.get_output_embeddings().weight.shape[0]
+        self.shared_vocab = min(ve, vc)
+
+    def build_inputs(self, audio, prompt_type: str, prompt: str | None = None) -> PromptInputs:
+        text = prompt if prompt is not None else self.prompt
+        ids = self.tokenizer(text, return_tensors="pt").input_ids
+        if ids.shape[1] == 0:
+            raise BackendError("the hf backend needs a non-empty --prompt")
+        return PromptInputs(ids, info={"prompt": text})

@@ -1,0 +1,29 @@
+"""Cloud-only reference: the cloud model decoding alone with HF generate, greedy, same stops."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .stopping import StopChecker
+from .vocab import TokenClasses
+
+
+@torch.inference_mode()
+def cloud_only(backend, prompt, cfg) -> dict:
+    classes = TokenClasses.for_tokenizer(backend.tokenizer)
+    sentence = classes.ids("sentence_end") if cfg.stop_at_first_sentence else None
+    checker = StopChecker(backend.stop_ids, sentence, prompt.length, cfg.min_new_tokens,
+                          cfg.max_new_tokens)
+    dev = next(backend.cloud.parameters()).device
+    t0 = time.perf_counter()
+    out = backend.cloud.generate(
+        input_ids=prompt.input_ids.to(dev), attention_mask=torch.ones_like(prompt.input_ids).to(dev),
+        **prompt.prefill_kwargs, do_sample=False, max_new_tokens=cfg.max_new_tokens,
+        eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
+        stopping_criteria=checker.criteria(), temperature=None, top_p=None, top_k=None)
+    wall = time.perf_counter() - t0
+    seq = out[0] if not hasattr(out, "sequences") else out.sequences[0]
+    ids = seq[prompt.length:].tolist()
+    text = backend.tokenizer.decode(ids, skip_special_tokens=True)
+    return {"text": text, "token_ids": ids, "wall_s": round(wall, 4)}

@@ -1,0 +1,106 @@
+"""Plain-language findings from a finished trace: what is wrong, the likely cause, the fix."""
+from __future__ import annotations
+
+import re
+
+from .conditions import LENGTH_BANDS
+
+_CJK_RUN = re.compile(r"([\u4e00-\u9fff]{2,8})\1")
+
+
+def doubled_spans(text: str) -> list[str]:
+    """Spans of 2-8 hanzi written twice in a row ('音色音色'): the 'HelloHello' symptom."""
+    return [m.group(1) for m in _CJK_RUN.finditer(text)]
+
+
+def _f(severity, key, title, detail, cause, fix):
+    return {"severity": severity, "key": key, "title": title, "detail": detail,
+            "cause": cause, "fix": fix}
+
+
+def diagnose(trace) -> list[dict]:
+    m, cfg, out = trace.metrics, trace.config, []
+    faults = cfg.get("faults") or []
+    if faults:
+        out.append(_f("info", "faults", f"faults switched on: {', '.join(faults)}",
+                      "this run re-creates known bugs on purpose", "bug zoo", "switch them off to compare"))
+
+    for c in trace.cycles:
+        out.append(_f("error", "cycle", f"cycle of period {c['period']} at tokens {c['start']}-{c['end'] - 1} "
+                      f"({c['text']!r})", "the same short pattern repeats in the committed text",
+                      "greedy draft loop (seed 003): a deterministic edge revisits the same state",
+                      "cycle_action=resample or stop; ban_adjacent_repeat / no_repeat_ngram=3; verify more often"))
+
+    desync = [w for w in trace.warnings if w.get("kind") == "cache_desync"]
+    if desync:
+        out.append(_f("error", "cache_desync", f"cache desync detected in {len(desync)} check(s)",
+                      desync[0]["message"], "the edge KV cache holds tokens or positions that are not "
+                      "the committed text (no rollback after a correction, or reset positions)",
+                      "crop both caches to the committed prefix after every round; pass explicit positions"))
+
+    ended, n = trace.ended_by, m.get("new_tokens", 0)
+    band = LENGTH_BANDS.get(cfg.get("prompt_type", ""), None)
+    hanzi = m.get("hanzi_count", 0)
+    if ended == "fault" or (ended in ("sentence", "eos") and n < cfg.get("min_new_tokens", 0)):
+        out.append(_f("error", "premature_stop", f"premature stop after {n} tokens ({hanzi} 汉字)",
+                      f"ended_by={ended}, min_new_tokens={cfg.get('min_new_tokens')}",
+                      "a stop fired on text (string match) or before the minimum length",
+                      "stop on token ids only (EOS list, first sentence after min_new_tokens)"))
+    elif band and ended in ("sentence", "eos") and not band[0] <= hanzi <= band[1]:
+        out.append(_f("warning", "length", f"{hanzi} 汉字, outside the {cfg.get('prompt_type')} band "
+                      f"{band[0]}-{band[1]}", "the description is too short or too long for its prompt type",
+                      "prompt type or stop rule mismatch", "check prompt_type and min_new_tokens"))
+    if ended == "max_tokens":
+        out.append(_f("warning", "no_stop", f"no stop before max_new_tokens ({n} tokens)",
+                      "the decoder never saw an end-of-sequence or sentence-final token it stops on",
+                      "stop ids not recognised (e.g. searching for <|im_end|> in skip_special_tokens text)",
+                      "stop by id: pass every EOS id (<|im_end|>, <|endoftext|>)"))
+
+    if m.get("template_leak"):
+        out.append(_f("error", "template_leak", "chat template leaked into the output",
+                      f"markers found: {', '.join(m.get('leak_markers', [])) or 'yes'}",
+                      "the decoder ran past <|im_end|> into the next turn",
+                      "stop on the <|im_end|> id, never on decoded text"))
+
+    pd = m.get("punct_density") or 0.0
+    if pd > 0.4:
+        out.append(_f("error", "punct_flood", f"punctuation flood: {pd:.0%} of characters",
+                      "more than 40% punctuation (target 10-25%)",
+                      "over-sharp draft distribution or position errors make punctuation win (seed 001)",
+                      "temperature once; no 1x1 mask; comma_gate=4, period_gate=8"))
+
+    dbl = doubled_spans(trace.text)
+    if len(dbl) >= 2:
+        out.append(_f("error", "doubling", f"{len(dbl)} doubled spans ('{dbl[0]}{dbl[0]}' ...)",
+                      "phrases written twice in a row, like 'HelloHello'",
+                      "tokens appended to the input twice (input corruption, seed 004) or a cache desync",
+                      "keep one committed sequence; never append drafts to the shared input"))
+
+    acc = m.get("acceptance_rate")
+    if acc is not None and m.get("cloud_calls", 0) >= 3 and acc < 0.3:
+        out.append(_f("warning", "acceptance_collapse", f"acceptance collapse: {acc:.0%} of drafted tokens accepted",
+                      f"{m['cloud_calls']} cloud calls, mean accepted length {m.get('mean_accepted_length')}",
+                      "the edge drafts from a wrong context or a distorted distribution",
+                      "check cache resync, positions and draft-side penalties; lower k"))
+
+    lenient = [t for t in trace.tokens if t.source == "accepted" and (t.target_rank or 0) > 5]
+    if lenient:
+        out.append(_f("warning", "lenient_accept", f"{len(lenient)} accepted tokens ranked below top-5 by the cloud",
+                      f"worst cloud rank accepted: {max(t.target_rank for t in lenient)}",
+                      "rank acceptance threshold too lenient (seed 000 C)", "rank_threshold 3-5, or verify=greedy"))
+
+    thr = cfg.get("entropy_threshold")
+    if thr is not None and m.get("rounds", 0) >= 3:
+        rate = m.get("cloud_call_rate", 0)
+        if rate >= 1.0:
+            out.append(_f("info", "always_verify", "the cloud was called on every block",
+                          f"entropy threshold {thr} nats never let a block through",
+                          "threshold below the edge's typical entropy", "raise entropy_threshold or use classic SD"))
+        elif rate == 0:
+            out.append(_f("info", "never_verify", "the cloud was never called",
+                          f"entropy threshold {thr} nats is above every draft entropy",
+                          "the output is the edge model alone", "lower entropy_threshold"))
+    if not out:
+        out.append(_f("ok", "clean", "no problems found", "stops, cache, cycles, punctuation and leakage look fine",
+                      "", ""))
+    return out

@@ -1,0 +1,172 @@
+"""The bug zoo: each seed bug re-created behind a name, as a swap of ONE decoder component.
+
+The decoder asks a FaultSet for its components (config, runners, draft processors, stopper,
+commit step); with no faults every hook returns what it was given, so the fixed path has no
+fault checks in it. Each fault below is the smallest faithful copy of the seed's bug.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from transformers import LogitsProcessor
+
+
+@dataclass(frozen=True)
+class FaultInfo:
+    name: str
+    seed: str
+    bug: str
+    symptom: str
+    hook: str
+
+
+FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
+    FaultInfo("string_stop", "000 A", "stop when the decoded text (draft included) contains 。, a "
+              "newline or 'Please', ignoring min_new_tokens", "premature truncation", "stopper"),
+    FaultInfo("special_text_stop", "000 A", "look for '<|im_end|>' in text decoded with "
+              "skip_special_tokens=True instead of stopping on ids", "never stops, template leakage",
+              "stopper"),
+    FaultInfo("draft_penalties", "000 B", "hand-made penalties on frequent CJK tokens and a custom "
+              "top-p in the draft", "fragments, low acceptance", "draft_processors"),
+    FaultInfo("lenient_rank", "000 C", "rank acceptance with threshold 20", "incoherent tail",
+              "configure"),
+    FaultInfo("no_resync", "000 D / 002", "no cache rollback after a correction: rejected drafts "
+              "stay in the edge's KV cache", "fractured/repeated text, cache desync", "runner"),
+    FaultInfo("double_temperature", "001 A", "logits divided by 0.7 and then by the temperature",
+              "over-sharp draft, fewer cloud calls, punctuation wins", "draft_processors"),
+    FaultInfo("mask_1x1", "001 B", "1x1 attention mask on incremental draft steps: positions reset",
+              "filler punctuation, acceptance collapse, cache desync", "runner"),
+    FaultInfo("input_corruption", "004", "draft tokens appended to the shared input across "
+              "iterations", "'HelloHello' doubling", "commit"),
+]}
+
+
+class FaultSet:
+    def __init__(self, names):
+        self.names = list(names or [])
+
+    def __contains__(self, name):
+        return name in self.names
+
+    def configure(self, cfg):
+        if "lenient_rank" in self:
+            cfg = dataclasses.replace(cfg, verify="rank", rank_threshold=20)
+        return cfg
+
+    def wrap_runner(self, runner, role: str):
+        if role == "edge" and "no_resync" in self:
+            runner.__class__ = _with(NoResyncRunner, runner.__class__)
+        if role == "edge" and "mask_1x1" in self:
+            runner.__class__ = _with(ResetPositionRunner, runner.__class__)
+        return runner
+
+    def draft_processors(self, classes) -> list:
+        out = []
+        if "draft_penalties" in self:
+            out.append(HandPenalties(classes))
+        if "double_temperature" in self:
+            out.append(ExtraTemperature(0.7))
+        return out
+
+    def wrap_stopper(self, stopper, tokenizer, prompt_len: int):
+        if "special_text_stop" in self:
+            return TextImEndStop(tokenizer, prompt_len, stopper)
+        if "string_stop" in self:
+            return StringStop(tokenizer, prompt_len, stopper)
+        return stopper
+
+    def wrap_commit(self, commit):
+        if "input_corruption" not in self:
+            return commit
+
+        def corrupting_commit(st, records):
+            # the draft loop appended its tokens to the shared input; the commit appends them again
+            copies = [dataclasses.replace(r, source="draft", target_prob=None, target_rank=None)
+                      for r in records if r.source in ("accepted", "draft")]
+            return commit(st, copies + records)
+        return corrupting_commit
+
+
+def _with(mixin, base):
+    return type(f"{mixin.__name__}{base.__name__}", (mixin, base), {})
+
+
+# --- runner faults ----------------------------------------------------------------------------
+class NoResyncRunner:
+    """crop() forgets to remove anything: the decoder thinks the rejected drafts are gone, the
+    cache still holds them, and new tokens are placed after them (seed 002)."""
+
+    def crop(self, n: int) -> None:
+        self.seen = n
+        del self.history[n:]
+
+
+class ResetPositionRunner:
+    """Incremental steps get positions 0..n-1, as with a 1x1 attention mask (seed 001 B)."""
+
+    def _forward(self, ids, start, prefill):
+        return super()._forward(ids, start if prefill else 0, prefill)
+
+
+# --- draft processor faults -----------------------------------------------------------------
+class HandPenalties(LogitsProcessor):
+    """Seed 000 B: fixed penalties on frequent CJK tokens and punctuation, then a home-made
+    top-p that forgets to sort before the cumulative sum."""
+
+    def __init__(self, classes, penalty: float = 3.0, top_p: float = 0.8):
+        texts = classes.texts
+        frequent = set("的声音调语速说话人，中色")
+        self.ids = torch.tensor([i for i, t in enumerate(texts) if t and t in frequent] or [0])
+        self.penalty, self.top_p = penalty, top_p
+
+    def __call__(self, input_ids, scores):
+        scores = scores.clone()
+        scores[:, self.ids] -= self.penalty
+        p = torch.softmax(scores, -1)
+        keep = torch.cumsum(p, -1) <= self.top_p   # BUG (on purpose): unsorted cumulative sum
+        keep[:, 0] = True
+        return scores.masked_fill(~keep, float("-inf"))
+
+
+class ExtraTemperature(LogitsProcessor):
+    def __init__(self, t: float):
+        self.t = t
+
+    def __call__(self, input_ids, scores):
+        return scores / self.t
+
+
+# --- stopper faults ---------------------------------------------------------------------------
+class StringStop:
+    """Seed 000 A: stop as soon as the decoded text, draft included, contains an 'EOS-like'
+    string. It fires during drafting, before the cloud has seen the block."""
+
+    STRINGS = ("。", "\n", "Please")
+
+    def __init__(self, tokenizer, prompt_len, fixed):
+        self.tok, self.prompt_len, self.fixed = tokenizer, prompt_len, fixed
+
+    def check(self, n_gen, last_id, ids, stage):
+        from .decoder import Stop
+
+        text = self.tok.decode(ids[self.prompt_len:], skip_special_tokens=True)
+        if any(s in text for s in self.STRINGS):
+            return Stop("fault", hard=True)
+        return self.fixed.check(n_gen, last_id, ids, stage)
+
+
+class TextImEndStop:
+    """Seed 000 A: look for '<|im_end|>' in skip_special_tokens text (never there), so the only
+    stop left is max_new_tokens."""
+
+    def __init__(self, tokenizer, prompt_len, fixed):
+        self.tok, self.prompt_len, self.max_new = tokenizer, prompt_len, fixed.max_new_tokens
+
+    def check(self, n_gen, last_id, ids, stage):
+        from .decoder import Stop
+
+        if "<|im_end|>" in self.tok.decode(ids[self.prompt_len:], skip_special_tokens=True):
+            return Stop("eos")
+        return Stop("max_tokens") if n_gen >= self.max_new else None

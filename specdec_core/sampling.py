@@ -1,0 +1,75 @@
+"""Distributions and acceptance rules. Pure tensor math, no model, no state but a Generator."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The distribution a token is drawn from. Temperature is applied here and only here;
+    at temperature 0 the reported distribution is the untempered softmax (the pick is argmax)."""
+    t = temperature if temperature > 0 else 1.0
+    return torch.softmax(logits / t, dim=-1)
+
+
+def entropy(p: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy in nats over the last dim (0 * log 0 = 0)."""
+    return -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+
+
+def pick(p: torch.Tensor, logits: torch.Tensor, temperature: float, gen: torch.Generator) -> int:
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    return int(torch.multinomial(p, 1, generator=gen))
+
+
+def rank_of(logits: torch.Tensor, token: int) -> int:
+    """1-based rank of token under logits (ties counted in the token's favour)."""
+    return int((logits > logits[token]).sum()) + 1
+
+
+@dataclass
+class Verdict:
+    accepted: int        # how many draft tokens were accepted
+    next_token: int      # correction (if accepted < n) or bonus token
+    ranks: list[int]     # cloud rank of each checked draft token
+    target_probs: list[float]
+
+
+def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Tensor,
+           temperature: float, rank_threshold: int, gen: torch.Generator) -> Verdict:
+    """Decide on a drafted block.
+
+    draft: n drafted ids; q: [n, V] draft distributions they were drawn from (sampling rule);
+    logits: [n + 1, V] cloud logits, row j = distribution for draft position j, row n = bonus.
+    """
+    n = len(draft)
+    p = probs(logits, temperature)
+    d = torch.tensor(draft, dtype=torch.long)
+    p_d = p[torch.arange(n), d] if n else p.new_zeros(0)
+    top1 = logits[:n].argmax(-1) if n else d
+    ranks = ((logits[:n] > logits[torch.arange(n), d].unsqueeze(1)).sum(-1) + 1) if n else d
+    greedy = temperature <= 0
+
+    if rule == "sampling" and not greedy:
+        q_d = q[torch.arange(n), d]
+        u = torch.rand(n, generator=gen)
+        ok = u <= (p_d / q_d.clamp_min(1e-30)).clamp(max=1.0)
+    elif rule == "rank":
+        ok = ranks <= rank_threshold
+    else:  # greedy rule, or sampling at temperature 0 (both distributions are one-hot)
+        ok = d == top1
+    bad = (~ok).nonzero()
+    a = int(bad[0]) if len(bad) else n
+
+    if a < n and rule == "sampling" and not greedy:
+        residual = (p[a] - q[a]).clamp_min(0)
+        s = residual.sum()
+        nxt = int(torch.multinomial(residual / s, 1, generator=gen)) if s > 0 else int(p[a].argmax())
+    elif greedy:
+        nxt = int(logits[a].argmax())
+    else:
+        nxt = int(torch.multinomial(p[a], 1, generator=gen))
+    checked = min(a + 1, n)
+    return Verdict(a, nxt, ranks[:checked].tolist(), p_d[:checked].tolist())

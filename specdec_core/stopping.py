@@ -1,0 +1,105 @@
+"""Stopping by token id only (seed 000 A): the EOS id list, max_new_tokens, and the
+first-sentence rule. Nothing here ever looks at decoded text: string stops truncate on any
+"。" or "Please" and miss `<|im_end|>` once special tokens are skipped.
+
+`StopChecker` is what the speculative decoder asks after each committed token; its
+`criteria()` gives the same rules as StoppingCriteria so a `model.generate` baseline stops at
+exactly the same token.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from transformers import MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
+
+from .errors import ConfigError
+from .vocab import TokenClasses
+
+
+def _id_set(ids, what: str) -> frozenset[int]:
+    if isinstance(ids, TokenClasses):
+        return frozenset(ids.ids("sentence_end"))
+    if isinstance(ids, int) or (isinstance(ids, torch.Tensor) and ids.dim() == 0):
+        ids = [int(ids)]
+    try:
+        out = frozenset(int(i) for i in ids)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must be a list of token ids, got {ids!r}") from None
+    return out
+
+
+def _last_in(input_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    return torch.isin(input_ids[:, -1], ids.to(input_ids.device))
+
+
+class EosIdStop(StoppingCriteria):
+    """Stop a row when its last token is one of `eos_ids`."""
+
+    def __init__(self, eos_ids: Iterable[int]):
+        self.eos_ids = _id_set(eos_ids, "eos_ids")
+        self._t = torch.tensor(sorted(self.eos_ids), dtype=torch.long)
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        return _last_in(input_ids, self._t)
+
+
+class FirstSentenceStop(StoppingCriteria):
+    """Stop a row at its first sentence-final token once `min_new_tokens` were generated.
+
+    `classes_or_ids`: TokenClasses (uses every token containing 。 or .) or an id list.
+    The count includes the token just generated: input_ids.shape[1] - prompt_len.
+    Stateless, so one instance can serve many generate calls with the same prompt length.
+    """
+
+    def __init__(self, classes_or_ids, prompt_len: int, min_new_tokens: int = 0):
+        self.sentence_ids = _id_set(classes_or_ids, "sentence ids")
+        self._t = torch.tensor(sorted(self.sentence_ids), dtype=torch.long)
+        self.prompt_len = int(prompt_len)
+        self.min_new_tokens = int(min_new_tokens)
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        if input_ids.shape[1] - self.prompt_len < self.min_new_tokens:
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return _last_in(input_ids, self._t)
+
+
+class StopChecker:
+    """The decoder's stop rule, O(1) per committed token.
+
+    check(n_generated, last_id): n_generated counts generated tokens including last_id.
+    Precedence: "eos", then "sentence" (last_id is sentence-final and n_generated >=
+    min_new_tokens), then "max_tokens" (n_generated >= max_new_tokens); None = go on.
+    sentence_ids None disables the first-sentence rule.
+    """
+
+    def __init__(self, eos_ids: Iterable[int], sentence_ids, prompt_len: int,
+                 min_new_tokens: int, max_new_tokens: int):
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if min_new_tokens < 0:
+            raise ConfigError(f"min_new_tokens must be >= 0, got {min_new_tokens}")
+        self.eos_ids = _id_set(eos_ids, "eos_ids")
+        self.sentence_ids = None if sentence_ids is None else _id_set(sentence_ids, "sentence ids")
+        self.prompt_len = int(prompt_len)
+        self.min_new_tokens = int(min_new_tokens)
+        self.max_new_tokens = int(max_new_tokens)
+
+    def check(self, n_generated: int, last_id: int) -> str | None:
+        if last_id in self.eos_ids:
+            return "eos"
+        if (self.sentence_ids is not None and n_generated >= self.min_new_tokens
+                and last_id in self.sentence_ids):
+            return "sentence"
+        if n_generated >= self.max_new_tokens:
+            return "max_tokens"
+        return None
+
+    def criteria(self) -> StoppingCriteriaList:
+        """The same rules for `model.generate(stopping_criteria=...)`. Pass the same prompt
+        length; the MaxLengthCriteria here takes precedence over generate's own."""
+        out = StoppingCriteriaList([EosIdStop(self.eos_ids)])
+        if self.sentence_ids is not None:
+            out.append(FirstSentenceStop(self.sentence_ids, self.prompt_len, self.min_new_tokens))
+        out.append(MaxLengthCriteria(max_length=self.prompt_len + self.max_new_tokens))
+        return out

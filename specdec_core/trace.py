@@ -1,0 +1,102 @@
+"""The trace: the one data structure every view reads (token records, rounds, warnings)."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+SOURCES = ("accepted", "corrected", "draft", "bonus")
+
+
+@dataclass
+class TokenRecord:
+    i: int                      # index among generated tokens (-1 for rejected ones)
+    id: int
+    text: str
+    source: str                 # accepted | corrected | draft | bonus | rejected
+    round: int
+    entropy: float | None = None
+    draft_prob: float | None = None
+    target_prob: float | None = None
+    target_rank: int | None = None
+    top: list = field(default_factory=list)   # [{"id", "text", "prob"}], edge alternatives
+    cycle: bool = False
+    at: int | None = None       # rejected only: index of the committed token that replaced it
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if self.source != "rejected":
+            d.pop("at")
+        return d
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    start: int                  # index of the first token committed in this round
+    drafted: int
+    verified: bool
+    accepted: int = 0
+    committed: int = 0
+    max_entropy: float | None = None
+    early_stop: bool = False    # drafting stopped before k because the gate fired
+    cloud_fed: int = 0          # tokens the cloud consumed in its forward (catch-up + block)
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Trace:
+    prompt_len: int
+    tokens: list[TokenRecord] = field(default_factory=list)
+    rejected: list[TokenRecord] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)
+    cycles: list[dict] = field(default_factory=list)
+    warnings: list[dict] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    diagnostics: list[dict] = field(default_factory=list)
+    ended_by: str = ""
+    text: str = ""
+    config: dict = field(default_factory=dict)
+    backend: str = ""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return [t.id for t in self.tokens]
+
+    def to_dict(self) -> dict:
+        return _finite({
+            "backend": self.backend, "config": self.config, "info": self.info,
+            "prompt_len": self.prompt_len, "text": self.text, "token_ids": self.token_ids,
+            "ended_by": self.ended_by,
+            "tokens": [t.to_dict() for t in self.tokens],
+            "rejected": [t.to_dict() for t in self.rejected],
+            "rounds": [r.to_dict() for r in self.rounds],
+            "cycles": self.cycles, "warnings": self.warnings,
+            "metrics": self.metrics, "diagnostics": self.diagnostics,
+        })
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, **kw)
+
+    def to_dataframe(self):
+        import pandas as pd
+
+        cols = ["i", "id", "text", "source", "round", "entropy", "draft_prob", "target_prob",
+                "target_rank", "cycle"]
+        return pd.DataFrame([{c: getattr(t, c) for c in cols} for t in self.tokens], columns=cols)
+
+
+def _finite(obj):
+    """JSON has no NaN/inf: write them as strings so the file stays standard JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "inf" if obj > 0 else ("-inf" if obj < 0 else "nan")
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj

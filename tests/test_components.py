@@ -1,0 +1,417 @@
+"""components/: HTML, figures and tables rendered from the hand-made trace fixture."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components import ALL_CSS
+from components.batch_view import checklist_html, results_table
+from components.cards import CARDS_CSS, diagnostics_html, metric_cards, warnings_html
+from components.compare import char_diff_html, metric_diff_table
+from components.config_panel import KNOB_SPECS, config_to_query, default_config, query_to_config
+from components.palette import SOURCE_COLORS, SOURCE_LABELS, SOURCE_TINTS
+from components.plots import (
+    accepted_length_figure,
+    batch_distributions,
+    entropy_figure,
+    position_acceptance_figure,
+)
+from components.token_view import TOKEN_CSS, render_tokens, standalone_page
+from specdec_core.errors import ConfigError
+
+FIXTURE = Path(__file__).parent / "fixtures" / "trace_small.json"
+SPAN = re.compile(r'<span class="(?P<cls>ss-tok[^"]*)" tabindex="0" (?P<attrs>[^>]*)>')
+
+
+@pytest.fixture
+def trace() -> dict:
+    return json.loads(FIXTURE.read_text(encoding="utf-8"))
+
+
+def token_spans(html: str) -> list[dict]:
+    """Token/rejected spans in document order: class plus data-* attributes."""
+    out = []
+    for m in SPAN.finditer(html):
+        attrs = dict(re.findall(r'data-([a-z]+)="([^"]*)"', m.group("attrs")))
+        attrs["class"] = m.group("cls")
+        out.append(attrs)
+    return out
+
+
+def tooltip_of(html: str, i: int) -> str:
+    start = html.index(f'data-i="{i}"')
+    tip = html.index('class="ss-tip"', start)
+    return html[tip: html.index('<span class="ss-tok', tip) if '<span class="ss-tok' in html[tip:] else None]
+
+
+def strip_tags(fragment: str) -> str:
+    return re.sub(r"<[^>]+>", " ", fragment)
+
+
+# --- token view --------------------------------------------------------------------------
+
+
+def test_fixture_is_consistent(trace):
+    tokens = trace["tokens"]
+    assert "".join(t["text"] for t in tokens) == trace["text"]
+    assert {t["source"] for t in tokens} == {"accepted", "corrected", "draft", "bonus"}
+    assert len(trace["rounds"]) == 10 and len(trace["cycles"]) == 1
+    for r in trace["rejected"]:
+        assert tokens[r["at"]]["source"] == "corrected" and tokens[r["at"]]["round"] == r["round"]
+
+
+def test_every_token_coloured_by_its_source(trace):
+    html = render_tokens(trace)
+    spans = [s for s in token_spans(html) if s["source"] != "rejected"]
+    assert [int(s["i"]) for s in spans] == list(range(len(trace["tokens"])))
+    for span, tok in zip(spans, trace["tokens"]):
+        assert span["source"] == tok["source"]
+        assert f"ss-src-{tok['source']}" in span["class"]
+        assert span["round"] == str(tok["round"])
+    for source, colour in SOURCE_COLORS.items():
+        rule = re.search(rf"\.ss-src-{source} \{{([^}}]*)\}}", TOKEN_CSS).group(1)
+        assert SOURCE_TINTS[source] in rule and colour in rule
+    assert len(set(SOURCE_COLORS.values())) == 4
+
+
+def test_rejected_tokens_sit_just_before_their_correction(trace):
+    order = token_spans(render_tokens(trace))
+    for rej in trace["rejected"]:
+        pos = next(n for n, s in enumerate(order) if s["source"] == "rejected" and s["id"] == str(rej["id"])
+                   and s["at"] == str(rej["at"]))
+        after = next(s for s in order[pos:] if s["source"] != "rejected")
+        before = next(s for s in reversed(order[:pos]) if s["source"] != "rejected")
+        assert after["i"] == str(rej["at"]) and after["source"] == "corrected"
+        assert before["i"] == str(rej["at"] - 1)
+        assert "ss-rej" in order[pos]["class"]
+    assert "line-through" in re.search(r"\.ss-rej \.ss-t \{([^}]*)\}", TOKEN_CSS).group(1)
+    assert sum(1 for s in order if s["source"] == "rejected") == len(trace["rejected"])
+
+
+def test_tooltip_shows_the_numbers_behind_a_token(trace):
+    html = render_tokens(trace)
+    tok = trace["tokens"][12]  # an accepted, drafted token: all fields present
+    text = strip_tags(tooltip_of(html, 12))
+    for needle in (str(tok["id"]), f"{tok['entropy']:.2f}", f"{tok['draft_prob']:.3f}",
+                   f"{tok['target_prob']:.3f}", "cloud rank", "accepted"):
+        assert needle in text, needle
+    for alt in tok["top"][:5]:
+        assert alt["text"] in text and f"{alt['prob']:.2f}" in text
+    corrected = strip_tags(tooltip_of(html, 11))
+    assert "corrected" in corrected and "快" in corrected  # names the draft it replaced
+    assert "edge-only" in strip_tags(tooltip_of(html, 5))
+    assert ".ss-tok:hover > .ss-tip" in TOKEN_CSS
+
+
+def test_token_text_is_escaped_everywhere(trace):
+    evil = copy.deepcopy(trace)
+    evil["tokens"][3]["text"] = "<script>alert(1)</script>"
+    evil["tokens"][3]["top"][1]["text"] = '"><img src=x onerror=alert(2)>'
+    evil["tokens"][4]["source"] = 'bonus" onmouseover="x'
+    evil["rejected"][0]["text"] = "</span><b>"
+    html = render_tokens(evil)
+    assert "<script" not in html and "<img" not in html and "<b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert 'onmouseover="x' not in html
+    assert "&lt;/span&gt;&lt;b&gt;" in html
+    hover = entropy_figure(evil, None).data[0].customdata[3][0]
+    assert hover == "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def test_legend_names_every_mark_with_counts(trace):
+    html = render_tokens(trace)
+    legend = html[html.index('class="ss-legend"'): html.index('class="ss-tokens"')]
+    counts = pd.Series([t["source"] for t in trace["tokens"]]).value_counts()
+    for source, label in SOURCE_LABELS.items():
+        assert re.search(rf"{re.escape(label)} <span class=\"ss-legend-count\">{counts[source]}</span>", legend)
+    assert "rejected draft" in legend and "cycle" in legend and "rounds" in legend
+
+
+def test_rounds_and_cycles_are_marked(trace):
+    html = render_tokens(trace)
+    rounds = re.findall(r'<span class="ss-round (ss-round-\w+)" data-round="(\d+)">', html)
+    assert [int(r) for _, r in rounds] == list(range(10))
+    assert [c for c, _ in rounds][:3] == ["ss-round-even", "ss-round-odd", "ss-round-even"]
+    cyc = {int(s["i"]) for s in token_spans(html) if "ss-cycle" in s["class"] and "i" in s}
+    assert cyc == set(range(13, 24))
+    plain = render_tokens(trace, highlight_cycles=False)
+    assert not any("ss-cycle" in s["class"] for s in token_spans(plain))
+
+
+def test_cycle_warning_alone_highlights_while_streaming(trace):
+    live = {"tokens": [dict(t, cycle=False) for t in trace["tokens"][:20]],
+            "warnings": [{"kind": "cycle", "message": "cycle", "start": 13, "end": 20}]}
+    cyc = {int(s["i"]) for s in token_spans(render_tokens(live)) if "ss-cycle" in s["class"] and "i" in s}
+    assert cyc == set(range(13, 20))
+
+
+def test_partial_and_empty_traces_render(trace):
+    empty = render_tokens({})
+    assert "No tokens yet" in empty and "ss-legend" in empty
+    assert "No tokens yet" in render_tokens(None)
+    partial = {"tokens": trace["tokens"][:10], "rejected": [dict(trace["rejected"][0], at=12)]}
+    html = render_tokens(partial, live=True)
+    order = token_spans(html)
+    assert len(order) == 11 and order[-1]["source"] == "rejected"  # correction not committed yet
+    assert "ss-caret" in html and "ss-caret" not in render_tokens(trace)
+
+
+# --- plots -------------------------------------------------------------------------------
+
+
+def test_entropy_figure_threshold_line_and_markers(trace):
+    fig = entropy_figure(trace, 1.2)
+    names = [t.name for t in fig.data]
+    assert names == ["entropy", "cloud call", "correction"]
+    shapes = fig.layout.shapes
+    assert len(shapes) == 1 and shapes[0].y0 == pytest.approx(1.2) == shapes[0].y1
+    calls = [r["start"] for r in trace["rounds"] if r["verified"]]
+    assert list(fig.data[1].x) == calls
+    corrected = [t["i"] for t in trace["tokens"] if t["source"] == "corrected"]
+    assert list(fig.data[2].x) == corrected
+    # correction markers sit at the entropy of the draft the cloud rejected there
+    assert fig.data[2].y[0] == pytest.approx(trace["rejected"][0]["entropy"])
+    ys = list(fig.data[0].y)
+    assert ys[4] is None and ys[0] == pytest.approx(trace["tokens"][0]["entropy"])
+    assert fig.layout.template.layout.paper_bgcolor is not None and fig.layout.height <= 300
+
+
+def test_entropy_figure_threshold_off_and_from_config(trace):
+    off = entropy_figure(trace, None)
+    assert len(off.layout.shapes) == 0
+    assert any("off" in a.text for a in off.layout.annotations)
+    assert len(entropy_figure(trace, "off").layout.shapes) == 0
+    from_cfg = entropy_figure(trace)  # fixture config: entropy_threshold 1.2
+    assert from_cfg.layout.shapes[0].y0 == pytest.approx(trace["config"]["entropy_threshold"])
+    empty = entropy_figure({}, None)
+    assert len(empty.data) == 0 and any("no tokens" in a.text for a in empty.layout.annotations)
+
+
+def test_accepted_length_figure_stacks_committed_tokens(trace):
+    fig = accepted_length_figure(trace)
+    bars = {t.name: list(t.y) for t in fig.data if t.type == "bar"}
+    assert set(bars) == {SOURCE_LABELS[s] for s in ("accepted", "corrected", "bonus", "draft")}
+    totals = [sum(col) for col in zip(*bars.values())]
+    assert totals == [r["committed"] for r in trace["rounds"]]
+    assert bars["accepted"] == [r["accepted"] for r in trace["rounds"]]
+    drafted = next(t for t in fig.data if t.name == "drafted")
+    assert list(drafted.y) == [r["drafted"] for r in trace["rounds"]]
+    assert fig.layout.barmode == "stack"
+
+
+def test_position_acceptance_matches_metrics(trace):
+    fig = position_acceptance_figure(trace)
+    assert list(fig.data[0].x) == [1, 2, 3, 4]
+    assert list(fig.data[0].y) == pytest.approx(trace["metrics"]["per_position_acceptance"], abs=1e-3)
+    no_rounds = position_acceptance_figure({"metrics": {"per_position_acceptance": [0.9, 0.4]}})
+    assert list(no_rounds.data[0].y) == [0.9, 0.4]
+    assert len(position_acceptance_figure({}).data) == 0
+
+
+def test_batch_distributions_by_config():
+    df = pd.DataFrame({
+        "config": ["A", "A", "B", "B"], "mean_accepted_length": [3.0, 3.5, 2.0, 2.2],
+        "punct_density": [0.1, 0.2, 0.4, 0.5], "hanzi_count": [40, 50, 20, 25], "tokens_per_s": [100, 120, 90, 95],
+    })
+    fig = batch_distributions(df)
+    assert [t.type for t in fig.data] == ["histogram"] * 8
+    assert {t.name for t in fig.data} == {"A", "B"}
+    readable = results_table([{"name": "a", "metrics": {"hanzi_count": 40, "punct_density": 0.2}}])
+    fig2 = batch_distributions(readable)
+    assert len(fig2.data) == 2  # hanzi + punct; the other two panels say "no data"
+    assert sum("no data" in a.text for a in fig2.layout.annotations) == 2
+
+
+# --- cards -------------------------------------------------------------------------------
+
+
+def test_metric_cards_values_and_status(trace):
+    html = metric_cards(trace["metrics"], "detailed")
+    text = strip_tags(html)
+    for needle in ("84.6%", "4.00", "7", "70% of rounds", "142.0", "15.0%", "34", "band 30–70", "sentence"):
+        assert needle in text, needle
+    assert html.count('data-status=') == 8
+    bad = metric_cards(dict(trace["metrics"], punct_density=0.45, acceptance_rate=0.2, ended_by="cycle"))
+    assert bad.count('data-status="bad"') == 3
+    assert "No metrics" in metric_cards({})
+
+
+def test_diagnostics_sorted_with_icons_and_escaped(trace):
+    findings = trace["diagnostics"] + [{"severity": "error", "title": "<b>leak</b>", "detail": "d", "fix": "f"}]
+    html = diagnostics_html(findings)
+    sev = re.findall(r'data-severity="(\w+)"', html)
+    assert sev == ["error", "warning", "info", "ok"]
+    assert "&lt;b&gt;leak&lt;/b&gt;" in html and "<b>leak" not in html
+    assert "✖" in html and "▲" in html and "Fix:" in html
+    assert "No findings" in diagnostics_html([])
+
+
+def test_warnings_html(trace):
+    html = warnings_html(trace["warnings"])
+    assert html.count("<li") == 2 and 'data-kind="cycle"' in html and "音色中" in html
+    assert "No warnings" in warnings_html(None)
+    assert "&lt;x&gt;" in warnings_html([{"kind": "stop", "message": "<x>"}])
+
+
+# --- compare -----------------------------------------------------------------------------
+
+
+def test_metric_diff_table_directions():
+    a = {"acceptance_rate": 0.5, "punct_density": 0.30, "hanzi_count": 40, "tokens_per_s": 100.0,
+         "corrections": 4, "template_leak": False, "cycles": [], "ended_by": "eos", "wall_s": 1.0,
+         "only_a": 3}
+    b = {"acceptance_rate": 0.8, "punct_density": 0.20, "hanzi_count": 55, "tokens_per_s": 100.0,
+         "corrections": 6, "template_leak": True, "cycles": [{"start": 1, "end": 9}], "ended_by": "cycle",
+         "wall_s": 0.5}
+    df = metric_diff_table(a, b).set_index("metric")
+    assert list(df.columns) == ["A", "B", "delta", "better"]
+    expect = {"acceptance_rate": "B", "punct_density": "B", "hanzi_count": "", "tokens_per_s": "=",
+              "corrections": "A", "template_leak": "A", "cycles": "A", "ended_by": "", "wall_s": "B",
+              "only_a": ""}
+    assert df["better"].to_dict() == expect
+    assert df.loc["acceptance_rate", "delta"] == pytest.approx(0.3)
+    assert df.loc["cycles", "A"] == 0 and df.loc["cycles", "B"] == 1
+    assert pd.isna(df.loc["ended_by", "delta"]) and df.loc["ended_by", "B"] == "cycle"
+    assert list(df.index[:2]) == ["acceptance_rate", "corrections"]  # headline order, not alphabetical
+
+
+def test_char_diff_html():
+    html = char_diff_html("语气低沉，语速慢", "语气很低沉，语速<快>")
+    assert "<ins>很</ins>" in html and "<del>慢</del>" in html and "<ins>&lt;快&gt;</ins>" in html
+    assert "语气" in html and "<del>语气" not in html
+    assert "100%" in char_diff_html("同", "同") and "empty" in char_diff_html("", None)
+
+
+# --- batch view --------------------------------------------------------------------------
+
+
+def test_checklist_html():
+    items = [
+        {"name": "no premature stops", "passed": True, "value": "0 of 20", "target": "0"},
+        {"name": "punctuation density", "passed": False, "value": "41%", "target": "10–25%"},
+        {"name": "cloud call rate", "passed": None, "value": "70%", "target": "reported"},
+    ]
+    html = checklist_html(items)
+    assert re.findall(r'data-passed="(\w+)"', html) == ["pass", "fail", "reported"]
+    assert "1 of 2 checks passed, 1 reported" in html and "41%" in html
+    assert "No checklist" in checklist_html([])
+
+
+def test_results_table_flattens_rows():
+    rows = [
+        {"audio": "sample_audio/angry_01.wav", "label": "angry", "ok": True, "text": "语气激动。",
+         "metrics": {"hanzi_count": 4, "acceptance_rate": 0.81234, "mean_accepted_length": 3.2,
+                     "punct_density": 0.2, "tokens_per_s": 150.0},
+         "scores": {"chrf": 41.5, "emotion_hit": True}, "config": {"k": 4}},
+        {"name": "bad.wav", "ok": False, "error": "bad.wav: not an audio file"},
+    ]
+    df = results_table(rows)
+    assert list(df.columns) == ["name", "label", "ok", "text", "hanzi", "acc rate", "mean acc len",
+                                "punct density", "tokens/s", "chrF", "emotion hit", "error"]
+    assert df.loc[0, "name"] == "angry_01.wav" and df.loc[0, "acc rate"] == 0.812
+    assert df.loc[0, "chrF"] == 41.5 and pd.isna(df.loc[1, "acc rate"])
+    assert df.loc[1, "error"] == "bad.wav: not an audio file"
+    ab = results_table([{"name": "x", "config_name": "A"}, {"name": "x", "config_name": "B"}])
+    assert list(ab["config"]) == ["A", "B"]
+
+
+# --- config panel ------------------------------------------------------------------------
+
+DESIGN_DEFAULTS = {  # the knob table of shared/design.md
+    "k": 4, "verify": "greedy", "rank_threshold": 5, "entropy_threshold": None, "verify_every": None,
+    "temperature": 0, "max_new_tokens": 128, "min_new_tokens": 16, "stop_at_first_sentence": True,
+    "prompt_type": "detailed", "comma_gate": 0, "period_gate": 0, "ban_adjacent_repeat": False,
+    "no_repeat_ngram": 0, "repetition_penalty": 1.0, "cycle_action": "warn", "seed": 0, "faults": [],
+}
+
+
+def test_knob_specs_match_the_design_table():
+    assert [s.name for s in KNOB_SPECS] == list(DESIGN_DEFAULTS)
+    assert default_config() == DESIGN_DEFAULTS
+    for s in KNOB_SPECS:
+        assert s.kind in {"slider", "dropdown", "checkbox", "number", "multiselect"} and s.help
+        if s.kind in ("slider", "number"):
+            assert s.minimum <= (s.default if s.default is not None else s.minimum) <= s.maximum
+        if s.kind in ("dropdown", "multiselect"):
+            assert s.choices and (s.kind == "multiselect" or s.default in s.choices)
+
+
+def test_query_only_carries_changes_and_ignores_unknown_keys():
+    assert config_to_query(default_config()) == ""
+    q = config_to_query(dict(default_config(), k=6, entropy_threshold=1.5, faults=["no_resync", "mask_1x1"],
+                             stop_at_first_sentence=False, backend="demo"))
+    assert q == "k=6&entropy_threshold=1.5&stop_at_first_sentence=0&faults=no_resync,mask_1x1"
+    back = query_to_config("?" + q + "&backend=omni&zzz=1")
+    assert back == dict(default_config(), k=6, entropy_threshold=1.5, faults=["no_resync", "mask_1x1"],
+                        stop_at_first_sentence=False)
+    assert query_to_config("entropy_threshold=off")["entropy_threshold"] is None
+
+
+@pytest.mark.parametrize("query", ["k=four", "k=2.5", "verify=beam", "faults=no_resync,bogus",
+                                   "ban_adjacent_repeat=maybe", "temperature=nan"])
+def test_bad_share_link_values_raise_config_error(query):
+    with pytest.raises(ConfigError) as err:
+        query_to_config(query)
+    assert query.split("=")[0] in str(err.value) and "\n" not in str(err.value)
+
+
+def _knob_value(spec):
+    if spec.kind == "checkbox":
+        return st.booleans()
+    if spec.kind == "dropdown":
+        return st.sampled_from(spec.choices)
+    if spec.kind == "multiselect":
+        return st.lists(st.sampled_from(spec.choices), unique=True, max_size=3)
+    if spec.integer:
+        base = st.integers(int(spec.minimum), int(spec.maximum))
+    else:
+        base = st.floats(spec.minimum, spec.maximum, allow_nan=False)
+    return st.one_of(st.none(), base) if spec.nullable else base
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.fixed_dictionaries({s.name: _knob_value(s) for s in KNOB_SPECS}))
+def test_query_round_trip(cfg):
+    assert query_to_config(config_to_query(cfg)) == cfg
+
+
+# --- in a real browser -------------------------------------------------------------------
+
+
+@pytest.mark.browser
+def test_tooltip_appears_on_hover_in_chromium(trace, artifacts):
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip("Debian chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    page_html = standalone_page(render_tokens(trace), metric_cards(trace["metrics"], "detailed"),
+                                diagnostics_html(trace["diagnostics"]), css=CARDS_CSS + ALL_CSS)
+    (artifacts / "components_trace.html").write_text(page_html, encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 800})
+            page.set_content(page_html)
+            tip = page.locator('.ss-tok[data-i="11"] > .ss-tip')
+            assert not tip.is_visible()
+            page.hover('.ss-tok[data-i="11"]')
+            tip.wait_for(state="visible", timeout=3000)
+            text = tip.inner_text()
+            assert "corrected" in text and "0.580" in text and "快" in text
+            sources = page.eval_on_selector_all(".ss-tokens .ss-tok", "els => els.map(e => e.dataset.source)")
+            assert {"accepted", "corrected", "draft", "bonus", "rejected"} <= set(sources)
+            bg = page.eval_on_selector('.ss-tok[data-i="0"]', "e => getComputedStyle(e).backgroundColor")
+            assert bg == "rgb(212, 240, 230)"  # SOURCE_TINTS["accepted"]
+            page.screenshot(path=str(artifacts / "components_trace.png"), full_page=True)
+        finally:
+            browser.close()

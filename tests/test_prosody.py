@@ -1,0 +1,132 @@
+"""Prosody features on synthetic voice-like signals: each feature moves the right way."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from specdec_core import conditions, prosody
+from specdec_core.audio import load_audio
+
+SR = 16000
+
+
+def voice(f0, seconds: float = 3.0, amp: float = 0.3, bursts_per_s: float = 4.0,
+          gaps: list[tuple[float, float]] = ()) -> np.ndarray:
+    """Harmonic buzz at f0 (Hz or an array per sample), syllable-like AM, optional silences."""
+    n = int(seconds * SR)
+    t = np.arange(n) / SR
+    f = np.broadcast_to(np.asarray(f0, dtype=np.float64), (n,))
+    phase = 2 * np.pi * np.cumsum(f) / SR
+    x = sum(np.sin(k * phase) / k for k in range(1, 9))
+    # Raised-cosine bursts that never fall silent (floor -26 dB), so no pauses appear by accident.
+    env = 0.05 + 0.95 * np.sin(np.pi * bursts_per_s * t) ** 2
+    x = x * env
+    x = amp * x / np.max(np.abs(x))
+    for start, length in gaps:
+        x[int(start * SR):int((start + length) * SR)] = 0.0
+    return x.astype(np.float32)
+
+
+def feats(x: np.ndarray) -> prosody.Prosody:
+    return prosody.extract(load_audio((SR, x)))
+
+
+def test_pitch_follows_f0():
+    low, high = feats(voice(95.0)), feats(voice(230.0))
+    assert low.values["pitch"] == pytest.approx(95.0, rel=0.03)
+    assert high.values["pitch"] == pytest.approx(230.0, rel=0.03)
+    assert (low.bins["pitch"], high.bins["pitch"]) == ("low", "high")
+    assert feats(voice(125.0)).bins["pitch"] == "mid"
+
+
+def test_energy_follows_level():
+    loud, quiet = feats(voice(150.0, amp=0.6)), feats(voice(150.0, amp=0.04))
+    assert loud.values["energy"] - quiet.values["energy"] == pytest.approx(23.5, abs=1.0)
+    assert (loud.bins["energy"], quiet.bins["energy"]) == ("high", "low")
+
+
+def test_pause_counts_silences_inside_speech():
+    steady = feats(voice(150.0, seconds=4.0))
+    paused = feats(voice(150.0, seconds=4.0, gaps=[(1.0, 0.5), (2.2, 0.5), (3.0, 0.4)]))
+    assert steady.values["pause"] == pytest.approx(0.0, abs=0.01)
+    assert paused.values["pause"] == pytest.approx(1.4 / 4.0, abs=0.05)
+    assert (steady.bins["pause"], paused.bins["pause"]) == ("few", "many")
+
+
+def test_short_gaps_are_not_pauses():
+    # 60 ms gaps are stop closures, not pauses.
+    clipped = feats(voice(150.0, seconds=3.0, gaps=[(0.5 + 0.5 * i, 0.06) for i in range(4)]))
+    assert clipped.values["pause"] == pytest.approx(0.0, abs=0.01)
+
+
+def test_leading_and_trailing_silence_is_not_pause():
+    x = np.concatenate([np.zeros(SR, np.float32), voice(150.0), np.zeros(SR, np.float32)])
+    assert feats(x).values["pause"] == pytest.approx(0.0, abs=0.01)
+
+
+def test_pvar_glide_and_vibrato_vs_steady():
+    n = 3 * SR
+    steady = feats(voice(150.0))
+    glide = feats(voice(np.geomspace(110.0, 260.0, n)))        # ~15 st sweep
+    vibrato = feats(voice(150.0 * 2 ** (2.0 * np.sin(2 * np.pi * 1.5 * np.arange(n) / SR) / 12)))
+    assert steady.values["pvar"] < 0.3
+    assert glide.values["pvar"] > 3.5 and vibrato.values["pvar"] > 1.0
+    assert steady.bins["pvar"] == "flat" and glide.bins["pvar"] == "wide"
+    assert vibrato.values["pvar"] == pytest.approx(2.0 / np.sqrt(2), abs=0.25)  # std of a sine
+
+
+def test_rate_counts_bursts_per_second():
+    slow, mid, fast = (feats(voice(150.0, seconds=4.0, bursts_per_s=b)) for b in (3.0, 5.5, 8.0))
+    assert slow.values["rate"] == pytest.approx(3.0, rel=0.15)
+    assert fast.values["rate"] == pytest.approx(8.0, rel=0.15)
+    assert slow.values["rate"] < mid.values["rate"] < fast.values["rate"]
+    assert (slow.bins["rate"], mid.bins["rate"], fast.bins["rate"]) == ("slow", "mid", "fast")
+
+
+def test_rate_ignores_pause_time():
+    plain = feats(voice(150.0, seconds=4.0, bursts_per_s=4.0))
+    # Silence that starts and ends between bursts removes whole bursts and the time they took.
+    paused = feats(voice(150.0, seconds=4.0, bursts_per_s=4.0, gaps=[(1.0, 1.0)]))
+    assert paused.values["rate"] == pytest.approx(plain.values["rate"], rel=0.15)
+
+
+def test_silence_and_noise_do_not_crash():
+    silent = feats(np.zeros(SR, np.float32))
+    assert all(np.isfinite(v) for v in silent.values.values())
+    assert silent.bins["rate"] == "slow" and silent.bins["energy"] == "low"
+    noise = np.random.default_rng(0).normal(0, 0.1, 2 * SR).astype(np.float32)
+    p = feats(noise)
+    assert set(p.bins) == set(conditions.FEATURES)
+
+
+def test_bins_use_the_shared_vocabulary():
+    p = feats(voice(150.0))
+    for f, v in p.bins.items():
+        assert v in conditions.FEATURES[f]
+    toks = prosody.condition_tokens_for(load_audio((SR, voice(150.0))))
+    assert toks == conditions.condition_tokens(p.bins)
+    assert len(toks) == 5 and set(toks) <= set(conditions.all_condition_tokens())
+    assert list(prosody.THRESHOLDS) == list(conditions.FEATURES)
+
+
+def test_bin_edges():
+    lo, hi = prosody.THRESHOLDS["pitch"]
+    base = {"pvar": 0.0, "energy": -20.0, "rate": 5.0, "pause": 0.0}
+    assert prosody.bin_values({**base, "pitch": lo - 0.01})["pitch"] == "low"
+    assert prosody.bin_values({**base, "pitch": lo})["pitch"] == "mid"
+    assert prosody.bin_values({**base, "pitch": hi})["pitch"] == "high"
+
+
+def test_ten_second_clip_is_fast():
+    a = load_audio((SR, voice(np.geomspace(100, 200, 10 * SR), seconds=10.0,
+                              gaps=[(3.0, 0.5), (7.0, 0.3)])))
+    best = min(_timed(a) for _ in range(5))
+    assert best < 0.15, f"extract took {best:.3f} s on a 10 s clip"
+
+
+def _timed(a) -> float:
+    t = time.perf_counter()
+    prosody.extract(a)
+    return time.perf_counter() - t
