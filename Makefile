@@ -27,9 +27,9 @@ install-test: $(VENV)/.installed-test system-deps
 
 # Debian chromium for the browser tests (Playwright drives it via executable_path).
 system-deps:
-	@if [ ! -x $(CHROMIUM) ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; \
+	@if [ ! -x $(CHROMIUM) ] || [ ! -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; fi; \
 	fi
 
 demo: install

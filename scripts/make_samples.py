@@ -35,6 +35,13 @@ OUT_DIR = ROOT / "sample_audio"
 JOIN_MS = 30         # gap between phrases that are spoken without a pause (< prosody.MIN_PAUSE_S)
 EDGE_MS = 150        # silence kept at the start and end of a clip
 TRIM_DB = -45.0      # espeak's own leading/trailing silence is cut at this level
+ESPEAK_VERSION = "1.51"  # the build the shipped clips were made with (Debian bookworm)
+
+
+def espeak_version() -> str:
+    out = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"text-to-speech:\s*([\d.]+)", out)
+    return m.group(1) if m else "unknown"
 
 
 @dataclass
@@ -197,6 +204,9 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="print bins only, write nothing")
     args = ap.parse_args()
 
+    if espeak_version() != ESPEAK_VERSION:
+        print(f"warning: espeak-ng {espeak_version()} is not {ESPEAK_VERSION}; clips will differ "
+              "from the shipped ones, check the bins below", file=sys.stderr)
     if not args.check:
         OUT_DIR.mkdir(exist_ok=True)
     rows, total_match = [], 0

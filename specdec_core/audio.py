@@ -40,11 +40,11 @@ class Audio:
 
 def load_audio(src: AudioSource, max_seconds: float = 60.0) -> Audio:
     """Read a path, raw bytes or a Gradio-style (sample_rate, array) tuple."""
-    data, sr, name = _read(src)
+    data, sr, name = _read(src, max_seconds)
     return _clean(data, sr, name, max_seconds)
 
 
-def _read(src: AudioSource) -> tuple[np.ndarray, int, str]:
+def _read(src: AudioSource, max_seconds: float) -> tuple[np.ndarray, int, str]:
     if isinstance(src, tuple):
         if len(src) != 2:
             raise AudioError("audio tuple must be (sample_rate, samples)")
@@ -54,7 +54,7 @@ def _read(src: AudioSource) -> tuple[np.ndarray, int, str]:
         name = "uploaded bytes"
         if len(src) == 0:
             raise AudioError(f"empty audio file: {name}")
-        return _sf_read(io.BytesIO(bytes(src)), name)
+        return _sf_read(io.BytesIO(bytes(src)), name, max_seconds)
     if isinstance(src, (str, Path)):
         path = Path(src)
         name = path.name or str(path)
@@ -64,17 +64,30 @@ def _read(src: AudioSource) -> tuple[np.ndarray, int, str]:
             raise AudioError(f"not an audio file: {name} (it is a folder)")
         if path.stat().st_size == 0:
             raise AudioError(f"empty audio file: {name}")
-        return _sf_read(path, name)
+        return _sf_read(path, name, max_seconds)
     raise AudioError(f"unsupported audio input of type {type(src).__name__}")
 
 
-def _sf_read(f, name: str) -> tuple[np.ndarray, int, str]:
+def _sf_read(f, name: str, max_seconds: float) -> tuple[np.ndarray, int, str]:
     try:
-        # always_2d keeps the channel count visible even for mono files.
-        data, sr = sf.read(f, dtype="float32", always_2d=True)
+        with sf.SoundFile(f) as snd:
+            sr, channels, frames = snd.samplerate, snd.channels, snd.frames
+            # Refuse oversized inputs from the header, before decoding an hour of audio.
+            _check_shape(name, channels, frames / sr if sr else 0.0, max_seconds)
+            # always_2d keeps the channel count visible even for mono files.
+            data = snd.read(dtype="float32", always_2d=True)
+    except AudioError:
+        raise
     except Exception:
         raise AudioError(f"not an audio file: {name} (soundfile could not read it)") from None
     return data, _check_sr(sr, name), name
+
+
+def _check_shape(name: str, channels: int, duration: float, max_seconds: float) -> None:
+    if channels > MAX_CHANNELS:
+        raise AudioError(f"too many channels in {name}: {channels} (at most {MAX_CHANNELS})")
+    if duration > max_seconds:
+        raise AudioError(f"clip too long: {name} is {duration:.1f} s (maximum {max_seconds:g} s)")
 
 
 def _check_sr(sr, name: str) -> int:
@@ -109,17 +122,14 @@ def _array_from_tuple(arr) -> np.ndarray:
 
 def _clean(data: np.ndarray, sr: int, name: str, max_seconds: float) -> Audio:
     n, channels = data.shape
-    if channels > MAX_CHANNELS:
-        raise AudioError(f"too many channels in {name}: {channels} (at most {MAX_CHANNELS})")
+    duration = n / sr
+    _check_shape(name, channels, duration, max_seconds)
     if n == 0 or channels == 0:
         raise AudioError(f"no audio samples in {name}")
     if not np.isfinite(data).all():
         raise AudioError(f"invalid samples in {name}: contains NaN or infinite values")
-    duration = n / sr
     if duration < MIN_SECONDS:
         raise AudioError(f"clip too short: {name} is {duration:.2f} s (minimum {MIN_SECONDS} s)")
-    if duration > max_seconds:
-        raise AudioError(f"clip too long: {name} is {duration:.1f} s (maximum {max_seconds:g} s)")
 
     warnings: list[str] = []
     mono = data.mean(axis=1, dtype=np.float64)

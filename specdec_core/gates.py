@@ -24,12 +24,11 @@ _NEG_INF = float("-inf")
 
 def _ban(scores: torch.Tensor, ban: torch.Tensor) -> torch.Tensor:
     """scores with the `ban` [B, V] entries at -inf. A row that would be left with no finite
-    score is returned unchanged: a gate must never turn a step into NaN probabilities."""
+    score is returned unchanged: a gate must never turn a step into NaN probabilities.
+    (No host sync here, so gates stay cheap on a GPU.)"""
     out = scores.masked_fill(ban, _NEG_INF)
-    dead = torch.isneginf(out).all(dim=-1)
-    if bool(dead.any()):
-        out = torch.where(dead.unsqueeze(-1), scores, out)
-    return out
+    dead = torch.isneginf(out).all(dim=-1, keepdim=True)
+    return torch.where(dead, scores, out)
 
 
 class _Gate(LogitsProcessor):
@@ -46,7 +45,7 @@ class _Gate(LogitsProcessor):
 
 
 class PunctuationGate(_Gate):
-    """Forbid comma-like (，、：:) or period-like (。 .) tokens until at least `min_chars` CJK
+    """Forbid comma-like (，、：:,) or period-like (。 .) tokens until at least `min_chars` CJK
     content characters have been generated since the last punctuation token.
 
     Counted in characters, so a BPE token "说话" counts 2; for a token holding punctuation
@@ -81,8 +80,6 @@ class PunctuationGate(_Gate):
         if self.min_chars == 0:
             return scores
         blocked = self.chars_since_punct(input_ids) < self.min_chars  # [B]
-        if not bool(blocked.any()):
-            return scores
         mask = self.classes.table(self.table_name, scores.shape[-1], scores.device)
         return _ban(scores, blocked.unsqueeze(1) & mask.unsqueeze(0))
 
@@ -98,15 +95,12 @@ class AdjacentRepeatBan(_Gate):
         c = self.classes
         v = scores.shape[-1]
         last = h[:, -1]
-        ban = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
-        same = c.lookup("content", last) & (last < v)
-        rows = same.nonzero().flatten()
-        ban[rows, last[rows]] = True
         tail_char = c.lookup("last_cjk", last)  # [B], -1 = not CJK
         first = c.table("first_cjk", v, scores.device)
-        ban |= (first.unsqueeze(0) == tail_char.unsqueeze(1)) & (tail_char >= 0).unsqueeze(1)
-        if not bool(ban.any()):
-            return scores
+        ban = (first.unsqueeze(0) == tail_char.unsqueeze(1)) & (tail_char >= 0).unsqueeze(1)
+        same = c.lookup("content", last) & (last < v)  # the last token itself
+        col = torch.where(same, last, 0).unsqueeze(1)
+        ban |= torch.zeros_like(ban).scatter_(1, col, same.unsqueeze(1))
         return _ban(scores, ban)
 
 
@@ -128,7 +122,7 @@ class CjkNoRepeatNGram(_Gate):
         if n == 1:
             return content
         grams = content.unfold(0, n, 1)  # [m - n + 1, n]
-        hit = (grams[:, :-1] == content[m - n + 1:]).all(dim=-1)
+        hit = (grams[:, :-1] == content[m - n:m - 1]).all(dim=-1)
         return grams[hit, -1]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
@@ -140,8 +134,6 @@ class CjkNoRepeatNGram(_Gate):
         for row in range(h.shape[0]):  # rows differ in content length; per row it is all tensor ops
             z = self.banned(h[row][keep[row]])
             ban[row, z[z < scores.shape[-1]]] = True
-        if not bool(ban.any()):
-            return scores
         return _ban(scores, ban)
 
 
@@ -159,12 +151,15 @@ class CjkRepetitionPenalty(_Gate):
         h = self.history(input_ids)
         if h.shape[1] == 0 or self.penalty == 1.0:
             return scores
-        b, v = scores.shape
-        seen = torch.zeros(b, v + 1, dtype=torch.bool, device=scores.device)
-        seen.scatter_(1, torch.where(h < v, h, v), True)  # column v swallows out-of-head ids
-        hit = seen[:, :v] & self.classes.table("content", v, scores.device).unsqueeze(0)
-        penalised = torch.where(scores > 0, scores / self.penalty, scores * self.penalty)
-        return torch.where(hit, penalised, scores)
+        v = scores.shape[-1]
+        # Gather/scatter over the history only (HF's way); an extra column takes the ids the
+        # head does not have, so no id is dropped with a host sync.
+        ext = torch.cat([scores, scores.new_zeros(scores.shape[0], 1)], dim=-1)
+        col = torch.where(h < v, h, v)
+        old = ext.gather(1, col)
+        new = torch.where(old > 0, old / self.penalty, old * self.penalty)
+        hit = self.classes.lookup("content", col) & (col < v)
+        return ext.scatter(1, col, torch.where(hit, new, old))[:, :v]
 
 
 def _knob(cfg, name: str, default):

@@ -34,11 +34,17 @@ def _last_in(input_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 
 class EosIdStop(StoppingCriteria):
-    """Stop a row when its last token is one of `eos_ids`."""
+    """Stop a row when its last token is one of `eos_ids`.
+
+    It carries `eos_token_id` because that attribute is how `generate` knows to fill rows that
+    already stopped with pad_token_id (so batched rows stop separately); generate then needs a
+    pad_token_id (given, or taken from the model's eos).
+    """
 
     def __init__(self, eos_ids: Iterable[int]):
         self.eos_ids = _id_set(eos_ids, "eos_ids")
         self._t = torch.tensor(sorted(self.eos_ids), dtype=torch.long)
+        self.eos_token_id = self._t
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         return _last_in(input_ids, self._t)

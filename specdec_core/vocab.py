@@ -14,7 +14,7 @@ import torch
 
 CJK_LO, CJK_HI = "\u4e00", "\u9fff"
 PUNCT_CHARS = "，。、：:；！？,.!?;"
-COMMA_CHARS = "，、：:"
+COMMA_CHARS = "，、：:,"  # the half-width comma too, else a gated model switches to it
 PERIOD_CHARS = "。."
 SENTENCE_END_CHARS = "。."
 
@@ -34,7 +34,7 @@ class TokenClasses:
     """Per-id facts about a vocabulary, as tensors indexed by token id.
 
     Bool tensors [V]: `cjk` (text has a CJK content char U+4E00-U+9FFF), `punct` (has any of
-    ，。、：:；！？,.!?;), `comma_like` (has ，、：:), `period_like` (has 。 or .), `sentence_end`
+    ，。、：:；！？,.!?;), `comma_like` (has ，、：: or ,), `period_like` (has 。 or .), `sentence_end`
     (has 。 or .), `content` (= cjk and not punct: what gates treat as a content character).
     Int tensors [V]: `cjk_chars` (number of CJK chars), `cjk_tail` (CJK chars after the token's
     last punctuation char; = cjk_chars when it has none), `first_cjk` / `last_cjk` (code point

@@ -89,7 +89,7 @@ def ref_is(classes, i, chars) -> bool:
 
 
 def ref_punct_gate(classes, hist, scores, min_chars, which):
-    chars = "，、：:" if which == "comma" else "。."
+    chars = "，、：:," if which == "comma" else "。."
     out = scores.clone()
     if ref_chars_since_punct(classes, hist) < min_chars:
         for v in range(len(out)):
@@ -141,7 +141,7 @@ def test_comma_gate_counts_cjk_chars_since_last_punct():
     gate = PunctuationGate(CLS, 4, "comma")
     s = flat_scores()
     comma_ids = set(CLS.ids("comma_like"))
-    assert {TOK.convert_tokens_to_ids(c) for c in "，、：:"} == comma_ids
+    assert {TOK.convert_tokens_to_ids(c) for c in "，、：:,"} == comma_ids
     out = gate(row("说话人"), s)                        # 3 chars < 4: commas banned
     assert changed(s, out) == comma_ids
     assert torch.isneginf(out[0, sorted(comma_ids)]).all()
@@ -409,7 +409,7 @@ def commas_too_early(classes, gen_ids, min_chars):
     punctuation (the symptom the comma gate removes)."""
     bad = 0
     for i, t in enumerate(gen_ids):
-        if ref_is(classes, t, "，、：:") and ref_chars_since_punct(classes, gen_ids[:i]) < min_chars:
+        if ref_is(classes, t, "，、：:,") and ref_chars_since_punct(classes, gen_ids[:i]) < min_chars:
             bad += 1
     return bad
 
@@ -421,7 +421,7 @@ def test_comma_gate_removes_the_flood_in_generate(model):
     for b in range(2):
         assert commas_too_early(CLS, plain[b].tolist(), 4) > 5
         assert commas_too_early(CLS, gated[b].tolist(), 4) == 0
-        assert sum(ref_is(CLS, t, "，、：:") for t in gated[b].tolist()) >= 3     # commas still come, just not too early
+        assert sum(ref_is(CLS, t, "，、：:,") for t in gated[b].tolist()) >= 3     # commas still come, just not too early
 
 
 def test_adjacent_and_ngram_bans_in_generate(model):
@@ -449,3 +449,33 @@ def test_build_gates_list_in_generate_batched(model):
         assert len(set(zip(c, c[1:]))) == len(c) - 1
         assert not any(a == b and ref_content(CLS, a) for a, b in zip(r, r[1:]))
     assert not math.isnan(float(out.float().sum()))
+
+
+# --- vocabulary tables ----------------------------------------------------------------------------
+
+def ref_tables(s: str) -> dict:
+    punct_at = [i for i, ch in enumerate(s) if ch in PUNCT_CHARS]
+    st = s.strip()
+    return {
+        "cjk": any(map(is_cjk, s)), "punct": bool(punct_at),
+        "comma_like": any(c in s for c in "，、：:,"), "period_like": any(c in s for c in "。."),
+        "sentence_end": any(c in s for c in "。."),
+        "content": any(map(is_cjk, s)) and not punct_at,
+        "cjk_chars": sum(map(is_cjk, s)),
+        "cjk_tail": sum(map(is_cjk, s[punct_at[-1] + 1:] if punct_at else s)),
+        "first_cjk": ord(st[0]) if st and is_cjk(st[0]) else -1,
+        "last_cjk": ord(st[-1]) if st and is_cjk(st[-1]) else -1,
+    }
+
+
+def test_vectorised_tables_match_a_per_token_reference():
+    rnd = random.Random(0)
+    alphabet = "说话人好。，、：:,.!?;；！？ \n\u3000ab\ufffd😀\u4e00\u9fff\u3400"
+    texts = ["", " ", "。", "好"] + ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 6)))
+                                    for _ in range(3000)] + [""]
+    cls = TokenClasses(texts)
+    for name in ref_tables("").keys():
+        got = getattr(cls, name).tolist()
+        want = [ref_tables(s)[name] for s in texts]
+        assert got == want, name
+    assert len(TokenClasses([])) == 0 and TokenClasses([""]).cjk.tolist() == [False]

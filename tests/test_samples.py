@@ -96,6 +96,8 @@ def test_script_reproduces_shipped_clips():
     finally:
         del sys.modules["make_samples"]
     assert [c.name for c in ms.CLIPS] == [r["name"] for r in rows()]
+    if ms.espeak_version() != ms.ESPEAK_VERSION:
+        pytest.skip(f"espeak-ng {ms.espeak_version()} is not the build the clips were made with")
     first_per_label = {c.label: c for c in reversed(ms.CLIPS)}
     for clip in first_per_label.values():
         pcm = np.clip(np.round(ms.synthesise(clip) * 32767.0), -32768, 32767).astype(np.int16)

@@ -1,18 +1,23 @@
 """Any pair of causal LMs sharing a tokenizer, with a text prompt (no audio)."""
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from ..errors import BackendError
 from .base import Backend, PromptInputs
 
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, never an absolute path
+
+
 def load_causal_lm(path: str, role: str, dtype=torch.float32, device: str = "cpu"):
     """from_pretrained from a local folder (or a hub id when the user has a network)."""
-    if not Path(path).exists() and "/" not in str(path):
+    if not Path(path).exists() and not HUB_ID.match(str(path)):
         raise BackendError(f"{role} model not found: {path} (give a local folder or a hub id)")
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False,
@@ -20,6 +25,18 @@ def load_causal_lm(path: str, role: str, dtype=torch.float32, device: str = "cpu
     except Exception as e:  # loading errors from a user-named path are user errors
         raise BackendError(f"cannot load {role} model from {path}: {str(e).splitlines()[0]}") from None
     return model.to(device).eval()
+
+
+def load_tokenizer(path: str):
+    """AutoTokenizer, except for plain tokenizers-library vocabularies saved next to a Qwen2
+    config: transformers 5 then builds Qwen2Tokenizer's byte-level pipeline over them, which
+    silently encodes Chinese characters to nothing."""
+    cfg_file = Path(path) / "tokenizer_config.json"
+    if cfg_file.exists() and (Path(path) / "tokenizer.json").exists():
+        cls = json.loads(cfg_file.read_text(encoding="utf-8")).get("tokenizer_class")
+        if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
 
 
 class HFBackend(Backend):
@@ -32,7 +49,7 @@ class HFBackend(Backend):
         self.cloud = cloud if cloud is not None else load_causal_lm(cloud_path, "cloud")
         if tokenizer is None:
             try:
-                tokenizer = AutoTokenizer.from_pretrained(cloud_path)
+                tokenizer = load_tokenizer(cloud_path)
             except Exception as e:
                 raise BackendError(f"cannot load tokenizer from {cloud_path}: {str(e).splitlines()[0]}") from None
         self.tokenizer = tokenizer

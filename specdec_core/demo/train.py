@@ -79,7 +79,7 @@ def batches(tok, recipe: Recipe, seed: int):
             yield ids, labels
 
 
-def train_one(role: str, recipe: Recipe, tok, out_dir: Path, log=print) -> dict:
+def train_one(role: str, recipe: Recipe, tok, out_dir: Path, log=None) -> dict:
     torch.manual_seed(SEED + (0 if role == "cloud" else 1))
     model = Qwen2ForCausalLM(make_config(recipe, tok))
     model.train()
@@ -93,6 +93,7 @@ def train_one(role: str, recipe: Recipe, tok, out_dir: Path, log=print) -> dict:
         return recipe.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
     data = batches(tok, recipe, SEED + 7 if role == "cloud" else SEED + 11)
+    log = log or (lambda msg: print(msg, flush=True))
     losses, t0 = [], time.perf_counter()
     for step in range(recipe.steps):
         ids, labels = next(data)

@@ -1,0 +1,123 @@
+"""The source notes' regression checklist over a batch of one configuration.
+
+Each item is {"name", "passed": True | False | None (reported only), "value", "target"}, the
+shape components/batch_view.checklist_html renders. Thresholds come from the seeds: seed 000
+(stops by id, no template leakage, accepted span, acceptance rate), seed 001 (length bands,
+punctuation density 10-25% with > 40% a flood, repeats).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from statistics import mean, median
+
+from .conditions import LENGTH_BANDS
+
+MIN_MEDIAN_SPAN = 3.0          # tokens per cloud call; below it speculation barely pays
+BAND_SHARE = 0.8               # share of clips whose hanzi count must be in the band
+PUNCT_RANGE = (0.10, 0.25)     # median punctuation density
+PUNCT_FLOOD = 0.40             # a clip above this is abnormal (seed 001)
+MAX_MEDIAN_REPEAT = 0.10       # median repeat_rate (repeated CJK 2/3-grams)
+MAX_MEAN_ADJACENT = 0.20       # mean adjacent repeats per clip ("慢慢" is fine once in a while)
+MIN_ACCEPTANCE = 0.60
+CLEAN_ENDS = ("eos", "sentence")
+
+
+def _item(name, passed, value, target) -> dict:
+    return {"name": name, "passed": passed, "value": value, "target": target}
+
+
+def _nums(rows, key) -> list[float]:
+    out = []
+    for r in rows:
+        v = (r.get("metrics") or {}).get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def premature_stop(metrics: dict, min_new_tokens: int) -> bool:
+    """A clip that did not end cleanly: a stop from a fault (string match) or a cycle, no stop
+    before max_new_tokens, or a stop before min_new_tokens that was not the model's own EOS or
+    sentence end."""
+    ended = metrics.get("ended_by") or ""
+    if ended in ("fault", "cycle", "max_tokens"):
+        return True
+    return ended not in CLEAN_ENDS and (metrics.get("new_tokens") or 0) < min_new_tokens
+
+
+def checklist(rows: list[dict], min_new_tokens: int = 16, prompt_type: str = "detailed") -> list[dict]:
+    """Items over the ok rows of ONE configuration (rows as batch rows: "ok", "metrics",
+    "prompt_type"). `prompt_type` is the band for rows that do not name their own."""
+    ok = [r for r in rows if r.get("ok")]
+    items = [_item("clips decoded", None, f"{len(ok)} of {len(rows)}", "failed clips are listed in the table")]
+    if not ok:
+        return items + [_item(name, None, "no decoded clips", target) for name, target in (
+            ("no premature stops", "all clips end by EOS or first sentence"),
+            ("no template leakage", "0 clips"),
+            ("median accepted span", f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call"),
+            ("length within band", f">= {BAND_SHARE:.0%} of clips in band"),
+            ("punctuation density", "median 10-25%, no clip > 40%"),
+            ("repeat rate low", f"median <= {MAX_MEDIAN_REPEAT:g}"),
+            ("adjacent repeats near zero", f"mean <= {MAX_MEAN_ADJACENT:g} per clip"),
+            ("acceptance rate", f"> {MIN_ACCEPTANCE:g}"),
+            ("cloud call rate", "reported"))]
+    n = len(ok)
+    metrics = [r.get("metrics") or {} for r in ok]
+
+    bad = [m.get("ended_by") or "?" for m in metrics if premature_stop(m, min_new_tokens)]
+    detail = ", ".join(f"{k} {v}" for k, v in Counter(bad).most_common())
+    items.append(_item("no premature stops", not bad, f"{len(bad)} of {n} clips" + (f" ({detail})" if bad else ""),
+                       f"all end by EOS or first sentence (>= {min_new_tokens} tokens); "
+                       "none by fault, cycle or max_new_tokens"))
+
+    leaks = sum(bool(m.get("template_leak")) for m in metrics)
+    items.append(_item("no template leakage", leaks == 0, f"{leaks} of {n} clips", "0 clips"))
+
+    spans = _nums(ok, "mean_accepted_length")
+    if spans:
+        med = median(spans)
+        items.append(_item("median accepted span", med >= MIN_MEDIAN_SPAN, f"{med:.2f} tokens",
+                           f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call"))
+    else:
+        items.append(_item("median accepted span", None, "no cloud calls",
+                           f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call"))
+
+    in_band, parts = 0, Counter()
+    for r, m in zip(ok, metrics):
+        pt = r.get("prompt_type") or prompt_type
+        lo, hi = LENGTH_BANDS.get(pt, LENGTH_BANDS["detailed"])
+        parts[pt] += 1
+        in_band += lo <= (m.get("hanzi_count") or 0) <= hi
+    bands = ", ".join(f"{pt} {LENGTH_BANDS[pt][0]}-{LENGTH_BANDS[pt][1]}" for pt in LENGTH_BANDS if pt in parts)
+    items.append(_item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({in_band / n:.0%})",
+                       f">= {BAND_SHARE:.0%} of clips in band ({bands} 汉字)"))
+
+    dens = _nums(ok, "punct_density")
+    med_d, floods = median(dens), sum(d > PUNCT_FLOOD for d in dens)
+    items.append(_item("punctuation density", PUNCT_RANGE[0] <= med_d <= PUNCT_RANGE[1] and floods == 0,
+                       f"median {_pct(med_d)}, {floods} clips > {PUNCT_FLOOD:.0%}",
+                       f"median {PUNCT_RANGE[0]:.0%}-{PUNCT_RANGE[1]:.0%}, no clip > {PUNCT_FLOOD:.0%}"))
+
+    rep = median(_nums(ok, "repeat_rate"))
+    items.append(_item("repeat rate low", rep <= MAX_MEDIAN_REPEAT, f"median {rep:.3f}",
+                       f"median <= {MAX_MEDIAN_REPEAT:g} (repeated CJK 2/3-grams)"))
+    adj = mean(_nums(ok, "adjacent_repeats"))
+    items.append(_item("adjacent repeats near zero", adj <= MAX_MEAN_ADJACENT, f"mean {adj:.2f} per clip",
+                       f"mean <= {MAX_MEAN_ADJACENT:g} per clip"))
+
+    acc = _nums(ok, "acceptance_rate")
+    if acc:
+        items.append(_item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {mean(acc):.3f}",
+                           f"> {MIN_ACCEPTANCE:g} (accepted / drafted, verified rounds)"))
+    else:
+        items.append(_item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:g}"))
+
+    rate, calls = _nums(ok, "cloud_call_rate"), _nums(ok, "cloud_calls")
+    items.append(_item("cloud call rate", None,
+                       f"mean {mean(rate):.2f} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
+                       "reported (lower = fewer cloud calls)"))
+    return items

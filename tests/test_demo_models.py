@@ -1,0 +1,93 @@
+"""The shipped demo pair: loadable offline, small, and the cloud model reads its condition tokens."""
+import json
+
+import pytest
+import torch
+
+from specdec_core import conditions as C
+from specdec_core.backends.base import Backend, PromptInputs
+from specdec_core.backends.demo import MODELS_DIR, DemoBackend
+from specdec_core.demo import corpus as K
+from specdec_core.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def backend():
+    torch.set_num_threads(1)
+    return DemoBackend()
+
+
+def greedy(backend, model, inputs, n=128):
+    out = model.generate(inputs.input_ids, max_new_tokens=n, do_sample=False,
+                         eos_token_id=backend.stop_ids, pad_token_id=backend.tokenizer.pad_token_id)
+    return out[0, inputs.length:].tolist()
+
+
+def cloud_text(backend, cond_tokens, prompt_type):
+    ids = greedy(backend, backend.cloud, backend.build_inputs_from_tokens(cond_tokens, prompt_type))
+    return ids, backend.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_weights_are_small_safetensors():
+    files = sorted(MODELS_DIR.glob("*/model.safetensors"))
+    assert [f.parent.name for f in files] == ["cloud", "edge"]
+    assert sum(f.stat().st_size for f in files) <= 25 * 2**20
+    assert not list(MODELS_DIR.glob("*/*.bin"))
+    report = json.loads((MODELS_DIR / "train_report.json").read_text())
+    assert set(report["models"]) == {"cloud", "edge"}
+
+
+def test_backend_shape(backend):
+    assert isinstance(backend, Backend) and backend.name == "demo"
+    tok = backend.tokenizer
+    assert backend.stop_ids == [tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id]
+    for m in (backend.edge, backend.cloud):
+        assert not m.training and next(m.parameters()).dtype == torch.float32
+        assert m.config.vocab_size == len(tok)
+    n = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert n(backend.edge) * 3 < n(backend.cloud)  # the edge is clearly weaker
+
+
+def test_prompt_inputs(backend):
+    cond = C.condition_tokens(C.PROFILES["sad"])
+    inp = backend.build_inputs_from_tokens(cond, "concise")
+    assert isinstance(inp, PromptInputs) and inp.input_ids.dtype == torch.long
+    text = backend.tokenizer.decode(inp.input_ids[0])
+    assert text == K.prompt_text(cond, "concise") and text.endswith("<|im_start|>assistant\n")
+    assert inp.info["condition_tokens"] == cond
+    with pytest.raises(ConfigError, match="prompt_type"):
+        backend.build_inputs_from_tokens(cond, "verbose")
+    with pytest.raises(ConfigError, match="condition token"):
+        backend.build_inputs_from_tokens(["<pitch_huge>"], "detailed")
+
+
+@pytest.mark.parametrize("prompt_type", C.PROMPT_TYPES)
+def test_cloud_greedy_names_each_profile_emotion(backend, prompt_type):
+    lo, hi = C.LENGTH_BANDS[prompt_type]
+    right = 0
+    for label in C.LABELS:
+        ids, text = cloud_text(backend, C.condition_tokens(C.PROFILES[label]), prompt_type)
+        assert ids[-1] in backend.stop_ids, text          # stops by itself, on an id
+        assert text.endswith("。") and text.count("。") == 1, text
+        assert lo <= K.count_hanzi(text) <= hi, text
+        words = K.emotion_words_in(text)
+        assert len(words) == 1, text
+        right += words[0][0] == label
+    assert right >= 5
+
+
+def test_changing_only_condition_tokens_changes_the_emotion(backend):
+    named = {}
+    for label in ("angry", "sad"):
+        _, text = cloud_text(backend, C.condition_tokens(C.PROFILES[label]), "detailed")
+        named[label] = K.emotion_words_in(text)[0][0]
+    assert named == {"angry": "angry", "sad": "sad"}
+
+
+def test_cloud_continues_into_template_when_not_stopped(backend):
+    # The fault the tool demonstrates: ignore the stop id and the next user turn leaks out.
+    inp = backend.build_inputs_from_tokens(C.condition_tokens(C.PROFILES["happy"]), "concise")
+    out = backend.cloud.generate(inp.input_ids, max_new_tokens=40, do_sample=False,
+                                 eos_token_id=None, pad_token_id=backend.tokenizer.pad_token_id)
+    text = backend.tokenizer.decode(out[0, inp.length:], skip_special_tokens=True)
+    assert "user" in text.split("。", 1)[1]

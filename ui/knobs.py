@@ -1,0 +1,142 @@
+"""A knob panel: one widget per DecodeConfig knob (from components.config_panel.KNOB_SPECS).
+
+The same panel class is used by the Live tab and by both sides of the A/B tab, so every place
+reads and writes knobs through `to_config` / `updates_for`. Nullable knobs (entropy threshold,
+verify_every) are a checkbox for the "off" state plus a slider, because a slider alone cannot
+say "off".
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from components.config_panel import KNOB_SPECS, SPECS_BY_NAME, default_config
+from specdec_core.config import PRESET_HELP, PRESETS
+from specdec_core.faults import FAULTS
+
+CUSTOM = "custom"
+# Widgets per group, in display order; prompt_type lives with the clip inputs, not here.
+LAYOUT = [
+    ("Draft & verify", True, ["k", "verify", "rank_threshold", "entropy_threshold", "verify_every",
+                              "temperature"]),
+    ("Stopping & cycles", False, ["max_new_tokens", "min_new_tokens", "stop_at_first_sentence",
+                                  "cycle_action", "seed"]),
+    ("Draft gates (seed 001)", False, ["comma_gate", "period_gate", "ban_adjacent_repeat",
+                                       "no_repeat_ngram", "repetition_penalty"]),
+]
+
+
+def preset_choices() -> list[tuple[str, str]]:
+    return [("custom (keep knobs)", CUSTOM)] + [(f"{n} — {PRESET_HELP.get(n, '')}", n) for n in PRESETS]
+
+
+def fault_choices() -> list[tuple[str, str]]:
+    return [(f"{f.name} — {f.symptom} (seed {f.seed})", f.name) for f in FAULTS.values()]
+
+
+def preset_config(name: str, keep: dict | None = None) -> dict:
+    """Defaults + the preset; keeps the clip-side knobs (prompt type, length caps) of `keep`."""
+    cfg = default_config()
+    if keep:
+        for k in ("prompt_type", "max_new_tokens", "seed"):
+            if k in keep:
+                cfg[k] = keep[k]
+    if name in PRESETS:
+        cfg.update(PRESETS[name])
+    return cfg
+
+
+class KnobPanel:
+    """Builds the widgets inside the current Blocks context; `inputs` is the flat widget list."""
+
+    def __init__(self, side: str = "", prompt_type_widget: gr.components.Component | None = None,
+                 open_first: bool = True):
+        self.side = side
+        self.widgets: dict[str, gr.components.Component] = {}
+        self.off: dict[str, gr.Checkbox] = {}
+        suffix = f" ({side})" if side else ""
+        self.preset = gr.Dropdown(preset_choices(), value=CUSTOM, label="preset" + suffix,
+                                  info="fills the knobs below from the source notes",
+                                  elem_classes="ss-preset")
+        for n, (title, is_open, names) in enumerate(LAYOUT):
+            with gr.Accordion(title + suffix, open=is_open and open_first):
+                for name in names:
+                    self._widget(SPECS_BY_NAME[name])
+        with gr.Accordion("Faults (bug zoo)" + suffix, open=False):
+            self.widgets["faults"] = gr.CheckboxGroup(
+                fault_choices(), value=[], label="faults", show_label=False,
+                info="re-create a bug from the source notes to see its symptom",
+                elem_classes="ss-faults")
+        if prompt_type_widget is not None:
+            self.widgets["prompt_type"] = prompt_type_widget
+        else:
+            spec = SPECS_BY_NAME["prompt_type"]
+            self.widgets["prompt_type"] = gr.Radio(list(spec.choices), value=spec.default,
+                                                   label=spec.label, info=spec.help)
+        self.names = [s.name for s in KNOB_SPECS if s.name in self.widgets]
+        self.inputs = [self.widgets[n] for n in self.names] + [self.off[n] for n in self.off]
+        for name, box in self.off.items():
+            box.change(lambda off: gr.update(interactive=not off), box, self.widgets[name],
+                       queue=False, api_visibility="private")
+        self.preset.input(self._apply_preset, [self.preset, *self.inputs], self.inputs,
+                          queue=False, api_visibility="private")
+
+    def _widget(self, spec) -> None:
+        label, info = spec.label, spec.help
+        if spec.nullable:
+            with gr.Group():
+                self.off[spec.name] = gr.Checkbox(value=spec.default is None, label=spec.off_label,
+                                                  elem_classes="ss-off")
+                mid = spec.minimum if spec.name != "entropy_threshold" else 2.0
+                self.widgets[spec.name] = gr.Slider(spec.minimum, spec.maximum, value=mid,
+                                                    step=spec.step, label=label, info=info,
+                                                    interactive=spec.default is not None)
+            return
+        if spec.kind == "slider":
+            w = gr.Slider(spec.minimum, spec.maximum, value=spec.default, step=spec.step,
+                          label=label, info=info)
+        elif spec.kind == "number":
+            w = gr.Number(value=spec.default, minimum=spec.minimum, maximum=spec.maximum,
+                          step=spec.step, precision=0 if spec.integer else None, label=label,
+                          info=info)
+        elif spec.kind == "checkbox":
+            w = gr.Checkbox(value=spec.default, label=label, info=info)
+        else:
+            w = gr.Dropdown(list(spec.choices), value=spec.default, label=label, info=info)
+        self.widgets[spec.name] = w
+
+    # ---- values <-> config dict ------------------------------------------------------------
+    def to_config(self, values) -> dict:
+        """Widget values (in `inputs` order) -> knob dict for DecodeConfig.from_dict."""
+        vals = dict(zip(self.names, values[: len(self.names)]))
+        offs = dict(zip(self.off, values[len(self.names):]))
+        cfg = {}
+        for name in self.names:
+            v = vals[name]
+            spec = SPECS_BY_NAME[name]
+            if name in offs and offs[name]:
+                v = None
+            elif spec.integer and isinstance(v, float) and v.is_integer():
+                v = int(v)
+            if name == "faults":
+                v = list(v or [])
+            cfg[name] = v
+        return cfg
+
+    def updates_for(self, cfg: dict) -> list:
+        """Knob dict -> one gr.update per widget of `inputs`."""
+        out = []
+        for name in self.names:
+            v = cfg.get(name, SPECS_BY_NAME[name].default)
+            if name in self.off and v is None:
+                out.append(gr.update(interactive=False))
+            elif name in self.off:
+                out.append(gr.update(value=v, interactive=True))
+            else:
+                out.append(gr.update(value=list(v) if name == "faults" else v))
+        out += [gr.update(value=cfg.get(name) is None) for name in self.off]
+        return out
+
+    def _apply_preset(self, name, *values):
+        if name == CUSTOM:
+            return [gr.skip()] * len(self.inputs)
+        return self.updates_for(preset_config(name, keep=self.to_config(values)))

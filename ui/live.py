@@ -1,0 +1,232 @@
+"""The Live tab: one clip, every knob, the streamed coloured trace and its numbers."""
+from __future__ import annotations
+
+import json
+import traceback
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from components.cards import diagnostics_html
+from components.config_panel import SPECS_BY_NAME, config_to_query, query_to_config
+from specdec_core.config import DecodeConfig
+from specdec_core.errors import ConfigError, UserError
+
+from . import common
+from .knobs import KnobPanel
+from .runs import Run
+from .views import TraceView, prompt_info_md, status_html
+
+# Warnings worth a toast while the run is going; at most this many per run, the rest are in
+# the warnings list under the trace.
+TOAST_KINDS = ("cycle", "cache_desync", "cycle_resample")
+MAX_TOASTS = 3
+
+SHARE_JS = """(q) => { const u = new URL(window.location.href); u.search = q ? '?' + q : '';
+  u.hash = ''; return u.toString(); }"""
+
+
+class LiveTab:
+    def __init__(self):
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=330, elem_classes="ss-side"):
+                gr.Markdown("### Clip", elem_classes="ss-h")
+                self.sample = gr.Dropdown(common.sample_choices(), value=_default_sample(),
+                                          label="sample clip", info="bundled clips, by name")
+                self.audio = gr.Audio(sources=["upload", "microphone"], type="filepath",
+                                      label="or upload / record a clip (WAV, FLAC, OGG)",
+                                      value=_default_sample_path())
+                with gr.Row():
+                    self.backend = gr.Dropdown(common.backend_choices(), value="demo", label="backend",
+                                               min_width=100)
+                    spec = SPECS_BY_NAME["prompt_type"]
+                    self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
+                                                label="prompt type", info="detailed 30–70 汉字 · concise 8–16")
+                self.baseline = gr.Checkbox(value=False, label="compare with cloud-only",
+                                            info="also decode with the cloud model alone (greedy)")
+                with gr.Row():
+                    self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2)
+                    self.stop_btn = gr.Button("■ Stop", variant="stop", elem_id="live-stop", scale=1)
+                gr.Markdown("### Knobs", elem_classes="ss-h")
+                self.panel = KnobPanel(prompt_type_widget=self.prompt_type)
+                with gr.Accordion("Export & share", open=False):
+                    with gr.Row():
+                        self.dl_trace = gr.DownloadButton("trace JSON", visible=False, size="sm")
+                        self.dl_results = gr.DownloadButton("results JSON", visible=False, size="sm")
+                    self.config_json = gr.Code(language="json", label="config JSON", interactive=True,
+                                               lines=6, elem_id="live-config-json")
+                    with gr.Row():
+                        self.to_json_btn = gr.Button("knobs → JSON", size="sm")
+                        self.from_json_btn = gr.Button("JSON → knobs", size="sm")
+                    self.share_btn = gr.Button("make share link", size="sm")
+                    self.query = gr.Textbox(visible=False)
+                    self.share_link = gr.Textbox(label="share link (opens the page with these knobs)",
+                                                 buttons=["copy"], interactive=False,
+                                                 elem_id="live-share-link")
+            with gr.Column(scale=3, min_width=560):
+                self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
+                                      elem_id="live-status", js_on_load=None)
+                self.view = TraceView()
+                self.baseline_text = gr.Textbox(label="cloud-only baseline text", lines=2,
+                                                interactive=False, visible=False, buttons=["copy"])
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3):
+                        gr.Markdown("### Diagnostics", elem_classes="ss-h")
+                        self.diagnostics = gr.HTML(diagnostics_html(None), elem_id="live-diagnostics",
+                                                   js_on_load=None)
+                    with gr.Column(scale=2):
+                        with gr.Accordion("What the backend read from the clip", open=False):
+                            self.info = gr.Markdown(prompt_info_md(None))
+        self._wire()
+
+    # ------------------------------------------------------------------ wiring
+    @property
+    def outputs(self) -> list:
+        return [self.status, *self.view.outputs, self.baseline_text, self.diagnostics, self.info,
+                self.dl_trace, self.dl_results]
+
+    def _wire(self):
+        ins = [self.sample, self.audio, self.backend, self.baseline, *self.panel.inputs]
+        self.run_event = self.run_btn.click(
+            self.run, ins, self.outputs, api_visibility="private", concurrency_id="decode",
+            concurrency_limit=2, trigger_mode="once", show_progress="hidden")
+        self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="private")
+        self.sample.input(self.pick_sample, self.sample, [self.audio, self.prompt_type],
+                          queue=False, api_visibility="private")
+        for ev in (self.audio.upload, self.audio.stop_recording):
+            ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
+        self.baseline.change(lambda on: gr.update(visible=on), self.baseline, self.baseline_text,
+                             queue=False, api_visibility="private")
+        self.to_json_btn.click(self.knobs_to_json, self.panel.inputs, self.config_json, queue=False,
+                               api_visibility="private")
+        self.from_json_btn.click(self.json_to_knobs, [self.config_json, *self.panel.inputs],
+                                 self.panel.inputs, queue=False, api_visibility="private")
+        self.share_btn.click(self.share_query, [self.sample, *self.panel.inputs], self.query,
+                             queue=False, api_visibility="private").then(
+            None, self.query, self.share_link, js=SHARE_JS, api_visibility="private")
+
+    def on_load(self, request: gr.Request):
+        """Share links: knob values (and the sample) from the page's query string."""
+        params = dict(getattr(request, "query_params", {}) or {})
+        n = len(self.panel.inputs)
+        if not params:
+            return [gr.skip()] * (n + 1)
+        try:
+            cfg = query_to_config(urlencode(params))
+            DecodeConfig.from_dict(cfg)
+        except ConfigError as e:
+            gr.Warning(f"share link ignored: {e}")
+            return [gr.skip()] * (n + 1)
+        sample = params.get("sample")
+        sample_up = gr.update(value=sample) if sample in common.sample_names() else gr.skip()
+        return [*self.panel.updates_for(cfg), sample_up]
+
+    # ------------------------------------------------------------------ handlers
+    def pick_sample(self, name):
+        if not name:
+            return gr.skip(), gr.skip()
+        pt = common.sample_prompt_type(name)
+        return str(common.sample_path(name)), (pt or gr.skip())
+
+    def stop(self, request: gr.Request):
+        if common.cancel_session(common.session_of(request)):
+            gr.Info("stopping after the current round")
+
+    def knobs_to_json(self, *values):
+        cfg = self.panel.to_config(values)
+        try:
+            return DecodeConfig.from_dict(cfg).to_json(indent=1)
+        except ConfigError as e:
+            gr.Warning(str(e))
+            return json.dumps(cfg, ensure_ascii=False, indent=1)
+
+    def json_to_knobs(self, text, *values):
+        try:
+            cfg = DecodeConfig.from_json(text or "{}").to_dict()
+        except ConfigError as e:
+            gr.Warning(str(e))
+            return [gr.skip()] * len(self.panel.inputs)
+        return self.panel.updates_for(cfg)
+
+    def share_query(self, sample, *values):
+        cfg = self.panel.to_config(values)
+        try:
+            DecodeConfig.from_dict(cfg)
+        except ConfigError as e:
+            gr.Warning(f"fix the knobs first: {e}")
+        q = config_to_query(cfg)
+        if sample:
+            q = (q + "&" if q else "") + urlencode({"sample": sample})
+        return q
+
+    def _pack(self, status=None, view=None, baseline=None, diagnostics=None, info=None,
+              dl_trace=None, dl_results=None):
+        sk = gr.skip()
+        return [sk if status is None else status,
+                *(view if view is not None else [sk] * len(self.view.outputs)),
+                sk if baseline is None else baseline, sk if diagnostics is None else diagnostics,
+                sk if info is None else info, sk if dl_trace is None else dl_trace,
+                sk if dl_results is None else dl_results]
+
+    def run(self, request: gr.Request, sample, audio, backend_name, baseline_on, *knobs):
+        hidden = gr.update(visible=False)
+        try:
+            cfg = DecodeConfig.from_dict(self.panel.to_config(knobs))
+        except ConfigError as e:
+            gr.Warning(str(e))
+            yield self._pack(status_html("err", "Invalid knobs", str(e)))
+            return
+        yield self._pack(status_html("run", "Reading the clip…"), self.view.reset(),
+                         "", diagnostics_html(None), None, hidden, hidden)
+        try:
+            src, name = common.resolve_audio(sample, audio)
+            backend = common.get_backend(backend_name)
+            run = Run(backend, src, cfg, common.session_of(request), name)
+            toasts = 0
+            for live, new in run:
+                for w in new:
+                    if w.get("kind") in TOAST_KINDS and toasts < MAX_TOASTS:
+                        gr.Warning(w.get("message", w.get("kind")), title=w.get("kind", "warning"))
+                        toasts += 1
+                if live.done:
+                    break
+                if live.n_tokens and self.view.due(live):
+                    yield self._pack(status_html("run", f"Decoding {name}…",
+                                                 f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"),
+                                     self.view.values(live, cfg.prompt_type))
+            base = ""
+            if baseline_on:
+                yield self._pack(status_html("run", "Running the cloud-only baseline…"),
+                                 self.view.values(live, cfg.prompt_type))
+                base = run.run_baseline()["text"]
+            tr = live.trace
+            m = tr.get("metrics") or {}
+            detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s · "
+                      f"ended by {tr.get('ended_by') or '—'}")
+            if baseline_on:
+                same = m.get("matches_baseline", run.baseline["token_ids"] == tr.get("token_ids"))
+                detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only")
+            kind = "err" if tr.get("ended_by") == "cancelled" else "ok"
+            head = f"Stopped: {name}" if kind == "err" else f"Done: {name}"
+            stem = f"{name.rsplit('.', 1)[0]}"
+            yield self._pack(
+                status_html(kind, head, detail), self.view.values(live, cfg.prompt_type, plots=True),
+                base, diagnostics_html(tr.get("diagnostics")), prompt_info_md(tr.get("info")),
+                gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
+                gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True))
+        except Exception as e:  # noqa: BLE001 - the page must stay usable; bugs are logged
+            if not isinstance(e, UserError):
+                traceback.print_exc()
+            msg = common.user_message(e)
+            gr.Warning(msg)
+            yield self._pack(status_html("err", "Could not run", msg))
+
+
+def _default_sample():
+    names = common.sample_names()
+    return common.DEFAULT_SAMPLE if common.DEFAULT_SAMPLE in names else (names[0] if names else None)
+
+
+def _default_sample_path():
+    name = _default_sample()
+    return str(common.sample_path(name)) if name else None

@@ -1,0 +1,64 @@
+"""The whole page: three tabs, the API endpoints, CSS and launch settings."""
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+
+from components import ALL_CSS
+
+PAGE_CSS = """
+.gradio-container { max-width: 1480px !important; }
+.ss-title h1 { margin: 0 0 2px 0; font-size: 24px; }
+.ss-title p { margin: 0; color: #57606a; }
+.ss-h h3 { margin: 6px 0 0 0; font-size: 15px; color: #1f2328; }
+.ss-status { display: flex; align-items: baseline; gap: 10px; padding: 8px 12px; border-radius: 8px;
+  font-family: system-ui, sans-serif; font-size: 14.5px; background: #f6f8fa; border: 1px solid #d8dee4; }
+.ss-status-icon { font-weight: 700; }
+.ss-status-text { font-weight: 600; }
+.ss-status-detail { color: #57606a; font-variant-numeric: tabular-nums; }
+.ss-status-run { background: #eef6fc; border-color: #9cc8e8; }
+.ss-status-run .ss-status-icon { color: #0072B2; }
+.ss-status-ok { background: #edf8f3; border-color: #9fd9c2; }
+.ss-status-ok .ss-status-icon { color: #009E73; }
+.ss-status-err { background: #fff1e8; border-color: #f0b48c; }
+.ss-status-err .ss-status-icon { color: #D55E00; }
+.ss-tokens-panel { border: 1px solid #d8dee4; border-radius: 8px; padding: 10px 12px !important;
+  min-height: 120px; background: #fff; overflow: visible !important; }
+.ss-ab-head { font-weight: 650; font-size: 16px; }
+"""
+
+
+def build_demo() -> gr.Blocks:
+    from .ab import ABTab
+    from .api import add_api
+    from .batch import BatchTab
+    from .live import LiveTab
+
+    with gr.Blocks(title="SpecScope — speculative decoding debugger") as demo:
+        gr.Markdown("# SpecScope\nWatch an edge model draft and a cloud model verify, token by token: "
+                    "tune the speculative decoder on emotion clips, compare configurations, "
+                    "and check a change on a batch.", elem_classes="ss-title")
+        with gr.Tabs():
+            with gr.Tab("Live", id="live"):
+                live = LiveTab()
+            with gr.Tab("A/B", id="ab"):
+                ABTab(live)
+            with gr.Tab("Batch", id="batch"):
+                BatchTab(live)
+        add_api()
+        demo.load(live.on_load, None, [*live.panel.inputs, live.sample], api_visibility="private",
+                  queue=False)
+    return demo
+
+
+def launch_kwargs() -> dict:
+    return {"server_name": os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+            "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+            "css": ALL_CSS + PAGE_CSS, "theme": gr.themes.Default(primary_hue="blue"),
+            "show_error": True}
+
+
+def queued(demo: gr.Blocks) -> gr.Blocks:
+    # 2 CPU-bound decodes at a time: more only slows every user down on a small machine.
+    return demo.queue(default_concurrency_limit=2, max_size=32)
