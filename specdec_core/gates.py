@@ -122,7 +122,7 @@ class CjkNoRepeatNGram(_Gate):
         if n == 1:
             return content
         grams = content.unfold(0, n, 1)  # [m - n + 1, n]
-        hit = (grams[:, :-1] == content[m - n:m - 1]).all(dim=-1)
+        hit = (grams[:, :-1] == content[m - n + 1:]).all(dim=-1)
         return grams[hit, -1]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:

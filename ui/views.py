@@ -13,7 +13,7 @@ from components.token_view import render_tokens
 # Minimum seconds between streamed updates of the token view and of the plots: the page
 # re-renders the whole HTML on each update, so a few per second is the useful rate.
 TOKEN_EVERY = 0.1
-PLOT_EVERY = 0.7
+PLOT_EVERY = 1.5
 
 
 def status_html(kind: str, text: str, detail: str = "") -> str:

@@ -1,0 +1,260 @@
+"""GPU check for the omni backend: full-size random-init Qwen2.5-Omni 3B and 7B thinkers.
+
+No weights are needed: the models have the published dimensions and random weights, so the
+timings and memory are those of the real pair, while the text is noise. One sample clip goes
+through the real Omni prompt, runner and decoder. Prints a markdown table and writes JSON:
+
+    .venv/bin/python scripts/gpu_check.py [--audio sample_audio/angry_01.wav] [--out FILE]
+
+Measured: build and prefill time per model, edge and cloud forward times (one token, and k+1
+tokens as in a verify step; c = edge/cloud), GPU memory, tokens/s for cloud-only generate, for
+speculative decoding with draft == cloud (acceptance 1: the upper bound) and with the 3B/7B pair
+(random weights disagree, so that acceptance is near 0: the lower bound), and the speedup that
+the measured c predicts for a few acceptance rates.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# Published thinker dimensions (config.json of Qwen/Qwen2.5-Omni-7B and Qwen/Qwen2.5-Omni-3B).
+AUDIO = dict(d_model=1280, encoder_layers=32, encoder_attention_heads=20, encoder_ffn_dim=5120,
+             num_mel_bins=128, max_source_positions=1500, n_window=100)
+VISION = dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, in_channels=3,
+              patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
+              fullatt_block_indexes=[7, 15, 23, 31], hidden_act="silu")
+TEXT = {
+    "7B": dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+               num_attention_heads=28, num_key_value_heads=4),
+    # tie_word_embeddings=False: a separate 151936-row head (the conservative memory case).
+    "3B": dict(vocab_size=151936, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+               num_attention_heads=16, num_key_value_heads=2),
+}
+COMMON_TEXT = dict(max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                   use_sliding_window=False, sliding_window=32768, hidden_act="silu",
+                   rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
+                                    "mrope_section": [16, 24, 24]})
+# Real Qwen2.5 ids of the tokens the prompt and the stops use.
+SPECIAL_IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645,
+               "<|AUDIO|>": 151646, "<|audio_bos|>": 151647, "<|audio_eos|>": 151648,
+               "<|vision_bos|>": 151652, "<|vision_eos|>": 151653, "<|IMAGE|>": 151655,
+               "<|VIDEO|>": 151656}
+VOCAB_LEN = 151665
+
+
+def thinker_config(size: str):
+    from transformers import Qwen2_5OmniThinkerConfig
+
+    hidden = TEXT[size]["hidden_size"]
+    return Qwen2_5OmniThinkerConfig(
+        text_config={**COMMON_TEXT, **TEXT[size]},
+        audio_config={**AUDIO, "output_dim": hidden},
+        vision_config={**VISION, "out_hidden_size": hidden})   # token ids: the real defaults
+
+
+def real_id_tokenizer():
+    """A char-level tokenizer whose special tokens sit at the real Qwen2.5 ids (151643...), so
+    the random-init models see prompts of the real shape without a download."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from specdec_core.backends import omni_prompts
+
+    chars = sorted(set(omni_prompts.SYSTEM_PROMPT + "".join(omni_prompts.INSTRUCTIONS.values())
+                       + "\n说话人语速音调情绪的了，。"))
+    tokens = ["<unk>", *chars]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    by_id = {i: t for t, i in SPECIAL_IDS.items()}
+    for i in range(len(tokens), VOCAB_LEN):
+        vocab[by_id.get(i, f"<|filler_{i}|>")] = i
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    named = {"audio_token": "<|AUDIO|>", "audio_bos_token": "<|audio_bos|>",
+             "audio_eos_token": "<|audio_eos|>", "image_token": "<|IMAGE|>",
+             "video_token": "<|VIDEO|>", "vision_bos_token": "<|vision_bos|>",
+             "vision_eos_token": "<|vision_eos|>"}
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>", extra_special_tokens=named)
+    fast.add_special_tokens({"additional_special_tokens": list(SPECIAL_IDS)},
+                            replace_extra_special_tokens=False)
+    return fast
+
+
+def build(size: str, device, dtype):
+    from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
+
+    torch.manual_seed({"3B": 3, "7B": 7}[size])
+    t0 = time.perf_counter()
+    with torch.device(device):
+        model = Thinker._from_config(thinker_config(size), dtype=dtype)
+    torch.cuda.synchronize()
+    return model.eval(), time.perf_counter() - t0
+
+
+def _sync_time(fn, reps: int) -> float:
+    """Median seconds of fn() over reps runs (after one warm-up)."""
+    fn()
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def forward_times(backend, model, prompt, k: int, reps: int = 20) -> dict:
+    """Prefill time, then one-token and (k+1)-token step times from a fixed cache length."""
+    runner = backend.make_runner(model, "x")
+    runner.prefill(prompt)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    runner.feed([prompt.input_ids[0, -1].item()])     # the prefill happens on the first feed
+    torch.cuda.synchronize()
+    prefill_s = time.perf_counter() - t0
+    base = runner.seen
+
+    def step(n):
+        def fn():
+            runner.feed([100 + i for i in range(n)])
+            runner.crop(base)
+        return fn
+
+    return {"prefill_s": prefill_s, "step1_s": _sync_time(step(1), reps),
+            f"step{k + 1}_s": _sync_time(step(k + 1), reps)}
+
+
+def run_sd(backend, prompt, cfg) -> dict:
+    from specdec_core.decoder import SpeculativeDecoder
+
+    SpeculativeDecoder(backend, cfg, trace=False).run(prompt)          # warm-up
+    torch.cuda.synchronize()
+    tr = SpeculativeDecoder(backend, cfg, trace=False).run(prompt)
+    m = tr.metrics
+    return {"tokens": len(tr.token_ids), "tokens_per_s": m["tokens_per_s"], "wall_s": m["wall_s"],
+            "acceptance_rate": m["acceptance_rate"], "mean_accepted_length": m["mean_accepted_length"],
+            "cloud_calls": m["cloud_calls"]}
+
+
+def run_cloud_only(backend, prompt, cfg) -> dict:
+    from specdec_core.baseline import cloud_only
+
+    cloud_only(backend, prompt, cfg)                                     # warm-up
+    r = cloud_only(backend, prompt, cfg)
+    n = len(r["token_ids"])
+    return {"tokens": n, "tokens_per_s": round(n / r["wall_s"], 2), "wall_s": r["wall_s"]}
+
+
+def predicted_speedup(alpha: float, k: int, c: float) -> float:
+    """Leviathan et al.: expected tokens per round over the cost of a round (in cloud calls)."""
+    tokens = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
+    return tokens / (k * c + 1)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--audio", default=None, help="clip (default: the first sample_audio/*.wav)")
+    ap.add_argument("--out", default=str(ROOT / "test-artifacts" / "gpu_check.json"))
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("gpu_check: no CUDA GPU here; run it on a GPU machine", file=sys.stderr)
+        return 2
+
+    from specdec_core import DecodeConfig
+    from specdec_core.audio import load_audio
+    from specdec_core.backends.omni import (OmniBackend, audio_only_processor, check_gpu_memory,
+                                            memory_needed)
+    from transformers import WhisperFeatureExtractor
+
+    torch.set_num_threads(4)
+    dev, dtype, GiB = torch.device("cuda"), torch.bfloat16, 1024 ** 3
+    audio_path = args.audio or str(sorted((ROOT / "sample_audio").glob("*.wav"))[0])
+    clip = load_audio(audio_path)
+    configs = {"edge": thinker_config("3B"), "cloud": thinker_config("7B")}
+    need = memory_needed(configs, dtype)
+    out = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+           "audio": audio_path, "audio_seconds": round(clip.duration, 2), "k": args.k,
+           "max_new_tokens": args.max_new_tokens,
+           "estimate_gib": {r: round(v / GiB, 2) for r, v in need.items()},
+           "memory_check": check_gpu_memory(configs, dev, dtype)}
+
+    m7, t7 = build("7B", dev, dtype)
+    mem7 = torch.cuda.memory_allocated(dev)
+    m3, t3 = build("3B", dev, dtype)
+    mem_both = torch.cuda.memory_allocated(dev)
+    proc = audio_only_processor(WhisperFeatureExtractor(feature_size=128, sampling_rate=16000),
+                                real_id_tokenizer())
+    pair = OmniBackend(edge=m3, cloud=m7, processor=proc)
+    same = OmniBackend(edge=m7, cloud=m7, processor=proc)
+    prompt = pair.build_inputs(clip, "detailed")
+    out.update(build_s={"3B": round(t3, 2), "7B": round(t7, 2)}, prompt_tokens=prompt.length,
+               audio_tokens=prompt.info["audio_tokens"], edge_params=sum(p.numel() for p in m3.parameters()),
+               cloud_params=sum(p.numel() for p in m7.parameters()), shared_vocab=pair.shared_vocab)
+
+    with torch.inference_mode():
+        f3 = forward_times(pair, m3, prompt, args.k)
+        f7 = forward_times(pair, m7, prompt, args.k)
+    c = f3["step1_s"] / f7["step1_s"]
+    out["forward"] = {"edge_3B": f3, "cloud_7B": f7, "c": round(c, 3),
+                      "c_verify": round(f3["step1_s"] / f7[f"step{args.k + 1}_s"], 3)}
+
+    cfg = DecodeConfig.from_dict(dict(k=args.k, verify="greedy", stop_at_first_sentence=False,
+                                      min_new_tokens=0, max_new_tokens=args.max_new_tokens,
+                                      cache_check_every=0))
+    torch.cuda.reset_peak_memory_stats(dev)
+    out["cloud_only"] = run_cloud_only(pair, prompt, cfg)
+    out["sd_draft_eq_cloud"] = run_sd(same, prompt, cfg)
+    out["sd_3b_7b"] = run_sd(pair, prompt, cfg)
+    free, total = torch.cuda.mem_get_info(dev)
+    out["gpu_memory_gib"] = {"7B_weights": round(mem7 / GiB, 2), "both_weights": round(mem_both / GiB, 2),
+                             "peak_during_runs": round(torch.cuda.max_memory_allocated(dev) / GiB, 2),
+                             "free_after": round(free / GiB, 2), "total": round(total / GiB, 2)}
+    out["predicted_speedup"] = {str(a): round(predicted_speedup(a, args.k, c), 2)
+                                for a in (0.5, 0.7, 0.8, 0.9)}
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2, ensure_ascii=False))
+    print(json.dumps(out, indent=2, ensure_ascii=False))
+    print(markdown(out, args.k))
+    return 0
+
+
+def markdown(o: dict, k: int) -> str:
+    f, g = o["forward"], o["gpu_memory_gib"]
+    rows = [
+        ("device", o["device"]),
+        ("clip", f"{o['audio']} ({o['audio_seconds']} s, {o['audio_tokens']} audio tokens, "
+                 f"prompt {o['prompt_tokens']} tokens)"),
+        ("build 3B / 7B (random init)", f"{o['build_s']['3B']} s / {o['build_s']['7B']} s"),
+        ("prefill 3B / 7B", f"{f['edge_3B']['prefill_s'] * 1e3:.1f} ms / {f['cloud_7B']['prefill_s'] * 1e3:.1f} ms"),
+        ("1-token step 3B / 7B", f"{f['edge_3B']['step1_s'] * 1e3:.2f} ms / {f['cloud_7B']['step1_s'] * 1e3:.2f} ms"),
+        (f"{k + 1}-token verify 7B", f"{f['cloud_7B'][f'step{k + 1}_s'] * 1e3:.2f} ms"),
+        ("c = edge/cloud step", f"{f['c']}"),
+        ("GPU memory: weights 7B / both / peak", f"{g['7B_weights']} / {g['both_weights']} / {g['peak_during_runs']} GiB"),
+        ("memory estimate (before loading)", f"{o['estimate_gib']['total']} GiB"),
+        ("cloud-only generate", f"{o['cloud_only']['tokens_per_s']} tok/s"),
+        ("SD draft == cloud (acceptance 1)", f"{o['sd_draft_eq_cloud']['tokens_per_s']} tok/s, "
+                                             f"acceptance {o['sd_draft_eq_cloud']['acceptance_rate']}"),
+        ("SD 3B/7B (random weights)", f"{o['sd_3b_7b']['tokens_per_s']} tok/s, "
+                                      f"acceptance {o['sd_3b_7b']['acceptance_rate']}"),
+        (f"predicted speedup (k={k}) at acceptance 0.5/0.7/0.8/0.9",
+         " / ".join(str(v) for v in o["predicted_speedup"].values())),
+    ]
+    return "\n".join(["| quantity | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
