@@ -51,14 +51,30 @@ SPECIAL_IDS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 15
 VOCAB_LEN = 151665
 
 
-def thinker_config(size: str):
+# --smoke: the same code path on a CPU with every dimension but the vocabulary shrunk.
+SMOKE = dict(text=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                       num_attention_heads=4, num_key_value_heads=2,
+                       rope_parameters={"rope_type": "default", "rope_theta": 1e6,
+                                        "mrope_section": [2, 3, 3]}),
+             audio=dict(d_model=32, encoder_layers=1, encoder_attention_heads=4, encoder_ffn_dim=64),
+             vision=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=4,
+                         fullatt_block_indexes=[0]))
+
+
+def thinker_config(size: str, smoke: bool = False):
     from transformers import Qwen2_5OmniThinkerConfig
 
-    hidden = TEXT[size]["hidden_size"]
-    return Qwen2_5OmniThinkerConfig(
-        text_config={**COMMON_TEXT, **TEXT[size]},
-        audio_config={**AUDIO, "output_dim": hidden},
-        vision_config={**VISION, "out_hidden_size": hidden})   # token ids: the real defaults
+    text, audio, vision = {**COMMON_TEXT, **TEXT[size]}, dict(AUDIO), dict(VISION)
+    if smoke:
+        text.update(SMOKE["text"], num_hidden_layers={"3B": 1, "7B": 2}[size])
+        audio.update(SMOKE["audio"])
+        vision.update(SMOKE["vision"])
+    hidden = text["hidden_size"]
+    # Audio/image/video token ids: the config defaults are the real ones; the vision frame ids
+    # are not config fields in transformers 5.23 but are in the published config.json.
+    return Qwen2_5OmniThinkerConfig(text_config=text, audio_config={**audio, "output_dim": hidden},
+                                    vision_config={**vision, "out_hidden_size": hidden},
+                                    vision_start_token_id=151652, vision_end_token_id=151653)
 
 
 def real_id_tokenizer():
@@ -90,14 +106,19 @@ def real_id_tokenizer():
     return fast
 
 
-def build(size: str, device, dtype):
+def sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def build(size: str, device, dtype, smoke: bool = False):
     from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
 
     torch.manual_seed({"3B": 3, "7B": 7}[size])
     t0 = time.perf_counter()
-    with torch.device(device):
-        model = Thinker._from_config(thinker_config(size), dtype=dtype)
-    torch.cuda.synchronize()
+    with torch.device(device):   # random init straight on the GPU: no host copy
+        model = Thinker._from_config(thinker_config(size, smoke), dtype=dtype)
+    sync()
     return model.eval(), time.perf_counter() - t0
 
 
@@ -106,10 +127,10 @@ def _sync_time(fn, reps: int) -> float:
     fn()
     times = []
     for _ in range(reps):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -118,10 +139,10 @@ def forward_times(backend, model, prompt, k: int, reps: int = 20) -> dict:
     """Prefill time, then one-token and (k+1)-token step times from a fixed cache length."""
     runner = backend.make_runner(model, "x")
     runner.prefill(prompt)
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     runner.feed([prompt.input_ids[0, -1].item()])     # the prefill happens on the first feed
-    torch.cuda.synchronize()
+    sync()
     prefill_s = time.perf_counter() - t0
     base = runner.seen
 
@@ -139,7 +160,7 @@ def run_sd(backend, prompt, cfg) -> dict:
     from specdec_core.decoder import SpeculativeDecoder
 
     SpeculativeDecoder(backend, cfg, trace=False).run(prompt)          # warm-up
-    torch.cuda.synchronize()
+    sync()
     tr = SpeculativeDecoder(backend, cfg, trace=False).run(prompt)
     m = tr.metrics
     return {"tokens": len(tr.token_ids), "tokens_per_s": m["tokens_per_s"], "wall_s": m["wall_s"],
@@ -168,10 +189,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "test-artifacts" / "gpu_check.json"))
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--smoke", action="store_true",
+                    help="CPU run with shrunken models: checks the script, measures nothing")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("gpu_check: no CUDA GPU here; run it on a GPU machine", file=sys.stderr)
+    if not torch.cuda.is_available() and not args.smoke:
+        print("gpu_check: no CUDA GPU here; run it on a GPU machine (or --smoke)", file=sys.stderr)
         return 2
+    smoke = args.smoke
 
     from specdec_core import DecodeConfig
     from specdec_core.audio import load_audio
@@ -179,22 +203,25 @@ def main(argv=None) -> int:
                                             memory_needed)
     from transformers import WhisperFeatureExtractor
 
-    torch.set_num_threads(4)
-    dev, dtype, GiB = torch.device("cuda"), torch.bfloat16, 1024 ** 3
+    torch.set_num_threads(1 if smoke else 4)
+    dev = torch.device("cpu" if smoke else "cuda")
+    dtype, GiB = (torch.float32 if smoke else torch.bfloat16), 1024 ** 3
     audio_path = args.audio or str(sorted((ROOT / "sample_audio").glob("*.wav"))[0])
     clip = load_audio(audio_path)
-    configs = {"edge": thinker_config("3B"), "cloud": thinker_config("7B")}
+    configs = {"edge": thinker_config("3B", smoke), "cloud": thinker_config("7B", smoke)}
     need = memory_needed(configs, dtype)
-    out = {"device": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+    out = {"device": "cpu (smoke)" if smoke else torch.cuda.get_device_name(dev),
+           "torch": torch.__version__,
            "audio": audio_path, "audio_seconds": round(clip.duration, 2), "k": args.k,
            "max_new_tokens": args.max_new_tokens,
            "estimate_gib": {r: round(v / GiB, 2) for r, v in need.items()},
-           "memory_check": check_gpu_memory(configs, dev, dtype)}
+           "memory_check": None if smoke else check_gpu_memory(configs, dev, dtype)}
 
-    m7, t7 = build("7B", dev, dtype)
-    mem7 = torch.cuda.memory_allocated(dev)
-    m3, t3 = build("3B", dev, dtype)
-    mem_both = torch.cuda.memory_allocated(dev)
+    allocated = (lambda: 0) if smoke else (lambda: torch.cuda.memory_allocated(dev))
+    m7, t7 = build("7B", dev, dtype, smoke)
+    mem7 = allocated()
+    m3, t3 = build("3B", dev, dtype, smoke)
+    mem_both = allocated()
     proc = audio_only_processor(WhisperFeatureExtractor(feature_size=128, sampling_rate=16000),
                                 real_id_tokenizer())
     pair = OmniBackend(edge=m3, cloud=m7, processor=proc)
@@ -214,13 +241,15 @@ def main(argv=None) -> int:
     cfg = DecodeConfig.from_dict(dict(k=args.k, verify="greedy", stop_at_first_sentence=False,
                                       min_new_tokens=0, max_new_tokens=args.max_new_tokens,
                                       cache_check_every=0))
-    torch.cuda.reset_peak_memory_stats(dev)
+    if not smoke:
+        torch.cuda.reset_peak_memory_stats(dev)
     out["cloud_only"] = run_cloud_only(pair, prompt, cfg)
     out["sd_draft_eq_cloud"] = run_sd(same, prompt, cfg)
     out["sd_3b_7b"] = run_sd(pair, prompt, cfg)
-    free, total = torch.cuda.mem_get_info(dev)
+    peak = 0 if smoke else torch.cuda.max_memory_allocated(dev)
+    free, total = (0, 0) if smoke else torch.cuda.mem_get_info(dev)
     out["gpu_memory_gib"] = {"7B_weights": round(mem7 / GiB, 2), "both_weights": round(mem_both / GiB, 2),
-                             "peak_during_runs": round(torch.cuda.max_memory_allocated(dev) / GiB, 2),
+                             "peak_during_runs": round(peak / GiB, 2),
                              "free_after": round(free / GiB, 2), "total": round(total / GiB, 2)}
     out["predicted_speedup"] = {str(a): round(predicted_speedup(a, args.k, c), 2)
                                 for a in (0.5, 0.7, 0.8, 0.9)}

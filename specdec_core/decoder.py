@@ -249,7 +249,7 @@ class SpeculativeDecoder:
     def _break_cycle(self, st: _State, block: list[int], tok: int, p: torch.Tensor) -> int:
         """cycle_action=resample: a draft token that would continue a cycle is replaced by a
         top-k sample (seed 003's local fix) that excludes it."""
-        tail = st.full[-32:] + block
+        tail = st.full[st.prompt_len:][-st.cycles.tail_needed:] + block
         if not st.cycles.would_extend(tail, tok):
             return tok
         alt = p.clone()

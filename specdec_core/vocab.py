@@ -14,7 +14,7 @@ import torch
 
 CJK_LO, CJK_HI = "\u4e00", "\u9fff"
 PUNCT_CHARS = "，。、：:；！？,.!?;"
-COMMA_CHARS = "，、："  # the half-width comma too, else a gated model switches to it
+COMMA_CHARS = "，、：:,"  # the half-width comma too, else a gated model switches to it
 PERIOD_CHARS = "。."
 SENTENCE_END_CHARS = "。."
 

@@ -97,3 +97,19 @@ def save_folder(model, processor, folder: Path) -> Path:
     processor.feature_extractor.save_pretrained(folder)
     (folder / "chat_template.jinja").write_text(processor.chat_template)
     return folder
+
+
+def save_published_layout(model, processor, folder: Path) -> Path:
+    """The layout of the hub folders (Qwen/Qwen2.5-Omni-7B): a whole-model config with the
+    thinker under `thinker_config`, weights prefixed `thinker.` (no talker here)."""
+    import json
+
+    from safetensors.torch import save_file
+
+    save_folder(model, processor, folder)
+    cfg = {"model_type": "qwen2_5_omni", "architectures": ["Qwen2_5OmniForConditionalGeneration"],
+           "thinker_config": model.config.to_dict(), "enable_audio_output": False}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    weights = {"thinker." + k: v.contiguous() for k, v in model.state_dict().items()}
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder

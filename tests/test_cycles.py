@@ -3,7 +3,9 @@ at which a cycle is reported, streaming == offline, would_extend, and no false a
 Chinese descriptions (char ids = code points, as in a char-level vocabulary)."""
 from __future__ import annotations
 
+import csv
 import random
+from pathlib import Path
 
 import pytest
 
@@ -111,6 +113,25 @@ def test_no_false_alarm_on_normal_descriptions(text):
     det = CycleDetector()
     assert det.detect(cps(text)) == []
     assert not any(det.would_extend(cps(text[:i]), ord(text[i])) for i in range(len(text)))
+
+
+MANIFEST = Path(__file__).resolve().parents[1] / "sample_audio" / "manifest.csv"
+
+
+def test_no_false_alarm_on_any_sample_clip_reference():
+    refs = [r["reference"] for r in csv.DictReader(MANIFEST.open(encoding="utf-8")) if r["reference"]]
+    assert len(refs) >= 6
+    for text in refs:
+        assert CycleDetector().detect(cps(text)) == [], text
+
+
+def test_no_false_alarm_on_demo_corpus_descriptions():
+    from specdec_core.demo.corpus import make_example
+
+    rnd = random.Random(0)
+    texts = [make_example(rnd).text for _ in range(1000)]
+    assert sum(map(len, texts)) > 20_000
+    assert [t for t in texts if CycleDetector().detect(cps(t))] == []
 
 
 def test_streaming_and_offline_agree_on_random_streams():

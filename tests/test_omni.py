@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from omni_tiny import (omni_processor, omni_tokenizer, perturb, save_folder, tiny_thinker,
-                       tiny_thinker_config)
+from omni_tiny import (omni_processor, omni_tokenizer, perturb, save_folder,
+                       save_published_layout, tiny_thinker, tiny_thinker_config)
 from specdec_core import DecodeConfig
 from specdec_core.audio import load_audio
 from specdec_core.backends import load_backend
@@ -37,7 +37,7 @@ def folders(tmp_path_factory):
     cfg = tiny_thinker_config(tok, CLOUD_VOCAB, hidden=64, layers=2, init=0.3)
     cloud = tiny_thinker(cfg, seed=1)
     edge = tiny_thinker(cfg, seed=1)
-    perturb(edge, 0.5, seed=7)          # same architecture, partly disagreeing draft
+    perturb(edge, 0.02, seed=7)         # same architecture, partly disagreeing draft
     small = tiny_thinker(tiny_thinker_config(tok, SMALL_VOCAB, hidden=32, layers=1, init=0.3), seed=3)
     return {"cloud": save_folder(cloud, proc, base / "cloud"),
             "edge": save_folder(edge, proc, base / "edge"),
@@ -175,6 +175,15 @@ def test_clear_errors_for_bad_folders(folders, monkeypatch):
     monkeypatch.delenv("SPECSCOPE_EDGE_MODEL", raising=False)
     with pytest.raises(BackendError, match="SPECSCOPE_EDGE_MODEL"):
         OmniBackend(cloud_model=str(folders["cloud"]), **kw)
+
+
+def test_published_whole_model_layout_loads_the_thinker(folders, backend):
+    """Hub folders hold the whole Omni model; only its thinker is loaded, weights intact."""
+    path = save_published_layout(backend.cloud, folders["proc"], folders["base"] / "published")
+    b = OmniBackend(edge_model=str(path), cloud_model=str(path), force_cpu=True,
+                    dtype=torch.float32)
+    want, got = backend.cloud.state_dict(), b.cloud.state_dict()
+    assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want)
 
 
 def test_mismatched_tokenizers_are_refused(folders):

@@ -98,7 +98,10 @@ class TraceView:
         outs = [render_tokens(tr, live=not done), warnings_html(tr.get("warnings")), text,
                 metric_cards(tr.get("metrics"), prompt_type or (tr.get("config") or {}).get("prompt_type"))
                 if done else gr.skip()]
+        n_figs = 2 if self.position is None else 3
+        if not plots:
+            return outs + [gr.skip()] * n_figs
         figs = [entropy_figure(tr), accepted_length_figure(tr)]
         if self.position is not None:
             figs.append(position_acceptance_figure(tr))
-        return outs + (figs if plots else [gr.skip()] * len(figs))
+        return outs + figs

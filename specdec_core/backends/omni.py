@@ -255,9 +255,15 @@ class OmniRunner(ModelRunner):
         super().prefill(prompt)
         ids = self._prompt_ids
         fam = self._prefill_kwargs.get("feature_attention_mask")
-        pos, delta = self.model.get_rope_index(
-            input_ids=ids, attention_mask=torch.ones_like(ids),
-            audio_seqlens=None if fam is None else fam.sum(-1))
+        try:
+            pos, delta = self.model.get_rope_index(
+                input_ids=ids, attention_mask=torch.ones_like(ids),
+                audio_seqlens=None if fam is None else fam.sum(-1))
+        except AttributeError:
+            # A config without the vision frame ids (not a 5.23 config field): for an audio-only
+            # prompt get_rope_index would return exactly these plain positions anyway.
+            pos = torch.arange(ids.shape[1], device=self.device).view(1, 1, -1).expand(3, 1, -1)
+            delta = torch.zeros(1, 1, dtype=torch.long)
         self._prompt_pos = pos.to(self.device)
         self.rope_delta = int(delta.reshape(-1)[0])
 
