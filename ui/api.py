@@ -1,2 +1,110 @@
-def add_api():
-    pass
+"""Named endpoints for gradio_client: run, run_stream, batch. Errors come back as one line.
+
+    from gradio_client import Client, handle_file
+    c = Client("http://127.0.0.1:7860/")
+    result, text = c.predict("angry_01", None, '{"k": 6}', "demo", False, api_name="/run")
+"""
+from __future__ import annotations
+
+import traceback
+
+import gradio as gr
+
+from specdec_core.batch import clips_from_uploads, iter_batch, read_manifest
+from specdec_core.config import DecodeConfig
+from specdec_core.errors import UserError
+
+from . import common
+from .runs import Run
+
+
+def _fail(e: Exception):
+    if not isinstance(e, UserError):
+        traceback.print_exc()
+    raise gr.Error(common.user_message(e), print_exception=False) from None
+
+
+def _cfg(config_json: str | None) -> DecodeConfig:
+    return DecodeConfig.from_json(config_json) if (config_json or "").strip() else DecodeConfig()
+
+
+def _start(sample, audio, config_json, backend_name, request) -> Run:
+    cfg = _cfg(config_json)
+    src, name = common.resolve_audio(sample or None, audio)
+    return Run(common.get_backend(backend_name), src, cfg, common.session_of(request), name)
+
+
+def api_run(sample: str, audio, config_json: str, backend_name: str, baseline: bool,
+            request: gr.Request):
+    """Decode one clip (sample name, or an uploaded file) -> (result entry with trace, text)."""
+    try:
+        run = _start(sample, audio, config_json, backend_name, request)
+        for _ in run:
+            pass
+        if baseline:
+            run.run_baseline()
+        res = run.result()
+        return res, res["text"]
+    except Exception as e:  # noqa: BLE001
+        _fail(e)
+
+
+def api_run_stream(sample: str, audio, config_json: str, backend_name: str, baseline: bool,
+                   request: gr.Request):
+    """Streaming version: a partial update after every decoding round, then the result."""
+    try:
+        run = _start(sample, audio, config_json, backend_name, request)
+        for live, new in run:
+            if live.done:
+                break
+            if live.trace["rounds"]:
+                yield ({"done": False, "round": len(live.trace["rounds"]), "n_tokens": live.n_tokens,
+                        "text": live.text(), "new_warnings": new}, live.text())
+        if baseline:
+            run.run_baseline()
+        res = run.result()
+        yield {"done": True, **res}, res["text"]
+    except Exception as e:  # noqa: BLE001
+        _fail(e)
+
+
+def api_batch(config_json: str, config_b_json: str, limit: float, manifest, clips,
+              backend_name: str, request: gr.Request):
+    """Batch over the bundled manifest (or an uploaded CSV + clips) -> summary, checklist, rows."""
+    try:
+        configs = {"A": _cfg(config_json)}
+        if (config_b_json or "").strip():
+            configs["B"] = _cfg(config_b_json)
+        items = clips_from_uploads(manifest, clips) if (manifest or clips) else read_manifest(common.MANIFEST)
+        if limit:
+            items = items[: int(limit)]
+        for ev in iter_batch(common.get_backend(backend_name), items, configs):
+            if ev["type"] == "done":
+                d = ev["result"].to_dict()
+                d["rows"] = [{k: v for k, v in r.items() if k != "trace"} for r in d["rows"]]
+                return d
+    except Exception as e:  # noqa: BLE001
+        _fail(e)
+
+
+def add_api() -> None:
+    """Hidden components and one hidden button carry the endpoints."""
+    with gr.Column(visible=False):
+        sample = gr.Textbox(label="sample name")
+        audio = gr.File(label="audio file", type="filepath")
+        config = gr.Textbox(label="config JSON")
+        config_b = gr.Textbox(label="config B JSON")
+        backend = gr.Textbox(value="demo", label="backend")
+        baseline = gr.Checkbox(value=False, label="baseline")
+        limit = gr.Number(value=0, precision=0, label="first N clips (0 = all)")
+        manifest = gr.File(label="manifest CSV", type="filepath")
+        clips = gr.File(label="clips", file_count="multiple", type="filepath")
+        result = gr.JSON(label="result")
+        text = gr.Textbox(label="text")
+        trigger = gr.Button()
+    common_kw = dict(concurrency_id="decode", concurrency_limit=2)
+    ins = [sample, audio, config, backend, baseline]
+    trigger.click(api_run, ins, [result, text], api_name="run", **common_kw)
+    trigger.click(api_run_stream, ins, [result, text], api_name="run_stream", **common_kw)
+    trigger.click(api_batch, [config, config_b, limit, manifest, clips, backend], result,
+                  api_name="batch", **common_kw)

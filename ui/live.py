@@ -88,7 +88,7 @@ class LiveTab:
     def _wire(self):
         ins = [self.sample, self.audio, self.backend, self.baseline, *self.panel.inputs]
         self.run_event = self.run_btn.click(
-            self.run, ins, self.outputs, api_visibility="private", concurrency_id="decode",
+            self.run, ins, self.outputs, api_visibility="private", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
         self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="private")
         self.sample.input(self.pick_sample, self.sample, [self.audio, self.prompt_type],

@@ -26,6 +26,10 @@ PAGE_CSS = """
 .ss-tokens-panel { border: 1px solid #d8dee4; border-radius: 8px; padding: 10px 12px !important;
   min-height: 120px; background: #fff; overflow: visible !important; }
 .ss-ab-head { font-weight: 650; font-size: 16px; }
+/* gradio's prose colours override the tooltip's light text on its dark box */
+.ss-tip, .ss-tip .ss-tip-v, .ss-tip .ss-tip-head, .ss-tip .ss-tip-top { color: #f6f8fa !important; }
+.ss-batch-checks { display: flex; flex-direction: column; gap: 10px; }
+.ss-batch-check h4 { margin: 0 0 4px 0; font-size: 14px; }
 """
 
 

@@ -154,18 +154,20 @@ def load_processor(path: str, role: str):
     """The folder's Omni processor. Without torchvision transformers cannot build the
     processor's video part at all; audio never uses it, so the processor is then assembled
     from the folder's tokenizer and Whisper feature extractor as an audio-only processor."""
-    from transformers import Qwen2_5OmniProcessor
+    from transformers import AutoTokenizer, Qwen2_5OmniProcessor, WhisperFeatureExtractor
 
-    try:
-        if _has_torchvision():
+    first = None
+    if _has_torchvision():
+        try:
             return Qwen2_5OmniProcessor.from_pretrained(path)
-        from transformers import AutoTokenizer, WhisperFeatureExtractor
-
+        except Exception as e:   # e.g. a folder without image-processor files: go audio-only
+            first = e
+    try:
         return audio_only_processor(WhisperFeatureExtractor.from_pretrained(path),
                                     AutoTokenizer.from_pretrained(path), _chat_template(path))
     except Exception as e:
         raise BackendError(f"cannot load the Omni processor from {role} model {path}: "
-                           f"{_first_line(e)}") from None
+                           f"{_first_line(first or e)}") from None
 
 
 def audio_only_processor(feature_extractor, tokenizer, chat_template=None):
