@@ -43,7 +43,8 @@ class IdStops:
         self.checker = StopChecker(stop_ids, sentence, prompt_len, cfg.min_new_tokens,
                                    cfg.max_new_tokens)
 
-    def check(self, n_gen: int, last_id: int, ids: list[int], stage: str) -> Stop | None:
+    def check(self, n_gen: int, last_id: int, ids, stage: str) -> Stop | None:
+        """ids() gives the whole sequence; only text-based (faulty) stoppers call it."""
         reason = self.checker.check(n_gen, last_id)
         return Stop(reason) if reason else None
 
@@ -150,7 +151,7 @@ class SpeculativeDecoder:
             recs.append(self._draft_record(tok, p, st.round, need_entropy=gate is not None))
             window = max(window, recs[-1].entropy or 0.0)
             feed = [tok]
-            stop = self.stopper.check(st.n_gen + j + 1, tok, st.full + block, stage="draft")
+            stop = self.stopper.check(st.n_gen + j + 1, tok, lambda: st.full + block, stage="draft")
             if stop:
                 if stop.hard:           # ends the run now; the block is committed unverified
                     st.ended_by = stop.reason
@@ -202,7 +203,7 @@ class SpeculativeDecoder:
             n += 1
             reason = "cycle" if self._track_cycle(st, r) else None
             if not reason:
-                stop = self.stopper.check(st.n_gen, r.id, st.full, stage="commit")
+                stop = self.stopper.check(st.n_gen, r.id, lambda: st.full, stage="commit")
                 reason = stop and stop.reason
             if reason and not st.ended_by:  # a hard stop set earlier commits the whole block
                 st.ended_by = reason
@@ -231,9 +232,10 @@ class SpeculativeDecoder:
         new = st.cycles.push(r.id)
         cur = st.cycles.current
         if cur is not None and cur.end == st.n_gen:   # the token extends a live cycle
-            for t in st.trace.tokens[cur.start: cur.end]:
-                t.cycle = True
+            r.cycle = True
             if new is not None:
+                for t in st.trace.tokens[cur.start: cur.end]:
+                    t.cycle = True
                 text = "".join(self._text[i] for i in new.pattern_ids)
                 c = {"start": new.start, "end": new.end, "period": new.period, "text": text}
                 st.trace.cycles.append(c)
@@ -242,8 +244,7 @@ class SpeculativeDecoder:
                 st.trace.warnings.append(w)
                 st.new_warnings.append(w)
                 return self.cfg.cycle_action == "stop"
-            elif st.trace.cycles:
-                st.trace.cycles[-1]["end"] = cur.end
+            st.trace.cycles[-1]["end"] = cur.end
         return False
 
     def _break_cycle(self, st: _State, block: list[int], tok: int, p: torch.Tensor) -> int:

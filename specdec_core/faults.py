@@ -151,7 +151,7 @@ class StringStop:
     def check(self, n_gen, last_id, ids, stage):
         from .decoder import Stop
 
-        text = self.tok.decode(ids[self.prompt_len:], skip_special_tokens=True)
+        text = self.tok.decode(ids()[self.prompt_len:], skip_special_tokens=True)
         if any(s in text for s in self.STRINGS):
             return Stop("fault", hard=True)
         return self.fixed.check(n_gen, last_id, ids, stage)
@@ -167,6 +167,6 @@ class TextImEndStop:
     def check(self, n_gen, last_id, ids, stage):
         from .decoder import Stop
 
-        if "<|im_end|>" in self.tok.decode(ids[self.prompt_len:], skip_special_tokens=True):
+        if "<|im_end|>" in self.tok.decode(ids()[self.prompt_len:], skip_special_tokens=True):
             return Stop("eos")
         return Stop("max_tokens") if n_gen >= self.max_new else None

@@ -32,7 +32,7 @@ class LiveTab:
             with gr.Column(scale=1, min_width=330, elem_classes="ss-side"):
                 gr.Markdown("### Clip", elem_classes="ss-h")
                 self.sample = gr.Dropdown(common.sample_choices(), value=_default_sample(),
-                                          label="sample clip", info="bundled clips, by name")
+                                          label="sample clip", info="bundled clips, by name", elem_id="live-sample")
                 self.audio = gr.Audio(sources=["upload", "microphone"], type="filepath",
                                       label="or upload / record a clip (WAV, FLAC, OGG)",
                                       value=_default_sample_path())

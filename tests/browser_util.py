@@ -1,0 +1,85 @@
+"""Helpers for the app tests: start app.py as a subprocess on a free port, drive chromium.
+
+SPECSCOPE_TEST_URL=http://host:port/ makes the tests use an already running app instead.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "config", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def app_server(timeout: float = 120.0):
+    """Yields the base URL (with a trailing slash) of a running SpecScope app."""
+    external = os.environ.get("SPECSCOPE_TEST_URL")
+    if external:
+        yield external.rstrip("/") + "/"
+        return
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    log = open(ROOT / "test-artifacts" / "app-server.log", "w") if (ROOT / "test-artifacts").is_dir() \
+        else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + timeout
+        while not _ready(url):
+            if proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with code {proc.returncode} before serving")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"app.py did not serve {url} within {timeout:.0f} s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if log is not subprocess.DEVNULL:
+            log.close()
+
+
+def launch_chromium(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def pick_option(page, elem_id: str, text: str) -> None:
+    """Choose `text` in the gr.Dropdown with this elem_id."""
+    page.locator(f"#{elem_id} input").first.click()
+    page.locator("ul.options li", has_text=text).first.click()
+
+
+def wait_state(page, elem_id: str, states=("ok", "err"), timeout: float = 90_000) -> str:
+    """Wait until the status box #elem_id shows one of `states`; returns the state."""
+    sel = ", ".join(f"#{elem_id} [data-state={s}]" for s in states)
+    page.wait_for_selector(sel, timeout=timeout)
+    return page.locator(f"#{elem_id} .ss-status").first.get_attribute("data-state")
