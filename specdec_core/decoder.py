@@ -137,11 +137,12 @@ class SpeculativeDecoder:
         block, q, recs, feed, window = [], [], [], st.full[self.edge.seen:], 0.0
         gate = cfg.entropy_threshold
         for j in range(cfg.k):
-            logits = self.edge.feed(feed)[-1]
-            if j == 0:
-                self._maybe_check_cache(st, logits)
-            logits = self.processors(st.buf[:, : old + j], logits[None])[0]
+            raw = self.edge.feed(feed)[-1]
+            logits = self.processors(st.buf[:, : old + j], raw[None])[0]
             p = sampling.probs(logits, cfg.temperature)
+            if j == 0:
+                self._maybe_check_cache(st, raw)
+                self._check_draft_distribution(st, raw, p)
             tok = sampling.pick(p, logits, cfg.temperature, self.gen)
             if cfg.cycle_action == "resample":
                 tok = self._break_cycle(st, block, tok, p)
@@ -265,6 +266,20 @@ class SpeculativeDecoder:
         st.trace.warnings.append(w_)
         st.new_warnings.append(w_)
         return new
+
+    def _check_draft_distribution(self, st: _State, raw: torch.Tensor, p: torch.Tensor) -> None:
+        """With no gates declared, the draft must sample from the edge's own distribution at the
+        configured temperature; a gap means hidden logits processing in the draft path."""
+        if not self.detail or self.cfg.has_gates:
+            return
+        tv = 0.5 * float((sampling.probs(raw, self.cfg.temperature) - p).abs().sum())
+        if tv > 0.05:
+            w = {"kind": "draft_distorted", "round": st.round, "tv": round(tv, 4),
+                 "message": f"round {st.round}: the draft distribution differs from the edge "
+                            f"model's own by total variation {tv:.2f} although no gate is on"}
+            st.trace.warnings.append(w)
+            if sum(x["kind"] == "draft_distorted" for x in st.trace.warnings) == 1:
+                st.new_warnings.append(w)   # one toast per run is enough
 
     def _maybe_check_cache(self, st: _State, cached: torch.Tensor) -> None:
         n = self.cfg.cache_check_every

@@ -5,12 +5,14 @@ import re
 
 from .conditions import LENGTH_BANDS
 
-_CJK_RUN = re.compile(r"([\u4e00-\u9fff]{2,8})\1")
+_DOUBLED = re.compile(r"([\u4e00-\u9fff，。、：；！？]{1,8}?)\1")
 
 
 def doubled_spans(text: str) -> list[str]:
-    """Spans of 2-8 hanzi written twice in a row ('音色音色'): the 'HelloHello' symptom."""
-    return [m.group(1) for m in _CJK_RUN.finditer(text)]
+    """Spans of 1-8 hanzi/punctuation written twice in a row ('音色音色', '，，'): the
+    'HelloHello' symptom. Chinese reduplication ('慢慢') makes one or two normal, so the
+    finding needs several."""
+    return [m.group(1) for m in _DOUBLED.finditer(text)]
 
 
 def _f(severity, key, title, detail, cause, fix):
@@ -38,16 +40,31 @@ def diagnose(trace) -> list[dict]:
                       "the committed text (no rollback after a correction, or reset positions)",
                       "crop both caches to the committed prefix after every round; pass explicit positions"))
 
+    distorted = [w for w in trace.warnings if w.get("kind") == "draft_distorted"]
+    if distorted:
+        worst = max(w["tv"] for w in distorted)
+        out.append(_f("error", "draft_distorted", f"draft distribution distorted in {len(distorted)} round(s)",
+                      f"total variation up to {worst:.2f} between what the edge sampled from and the "
+                      "edge model's own distribution, with no gate declared",
+                      "hidden logits processing in the draft: a second temperature, hand-made token "
+                      "penalties or a custom top-p (seeds 000 B, 001 A)",
+                      "apply temperature once; express constraints only as declared gates"))
+
     ended, n = trace.ended_by, m.get("new_tokens", 0)
     band = LENGTH_BANDS.get(cfg.get("prompt_type", ""), None)
     hanzi = m.get("hanzi_count", 0)
-    if ended == "fault" or (ended in ("sentence", "eos") and n < cfg.get("min_new_tokens", 0)):
+    last = trace.tokens[-1] if trace.tokens else None
+    unverified_end = (cfg.get("entropy_threshold") is None and last is not None
+                      and last.source == "draft" and ended not in ("cancelled",))
+    if ended not in ("eos", "sentence", "max_tokens", "cycle", "cancelled") or unverified_end:
         out.append(_f("error", "premature_stop", f"premature stop after {n} tokens ({hanzi} 汉字)",
-                      f"ended_by={ended}, min_new_tokens={cfg.get('min_new_tokens')}",
-                      "a stop fired on text (string match) or before the minimum length",
+                      f"ended_by={ended}; the last tokens are unverified drafts" if unverified_end
+                      else f"ended_by={ended}",
+                      "a stop fired on decoded text (a string match on the draft), before the cloud "
+                      "verified the block and regardless of min_new_tokens",
                       "stop on token ids only (EOS list, first sentence after min_new_tokens)"))
     elif band and ended in ("sentence", "eos") and not band[0] <= hanzi <= band[1]:
-        out.append(_f("warning", "length", f"{hanzi} 汉字, outside the {cfg.get('prompt_type')} band "
+        out.append(_f("info", "length", f"{hanzi} 汉字, outside the {cfg.get('prompt_type')} band "
                       f"{band[0]}-{band[1]}", "the description is too short or too long for its prompt type",
                       "prompt type or stop rule mismatch", "check prompt_type and min_new_tokens"))
     if ended == "max_tokens":
@@ -70,7 +87,7 @@ def diagnose(trace) -> list[dict]:
                       "temperature once; no 1x1 mask; comma_gate=4, period_gate=8"))
 
     dbl = doubled_spans(trace.text)
-    if len(dbl) >= 2:
+    if len(dbl) >= 3:
         out.append(_f("error", "doubling", f"{len(dbl)} doubled spans ('{dbl[0]}{dbl[0]}' ...)",
                       "phrases written twice in a row, like 'HelloHello'",
                       "tokens appended to the input twice (input corruption, seed 004) or a cache desync",

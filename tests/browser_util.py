@@ -44,8 +44,8 @@ def app_server(timeout: float = 120.0):
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    log = open(ROOT / "test-artifacts" / "app-server.log", "w") if (ROOT / "test-artifacts").is_dir() \
-        else subprocess.DEVNULL
+    (ROOT / "test-artifacts").mkdir(exist_ok=True)
+    log = open(ROOT / "test-artifacts" / "app-server.log", "w")
     proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -64,8 +64,7 @@ def app_server(timeout: float = 120.0):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        if log is not subprocess.DEVNULL:
-            log.close()
+        log.close()
 
 
 def launch_chromium(playwright):
@@ -75,7 +74,7 @@ def launch_chromium(playwright):
 def pick_option(page, elem_id: str, text: str) -> None:
     """Choose `text` in the gr.Dropdown with this elem_id."""
     page.locator(f"#{elem_id} input").first.click()
-    page.locator("ul.options li", has_text=text).first.click()
+    page.locator(f"#{elem_id} [role=option]", has_text=text).first.click()
 
 
 def wait_state(page, elem_id: str, states=("ok", "err"), timeout: float = 90_000) -> str:

@@ -81,8 +81,19 @@ def test_tokenizer_round_trip_on_corpus(tok):
     for _ in range(200):
         doc, _ = K.document(rng)
         ids = tok(doc)["input_ids"]
-        assert tok.unk_token_id not in ids
         assert tok.decode(ids) == doc
+
+
+def test_every_corpus_character_is_one_token(tok):
+    chars = sorted(K.charset())
+    ids = [tok(c, add_special_tokens=False)["input_ids"] for c in chars]
+    assert all(len(i) == 1 for i in ids), [c for c, i in zip(chars, ids) if len(i) != 1]
+    assert [tok.decode(i) for i in ids] == chars
+
+
+def test_text_outside_the_corpus_falls_back_to_bytes(tok):
+    text = "Hello 世界 😀"
+    assert tok.decode(tok(text)["input_ids"]) == text
 
 
 def test_special_and_condition_tokens_are_single_ids(tok):

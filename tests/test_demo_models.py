@@ -91,3 +91,14 @@ def test_cloud_continues_into_template_when_not_stopped(backend):
                                  eos_token_id=None, pad_token_id=backend.tokenizer.pad_token_id)
     text = backend.tokenizer.decode(out[0, inp.length:], skip_special_tokens=True)
     assert "user" in text.split("。", 1)[1]
+
+
+def test_shipped_tokenizer_is_the_training_tokenizer(backend):
+    # transformers re-creates qwen2 tokenizers from vocab + merges; the ids must survive that.
+    import random
+
+    from specdec_core.demo.tokenizer import build_tokenizer
+    built = build_tokenizer()
+    doc, _ = K.document(random.Random(5), second_turn_p=1.0)
+    assert backend.tokenizer(doc)["input_ids"] == built(doc)["input_ids"]
+    assert type(backend.tokenizer).__name__ == "Qwen2Tokenizer"

@@ -52,10 +52,10 @@ class ABTab:
             with gr.Row(equal_height=False):
                 with gr.Column(elem_classes="ss-ab-a"):
                     gr.Markdown("#### A", elem_classes="ss-ab-head")
-                    self.panel_a = KnobPanel("A", prompt_type_widget=self.prompt_type)
+                    self.panel_a = KnobPanel("A", prompt_type_widget=self.prompt_type, open_first=False)
                 with gr.Column(elem_classes="ss-ab-b"):
                     gr.Markdown("#### B", elem_classes="ss-ab-head")
-                    self.panel_b = KnobPanel("B", prompt_type_widget=self.prompt_type)
+                    self.panel_b = KnobPanel("B", prompt_type_widget=self.prompt_type, open_first=False)
         self.status = gr.HTML(status_html("idle", "Set A and B, pick a clip, press Run A and B."),
                               elem_id="ab-status", js_on_load=None)
         with gr.Row(equal_height=False):
@@ -72,7 +72,7 @@ class ABTab:
                 self.diff = gr.Dataframe(metric_diff_table(None, None), label="metrics: A vs B "
                                          "(delta = B − A; better = the side that wins where a metric "
                                          "has a direction)", interactive=False, elem_id="ab-diff",
-                                         max_height=520)
+                                         max_height=520, column_widths=["34%", "19%", "19%", "16%", "12%"])
             with gr.Column(scale=2):
                 gr.Markdown("#### Text difference", elem_classes="ss-h")
                 self.char_diff = gr.HTML(char_diff_html("", ""), elem_id="ab-char-diff", js_on_load=None)

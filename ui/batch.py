@@ -30,25 +30,35 @@ class _Flag:
         self.cancelled = True
 
 
+AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
+    ("clips", None, "n", 0), ("ok", None, "ok", 0), ("failed", None, "failed", 0),
+    ("acceptance rate (mean)", "mean", "acceptance_rate", 3),
+    ("accepted length (median)", "median", "mean_accepted_length", 2),
+    ("cloud call rate (mean)", "mean", "cloud_call_rate", 3),
+    ("hanzi (median)", "median", "hanzi_count", 1),
+    ("punctuation density (median)", "median", "punct_density", 3),
+    ("repeat rate (median)", "median", "repeat_rate", 3),
+    ("tokens / s (mean)", "mean", "tokens_per_s", 1),
+    ("chrF vs reference (mean)", None, "chrf_mean", 1),
+    ("emotion accuracy", None, "emotion_accuracy", 3),
+    ("weighted F1 (MER2024)", None, "weighted_f1", 3),
+]
+
+
 def aggregate_frame(result) -> pd.DataFrame:
-    """One row per configuration: counts, medians of the key metrics, reference scores."""
-    rows = []
+    """Aggregate rows: one row per summary figure, one column per configuration."""
+    cols = {}
     for name, s in result.summary.items():
-        med, mean = s.get("median") or {}, s.get("mean") or {}
+        vals = []
+        for _title, scope, key, digits in AGGREGATE_ROWS:
+            v = (s.get(scope) or {}).get(key) if scope else s.get(key)
+            vals.append(round(v, digits) if isinstance(v, float) else v)
         per_label = s.get("per_label_accuracy") or {}
-        rows.append({
-            "config": name, "clips": s.get("n"), "ok": s.get("ok"), "failed": s.get("failed"),
-            "acc rate (mean)": mean.get("acceptance_rate"),
-            "acc len (median)": med.get("mean_accepted_length"),
-            "cloud call rate": mean.get("cloud_call_rate"),
-            "hanzi (median)": med.get("hanzi_count"), "punct (median)": med.get("punct_density"),
-            "repeat (median)": med.get("repeat_rate"), "tokens/s (mean)": mean.get("tokens_per_s"),
-            "chrF (mean)": s.get("chrf_mean"), "emotion acc": s.get("emotion_accuracy"),
-            "weighted F1": s.get("weighted_f1"),
-            "per-label acc": ", ".join(f"{k} {v:.0%}" for k, v in per_label.items()),
-            "ended by": ", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()),
-        })
-    return pd.DataFrame(rows)
+        vals.append(", ".join(f"{k} {v:.0%}" for k, v in per_label.items()) or "—")
+        vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
+        cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
+    titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
+    return pd.DataFrame({"": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
 
 
 def checklists_html(result) -> str:
@@ -86,20 +96,20 @@ class BatchTab:
                 self.cfg_b = gr.Code(default_json, language="json", label="config B", lines=8,
                                      max_lines=14, elem_id="batch-config-b")
                 self.b_from_live = gr.Button("B ← Live tab knobs", size="sm")
-        self.status = gr.HTML(status_html("idle", "Pick clips and configurations, press Run batch."),
-                              elem_id="batch-status", js_on_load=None)
-        self.aggregate = gr.Dataframe(label="aggregate (one row per configuration)", interactive=False,
-                                      elem_id="batch-aggregate", wrap=True)
+        with gr.Row(equal_height=True):
+            self.status = gr.HTML(status_html("idle", "Pick clips and configurations, press Run batch."),
+                                  elem_id="batch-status", js_on_load=None)
+            self.dl_json = gr.DownloadButton("results JSON", visible=False, size="sm", scale=0, min_width=130)
+            self.dl_csv = gr.DownloadButton("results CSV", visible=False, size="sm", scale=0, min_width=130)
         with gr.Row(equal_height=False):
             with gr.Column(scale=2):
-                self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
+                self.aggregate = gr.Dataframe(label="aggregate over the clips", interactive=False,
+                                              elem_id="batch-aggregate", wrap=True, max_height=640)
             with gr.Column(scale=3):
-                self.plot = gr.Plot(batch_distributions(None), show_label=False)
-        self.table = gr.Dataframe(results_table(None), label="per clip", interactive=False,
-                                  elem_id="batch-table", wrap=True, max_height=600)
-        with gr.Row():
-            self.dl_json = gr.DownloadButton("results JSON", visible=False, size="sm")
-            self.dl_csv = gr.DownloadButton("results CSV", visible=False, size="sm")
+                self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
+        self.table = gr.Dataframe(results_table(None), label="per clip (full texts and traces in the JSON)",
+                                  interactive=False, elem_id="batch-table", max_height=600, max_chars=24)
+        self.plot = gr.Plot(batch_distributions(None), show_label=False)
         self._wire()
 
     def _wire(self):

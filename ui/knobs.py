@@ -49,15 +49,16 @@ class KnobPanel:
     """Builds the widgets inside the current Blocks context; `inputs` is the flat widget list."""
 
     def __init__(self, side: str = "", prompt_type_widget: gr.components.Component | None = None,
-                 open_first: bool = True):
+                 open_first: bool = True, id_prefix: str = ""):
         self.side = side
+        self.prefix = id_prefix or (side.lower() or "knob")
         self.widgets: dict[str, gr.components.Component] = {}
         self.off: dict[str, gr.Checkbox] = {}
         suffix = f" ({side})" if side else ""
         self.preset = gr.Dropdown(preset_choices(), value=CUSTOM, label="preset" + suffix,
                                   info="fills the knobs below from the source notes",
                                   elem_classes="ss-preset")
-        for n, (title, is_open, names) in enumerate(LAYOUT):
+        for title, is_open, names in LAYOUT:
             with gr.Accordion(title + suffix, open=is_open and open_first):
                 for name in names:
                     self._widget(SPECS_BY_NAME[name])
@@ -85,23 +86,26 @@ class KnobPanel:
         if spec.nullable:
             with gr.Group():
                 self.off[spec.name] = gr.Checkbox(value=spec.default is None, label=spec.off_label,
-                                                  elem_classes="ss-off")
+                                                  elem_classes="ss-off",
+                                                  elem_id=f"{self.prefix}-{spec.name}-off")
                 mid = spec.minimum if spec.name != "entropy_threshold" else 2.0
                 self.widgets[spec.name] = gr.Slider(spec.minimum, spec.maximum, value=mid,
                                                     step=spec.step, label=label, info=info,
-                                                    interactive=spec.default is not None)
+                                                    interactive=spec.default is not None,
+                                                    elem_id=f"{self.prefix}-{spec.name}")
             return
+        eid = f"{self.prefix}-{spec.name}"
         if spec.kind == "slider":
             w = gr.Slider(spec.minimum, spec.maximum, value=spec.default, step=spec.step,
-                          label=label, info=info)
+                          label=label, info=info, elem_id=eid)
         elif spec.kind == "number":
             w = gr.Number(value=spec.default, minimum=spec.minimum, maximum=spec.maximum,
                           step=spec.step, precision=0 if spec.integer else None, label=label,
-                          info=info)
+                          info=info, elem_id=eid)
         elif spec.kind == "checkbox":
-            w = gr.Checkbox(value=spec.default, label=label, info=info)
+            w = gr.Checkbox(value=spec.default, label=label, info=info, elem_id=eid)
         else:
-            w = gr.Dropdown(list(spec.choices), value=spec.default, label=label, info=info)
+            w = gr.Dropdown(list(spec.choices), value=spec.default, label=label, info=info, elem_id=eid)
         self.widgets[spec.name] = w
 
     # ---- values <-> config dict ------------------------------------------------------------

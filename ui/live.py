@@ -45,10 +45,12 @@ class LiveTab:
                 self.baseline = gr.Checkbox(value=False, label="compare with cloud-only",
                                             info="also decode with the cloud model alone (greedy)")
                 with gr.Row():
-                    self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2)
-                    self.stop_btn = gr.Button("■ Stop", variant="stop", elem_id="live-stop", scale=1)
+                    self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2,
+                                             min_width=90)
+                    self.stop_btn = gr.Button("■ Stop", variant="stop", elem_id="live-stop", scale=1,
+                                              min_width=70)
                 gr.Markdown("### Knobs", elem_classes="ss-h")
-                self.panel = KnobPanel(prompt_type_widget=self.prompt_type)
+                self.panel = KnobPanel(prompt_type_widget=self.prompt_type, id_prefix="live")
                 with gr.Accordion("Export & share", open=False):
                     with gr.Row():
                         self.dl_trace = gr.DownloadButton("trace JSON", visible=False, size="sm")

@@ -28,6 +28,9 @@ PAGE_CSS = """
 .ss-ab-head { font-weight: 650; font-size: 16px; }
 /* gradio's prose colours override the tooltip's light text on its dark box */
 .ss-tip, .ss-tip .ss-tip-v, .ss-tip .ss-tip-head, .ss-tip .ss-tip-top { color: #f6f8fa !important; }
+.ss-tip .ss-tip-alt { color: #d0d7de !important; }
+.ss-warnings-panel { max-height: 150px; overflow-y: auto; }
+#ab-side-a .ss-tokens-panel, #ab-side-b .ss-tokens-panel { max-height: 560px; overflow-y: auto !important; }
 .ss-batch-checks { display: flex; flex-direction: column; gap: 10px; }
 .ss-batch-check h4 { margin: 0 0 4px 0; font-size: 14px; }
 """
@@ -51,8 +54,7 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Batch", id="batch"):
                 BatchTab(live)
         add_api()
-        demo.load(live.on_load, None, [*live.panel.inputs, live.sample], api_visibility="private",
-                  queue=False)
+        demo.load(live.on_load, None, [*live.panel.inputs, live.sample], api_visibility="private")
     return demo
 
 

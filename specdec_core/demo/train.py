@@ -42,8 +42,8 @@ class Recipe:
 
 
 RECIPES = {
-    "cloud": Recipe(hidden=160, layers=4, heads=5, kv_heads=1, ffn=448, steps=520, batch=32, lr=3e-3),
-    "edge": Recipe(hidden=64, layers=2, heads=2, kv_heads=1, ffn=160, steps=200, batch=32, lr=3e-3),
+    "cloud": Recipe(hidden=160, layers=4, heads=5, kv_heads=1, ffn=448, steps=640, batch=32, lr=3e-3),
+    "edge": Recipe(hidden=96, layers=2, heads=3, kv_heads=1, ffn=256, steps=300, batch=32, lr=3e-3),
 }
 
 
@@ -133,13 +133,17 @@ def main(argv=None) -> dict:
     torch.use_deterministic_algorithms(True)
     from .tokenizer import build_tokenizer
     tok = build_tokenizer()
+    report_path = args.out / "train_report.json"
     report = {"seed": SEED, "threads": args.threads, "torch": torch.__version__, "models": {}}
+    if args.only and report_path.exists():  # retraining one model keeps the other's entry
+        report = json.loads(report_path.read_text())
     t0 = time.perf_counter()
     for role in RECIPES if args.only is None else [args.only]:
         report["models"][role] = train_one(role, RECIPES[role], tok, args.out / role)
-    report["total_seconds"] = round(time.perf_counter() - t0, 1)
+    report["total_seconds"] = round(sum(m["seconds"] for m in report["models"].values()), 1)
+    report["wall_seconds_this_run"] = round(time.perf_counter() - t0, 1)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "train_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    report_path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(report, indent=2))
     return report
 
