@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 import torch
+from transformers import MaxLengthCriteria, StoppingCriteriaList
 
 from .stopping import StopChecker
 from .vocab import TokenClasses
@@ -21,9 +22,14 @@ def cloud_only(backend, prompt, cfg) -> dict:
         input_ids=prompt.input_ids.to(dev), attention_mask=torch.ones_like(prompt.input_ids).to(dev),
         **prompt.prefill_kwargs, do_sample=False, max_new_tokens=cfg.max_new_tokens,
         eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
-        stopping_criteria=checker.criteria(), temperature=None, top_p=None, top_k=None)
+        stopping_criteria=id_criteria(checker), temperature=None, top_p=None, top_k=None)
     wall = time.perf_counter() - t0
     seq = out[0] if not hasattr(out, "sequences") else out.sequences[0]
     ids = seq[prompt.length:].tolist()
     text = backend.tokenizer.decode(ids, skip_special_tokens=True)
     return {"text": text, "token_ids": ids, "wall_s": round(wall, 4)}
+
+
+def id_criteria(checker: StopChecker) -> StoppingCriteriaList:
+    """The checker's id-based criteria for generate(), whose own max_new_tokens covers length."""
+    return StoppingCriteriaList([c for c in checker.criteria() if not isinstance(c, MaxLengthCriteria)])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .baseline import cloud_only
+from .baseline import cloud_only, id_criteria
 from .config import DecodeConfig
 from .decoder import SpeculativeDecoder
 from .errors import UserError
@@ -48,7 +48,7 @@ def hf_assisted(backend, prompt, cfg) -> list[int]:
         num_assistant_tokens=cfg.k, num_assistant_tokens_schedule="constant",
         assistant_confidence_threshold=0.0, max_new_tokens=cfg.max_new_tokens,
         eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
-        stopping_criteria=_stops(backend, prompt, cfg).criteria(), temperature=None, top_p=None, top_k=None)
+        stopping_criteria=id_criteria(_stops(backend, prompt, cfg)), temperature=None, top_p=None, top_k=None)
     return out[0, prompt.length:].tolist()
 
 

@@ -41,6 +41,7 @@ def test_live_tab_streams_coloured_tokens_with_tooltips(page, artifacts):
     page.wait_for_selector("#live-run")
     page.wait_for_function("() => document.querySelector('#live-sample input')?.value.startsWith('sad_01')",
                            timeout=15_000)
+    page.wait_for_load_state("networkidle")   # time Run on a settled page, as a person would
     page.evaluate(WATCH_JS)
     page.click("#live-run")
     page.wait_for_selector(".ss-tokens .ss-tok[data-i]", timeout=60_000)
@@ -65,6 +66,14 @@ def test_live_tab_streams_coloured_tokens_with_tooltips(page, artifacts):
     assert page.locator(".ss-card").count() >= 8
     assert page.locator("#live-diagnostics .ss-finding, #live-diagnostics .ss-none").count() >= 1
     page.screenshot(path=str(artifacts / "live.png"), full_page=True)
+
+    # the share link carries the knob values back out
+    page.get_by_text("Export & share").click()
+    page.get_by_role("button", name="make share link").click()
+    page.wait_for_function("() => document.querySelector('#live-share-link textarea, #live-share-link input')"
+                           "?.value.includes('entropy_threshold=1.5')", timeout=10_000)
+    link = page.locator("#live-share-link textarea, #live-share-link input").first.input_value()
+    assert link.startswith(page.base_url) and "k=5" in link and "sample=sad_01" in link
 
 
 def test_bad_knob_shows_a_message_and_the_page_stays_usable(page):

@@ -72,10 +72,13 @@ class TraceView:
         return outs + ([self.position] if self.position is not None else [])
 
     def reset(self) -> list:
-        self._last_tok = self._last_plot = 0.0
-        outs = [render_tokens(None, live=True), warnings_html(None), "", metric_cards(None),
-                entropy_figure(None), accepted_length_figure(None)]
-        return outs + ([position_acceptance_figure(None)] if self.position is not None else [])
+        """Clear the text panels for a new run. The plots keep the previous run until the first
+        plot update: serialising three figures here would delay the first painted token."""
+        self._last_tok = 0.0
+        self._last_plot = time.perf_counter()
+        n_figs = 2 if self.position is None else 3
+        return [render_tokens(None, live=True), warnings_html(None), "", metric_cards(None),
+                *[gr.skip()] * n_figs]
 
     def due(self, live, force: bool = False) -> bool:
         """Whether enough time passed since the last token-view update to send another."""
