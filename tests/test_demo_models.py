@@ -102,3 +102,26 @@ def test_shipped_tokenizer_is_the_training_tokenizer(backend):
     doc, _ = K.document(random.Random(5), second_turn_p=1.0)
     assert backend.tokenizer(doc)["input_ids"] == built(doc)["input_ids"]
     assert type(backend.tokenizer).__name__ == "Qwen2Tokenizer"
+
+
+def test_build_inputs_reads_prosody_from_audio(backend):
+    import numpy as np
+
+    from specdec_core.audio import load_audio
+    sr = 16000
+    t = np.arange(int(1.5 * sr)) / sr
+    # a loud high tone, syllable-like bursts: the prompt must carry the extracted bins
+    x = 0.5 * np.sin(2 * np.pi * 260 * t) * (np.sin(2 * np.pi * 4 * t) > 0)
+    inp = backend.build_inputs(load_audio((sr, x.astype(np.float32))), "detailed")
+    bins = inp.info["bins"]
+    assert set(bins) == set(C.FEATURES) and set(inp.info["prosody"]) == set(C.FEATURES)
+    assert inp.info["condition_tokens"] == C.condition_tokens(bins)
+    assert "".join(C.condition_tokens(bins)) + "<detailed>" in inp.info["prompt"]
+    assert backend.tokenizer.decode(inp.input_ids[0]) == inp.info["prompt"]
+
+
+def test_missing_weights_is_a_one_line_backend_error(tmp_path):
+    from specdec_core.errors import BackendError
+    with pytest.raises(BackendError, match="demo edge model missing") as e:
+        DemoBackend(tmp_path)
+    assert "\n" not in str(e.value)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from .. import conditions
 from ..demo import corpus
@@ -18,9 +19,15 @@ MODELS_DIR = Path(__file__).resolve().parents[1] / "demo" / "models"
 def _load(folder: Path, role: str):
     if not (folder / "model.safetensors").is_file():
         raise BackendError(f"demo {role} model missing at {folder} (run scripts/train_demo.py)")
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
-                                                 trust_remote_code=False, use_safetensors=True,
-                                                 local_files_only=True)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a 1 MB load needs no progress bar on the CLI's stderr
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                     trust_remote_code=False, use_safetensors=True,
+                                                     local_files_only=True)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     return model.eval()
 
 

@@ -1,0 +1,1 @@
+"""Embedded demo model pair: corpus grammar, char-level tokenizer, trainer, shipped weights."""

@@ -43,7 +43,7 @@ class Recipe:
 
 RECIPES = {
     "cloud": Recipe(hidden=160, layers=4, heads=5, kv_heads=1, ffn=448, steps=640, batch=32, lr=3e-3),
-    "edge": Recipe(hidden=96, layers=2, heads=3, kv_heads=1, ffn=256, steps=300, batch=32, lr=3e-3),
+    "edge": Recipe(hidden=96, layers=2, heads=3, kv_heads=1, ffn=256, steps=500, batch=32, lr=3e-3),
 }
 
 
