@@ -1,0 +1,123 @@
+"""The bug zoo on the demo backend: each fault shows its symptom, the fixed decoder does not,
+and diagnostics name what they see."""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from specdec_core import DecodeConfig
+from specdec_core.api import load_backend, run_clip
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_audio"
+CLIPS = sorted(str(p) for p in SAMPLES.glob("*_01.wav"))  # one clip per label
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_backend("demo")
+
+
+def runs(demo, **kw):
+    return [run_clip(demo, c, DecodeConfig.from_dict(kw), baseline=kw.get("_b", False)) for c in CLIPS]
+
+
+def keys(r) -> set[str]:
+    return {d["key"] for d in r["trace"]["diagnostics"]}
+
+
+def mean(rs, metric):
+    return statistics.mean(r["metrics"][metric] or 0 for r in rs)
+
+
+@pytest.fixture(scope="module")
+def fixed(demo):
+    return [run_clip(demo, c, DecodeConfig(), baseline=True) for c in CLIPS]
+
+
+def test_fixed_decoder_is_clean_and_lossless(fixed):
+    assert len(fixed) == 6
+    for r in fixed:
+        assert r["ok"] and r["metrics"]["matches_baseline"], r["audio"]
+        assert keys(r) == {"clean"}, (r["audio"], keys(r))
+
+
+def test_string_stop_cuts_before_verification(demo):
+    concise = [run_clip(demo, c, DecodeConfig(prompt_type="concise"), baseline=True) for c in CLIPS]
+    bad = [run_clip(demo, c, DecodeConfig(prompt_type="concise", faults=["string_stop"])) for c in CLIPS]
+    for f, b in zip(concise, bad):
+        assert f["metrics"]["ended_by"] in ("eos", "sentence") and "premature_stop" not in keys(f)
+        assert b["metrics"]["ended_by"] == "fault" and "premature_stop" in keys(b)
+        # the run ended inside a draft block: its last tokens were never verified
+        assert b["trace"]["tokens"][-1]["source"] == "draft"
+    # and what the edge drafted there is not what the cloud would have said
+    assert sum(b["text"] != f["baseline"]["text"] for f, b in zip(concise, bad)) >= 3
+
+
+def test_special_text_stop_never_stops_and_leaks_the_template(demo, fixed):
+    bad = runs(demo, faults=["special_text_stop"])
+    for f, b in zip(fixed, bad):
+        assert b["metrics"]["ended_by"] == "max_tokens" and b["metrics"]["new_tokens"] == 128
+        assert b["metrics"]["template_leak"] and {"template_leak", "no_stop"} <= keys(b)
+        assert not f["metrics"]["template_leak"]
+        assert b["text"].startswith(f["text"])  # the answer, then the next chat turn
+
+
+def test_draft_penalties_distort_the_draft_and_collapse_acceptance(demo, fixed):
+    bad = runs(demo, faults=["draft_penalties"])
+    assert mean(bad, "acceptance_rate") < 0.5 * mean(fixed, "acceptance_rate")
+    assert all({"draft_distorted", "acceptance_collapse"} <= keys(b) for b in bad)
+
+
+def test_lenient_rank_accepts_what_the_cloud_ranks_low(demo, fixed):
+    bad = runs(demo, faults=["lenient_rank"])
+    low = [t for b in bad for t in b["trace"]["tokens"] if t["source"] == "accepted" and t["target_rank"] > 5]
+    assert len(low) >= 5
+    assert sum("lenient_accept" in keys(b) for b in bad) >= 4
+    assert sum(b["text"] != f["baseline"]["text"] for f, b in zip(fixed, bad)) >= 4
+    assert not any("lenient_accept" in keys(f) for f in fixed)
+
+
+@pytest.mark.parametrize("fault", ["no_resync", "mask_1x1"])
+def test_cache_faults_are_caught_by_the_consistency_check(demo, fixed, fault):
+    bad = runs(demo, faults=[fault])
+    assert all("cache_desync" in keys(b) for b in bad)
+    assert all(b["metrics"]["cache_desyncs"] > 0 for b in bad)
+    assert mean(bad, "acceptance_rate") < 0.75 * mean(fixed, "acceptance_rate")
+    # verification still protects the text: greedy SD output is the cloud's
+    assert [b["text"] for b in bad] == [f["baseline"]["text"] for f in fixed]
+
+
+def test_mask_1x1_on_the_edge_alone_loops(demo):
+    ok = runs(demo, entropy_threshold="inf")
+    bad = runs(demo, entropy_threshold="inf", faults=["mask_1x1"])
+    assert sum(mean([b], "cycles") for b in bad) > 2 * sum(mean([o], "cycles") for o in ok)
+    assert mean(bad, "repeat_rate") > 2 * mean(ok, "repeat_rate")
+
+
+def test_double_temperature_sharpens_the_draft(demo, fixed):
+    bad = runs(demo, faults=["double_temperature"])
+    ent = lambda rs: statistics.mean(t["entropy"] for r in rs for t in r["trace"]["tokens"]  # noqa: E731
+                                     if t["entropy"] is not None)
+    assert ent(bad) < 0.9 * ent(fixed)
+    assert all("draft_distorted" in keys(b) for b in bad)
+    gated_ok = runs(demo, entropy_threshold=1.0)
+    gated_bad = runs(demo, entropy_threshold=1.0, faults=["double_temperature"])
+    assert mean(gated_bad, "cloud_calls") <= mean(gated_ok, "cloud_calls")
+
+
+def test_input_corruption_doubles_text(demo, fixed):
+    bad = runs(demo, faults=["input_corruption"])
+    assert all("doubling" in keys(b) for b in bad)
+    assert mean(bad, "repeat_rate") > 3 * mean(fixed, "repeat_rate")
+    assert not any("doubling" in keys(f) for f in fixed)
+
+
+def test_every_fault_changes_something(demo, fixed):
+    from specdec_core.faults import FAULTS
+
+    base = [(r["text"], r["metrics"]["acceptance_rate"], tuple(sorted(keys(r)))) for r in fixed]
+    for name in FAULTS:
+        got = [(r["text"], r["metrics"]["acceptance_rate"], tuple(sorted(keys(r)))) for r in runs(demo, faults=[name])]
+        assert got != base, f"{name} is a no-op"
