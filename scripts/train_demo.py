@@ -1,7 +1,11 @@
 """Reproduce the shipped demo models: see specdec_core/demo/train.py."""
+import os
 import sys
 from pathlib import Path
 
+# Passive OpenMP waits: on a shared 2-core machine, spinning threads make every step wait for
+# a descheduled peer. Must be set before torch loads; it changes no arithmetic.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdec_core.demo.train import main  # noqa: E402

@@ -49,7 +49,17 @@ def hf_assisted(backend, prompt, cfg) -> list[int]:
         assistant_confidence_threshold=0.0, max_new_tokens=cfg.max_new_tokens,
         eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
         stopping_criteria=id_criteria(_stops(backend, prompt, cfg)), temperature=None, top_p=None, top_k=None)
-    return out[0, prompt.length:].tolist()
+    return _cut_at_stop(out[0, prompt.length:].tolist(), _stops(backend, prompt, cfg))
+
+
+def _cut_at_stop(ids: list[int], stops) -> list[int]:
+    """HF assisted generation evaluates stopping criteria only on the last token of an accepted
+    block, so it can run up to k tokens past the first-sentence stop; cut its output where the
+    same id rule stops (the overshoot stays in its time)."""
+    for n, tok in enumerate(ids, 1):
+        if stops.check(n, tok):
+            return ids[:n]
+    return ids
 
 
 @torch.inference_mode()
@@ -214,7 +224,9 @@ def cmd_bench(args) -> int:
     from .backends import load_backend
     from .cli import backend_options
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
+    # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
+    torch.set_num_threads(args.threads)
     backend = load_backend(args.backend, **backend_options(args))
     if not backend.needs_audio:
         prompts = [backend.build_inputs(None, "detailed")]

@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--k", type=int, default=4)
     be.add_argument("--clips", type=int, default=0, help="number of sample clips (0 = all)")
     be.add_argument("--sweep", action="store_true", help="also sweep k = 1..8")
+    be.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
     return ap

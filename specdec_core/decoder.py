@@ -92,7 +92,9 @@ class SpeculativeDecoder:
         self.gen = torch.Generator().manual_seed(cfg.seed)
 
     # ------------------------------------------------------------------ public API
-    def stream(self, prompt) -> Iterator[dict]:
+    def stream(self, prompt, events: bool = True) -> Iterator[dict]:
+        """Events as rounds complete (see docs/architecture.md); events=False yields only the
+        final {"type": "done"} event."""
         cfg, t0 = self.cfg, time.perf_counter()
         ids = prompt.input_ids[0].tolist()
         self._build(len(ids))
@@ -104,7 +106,8 @@ class SpeculativeDecoder:
         st = _State(ids, len(ids), buf, trace, CycleDetector())
         self.edge.prefill(prompt)
         self.cloud.prefill(prompt)
-        yield {"type": "start", "prompt_len": len(ids), "info": trace.info}
+        if events:
+            yield {"type": "start", "prompt_len": len(ids), "info": trace.info}
         while not st.ended_by:
             if self.cancelled:
                 st.ended_by = "cancelled"
@@ -113,6 +116,8 @@ class SpeculativeDecoder:
             self._round(st)
             if self.debug:
                 self._check_invariant(st)
+            if not events:
+                continue
             yield {"type": "round", "round": trace.rounds[-1].to_dict(),
                    "tokens": [t.to_dict() for t in trace.tokens[n_tok:]],
                    "rejected": [t.to_dict() for t in trace.rejected[n_rej:]],
@@ -122,7 +127,7 @@ class SpeculativeDecoder:
         yield {"type": "done", "trace": trace}
 
     def run(self, prompt) -> Trace:
-        for ev in self.stream(prompt):
+        for ev in self.stream(prompt, events=False):
             pass
         return ev["trace"]
 
@@ -137,7 +142,7 @@ class SpeculativeDecoder:
         block, q, recs, feed, window = [], [], [], st.full[self.edge.seen:], 0.0
         gate = cfg.entropy_threshold
         for j in range(cfg.k):
-            raw = self.edge.feed(feed)[-1]
+            raw = self.edge.feed(feed, last_only=True)[-1]
             logits = self.processors(st.buf[:, : old + j], raw[None])[0]
             p = sampling.probs(logits, cfg.temperature)
             if j == 0:

@@ -106,8 +106,8 @@ class NoResyncRunner:
 class ResetPositionRunner:
     """Incremental steps get positions 0..n-1, as with a 1x1 attention mask (seed 001 B)."""
 
-    def _forward(self, ids, start, prefill):
-        return super()._forward(ids, start if prefill else 0, prefill)
+    def _forward(self, ids, start, prefill, last_only=False):
+        return super()._forward(ids, start if prefill else 0, prefill, last_only)
 
 
 # --- draft processor faults -----------------------------------------------------------------

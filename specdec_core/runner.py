@@ -37,13 +37,14 @@ class ModelRunner:
         self._pending = self.seen > 0
 
     @torch.inference_mode()
-    def feed(self, ids: list[int]) -> torch.Tensor:
-        """Feed tokens at positions seen..seen+n-1; returns [n, V] float32 next-token logits."""
+    def feed(self, ids: list[int], last_only: bool = False) -> torch.Tensor:
+        """Feed tokens at positions seen..seen+n-1; returns [n, V] float32 next-token logits
+        ([1, V] for the last position only with last_only, which drafting needs)."""
         if self._pending:
             self._pending = False
             self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True)
         t = torch.tensor([ids], dtype=torch.long, device=self.device)
-        logits = self._forward(t, self.cache_len(), prefill=False)
+        logits = self._forward(t, self.cache_len(), prefill=False, last_only=last_only)
         self.seen += len(ids)
         self.history.extend(ids)
         return logits
@@ -77,8 +78,10 @@ class ModelRunner:
     def positions(self, start: int, n: int) -> torch.Tensor:
         return torch.arange(start, start + n, device=self.device).unsqueeze(0)
 
-    def _forward(self, ids: torch.Tensor, start: int, prefill: bool) -> torch.Tensor:
-        extra = self._prefill_kwargs if prefill else {}
+    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, last_only: bool = False) -> torch.Tensor:
+        extra = dict(self._prefill_kwargs) if prefill else {}
+        if last_only or prefill:
+            extra["logits_to_keep"] = 1
         out = self.model(input_ids=ids, position_ids=self.positions(start, ids.shape[1]),
                          past_key_values=self.cache, use_cache=True, **extra)
         self.cache = out.past_key_values

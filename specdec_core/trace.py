@@ -24,9 +24,13 @@ class TokenRecord:
     at: int | None = None       # rejected only: index of the committed token that replaced it
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        if self.source != "rejected":
-            d.pop("at")
+        # hand-written: dataclasses.asdict deep-copies recursively and showed up in profiles
+        d = {"i": self.i, "id": self.id, "text": self.text, "source": self.source,
+             "round": self.round, "entropy": self.entropy, "draft_prob": self.draft_prob,
+             "target_prob": self.target_prob, "target_rank": self.target_rank,
+             "top": self.top, "cycle": self.cycle}
+        if self.source == "rejected":
+            d["at"] = self.at
         return d
 
 

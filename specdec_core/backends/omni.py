@@ -279,7 +279,7 @@ class OmniRunner(ModelRunner):
             pos[..., : end - start] = self._prompt_pos[..., start:end]
         return pos
 
-    def _forward(self, ids: torch.Tensor, start: int, prefill: bool) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, last_only: bool = False) -> torch.Tensor:
         n = ids.shape[1]
         extra = dict(self._prefill_kwargs) if prefill else {}
         if prefill:
@@ -290,7 +290,8 @@ class OmniRunner(ModelRunner):
                          past_key_values=self.cache, use_cache=True, **extra)
         self.cache = out.past_key_values
         self.forwards += 1
-        return self._cut(out.logits[0])
+        # the 5.23 thinker has no logits_to_keep: slice after the head
+        return self._cut(out.logits[0, -1:] if last_only else out.logits[0])
 
 
 # -- backend ------------------------------------------------------------------------------------
