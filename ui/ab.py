@@ -16,6 +16,7 @@ from . import common
 from .knobs import KnobPanel
 from .runs import Run
 from .views import TraceView, status_html
+from .gpu import gpu
 
 NO_FAULT = "—"
 
@@ -88,7 +89,7 @@ class ABTab:
         ins = [self.sample, self.audio, self.backend, self.reference, *a.inputs, *b.inputs]
         run_kw = dict(api_visibility="private", concurrency_id="decode", concurrency_limit=2,
                       trigger_mode="once", show_progress="hidden")
-        self.run_btn.click(self.run, ins, self.outputs, api_name="ab_run", **run_kw)
+        self.run_btn.click(gpu(self.run), ins, self.outputs, api_name="ab_run", **run_kw)
         self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
         self.copy_btn.click(lambda *v: b.updates_for(a.to_config(v)), a.inputs, b.inputs, queue=False,
                             api_visibility="private")

@@ -16,6 +16,7 @@ from specdec_core.errors import UserError
 
 from . import common
 from .runs import Run
+from .gpu import gpu
 
 
 def _fail(e: Exception):
@@ -104,7 +105,7 @@ def add_api() -> None:
         trigger = gr.Button()
     common_kw = dict(concurrency_id="decode", concurrency_limit=2)
     ins = [sample, audio, config, backend, baseline]
-    trigger.click(api_run, ins, [result, text], api_name="run", **common_kw)
-    trigger.click(api_run_stream, ins, [result, text], api_name="run_stream", **common_kw)
-    trigger.click(api_batch, [config, config_b, limit, manifest, clips, backend], result,
+    trigger.click(gpu(api_run), ins, [result, text], api_name="run", **common_kw)
+    trigger.click(gpu(api_run_stream), ins, [result, text], api_name="run_stream", **common_kw)
+    trigger.click(gpu(api_batch), [config, config_b, limit, manifest, clips, backend], result,
                   api_name="batch", **common_kw)

@@ -15,6 +15,7 @@ from specdec_core.errors import ConfigError, UserError
 
 from . import common
 from .views import status_html
+from .gpu import gpu
 
 BUNDLED, UPLOAD = "bundled samples", "upload CSV + clips"
 DEFAULT_LIMIT = 6
@@ -120,7 +121,7 @@ class BatchTab:
             btn.click(self.live.knobs_to_json, knobs.inputs, target, queue=False, api_visibility="private")
         self.b_from_live.click(lambda: True, None, self.use_b, queue=False, api_visibility="private")
         outs = [self.status, self.aggregate, self.checklist, self.plot, self.table, self.dl_json, self.dl_csv]
-        self.run_btn.click(self.run, [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
+        self.run_btn.click(gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
                                       self.use_b, self.cfg_b, self.live.backend], outs,
                            api_visibility="private", api_name="batch_run", concurrency_id="decode", concurrency_limit=2,
                            trigger_mode="once", show_progress_on=[self.status, self.table])

@@ -16,6 +16,7 @@ from . import common
 from .knobs import KnobPanel
 from .runs import Run
 from .views import TraceView, prompt_info_md, status_html
+from .gpu import gpu
 
 # Warnings worth a toast while the run is going; at most this many per run, the rest are in
 # the warnings list under the trace.
@@ -90,7 +91,7 @@ class LiveTab:
     def _wire(self):
         ins = [self.sample, self.audio, self.backend, self.baseline, *self.panel.inputs]
         self.run_event = self.run_btn.click(
-            self.run, ins, self.outputs, api_visibility="private", api_name="live_run", concurrency_id="decode",
+            gpu(self.run), ins, self.outputs, api_visibility="private", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
         self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="private")
         self.sample.input(self.pick_sample, self.sample, [self.audio, self.prompt_type],
