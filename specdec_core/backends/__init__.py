@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from functools import lru_cache
 
 from ..errors import BackendError
@@ -23,7 +24,13 @@ def available_backends() -> list[str]:
 def load_backend(name: str = "demo", **options) -> Backend:
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
-    return _load(name, tuple(sorted((k, v) for k, v in options.items() if v is not None)))
+    # One load at a time: from_pretrained is not thread-safe (an app warm-up thread racing a
+    # request left a tied lm_head randomly initialised), and the cache must see one loader.
+    with _LOAD_LOCK:
+        return _load(name, tuple(sorted((k, v) for k, v in options.items() if v is not None)))
+
+
+_LOAD_LOCK = threading.Lock()
 
 
 @lru_cache(maxsize=4)
