@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 from .formatting import esc, is_number, visible
 from .palette import CLOUD_CALL_COLOR, NEUTRAL_COLOR, SOURCE_COLORS, SOURCE_LABELS
 
-HEIGHT = 260
+HEIGHT = 290
 _FROM_CONFIG = "config"
 
 
@@ -18,8 +18,9 @@ def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int 
         template="plotly_white",
         title=dict(text=title, font=dict(size=14), x=0.01, xanchor="left"),
         height=height,
-        margin=dict(l=50, r=16, t=44, b=40),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1, font=dict(size=11)),
+        margin=dict(l=50, r=16, t=40, b=78),
+        # below the axis: on half-width panels a wrapped legend above the plot covers the title
+        legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0, font=dict(size=11)),
         xaxis_title=x_title,
         yaxis_title=y_title,
         hoverlabel=dict(font_size=12),

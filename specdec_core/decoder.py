@@ -75,6 +75,11 @@ class SpeculativeDecoder:
         self.classes = TokenClasses.for_tokenizer(self.tokenizer)
         self._text = _TextLookup(self.classes.texts)
         self.cancelled = False
+        # Whether a drafted token's distribution is needed inside the draft loop (not only for
+        # the trace): sampling picks, the entropy gate, cycle resampling.
+        c = self.cfg
+        self._need_p = (c.temperature > 0 or c.entropy_threshold is not None
+                        or c.cycle_action == "resample")
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -139,23 +144,24 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
 
         # draft: up to k tokens from the edge; the gate decides on the cloud at the cadence
-        block, q, recs, feed, window = [], [], [], st.full[self.edge.seen:], 0.0
-        gate = cfg.entropy_threshold
+        block, rows, feed, window = [], [], st.full[self.edge.seen:], 0.0
+        gate, procs = cfg.entropy_threshold, self.processors
         for j in range(cfg.k):
             raw = self.edge.feed(feed, last_only=True)[-1]
-            logits = self.processors(st.buf[:, : old + j], raw[None])[0]
-            p = sampling.probs(logits, cfg.temperature)
+            logits = procs(st.buf[:, : old + j], raw[None])[0] if procs else raw
             if j == 0:
                 self._maybe_check_cache(st, raw)
-                self._check_draft_distribution(st, raw, p)
+                self._check_draft_distribution(st, raw, logits)
+            p = sampling.probs(logits, cfg.temperature) if self._need_p else None
             tok = sampling.pick(p, logits, cfg.temperature, self.gen)
             if cfg.cycle_action == "resample":
-                tok = self._break_cycle(st, block, tok, p)
+                tok = self._break_cycle(st, block, tok, logits)
             block.append(tok)
-            q.append(p)
-            st.buf[0, old + j] = tok
-            recs.append(self._draft_record(tok, p, st.round, need_entropy=gate is not None))
-            window = max(window, recs[-1].entropy or 0.0)
+            rows.append(logits)
+            if procs:
+                st.buf[0, old + j] = tok
+            if gate is not None:
+                window = max(window, float(sampling.entropy(p)))
             feed = [tok]
             stop = self.stopper.check(st.n_gen + j + 1, tok, lambda: st.full + block, stage="draft")
             if stop:
@@ -168,7 +174,9 @@ class SpeculativeDecoder:
                     break
                 window = 0.0
         verify = gate is None or window > gate
-        rnd.drafted, rnd.max_entropy = len(block), max((r.entropy or 0.0) for r in recs)
+        q, recs = self._draft_records(block, rows, st.round)
+        rnd.drafted = len(block)
+        rnd.max_entropy = max((r.entropy for r in recs if r.entropy is not None), default=None)
         rnd.draft_s = time.perf_counter() - t0
 
         # verify: one cloud forward over what it has not seen yet plus the block
@@ -176,7 +184,7 @@ class SpeculativeDecoder:
             t1 = time.perf_counter()
             catch_up = st.full[self.cloud.seen:]
             logits = self.cloud.feed(catch_up + block)[len(catch_up) - 1:]
-            v = sampling.verify(cfg.verify, block, torch.stack(q), logits, cfg.temperature,
+            v = sampling.verify(cfg.verify, block, q, logits, cfg.temperature,
                                 cfg.rank_threshold, self.gen)
             rnd.verified, rnd.accepted, rnd.cloud_fed = True, v.accepted, len(catch_up) + len(block)
             for r, rank, tp in zip(recs, v.ranks, v.target_probs):
@@ -217,16 +225,25 @@ class SpeculativeDecoder:
         return n
 
     # ------------------------------------------------------------------ helpers
-    def _draft_record(self, tok: int, p: torch.Tensor, rnd: int, need_entropy: bool) -> TokenRecord:
-        r = TokenRecord(-1, tok, self._text[tok], "draft", rnd)
-        if self.detail or need_entropy:
-            r.entropy = float(sampling.entropy(p))
-            r.draft_prob = float(p[tok])
-        if self.detail:
-            vals, idx = torch.topk(p, TOP_K)
-            r.top = [{"id": int(i), "text": self._text[int(i)], "prob": round(float(v), 5)}
-                     for v, i in zip(vals, idx)]
-        return r
+    def _draft_records(self, block: list[int], rows: list, rnd: int):
+        """Records for a drafted block, computed once over the stacked rows (per-token tensor
+        work in the loop is what tracing used to cost). Returns (q, records): q [n, V] is the
+        distribution the drafts came from, needed by the sampling rule."""
+        recs = [TokenRecord(-1, t, self._text[t], "draft", rnd) for t in block]
+        if not (self.detail or self._need_p):
+            return None, recs
+        q = sampling.probs(torch.stack(rows), self.cfg.temperature)
+        idx = torch.arange(len(block))
+        ents = sampling.entropy(q).tolist()
+        probs = q[idx, torch.tensor(block)].tolist()
+        tops = torch.topk(q, TOP_K) if self.detail else None
+        for n, r in enumerate(recs):
+            r.entropy, r.draft_prob = ents[n], probs[n]
+        if tops is not None:
+            vals, ids = tops.values.tolist(), tops.indices.tolist()
+            for r, vs, is_ in zip(recs, vals, ids):
+                r.top = [{"id": i, "text": self._text[i], "prob": round(v, 5)} for v, i in zip(vs, is_)]
+        return q, recs
 
     def _reject(self, st: _State, recs: list[TokenRecord], at: int) -> None:
         for r in recs:
@@ -253,13 +270,13 @@ class SpeculativeDecoder:
             st.trace.cycles[-1]["end"] = cur.end
         return False
 
-    def _break_cycle(self, st: _State, block: list[int], tok: int, p: torch.Tensor) -> int:
+    def _break_cycle(self, st: _State, block: list[int], tok: int, logits: torch.Tensor) -> int:
         """cycle_action=resample: a draft token that would continue a cycle is replaced by a
         top-k sample (seed 003's local fix) that excludes it."""
         tail = st.full[st.prompt_len:][-st.cycles.tail_needed:] + block
         if not st.cycles.would_extend(tail, tok):
             return tok
-        alt = p.clone()
+        alt = sampling.probs(logits, self.cfg.temperature)
         alt[tok] = 0.0
         vals, idx = torch.topk(alt, TOP_K)
         t = self.cfg.temperature or 0.8
@@ -272,12 +289,15 @@ class SpeculativeDecoder:
         st.new_warnings.append(w_)
         return new
 
-    def _check_draft_distribution(self, st: _State, raw: torch.Tensor, p: torch.Tensor) -> None:
+    def _check_draft_distribution(self, st: _State, raw: torch.Tensor, logits: torch.Tensor) -> None:
         """With no gates declared, the draft must sample from the edge's own distribution at the
         configured temperature; a gap means hidden logits processing in the draft path."""
         if not self.detail or self.cfg.has_gates:
             return
-        tv = 0.5 * float((sampling.probs(raw, self.cfg.temperature) - p).abs().sum())
+        if logits is raw:
+            return
+        t = self.cfg.temperature
+        tv = 0.5 * float((sampling.probs(raw, t) - sampling.probs(logits, t)).abs().sum())
         if tv > 0.05:
             w = {"kind": "draft_distorted", "round": st.round, "tv": round(tv, 4),
                  "message": f"round {st.round}: the draft distribution differs from the edge "

@@ -18,7 +18,7 @@ def entropy(p: torch.Tensor) -> torch.Tensor:
     return -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
 
 
-def pick(p: torch.Tensor, logits: torch.Tensor, temperature: float, gen: torch.Generator) -> int:
+def pick(p: torch.Tensor | None, logits: torch.Tensor, temperature: float, gen: torch.Generator) -> int:
     if temperature <= 0:
         return int(torch.argmax(logits))
     return int(torch.multinomial(p, 1, generator=gen))
