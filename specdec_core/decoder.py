@@ -18,7 +18,7 @@ from .faults import FaultSet
 from .gates import build_gates
 from .metrics import compute_metrics
 from .stopping import StopChecker
-from .trace import RoundRecord, TokenRecord, Trace
+from .trace import RoundRecord, TokenRecord, TopK, Trace
 from .vocab import TokenClasses
 
 TOP_K = 5
@@ -242,7 +242,7 @@ class SpeculativeDecoder:
         if tops is not None:
             vals, ids = tops.values.tolist(), tops.indices.tolist()
             for r, vs, is_ in zip(recs, vals, ids):
-                r.top = [{"id": i, "text": self._text[i], "prob": round(v, 5)} for v, i in zip(vs, is_)]
+                r.top = TopK(is_, vs, self._text)
         return q, recs
 
     def _reject(self, st: _State, recs: list[TokenRecord], at: int) -> None:

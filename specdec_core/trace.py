@@ -8,6 +8,19 @@ from dataclasses import asdict, dataclass, field
 SOURCES = ("accepted", "corrected", "draft", "bonus")
 
 
+class TopK:
+    """The edge's top alternatives for a drafted token, kept as plain lists; the dicts the views
+    read are built only when the trace is serialised, off the decoding path."""
+
+    __slots__ = ("ids", "probs", "texts")
+
+    def __init__(self, ids, probs, texts):
+        self.ids, self.probs, self.texts = ids, probs, texts
+
+    def to_list(self) -> list[dict]:
+        return [{"id": i, "text": self.texts[i], "prob": round(p, 5)} for i, p in zip(self.ids, self.probs)]
+
+
 @dataclass
 class TokenRecord:
     i: int                      # index among generated tokens (-1 for rejected ones)
@@ -19,7 +32,7 @@ class TokenRecord:
     draft_prob: float | None = None
     target_prob: float | None = None
     target_rank: int | None = None
-    top: list = field(default_factory=list)   # [{"id", "text", "prob"}], edge alternatives
+    top: "list | TopK" = field(default_factory=list)   # edge alternatives; to_dict gives dicts
     cycle: bool = False
     at: int | None = None       # rejected only: index of the committed token that replaced it
 
@@ -28,7 +41,8 @@ class TokenRecord:
         d = {"i": self.i, "id": self.id, "text": self.text, "source": self.source,
              "round": self.round, "entropy": self.entropy, "draft_prob": self.draft_prob,
              "target_prob": self.target_prob, "target_rank": self.target_rank,
-             "top": self.top, "cycle": self.cycle}
+             "top": self.top.to_list() if isinstance(self.top, TopK) else self.top,
+             "cycle": self.cycle}
         if self.source == "rejected":
             d["at"] = self.at
         return d
