@@ -88,22 +88,24 @@ RUNNERS = {"cloud_only": lambda b, p, c: cloud_only(b, p, c)["token_ids"], "clou
 
 
 @torch.inference_mode()
-def forward_cost_ratio(backend, prompt, n: int = 40) -> dict:
-    """c = time of one edge forward / one cloud forward, 1 token with a warm cache at the
-    prompt's length (median of n)."""
-    out = {}
+def forward_cost_ratio(backend, prompt, n: int = 200) -> dict:
+    """c = time of one edge forward / one cloud forward: 1 token with a warm cache at the
+    prompt's length, edge and cloud interleaved so that machine noise hits both, medians of n."""
+    runners = {}
     for role, model in (("edge", backend.edge), ("cloud", backend.cloud)):
         r = backend.make_runner(model, role)
         r.prefill(prompt)
-        last = [int(prompt.input_ids[0, -1])]
-        r.feed(last)
-        times = []
-        for _ in range(n):
+        r.feed([int(prompt.input_ids[0, -1])])
+        runners[role] = r
+    last = [int(prompt.input_ids[0, -1])]
+    times = {"edge": [], "cloud": []}
+    for _ in range(n):
+        for role, r in runners.items():
             r.crop(prompt.length - 1)
             t0 = time.perf_counter()
             r.feed(last)
-            times.append(time.perf_counter() - t0)
-        out[role] = statistics.median(times)
+            times[role].append(time.perf_counter() - t0)
+    out = {role: statistics.median(v) for role, v in times.items()}
     out["c"] = out["edge"] / out["cloud"]
     return out
 
