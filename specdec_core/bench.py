@@ -162,29 +162,32 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, sweep: bool 
 
 
 def k_sweep(backend, prompts, c: float, ks=range(1, 9), repeats: int = 3, log=print) -> list[dict]:
-    base = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    """Predicted vs achieved speedup per k. Like the main run, every repeat times the cloud loop
+    and each k in a rotated order, so machine noise is spread over all of them."""
+    ks = list(ks)
+    stats = {k: [0, 0] for k in ks}
+    for k in ks:   # acceptance per k (deterministic: greedy)
         for p in prompts:
-            cloud_loop(backend, p, DecodeConfig(cache_check_every=0))
-        base.append(time.perf_counter() - t0)
-    base_t = statistics.median(base)
-    rows = []
-    for k in ks:
-        cfg = DecodeConfig(k=k, cache_check_every=0)
-        acc = dr = 0
-        ts = []
-        for rep in range(repeats):
+            tr = SpeculativeDecoder(backend, DecodeConfig(k=k, cache_check_every=0)).run(p)
+            stats[k][0] += sum(r.accepted for r in tr.rounds if r.verified)
+            stats[k][1] += sum(r.drafted for r in tr.rounds if r.verified)
+    jobs = ["base"] + ks
+    times = {j: [] for j in jobs}
+    for rep in range(repeats):
+        for j in jobs[rep % len(jobs):] + jobs[: rep % len(jobs)]:
             t0 = time.perf_counter()
             for p in prompts:
-                tr = SpeculativeDecoder(backend, cfg).run(p)
-                if rep == 0:
-                    acc += sum(r.accepted for r in tr.rounds if r.verified)
-                    dr += sum(r.drafted for r in tr.rounds if r.verified)
-            ts.append(time.perf_counter() - t0)
-        a = acc / dr if dr else 0.0
+                if j == "base":
+                    cloud_loop(backend, p, DecodeConfig(cache_check_every=0))
+                else:
+                    SpeculativeDecoder(backend, DecodeConfig(k=j, cache_check_every=0)).run(p)
+            times[j].append(time.perf_counter() - t0)
+    base_t = statistics.median(times["base"])
+    rows = []
+    for k in ks:
+        a = stats[k][0] / stats[k][1] if stats[k][1] else 0.0
         row = {"k": k, "alpha": round(a, 4), "predicted": round(predicted_speedup(a, k, c), 4),
-               "achieved": round(base_t / statistics.median(ts), 4)}
+               "achieved": round(base_t / statistics.median(times[k]), 4)}
         rows.append(row)
         log(f"k={k}: alpha={row['alpha']:.3f} predicted={row['predicted']:.3f} achieved={row['achieved']:.3f}")
     return rows
