@@ -27,6 +27,9 @@ DIRECTION = {
     "wall_s": -1,
     "cycles": -1,
     "template_leak": -1,
+    "cache_desyncs": -1,
+    "rejected_tokens": -1,
+    "draft_forwards": -1,
 }
 
 # Display order: headline metrics first, the rest alphabetically after them.
