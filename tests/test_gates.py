@@ -8,7 +8,6 @@ import random
 
 import pytest
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import (LogitsProcessor, LogitsProcessorList, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
 
@@ -16,6 +15,7 @@ from specdec_core.config import DecodeConfig
 from specdec_core.errors import ConfigError
 from specdec_core.gates import (AdjacentRepeatBan, CjkNoRepeatNGram, CjkRepetitionPenalty,
                                 PunctuationGate, build_gates)
+from tiny import word_level
 from specdec_core.vocab import PUNCT_CHARS, TokenClasses, is_cjk
 
 torch.set_num_threads(1)
@@ -24,13 +24,7 @@ CHARS = "说话人时语速较慢音调平稳量适中色停顿好天气很情�
 
 
 def char_tokenizer(chars: str = CHARS) -> PreTrainedTokenizerFast:
-    vocab = {"<pad>": 0, "<eos>": 1}
-    for ch in chars:
-        vocab.setdefault(ch, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+    return word_level(["<pad>", "<eos>"], chars, unk_token="<pad>", pad_token="<pad>", eos_token="<eos>")
 
 
 TOK = char_tokenizer()

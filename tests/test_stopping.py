@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LogitsProcessor, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from specdec_core.errors import ConfigError
 from specdec_core.stopping import EosIdStop, FirstSentenceStop, StopChecker
+from tiny import word_level
 from specdec_core.vocab import TokenClasses
 
 torch.set_num_threads(1)
@@ -18,13 +19,8 @@ CHARS = "说话人时语速较慢音调平稳量适中色停顿好天气很情�
 
 
 def char_tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {"<pad>": 0, "<eos>": 1, "<|im_end|>": 2}
-    for ch in CHARS:
-        vocab.setdefault(ch, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
+    return word_level(["<pad>", "<eos>", "<|im_end|>"], CHARS, unk_token="<pad>", pad_token="<pad>",
+                      eos_token="<eos>")
 
 
 def bpe_tokenizer() -> PreTrainedTokenizerFast:

@@ -11,13 +11,20 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHARS = list("说话人语速较快音调偏高低平稳量大小色中情绪开心悲伤愤怒惊讶担忧的了是在，。、：") + list("abcdefgh .")
 
 
-def char_tokenizer(chars=CHARS) -> PreTrainedTokenizerFast:
-    vocab = {t: i for i, t in enumerate(SPECIALS + ["<unk>"] + list(dict.fromkeys(chars)))}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+def word_level(leading: list[str], chars, **special) -> PreTrainedTokenizerFast:
+    """One id per character after the `leading` tokens; `special` names unk/pad/eos tokens."""
+    vocab = {}
+    for t in list(leading) + list(chars):
+        vocab.setdefault(t, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=special.get("unk_token", leading[0])))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **special)
+
+
+def char_tokenizer(chars=CHARS) -> PreTrainedTokenizerFast:
+    fast = word_level(SPECIALS + ["<unk>"], chars, unk_token="<unk>", eos_token="<|im_end|>",
+                      pad_token="<|endoftext|>")
     fast.add_special_tokens({"additional_special_tokens": SPECIALS})
     return fast
 
