@@ -157,7 +157,7 @@ def forward_times(backend, model, prompt, k: int, reps: int = 20) -> dict:
 
 
 def run_sd(backend, prompt, cfg) -> dict:
-    from specdec_core.decoder import SpeculativeDecoder
+    from specdec_core.decoding.decoder import SpeculativeDecoder
 
     SpeculativeDecoder(backend, cfg, trace=False).run(prompt)          # warm-up
     sync()
@@ -169,7 +169,7 @@ def run_sd(backend, prompt, cfg) -> dict:
 
 
 def run_cloud_only(backend, prompt, cfg) -> dict:
-    from specdec_core.baseline import cloud_only
+    from specdec_core.decoding.baseline import cloud_only
 
     cloud_only(backend, prompt, cfg)                                     # warm-up
     r = cloud_only(backend, prompt, cfg)
@@ -198,7 +198,7 @@ def main(argv=None) -> int:
     smoke = args.smoke
 
     from specdec_core import DecodeConfig
-    from specdec_core.audio import load_audio
+    from specdec_core.audio.loading import load_audio
     from specdec_core.backends.omni import (OmniBackend, audio_only_processor, check_gpu_memory,
                                             memory_needed)
     from transformers import WhisperFeatureExtractor

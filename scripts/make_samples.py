@@ -28,8 +28,10 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specdec_core import conditions, prosody  # noqa: E402
-from specdec_core.audio import TARGET_SR, load_audio  # noqa: E402
+from specdec_core.audio import conditions
+
+from specdec_core.audio import prosody
+from specdec_core.audio.loading import TARGET_SR, load_audio  # noqa: E402
 
 OUT_DIR = ROOT / "sample_audio"
 JOIN_MS = 30         # gap between phrases that are spoken without a pause (< prosody.MIN_PAUSE_S)

@@ -5,10 +5,10 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from .backends import load_backend  # noqa: F401  (re-exported)
-from .config import DecodeConfig
-from .decoder import SpeculativeDecoder
-from .errors import UserError
+from specdec_core.backends import load_backend  # noqa: F401  (re-exported)
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.errors import UserError
 
 MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
 
@@ -17,7 +17,7 @@ def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECO
     """audio (path, bytes or (sr, array)) -> PromptInputs, plus audio warnings in info."""
     audio = None
     if backend.needs_audio:
-        from .audio import load_audio
+        from specdec_core.audio.loading import load_audio
 
         if audio_src is None:
             raise UserError("no audio given: upload a clip or pick a sample")
@@ -48,7 +48,7 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
         res = {"audio": label, "ok": True, "text": tr.text, "token_ids": tr.token_ids,
                "metrics": tr.metrics, "trace": tr.to_dict()}
         if baseline:
-            from .baseline import cloud_only
+            from specdec_core.decoding.baseline import cloud_only
 
             res["baseline"] = cloud_only(backend, prompt, cfg)
             res["metrics"]["matches_baseline"] = res["baseline"]["token_ids"] == tr.token_ids

@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from .config import PRESETS, DecodeConfig, preset
-from .errors import UserError
+from specdec_core.decoding.config import PRESETS, DecodeConfig, preset
+from specdec_core.errors import UserError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,8 +98,8 @@ def backend_options(args) -> dict:
 
 
 def cmd_run(args) -> int:
-    from .api import run_clip
-    from .backends import load_backend
+    from specdec_core.api import run_clip
+    from specdec_core.backends import load_backend
 
     cfg = load_config(args.config, args.preset, args.sets, args.faults)
     backend = load_backend(args.backend, **backend_options(args))
@@ -128,20 +128,20 @@ def main(argv=None) -> int:
         if args.cmd == "run":
             return cmd_run(args)
         if args.cmd == "batch":
-            from .batch import cmd_batch
+            from specdec_core.evaluation.batch import cmd_batch
 
             return cmd_batch(args)
         if args.cmd == "bench":
-            from .bench import cmd_bench
+            from specdec_core.evaluation.bench import cmd_bench
 
             return cmd_bench(args)
         if args.cmd == "faults":
-            from .faults import FAULTS
+            from specdec_core.decoding.faults import FAULTS
 
             for f in FAULTS.values():
                 print(f"{f.name:20s} seed {f.seed:11s} {f.symptom}  -- {f.bug}")
             return 0
-        from .config import PRESET_HELP
+        from specdec_core.decoding.config import PRESET_HELP
 
         for name, d in PRESETS.items():
             print(f"{name:15s} {PRESET_HELP[name]}  {json.dumps(d)}")

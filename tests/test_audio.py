@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from specdec_core.audio import Audio, load_audio
+from specdec_core.audio.loading import Audio, load_audio
 from specdec_core.errors import AudioError, UserError
 
 

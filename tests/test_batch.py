@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from tiny import PairBackend, char_tokenizer, perturbed, tiny_qwen2
 
-from specdec_core.batch import (BatchResult, Clip, clips_from_uploads, format_report, iter_batch,
+from specdec_core.evaluation.batch import (BatchResult, Clip, clips_from_uploads, format_report, iter_batch,
                                 read_manifest, run_batch)
-from specdec_core.config import DecodeConfig
+from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]

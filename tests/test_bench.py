@@ -1,5 +1,5 @@
 """The benchmark runs on a tiny pair and writes every field (timings are not asserted)."""
-from specdec_core.bench import METHODS, k_sweep, plot_sweep, predicted_speedup, run_bench
+from specdec_core.evaluation.bench import METHODS, k_sweep, plot_sweep, predicted_speedup, run_bench
 from tiny import PairBackend, char_tokenizer, perturbed, tiny_qwen2
 
 

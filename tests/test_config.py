@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from specdec_core.config import PRESETS, DecodeConfig, preset
+from specdec_core.decoding.config import PRESETS, DecodeConfig, preset
 from specdec_core.errors import ConfigError
 
 

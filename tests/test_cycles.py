@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_core.cycles import Cycle, CycleDetector
+from specdec_core.decoding.cycles import Cycle, CycleDetector
 from specdec_core.errors import ConfigError
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_core import DecodeConfig
-from specdec_core.decoder import SpeculativeDecoder
+from specdec_core.decoding.decoder import SpeculativeDecoder
 from tiny import PairBackend, perturbed, tiny_qwen2
 
 V = 64  # >= the test tokenizer's vocabulary

@@ -4,7 +4,7 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
-from specdec_core import conditions as C
+from specdec_core.audio import conditions as C
 from specdec_core.demo import corpus as K
 from specdec_core.demo.tokenizer import save_tokenizer
 

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from specdec_core import conditions as C
+from specdec_core.audio import conditions as C
 from specdec_core.backends.base import Backend, PromptInputs
 from specdec_core.backends.demo import MODELS_DIR, DemoBackend
 from specdec_core.demo import corpus as K
@@ -107,7 +107,7 @@ def test_shipped_tokenizer_is_the_training_tokenizer(backend):
 def test_build_inputs_reads_prosody_from_audio(backend):
     import numpy as np
 
-    from specdec_core.audio import load_audio
+    from specdec_core.audio.loading import load_audio
     sr = 16000
     t = np.arange(int(1.5 * sr)) / sr
     # a loud high tone, syllable-like bursts: the prompt must carry the extracted bins

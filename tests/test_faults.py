@@ -115,7 +115,7 @@ def test_input_corruption_doubles_text(demo, fixed):
 
 
 def test_every_fault_changes_something(demo, fixed):
-    from specdec_core.faults import FAULTS
+    from specdec_core.decoding.faults import FAULTS
 
     base = [(r["text"], r["metrics"]["acceptance_rate"], tuple(sorted(keys(r)))) for r in fixed]
     for name in FAULTS:

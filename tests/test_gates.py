@@ -11,12 +11,12 @@ import torch
 from transformers import (LogitsProcessor, LogitsProcessorList, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
 
-from specdec_core.config import DecodeConfig
+from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError
-from specdec_core.gates import (AdjacentRepeatBan, CjkNoRepeatNGram, CjkRepetitionPenalty,
+from specdec_core.decoding.gates import (AdjacentRepeatBan, CjkNoRepeatNGram, CjkRepetitionPenalty,
                                 PunctuationGate, build_gates)
 from tiny import word_level
-from specdec_core.vocab import PUNCT_CHARS, TokenClasses, is_cjk
+from specdec_core.decoding.vocab import PUNCT_CHARS, TokenClasses, is_cjk
 
 torch.set_num_threads(1)
 

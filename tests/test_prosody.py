@@ -6,8 +6,10 @@ import time
 import numpy as np
 import pytest
 
-from specdec_core import conditions, prosody
-from specdec_core.audio import load_audio
+from specdec_core.audio import conditions
+
+from specdec_core.audio import prosody
+from specdec_core.audio.loading import load_audio
 
 SR = 16000
 

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from specdec_core import conditions, prosody
-from specdec_core.audio import load_audio
+from specdec_core.audio import conditions
+
+from specdec_core.audio import prosody
+from specdec_core.audio.loading import load_audio
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_audio"

@@ -1,8 +1,8 @@
 """Reference scoring and the checklist on hand-made cases."""
 import pytest
 
-from specdec_core.checklist import checklist, premature_stop
-from specdec_core.scoring import (chrf, emotion_hit, emotion_of_text, per_label_accuracy, score_text,
+from specdec_core.evaluation.checklist import checklist, premature_stop
+from specdec_core.evaluation.scoring import (chrf, emotion_hit, emotion_of_text, per_label_accuracy, score_text,
                                   weighted_f1)
 
 REF = "说话人音调很高且起伏剧烈，音量很大，语速很快，情绪愤怒。"

@@ -9,9 +9,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LogitsProcessor, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from specdec_core.errors import ConfigError
-from specdec_core.stopping import EosIdStop, FirstSentenceStop, StopChecker
+from specdec_core.decoding.stopping import EosIdStop, FirstSentenceStop, StopChecker
 from tiny import word_level
-from specdec_core.vocab import TokenClasses
+from specdec_core.decoding.vocab import TokenClasses
 
 torch.set_num_threads(1)
 

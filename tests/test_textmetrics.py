@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.textmetrics import LEAK_MARKERS, text_metrics
+from specdec_core.analysis.textmetrics import LEAK_MARKERS, text_metrics
 
 
 def test_seed_loop_text():

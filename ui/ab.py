@@ -8,9 +8,9 @@ import gradio as gr
 
 from components.compare import char_diff_html, metric_diff_table
 from components.config_panel import SPECS_BY_NAME
-from specdec_core.config import DecodeConfig
+from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
-from specdec_core.faults import FAULTS
+from specdec_core.decoding.faults import FAULTS
 
 from . import common
 from .knobs import KnobPanel

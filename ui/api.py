@@ -10,8 +10,8 @@ import traceback
 
 import gradio as gr
 
-from specdec_core.batch import clips_from_uploads, iter_batch, read_manifest
-from specdec_core.config import DecodeConfig
+from specdec_core.evaluation.batch import clips_from_uploads, iter_batch, read_manifest
+from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
 
 from . import common

@@ -9,8 +9,8 @@ import pandas as pd
 
 from components.batch_view import checklist_html, results_table
 from components.plots import batch_distributions
-from specdec_core.batch import clips_from_uploads, iter_batch, read_manifest
-from specdec_core.config import DecodeConfig
+from specdec_core.evaluation.batch import clips_from_uploads, iter_batch, read_manifest
+from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
 from . import common

@@ -79,7 +79,7 @@ def warm_up(name: str = "demo") -> None:
     def load():
         try:
             from specdec_core.api import prepare
-            from specdec_core.config import DecodeConfig
+            from specdec_core.decoding.config import DecodeConfig
 
             backend = load_backend(name)
             if DEFAULT_SAMPLE in sample_names():  # also imports and warms the audio/prosody stack

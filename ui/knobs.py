@@ -10,8 +10,8 @@ from __future__ import annotations
 import gradio as gr
 
 from components.config_panel import KNOB_SPECS, SPECS_BY_NAME, default_config
-from specdec_core.config import PRESET_HELP, PRESETS
-from specdec_core.faults import FAULTS
+from specdec_core.decoding.config import PRESET_HELP, PRESETS
+from specdec_core.decoding.faults import FAULTS
 
 CUSTOM = "custom"
 # Widgets per group, in display order; prompt_type lives with the clip inputs, not here.

@@ -9,7 +9,7 @@ import gradio as gr
 
 from components.cards import diagnostics_html
 from components.config_panel import SPECS_BY_NAME, config_to_query, query_to_config
-from specdec_core.config import DecodeConfig
+from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
 from . import common

@@ -3,9 +3,9 @@ share it). The decoder is registered per session so a Stop button can cancel it.
 from __future__ import annotations
 
 from specdec_core.api import prepare
-from specdec_core.baseline import cloud_only
-from specdec_core.config import DecodeConfig
-from specdec_core.decoder import SpeculativeDecoder
+from specdec_core.decoding.baseline import cloud_only
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.decoder import SpeculativeDecoder
 
 from .common import register, unregister
 from .stream import LiveTrace

@@ -5,8 +5,8 @@ import os
 import threading
 from functools import lru_cache
 
-from ..errors import BackendError
-from .base import Backend, PromptInputs  # noqa: F401
+from specdec_core.errors import BackendError
+from specdec_core.backends.base import Backend, PromptInputs  # noqa: F401
 
 BACKENDS = ("demo", "omni", "hf")
 
@@ -37,17 +37,17 @@ _LOAD_LOCK = threading.Lock()
 def _load(name: str, options: tuple) -> Backend:
     opts = dict(options)
     if name == "demo":
-        from .demo import DemoBackend
+        from specdec_core.backends.demo import DemoBackend
 
         return DemoBackend(**opts)
     if name == "hf":
-        from .hf import HFBackend
+        from specdec_core.backends.hf import HFBackend
 
         edge = opts.pop("edge_model", None) or os.environ.get("SPECSCOPE_HF_EDGE")
         cloud = opts.pop("cloud_model", None) or os.environ.get("SPECSCOPE_HF_CLOUD")
         if not edge or not cloud:
             raise BackendError("the hf backend needs --edge-model DIR and --cloud-model DIR")
         return HFBackend(edge, cloud, **opts)
-    from .omni import OmniBackend
+    from specdec_core.backends.omni import OmniBackend
 
     return OmniBackend(**opts)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..runner import ModelRunner
+from specdec_core.decoding.runner import ModelRunner
 
 
 @dataclass

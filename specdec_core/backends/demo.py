@@ -8,10 +8,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from .. import conditions
-from ..demo import corpus
-from ..errors import BackendError, ConfigError
-from .base import Backend, PromptInputs
+from specdec_core.audio import conditions
+from specdec_core.demo import corpus
+from specdec_core.errors import BackendError, ConfigError
+from specdec_core.backends.base import Backend, PromptInputs
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "demo" / "models"
 
@@ -47,7 +47,7 @@ class DemoBackend(Backend):
         self.shared_vocab = len(self.tokenizer)
 
     def build_inputs(self, audio, prompt_type: str) -> PromptInputs:
-        from .. import prosody  # lazy: the tokens-only path (tests, tools) needs no audio stack
+        from specdec_core.audio import prosody  # lazy: the tokens-only path (tests, tools) needs no audio stack
         p = prosody.extract(audio)
         inputs = self.build_inputs_from_tokens(conditions.condition_tokens(p.bins), prompt_type)
         inputs.info.update(prosody=dict(p.values), bins=dict(p.bins),

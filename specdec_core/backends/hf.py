@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from ..errors import BackendError
-from .base import Backend, PromptInputs
+from specdec_core.errors import BackendError
+from specdec_core.backends.base import Backend, PromptInputs
 
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, never an absolute path

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import AudioError, BackendError
-from ..runner import ModelRunner
-from . import omni_prompts
-from .base import Backend, PromptInputs
+from specdec_core.errors import AudioError, BackendError
+from specdec_core.decoding.runner import ModelRunner
+from specdec_core.backends import omni_prompts
+from specdec_core.backends.base import Backend, PromptInputs
 
 ENV_EDGE = "SPECSCOPE_EDGE_MODEL"
 ENV_CLOUD = "SPECSCOPE_CLOUD_MODEL"
@@ -380,7 +380,7 @@ class OmniBackend(Backend):
 def _samples(audio) -> tuple[np.ndarray, float]:
     """16 kHz float32 mono from an Audio (specdec_core.audio) or a path/bytes/tuple."""
     if not hasattr(audio, "samples"):
-        from ..audio import load_audio
+        from specdec_core.audio.loading import load_audio
 
         audio = load_audio(audio)
     if getattr(audio, "sr", 16000) != 16000:

@@ -7,7 +7,7 @@ constraints therefore live on the user side, in the information-first style of t
 """
 from __future__ import annotations
 
-from ..errors import ConfigError
+from specdec_core.errors import ConfigError
 
 SYSTEM_PROMPT = ("You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable "
                  "of perceiving auditory and visual inputs, as well as generating text and speech.")

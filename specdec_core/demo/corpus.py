@@ -12,7 +12,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from .. import conditions as C
+from specdec_core.audio import conditions as C
 
 SYSTEM_PROMPT = "你是情感分析助手。"
 INSTRUCTIONS = {"detailed": "请描述说话人的情绪。", "concise": "请简要概括说话人的情绪。"}

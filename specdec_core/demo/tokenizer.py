@@ -18,8 +18,8 @@ from pathlib import Path
 from transformers import AddedToken
 from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
-from .. import conditions as C
-from . import corpus
+from specdec_core.audio import conditions as C
+from specdec_core.demo import corpus
 
 EOT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 EXTRA_PUNCT = "，。、；：？！“”‘’（）《》【】—…·～"

@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from . import corpus
-from .tokenizer import save_tokenizer
+from specdec_core.demo import corpus
+from specdec_core.demo.tokenizer import save_tokenizer
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 SEED = 20240
@@ -131,7 +131,7 @@ def main(argv=None) -> dict:
 
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
-    from .tokenizer import build_tokenizer
+    from specdec_core.demo.tokenizer import build_tokenizer
     tok = build_tokenizer()
     report_path = args.out / "train_report.json"
     report = {"seed": SEED, "threads": args.threads, "torch": torch.__version__, "models": {}}

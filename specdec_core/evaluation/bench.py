@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from .baseline import cloud_only, id_criteria
-from .config import DecodeConfig
-from .decoder import SpeculativeDecoder
-from .errors import UserError
-from .stopping import StopChecker
-from .vocab import TokenClasses
+from specdec_core.decoding.baseline import cloud_only, id_criteria
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.errors import UserError
+from specdec_core.decoding.stopping import StopChecker
+from specdec_core.decoding.vocab import TokenClasses
 
 METHODS = ("cloud_only", "cloud_loop", "hf_assisted", "ours_traced", "ours_untraced")
 
@@ -215,8 +215,8 @@ def plot_sweep(rows: list[dict], path: Path) -> Path | None:
 
 
 def sample_prompts(backend, n: int = 0) -> list:
-    from .api import prepare
-    from .batch import read_manifest
+    from specdec_core.api import prepare
+    from specdec_core.evaluation.batch import read_manifest
 
     manifest = Path(__file__).resolve().parents[1] / "sample_audio" / "manifest.csv"
     clips = read_manifest(manifest)
@@ -226,8 +226,8 @@ def sample_prompts(backend, n: int = 0) -> list:
 
 
 def cmd_bench(args) -> int:
-    from .backends import load_backend
-    from .cli import backend_options
+    from specdec_core.backends import load_backend
+    from specdec_core.cli import backend_options
 
     # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
     # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).

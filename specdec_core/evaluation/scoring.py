@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .conditions import EMOTION_WORDS, LABELS
-from .vocab import is_cjk
+from specdec_core.audio.conditions import EMOTION_WORDS, LABELS
+from specdec_core.decoding.vocab import is_cjk
 
 # Character 6-grams, no word n-grams: Chinese has no spaces, so word n-grams would compare
 # whole sentences; this is the usual chrF setting for Chinese.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from .vocab import is_cjk
+from specdec_core.decoding.vocab import is_cjk
 
 # Template pieces that must never reach the text (seed 000 A: "Human" leaking into outputs).
 LEAK_MARKERS = ("Human", "User", "user\n", "assistant", "<|im_", "<|endoftext|>")

@@ -6,8 +6,8 @@ import time
 import torch
 from transformers import MaxLengthCriteria, StoppingCriteriaList
 
-from .stopping import StopChecker
-from .vocab import TokenClasses
+from specdec_core.decoding.stopping import StopChecker
+from specdec_core.decoding.vocab import TokenClasses
 
 
 @torch.inference_mode()

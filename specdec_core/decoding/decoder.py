@@ -11,15 +11,15 @@ from typing import Iterator
 
 import torch
 
-from . import sampling
-from .config import DecodeConfig
-from .cycles import CycleDetector
-from .faults import FaultSet
-from .gates import build_gates
-from .metrics import compute_metrics
-from .stopping import StopChecker
-from .trace import RoundRecord, TokenRecord, TopK, Trace
-from .vocab import TokenClasses
+from specdec_core.decoding import sampling
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.cycles import CycleDetector
+from specdec_core.decoding.faults import FaultSet
+from specdec_core.decoding.gates import build_gates
+from specdec_core.analysis.metrics import compute_metrics
+from specdec_core.decoding.stopping import StopChecker
+from specdec_core.decoding.trace import RoundRecord, TokenRecord, TopK, Trace
+from specdec_core.decoding.vocab import TokenClasses
 
 TOP_K = 5
 
@@ -334,7 +334,7 @@ class SpeculativeDecoder:
         tr.ended_by = st.ended_by
         tr.text = self.tokenizer.decode(tr.token_ids, skip_special_tokens=True)
         tr.metrics = compute_metrics(tr, wall, self.edge.forwards, self.cloud.forwards)
-        from .diagnostics import diagnose  # diagnostics reads metrics; import late to stay light
+        from specdec_core.analysis.diagnostics import diagnose  # diagnostics reads metrics; import late to stay light
 
         tr.diagnostics = diagnose(tr)
 

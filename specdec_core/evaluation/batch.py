@@ -16,12 +16,12 @@ from pathlib import Path
 from statistics import mean, median
 from typing import Iterator
 
-from .checklist import checklist
-from .conditions import LABELS, PROMPT_TYPES
-from .config import DecodeConfig
-from .errors import UserError
-from .scoring import per_label_accuracy, score_text, weighted_f1
-from .trace import _finite
+from specdec_core.evaluation.checklist import checklist
+from specdec_core.audio.conditions import LABELS, PROMPT_TYPES
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.errors import UserError
+from specdec_core.evaluation.scoring import per_label_accuracy, score_text, weighted_f1
+from specdec_core.decoding.trace import _finite
 
 MANIFEST_COLUMNS = ("name", "path", "label", "prompt_type", "reference")
 # Metrics summarised per configuration (mean and median over ok clips).
@@ -182,7 +182,7 @@ def run_batch(backend, clips, configs, baseline: bool = False, on_row=None) -> "
 
 
 def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool) -> dict:
-    from .api import run_clip
+    from specdec_core.api import run_clip
 
     row = {"config": cname, "name": clip.name, "audio": clip.path, "label": clip.label,
            "prompt_type": clip.prompt_type or cfg.prompt_type, "reference": clip.reference,
@@ -349,8 +349,8 @@ def format_report(result: BatchResult) -> str:
 # --- CLI -------------------------------------------------------------------------------------
 
 def cmd_batch(args) -> int:
-    from .backends import load_backend
-    from .cli import backend_options, load_config
+    from specdec_core.backends import load_backend
+    from specdec_core.cli import backend_options, load_config
 
     configs = {"A": load_config(args.config, args.preset, args.sets, args.faults)}
     if args.config_b:

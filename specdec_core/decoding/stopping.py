@@ -13,8 +13,8 @@ from collections.abc import Iterable
 import torch
 from transformers import MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
 
-from .errors import ConfigError
-from .vocab import TokenClasses
+from specdec_core.errors import ConfigError
+from specdec_core.decoding.vocab import TokenClasses
 
 
 def _id_set(ids, what: str) -> frozenset[int]:

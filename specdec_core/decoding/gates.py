@@ -16,8 +16,8 @@ from collections.abc import Mapping
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from .errors import ConfigError
-from .vocab import TokenClasses
+from specdec_core.errors import ConfigError
+from specdec_core.decoding.vocab import TokenClasses
 
 _NEG_INF = float("-inf")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .conditions import LENGTH_BANDS
+from specdec_core.audio.conditions import LENGTH_BANDS
 
 _DOUBLED = re.compile(r"([\u4e00-\u9fff，。、：；！？]{1,8}?)\1")
 

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .errors import ConfigError
+from specdec_core.errors import ConfigError
 
 
 @dataclass

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.signal import find_peaks
 
-from . import conditions
-from .audio import Audio
+from specdec_core.audio import conditions
+from specdec_core.audio.loading import Audio
 
 HOP_S = 0.010            # analysis hop: 10 ms frames
 ENERGY_WIN_S = 0.025     # RMS window

@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 
-from .errors import ConfigError
+from specdec_core.errors import ConfigError
 
 VERIFY_RULES = ("greedy", "sampling", "rank")
 CYCLE_ACTIONS = ("warn", "resample", "stop")
@@ -76,7 +76,7 @@ class DecodeConfig:
             self.faults = [f for f in self.faults.replace(",", " ").split() if f]
         if not isinstance(self.faults, (list, tuple)):
             raise ConfigError(f"faults must be a list of fault names, got {self.faults!r}")
-        from .faults import FAULTS  # late import: faults imports config types
+        from specdec_core.decoding.faults import FAULTS  # late import: faults imports config types
 
         for name in self.faults:
             if name not in FAULTS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from statistics import mean, median
 
-from .conditions import LENGTH_BANDS
+from specdec_core.audio.conditions import LENGTH_BANDS
 
 MIN_MEDIAN_SPAN = 3.0          # tokens per cloud call; below it speculation barely pays
 BAND_SHARE = 0.8               # share of clips whose hanzi count must be in the band

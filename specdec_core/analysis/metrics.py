@@ -1,7 +1,7 @@
 """Decoding metrics (from the trace) merged with the text metrics of the final text."""
 from __future__ import annotations
 
-from .textmetrics import text_metrics
+from specdec_core.analysis.textmetrics import text_metrics
 
 
 def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: int) -> dict:

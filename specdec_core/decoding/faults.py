@@ -149,7 +149,7 @@ class StringStop:
         self.tok, self.prompt_len, self.fixed = tokenizer, prompt_len, fixed
 
     def check(self, n_gen, last_id, ids, stage):
-        from .decoder import Stop
+        from specdec_core.decoding.decoder import Stop
 
         text = self.tok.decode(ids()[self.prompt_len:], skip_special_tokens=True)
         if any(s in text for s in self.STRINGS):
@@ -165,7 +165,7 @@ class TextImEndStop:
         self.tok, self.prompt_len, self.max_new = tokenizer, prompt_len, fixed.max_new_tokens
 
     def check(self, n_gen, last_id, ids, stage):
-        from .decoder import Stop
+        from specdec_core.decoding.decoder import Stop
 
         if "<|im_end|>" in self.tok.decode(ids()[self.prompt_len:], skip_special_tokens=True):
             return Stop("eos")

@@ -15,7 +15,7 @@ import numpy as np
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from .errors import AudioError
+from specdec_core.errors import AudioError
 
 TARGET_SR = 16000
 MIN_SECONDS = 0.3

@@ -1,0 +1,1 @@
+"""What a trace means: metrics, diagnostics, text measures."""

@@ -1,0 +1,1 @@
+"""The decode core: knobs, runners, the round, trace, gates, stops, cycles, faults."""

@@ -1,0 +1,1 @@
+"""Many clips at once: batch runs, scoring, the checklist, the benchmark."""
