@@ -36,6 +36,9 @@ class DecodeConfig:
     # Not in the design table: how often (rounds) the edge cache is checked against a cache-free
     # recompute; 0 = never. Cheap on the demo pair and it is what exposes desync bugs.
     cache_check_every: int = 4
+    # Wall-time cap on one decode in seconds (0 = no limit); the run ends with
+    # ended_by="time_limit". Default suits a shared Space.
+    time_limit_s: float = 60.0
 
     def __post_init__(self):
         self.validate()
@@ -72,6 +75,7 @@ class DecodeConfig:
         _choice(self, "cycle_action", CYCLE_ACTIONS)
         _int_in(self, "seed", 0, 2**31 - 1)
         _int_in(self, "cache_check_every", 0, 10_000)
+        _float_in(self, "time_limit_s", 0.0, 3600.0)
         if isinstance(self.faults, str):
             self.faults = [f for f in self.faults.replace(",", " ").split() if f]
         if not isinstance(self.faults, (list, tuple)):
