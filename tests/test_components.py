@@ -17,7 +17,8 @@ from components import ALL_CSS
 from components.batch_view import checklist_html, results_table
 from components.cards import CARDS_CSS, diagnostics_html, metric_cards, warnings_html
 from components.compare import char_diff_html, metric_diff_table
-from components.config_panel import KNOB_SPECS, config_to_query, default_config, query_to_config
+from components.config_panel import (DESIGN_KNOBS, KNOB_SPECS, checked_for_widgets, config_to_query,
+                                     default_config, query_to_config)
 from components.palette import SOURCE_COLORS, SOURCE_LABELS, SOURCE_TINTS
 from components.plots import (
     accepted_length_figure,
@@ -335,8 +336,9 @@ DESIGN_DEFAULTS = {  # the knob table of shared/design.md
 
 
 def test_knob_specs_match_the_design_table():
-    assert [s.name for s in KNOB_SPECS] == list(DESIGN_DEFAULTS)
-    assert default_config() == DESIGN_DEFAULTS
+    # the schema also carries two knobs outside the design table (cache_check_every, time_limit_s)
+    assert DESIGN_KNOBS == list(DESIGN_DEFAULTS)
+    assert {k: default_config()[k] for k in DESIGN_KNOBS} == DESIGN_DEFAULTS
     for s in KNOB_SPECS:
         assert s.kind in {"slider", "dropdown", "checkbox", "number", "multiselect"} and s.help
         if s.kind in ("slider", "number"):
@@ -370,9 +372,9 @@ def _knob_value(spec):
     if spec.kind == "dropdown":
         return st.sampled_from(spec.choices)
     if spec.kind == "multiselect":
-        return st.lists(st.sampled_from(spec.choices), unique=True, max_size=3)
+        return st.lists(st.sampled_from(spec.options()), unique=True, max_size=3)
     if spec.integer:
-        base = st.integers(int(spec.minimum), int(spec.maximum))
+        base = st.integers(int(spec.minimum), int(spec.maximum)).filter(lambda v: v not in spec.exclude)
     else:
         base = st.floats(spec.minimum, spec.maximum, allow_nan=False)
     return st.one_of(st.none(), base) if spec.nullable else base
@@ -382,6 +384,41 @@ def _knob_value(spec):
 @given(st.fixed_dictionaries({s.name: _knob_value(s) for s in KNOB_SPECS}))
 def test_query_round_trip(cfg):
     assert query_to_config(config_to_query(cfg)) == cfg
+
+
+def test_widget_ranges_are_the_validation_ranges():
+    """One truth: every widget bound is a legal value and one step beyond it is refused."""
+    from specdec_core.decoding.config import DecodeConfig
+
+    for s in KNOB_SPECS:
+        if s.minimum is None:
+            continue
+        for edge in (s.minimum, s.maximum):
+            DecodeConfig.from_dict({s.name: edge})
+        for beyond in (s.minimum - (s.step or 1), s.maximum + (s.step or 1)):
+            with pytest.raises(ConfigError, match=s.name):
+                DecodeConfig.from_dict({s.name: beyond})
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    ({"k": 99}, "k must be in [1, 32], got 99"),
+    ({"entropy_threshold": "inf"}, "entropy_threshold=inf (never call the cloud) has no slider"),
+    ({"faults": [["x"]]}, "faults must be a list of fault names"),
+])
+def test_values_no_widget_can_show_get_one_line(cfg, needle):
+    with pytest.raises(ConfigError) as err:
+        checked_for_widgets(cfg)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_share_link_and_cli_share_one_parser():
+    from specdec_core.decoding.config import DecodeConfig
+
+    q = "k=6&entropy_threshold=1.5&verify_every=k&faults=no_resync,mask_1x1&time_limit_s=5"
+    cli = DecodeConfig.from_overrides(sets=[kv for kv in q.split("&")])
+    assert DecodeConfig.from_dict(query_to_config(q)) == cli
+    with pytest.raises(ConfigError, match=r"k must be in \[1, 32\], got 40"):
+        query_to_config("k=40")
 
 
 # --- in a real browser -------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A knob panel: one widget per DecodeConfig knob (from components.config_panel.KNOB_SPECS).
+"""A knob panel: one widget per DecodeConfig knob, each built from its schema entry
+(kind, range, step, label, help: specdec_core.decoding.config.KNOBS via components.config_panel).
 
 The same panel class is used by the Live tab and by both sides of the A/B tab, so every place
 reads and writes knobs through `to_config` / `updates_for`. Nullable knobs (entropy threshold,
@@ -19,7 +20,7 @@ LAYOUT = [
     ("Draft & verify", True, ["k", "verify", "rank_threshold", "entropy_threshold", "verify_every",
                               "temperature"]),
     ("Stopping & cycles", False, ["max_new_tokens", "min_new_tokens", "stop_at_first_sentence",
-                                  "cycle_action", "seed"]),
+                                  "cycle_action", "time_limit_s", "seed", "cache_check_every"]),
     ("Draft gates (seed 001)", False, ["comma_gate", "period_gate", "ban_adjacent_repeat",
                                        "no_repeat_ngram", "repetition_penalty"]),
 ]

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from components.cards import diagnostics_html
-from components.config_panel import SPECS_BY_NAME, config_to_query, query_to_config
+from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
@@ -115,8 +115,7 @@ class LiveTab:
         if not params:
             return [gr.skip()] * (n + 1)
         try:
-            cfg = query_to_config(urlencode(params))
-            DecodeConfig.from_dict(cfg)
+            cfg = checked_for_widgets(query_to_config(urlencode(params)))
         except ConfigError as e:
             gr.Warning(f"share link ignored: {e}")
             return [gr.skip()] * (n + 1)
@@ -145,9 +144,9 @@ class LiveTab:
 
     def json_to_knobs(self, text, *values):
         try:
-            cfg = DecodeConfig.from_json(text or "{}").to_dict()
+            cfg = checked_for_widgets(DecodeConfig.from_json(text or "{}").to_dict())
         except ConfigError as e:
-            gr.Warning(str(e))
+            gr.Warning(f"config JSON not applied: {e}")
             return [gr.skip()] * len(self.panel.inputs)
         return self.panel.updates_for(cfg)
 

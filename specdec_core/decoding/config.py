@@ -4,8 +4,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
+from specdec_core.decoding.knobs import Knob, LazyNames, knob, schema, short
 from specdec_core.errors import ConfigError
 
 VERIFY_RULES = ("greedy", "sampling", "rank")
@@ -15,30 +16,81 @@ PROMPT_TYPES = ("detailed", "concise")
 
 @dataclass
 class DecodeConfig:
-    k: int = 4
-    verify: str = "greedy"
-    rank_threshold: int = 5
-    entropy_threshold: float | None = None
-    verify_every: int | None = None  # None = k
-    temperature: float = 0.0
-    max_new_tokens: int = 128
-    min_new_tokens: int = 16
-    stop_at_first_sentence: bool = True
-    prompt_type: str = "detailed"
-    comma_gate: int = 0
-    period_gate: int = 0
-    ban_adjacent_repeat: bool = False
-    no_repeat_ngram: int = 0
-    repetition_penalty: float = 1.0
-    cycle_action: str = "warn"
-    seed: int = 0
-    faults: list[str] = field(default_factory=list)
+    """Every knob; each field's Knob (range, step, label, help, widget) is its metadata."""
+    k: int = knob("int", 4, minimum=1, maximum=32, step=1, label="draft length k", group="draft",
+                  kind="slider", help="Max draft tokens per round.")
+    verify: str = knob("choice", "greedy", choices=VERIFY_RULES, label="acceptance rule",
+                       group="verify", kind="dropdown",
+                       help="greedy: accept while draft == cloud argmax (lossless). sampling: "
+                            "min(1, p/q) (lossless in distribution). rank: accept while cloud "
+                            "rank <= rank_threshold (lossy).")
+    rank_threshold: int = knob("int", 5, minimum=1, maximum=1000, step=1, label="rank threshold",
+                               group="verify", kind="number",
+                               help="For verify=rank: accept a draft token while its cloud rank "
+                                    "is at most this.")
+    entropy_threshold: float | None = knob(
+        "float", None, minimum=0.0, maximum=20.0, step=0.05, label="entropy threshold (nats)",
+        group="verify", kind="slider", nullable=True, allow_inf=True,
+        off_label="off (verify every block)",
+        help="Call the cloud only when draft entropy exceeds this; off = verify every block "
+             "(classic speculative decoding); inf = never (edge only).")
+    verify_every: int | None = knob(
+        "int", None, minimum=1, maximum=32, step=1, label="verify every", group="verify",
+        kind="slider", nullable=True, null_words=("", "off", "none", "null", "k"), off_label="= k",
+        help="Check the entropy gate every this many drafted tokens; default = k.")
+    temperature: float = knob("float", 0.0, minimum=0.0, maximum=2.0, step=0.05, label="temperature",
+                              group="draft", kind="slider",
+                              help="0 = greedy. Applied once to the draft logits.")
+    max_new_tokens: int = knob("int", 128, minimum=1, maximum=4096, step=1, label="max new tokens",
+                               group="stop", kind="number", help="Hard cap on generated tokens.")
+    min_new_tokens: int = knob("int", 16, minimum=0, maximum=4096, step=1, label="min new tokens",
+                               group="stop", kind="number",
+                               help="The first-sentence stop only applies after this many tokens.")
+    stop_at_first_sentence: bool = knob("bool", True, label="stop at first sentence", group="stop",
+                                        kind="checkbox",
+                                        help="Stop at the first 。/. after min_new_tokens (by token id).")
+    prompt_type: str = knob("choice", "detailed", choices=PROMPT_TYPES, label="prompt type",
+                            group="run", kind="dropdown",
+                            help="detailed: 30–70 汉字; concise: 8–16 汉字.")
+    comma_gate: int = knob("int", 0, minimum=0, maximum=64, step=1, label="comma gate", group="gates",
+                           kind="slider",
+                           help="Min CJK content chars before ，、： may be drafted (0 = off).")
+    period_gate: int = knob("int", 0, minimum=0, maximum=256, step=1, label="period gate",
+                            group="gates", kind="slider",
+                            help="Min CJK content chars before 。 may be drafted (0 = off).")
+    ban_adjacent_repeat: bool = knob("bool", False, label="ban adjacent repeat", group="gates",
+                                     kind="checkbox",
+                                     help="Forbid the same CJK char twice in a row in the draft.")
+    no_repeat_ngram: int = knob("int", 0, minimum=0, maximum=8, step=1, label="no-repeat n-gram",
+                                group="gates", kind="slider", exclude=(1,),
+                                exclude_msg="no_repeat_ngram must be 0 (off) or between 2 and 8, got 1",
+                                help="Ban repeating n-grams over the punctuation-stripped CJK "
+                                     "history (0 = off, else 2–8).")
+    repetition_penalty: float = knob("float", 1.0, minimum=1.0, maximum=10.0, step=0.01,
+                                     label="repetition penalty", group="gates", kind="slider",
+                                     help="Multiplicative penalty on already-used CJK content "
+                                          "chars (1.0 = off).")
+    cycle_action: str = knob("choice", "warn", choices=CYCLE_ACTIONS, label="on cycle", group="stop",
+                             kind="dropdown",
+                             help="warn: flag it; resample: local top-k resample at temperature; "
+                                  "stop: end decoding.")
+    seed: int = knob("int", 0, minimum=0, maximum=2**31 - 1, step=1, label="seed", group="run",
+                     kind="number", help="Random seed for sampling.")
+    faults: list[str] = knob("faults", [], choices=LazyNames("specdec_core.decoding.faults", "FAULTS"),
+                             label="faults (bug zoo)", group="run", kind="multiselect",
+                             help="Re-create a bug from the source notes to see its symptom.")
     # Not in the design table: how often (rounds) the edge cache is checked against a cache-free
     # recompute; 0 = never. Cheap on the demo pair and it is what exposes desync bugs.
-    cache_check_every: int = 4
+    cache_check_every: int = knob("int", 4, minimum=0, maximum=10_000, step=1, design=False,
+                                  label="cache check every (rounds)", group="checks", kind="number",
+                                  help="Compare the edge cache with a cache-free recompute every "
+                                       "this many rounds (0 = never).")
     # Wall-time cap on one decode in seconds (0 = no limit); the run ends with
     # ended_by="time_limit". Default suits a shared Space.
-    time_limit_s: float = 60.0
+    time_limit_s: float = knob("float", 60.0, minimum=0.0, maximum=3600.0, step=1, design=False,
+                               label="time limit (s)", group="stop", kind="number",
+                               help="End the decode after this many seconds of wall time "
+                                    "(0 = no limit).")
 
     def __post_init__(self):
         self.validate()
@@ -53,39 +105,9 @@ class DecodeConfig:
                     or self.no_repeat_ngram or self.repetition_penalty != 1.0)
 
     def validate(self) -> None:
-        _int_in(self, "k", 1, 32)
-        _choice(self, "verify", VERIFY_RULES)
-        _int_in(self, "rank_threshold", 1, 1000)
-        if self.entropy_threshold is not None:
-            _float_in(self, "entropy_threshold", 0.0, 1e9, allow_inf=True)
-        if self.verify_every is not None:
-            _int_in(self, "verify_every", 1, 32)
-        _float_in(self, "temperature", 0.0, 10.0)
-        _int_in(self, "max_new_tokens", 1, 4096)
-        _int_in(self, "min_new_tokens", 0, 4096)
-        _bool(self, "stop_at_first_sentence")
-        _choice(self, "prompt_type", PROMPT_TYPES)
-        _int_in(self, "comma_gate", 0, 64)
-        _int_in(self, "period_gate", 0, 256)
-        _bool(self, "ban_adjacent_repeat")
-        _int_in(self, "no_repeat_ngram", 0, 8)
-        if self.no_repeat_ngram == 1:
-            raise ConfigError("no_repeat_ngram must be 0 (off) or between 2 and 8, got 1")
-        _float_in(self, "repetition_penalty", 1.0, 10.0)
-        _choice(self, "cycle_action", CYCLE_ACTIONS)
-        _int_in(self, "seed", 0, 2**31 - 1)
-        _int_in(self, "cache_check_every", 0, 10_000)
-        _float_in(self, "time_limit_s", 0.0, 3600.0)
-        if isinstance(self.faults, str):
-            self.faults = [f for f in self.faults.replace(",", " ").split() if f]
-        if not isinstance(self.faults, (list, tuple)):
-            raise ConfigError(f"faults must be a list of fault names, got {self.faults!r}")
-        from specdec_core.decoding.faults import FAULTS  # late import: faults imports config types
-
-        for name in self.faults:
-            if name not in FAULTS:
-                raise ConfigError(f"unknown fault {name!r}; choose from {', '.join(FAULTS)}")
-        self.faults = list(dict.fromkeys(self.faults))
+        """Check and normalise every knob against its schema entry (ConfigError, one line)."""
+        for name, spec in KNOBS.items():
+            setattr(self, name, spec.check(getattr(self, name)))
 
     # --- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -104,7 +126,7 @@ class DecodeConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"unknown knob(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        d = {k: _coerce(k, v) for k, v in d.items()}
+        d = {k: KNOBS[k].parse(v) for k, v in d.items()}
         try:
             return cls(**d)
         except TypeError as e:  # wrong types that slipped through coercion
@@ -120,72 +142,30 @@ class DecodeConfig:
             raise ConfigError("config JSON must be an object of knob: value")
         return cls.from_dict(d)
 
+    @classmethod
+    def from_overrides(cls, base: dict | None = None, sets=(), faults=()) -> "DecodeConfig":
+        """The CLI's config: base knobs (a --config JSON) + `--set KEY=VALUE` + `--fault NAME`."""
+        d = {**(base or {}), **parse_sets(sets)}
+        if faults:
+            d["faults"] = list(KNOBS["faults"].parse(d.get("faults") or [])) + list(faults)
+        return cls.from_dict(d)
+
     def replace(self, **changes) -> "DecodeConfig":
         return DecodeConfig.from_dict({**self.to_dict(), **changes})
 
 
-def _coerce(name: str, value):
-    """Accept the string forms the CLI (--set k=v), query strings and JSON produce."""
-    f = {f.name: f for f in fields(DecodeConfig)}[name]
-    if name == "faults":
-        return value
-    if isinstance(value, str):
-        s = value.strip()
-        if name in ("entropy_threshold", "verify_every") and s.lower() in ("", "null", "none", "off"):
-            return None
-        if name == "entropy_threshold" and s.lower() in ("inf", "+inf", "infinity"):
-            return math.inf
-        t = str(f.type)
-        try:
-            if "bool" in t:
-                if s.lower() in ("1", "true", "yes", "on"):
-                    return True
-                if s.lower() in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError
-            if t.startswith("int"):
-                return int(s)
-            if t.startswith("float"):
-                return float(s)
-        except ValueError:
-            raise ConfigError(f"{name}: cannot read {value!r} as {t.split(' ')[0]}") from None
-    return value
+KNOBS: dict[str, Knob] = schema(DecodeConfig)
 
 
-def _int_in(cfg, name, lo, hi):
-    v = getattr(cfg, name)
-    if isinstance(v, bool) or not isinstance(v, int):
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-            setattr(cfg, name, v)
-        else:
-            raise ConfigError(f"{name} must be an integer in [{lo}, {hi}], got {v!r}")
-    if not lo <= v <= hi:
-        raise ConfigError(f"{name} must be in [{lo}, {hi}], got {v}")
-
-
-def _float_in(cfg, name, lo, hi, allow_inf=False):
-    v = getattr(cfg, name)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ConfigError(f"{name} must be a number in [{lo}, {hi}], got {v!r}")
-    v = float(v)
-    if math.isnan(v) or (math.isinf(v) and not (allow_inf and v > 0)):
-        raise ConfigError(f"{name} must be a finite number in [{lo}, {hi}], got {v}")
-    if not math.isinf(v) and not lo <= v <= hi:
-        raise ConfigError(f"{name} must be in [{lo}, {hi}], got {v}")
-    setattr(cfg, name, v)
-
-
-def _choice(cfg, name, choices):
-    v = getattr(cfg, name)
-    if v not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {v!r}")
-
-
-def _bool(cfg, name):
-    v = getattr(cfg, name)
-    if not isinstance(v, bool):
-        raise ConfigError(f"{name} must be true or false, got {v!r}")
+def parse_sets(sets) -> dict:
+    """['k=6', 'faults=no_resync,mask_1x1', ...] (CLI --set) -> {knob: raw string}."""
+    out = {}
+    for kv in sets or ():
+        if "=" not in kv:
+            raise ConfigError(f"--set expects KEY=VALUE, got {short(kv)}")
+        key, value = kv.split("=", 1)
+        out[key.strip()] = value
+    return out
 
 
 # Presets from the source notes. Each is a partial config applied over the defaults.
