@@ -70,6 +70,33 @@ def test_too_short_clip_is_refused(tmp_path):
     assert "0.10 s" in msg
 
 
+@pytest.mark.parametrize("keep_bytes", [44, 100, 3000])
+def test_cut_off_wav_is_called_truncated_not_short(tmp_path, keep_bytes):
+    full = tmp_path / "full.wav"
+    sf.write(full, tone(2.0), 16000, subtype="PCM_16")
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(full.read_bytes()[:keep_bytes])
+    msg = refused(cut, "truncated WAV")
+    assert "cut.wav" in msg and "2.00 s its header declares" in msg and "too short" not in msg
+    with pytest.raises(AudioError, match="truncated WAV: uploaded bytes"):
+        load_audio(cut.read_bytes())
+
+
+def test_cut_off_wav_with_enough_audio_decodes_with_a_warning(tmp_path):
+    full = tmp_path / "full.wav"
+    sf.write(full, tone(2.0), 16000, subtype="PCM_16")
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(full.read_bytes()[:44 + 2 * 16000])   # the first second
+    a = load_audio(cut)
+    assert abs(a.duration - 1.0) < 0.01
+    assert any("truncated WAV" in w and "1.00 s of the 2.00 s" in w for w in a.warnings)
+    # a complete file has no such warning; a genuinely short one is still "too short"
+    assert not load_audio(full).warnings
+    short = tmp_path / "short.wav"
+    sf.write(short, tone(0.1), 16000, subtype="PCM_16")
+    refused(short, "too short")
+
+
 def test_too_long_clip_is_refused_with_configurable_limit(tmp_path):
     p = tmp_path / "long.wav"
     sf.write(p, tone(3.0), 16000)

@@ -6,6 +6,7 @@ so all validation happens here, once, with messages that name the file and the p
 from __future__ import annotations
 
 import io
+import struct
 from dataclasses import dataclass, field
 from math import gcd
 from pathlib import Path
@@ -40,21 +41,23 @@ class Audio:
 
 def load_audio(src: AudioSource, max_seconds: float = 60.0) -> Audio:
     """Read a path, raw bytes or a Gradio-style (sample_rate, array) tuple."""
-    data, sr, name = _read(src, max_seconds)
-    return _clean(data, sr, name, max_seconds)
+    data, sr, name, notes = _read(src, max_seconds)
+    audio = _clean(data, sr, name, max_seconds)
+    audio.warnings[:0] = notes
+    return audio
 
 
-def _read(src: AudioSource, max_seconds: float) -> tuple[np.ndarray, int, str]:
+def _read(src: AudioSource, max_seconds: float) -> tuple[np.ndarray, int, str, list[str]]:
     if isinstance(src, tuple):
         if len(src) != 2:
             raise AudioError("audio tuple must be (sample_rate, samples)")
         sr, arr = src
-        return _array_from_tuple(arr), _check_sr(sr, "audio array"), "audio array"
+        return _array_from_tuple(arr), _check_sr(sr, "audio array"), "audio array", []
     if isinstance(src, (bytes, bytearray)):
         name = "uploaded bytes"
         if len(src) == 0:
             raise AudioError(f"empty audio file: {name}")
-        return _sf_read(io.BytesIO(bytes(src)), name, max_seconds)
+        return _sf_read(io.BytesIO(bytes(src)), name, max_seconds, _truncation(bytes(src[:65536]), len(src)))
     if isinstance(src, (str, Path)):
         path = Path(src)
         name = path.name or str(path)
@@ -64,11 +67,35 @@ def _read(src: AudioSource, max_seconds: float) -> tuple[np.ndarray, int, str]:
             raise AudioError(f"not an audio file: {name} (it is a folder)")
         if path.stat().st_size == 0:
             raise AudioError(f"empty audio file: {name}")
-        return _sf_read(path, name, max_seconds)
+        with open(path, "rb") as f:
+            head = f.read(65536)
+        return _sf_read(path, name, max_seconds, _truncation(head, path.stat().st_size))
     raise AudioError(f"unsupported audio input of type {type(src).__name__}")
 
 
-def _sf_read(f, name: str, max_seconds: float) -> tuple[np.ndarray, int, str]:
+def _truncation(head: bytes, total: int) -> tuple[float, float] | None:
+    """(declared, present) seconds of a RIFF/WAVE file whose data chunk was cut off, else None.
+    libsndfile silently reads what is there, so a cut-off upload would look merely short."""
+    if len(head) < 12 or head[:4] not in (b"RIFF", b"RIFX") or head[8:12] != b"WAVE":
+        return None
+    order = "<" if head[:4] == b"RIFF" else ">"
+    pos, rate, align = 12, 0, 0
+    while pos + 8 <= len(head):
+        cid, size = head[pos:pos + 4], struct.unpack(order + "I", head[pos + 4:pos + 8])[0]
+        if cid == b"fmt " and pos + 22 <= len(head):
+            rate = struct.unpack(order + "I", head[pos + 12:pos + 16])[0]
+            align = struct.unpack(order + "H", head[pos + 20:pos + 22])[0]
+        if cid == b"data":
+            present = max(0, total - (pos + 8))
+            # streaming writers leave 0 or 0xFFFFFFFF when they cannot seek back: unknown, not cut
+            if size in (0, 0xFFFFFFFF) or size <= present or not rate or not align:
+                return None
+            return size / align / rate, present // align / rate
+        pos += 8 + size + (size & 1)
+    return None
+
+
+def _sf_read(f, name: str, max_seconds: float, cut=None) -> tuple[np.ndarray, int, str, list[str]]:
     try:
         with sf.SoundFile(f) as snd:
             sr, channels, frames = snd.samplerate, snd.channels, snd.frames
@@ -79,8 +106,17 @@ def _sf_read(f, name: str, max_seconds: float) -> tuple[np.ndarray, int, str]:
     except AudioError:
         raise
     except Exception:
+        if cut:
+            raise AudioError(f"truncated WAV: {name} holds {cut[1]:.2f} s of the {cut[0]:.2f} s its "
+                             "header declares (the file was cut off; upload it again)") from None
         raise AudioError(f"not an audio file: {name} (soundfile could not read it)") from None
-    return data, _check_sr(sr, name), name
+    notes = []
+    if cut:
+        msg = f"truncated WAV: {name} holds {cut[1]:.2f} s of the {cut[0]:.2f} s its header declares"
+        if cut[1] < MIN_SECONDS:
+            raise AudioError(msg + f" (the file was cut off; at least {MIN_SECONDS} s are needed)")
+        notes.append(msg + "; decoding what is there")
+    return data, _check_sr(sr, name), name, notes
 
 
 def _check_shape(name: str, channels: int, duration: float, max_seconds: float) -> None:
