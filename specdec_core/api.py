@@ -1,13 +1,25 @@
-"""What the app, the CLI and batch call: one clip in, events or a result dict out."""
+"""The engine facade: what the app, the CLI and batch call. One clip in, events or a result out.
+
+    backend = load_backend("demo")
+    for ev in stream_clip(backend, "sample_audio/angry_01.wav", DecodeConfig(), cancel=stop):
+        live.add(ev)                      # LiveTrace: the events folded into a partial trace
+    res = run_clip(backend, path, cfg)    # the CLI's per-clip result entry
+
+`cancel` (a threading.Event) ends a decode within one round with ended_by="cancelled";
+cfg.time_limit_s ends it with "time_limit". Both still give a complete trace and metrics.
+"""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Iterator
 
 from specdec_core.backends import load_backend  # noqa: F401  (re-exported)
+from specdec_core.decoding.baseline import cloud_only  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
 from specdec_core.errors import UserError
 
 MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
@@ -31,25 +43,30 @@ def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECO
 
 
 def stream_clip(backend, audio_src, cfg: DecodeConfig, decoder: SpeculativeDecoder | None = None,
-                trace: bool = True) -> Iterator[dict]:
-    """Events of one speculative decode (see docs/architecture.md). Pass your own decoder to be
-    able to cancel() it from another thread."""
-    prompt = prepare(backend, audio_src, cfg)
+                trace: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
+    """Events of one speculative decode (see docs/architecture.md). Setting `cancel` (or
+    calling decoder.cancel()) from another thread stops it within one round."""
+    yield from stream_prompt(backend, prepare(backend, audio_src, cfg), cfg, decoder, trace, cancel)
+
+
+def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecoder | None = None,
+                  trace: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
+    """stream_clip for a prompt that `prepare` already built (audio errors come first)."""
     dec = decoder or SpeculativeDecoder(backend, cfg, trace=trace)
-    yield from dec.stream(prompt)
+    yield from dec.stream(prompt, cancel=cancel)
 
 
-def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name: str | None = None) -> dict:
-    """One entry of the CLI's `results` list. User errors become {"ok": false, "error": ...}."""
+def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name: str | None = None,
+             cancel: threading.Event | None = None) -> dict:
+    """One entry of the CLI's `results` list. User errors become {"ok": false, "error": ...}.
+    A cancelled or timed-out decode is still ok, with metrics.ended_by saying so."""
     label = name or _name(audio_src)
     try:
         prompt = prepare(backend, audio_src, cfg)
-        tr = SpeculativeDecoder(backend, cfg).run(prompt)
+        tr = SpeculativeDecoder(backend, cfg).run(prompt, cancel=cancel)
         res = {"audio": label, "ok": True, "text": tr.text, "token_ids": tr.token_ids,
                "metrics": tr.metrics, "trace": tr.to_dict()}
-        if baseline:
-            from specdec_core.decoding.baseline import cloud_only
-
+        if baseline and tr.ended_by not in ("cancelled", "time_limit"):
             res["baseline"] = cloud_only(backend, prompt, cfg)
             res["metrics"]["matches_baseline"] = res["baseline"]["token_ids"] == tr.token_ids
         return res

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from tiny import PairBackend, char_tokenizer, perturbed, tiny_qwen2
 
-from specdec_core.evaluation.batch import (BatchResult, Clip, clips_from_uploads, format_report, iter_batch,
-                                read_manifest, run_batch)
+from specdec_core.cli.reports import batch_report
 from specdec_core.decoding.config import DecodeConfig
+from specdec_core.evaluation.batch import BatchResult, iter_batch, run_batch
+from specdec_core.evaluation.manifest import Clip, clips_from_uploads, read_manifest
 from specdec_core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,7 @@ def test_clips_from_uploads_match_by_file_name(tmp_path):
     csv_path = csv_dir / "m.csv"
     csv_path.write_text("name,path,label\na,some/dir/neutral_03.wav,neutral\nb,SAD_03.WAV,sad\n"
                         "c,angry_01.wav,angry\n", encoding="utf-8")
-    files = [str(upload_dir / "neutral_03.wav"), {"path": str(upload_dir / "sad_03.wav")}]
+    files = [str(upload_dir / "neutral_03.wav"), upload_dir / "sad_03.wav"]
     clips = clips_from_uploads(str(csv_path), files)
     assert [Path(c.path).name for c in clips[:2]] == ["neutral_03.wav", "sad_03.wav"]
     assert clips[0].error is None and clips[1].error is None
@@ -116,6 +117,9 @@ def test_clips_from_uploads_match_by_file_name(tmp_path):
     assert [(c.name, c.label) for c in alone] == [("neutral_03", None), ("sad_03", None)]
     with pytest.raises(UserError):
         clips_from_uploads(None, [])
+    # upload objects of a web framework are the UI's business: the engine takes paths only
+    with pytest.raises(UserError, match="must be file paths"):
+        clips_from_uploads(None, [{"path": str(upload_dir / "sad_03.wav")}])
 
 
 # --- batch runs ------------------------------------------------------------------------------
@@ -181,7 +185,7 @@ def test_batch_with_bad_clips_completes_and_exports_agree(tmp_path, backend):
     summary = json.loads(paths["summary"].read_text(encoding="utf-8"))
     assert summary["summary"]["A"]["failed"] == 4 and set(summary["checklist"]) == {"A", "B"}
     assert data["configs"]["B"]["k"] == 2
-    text = format_report(res)
+    text = batch_report(res)
     assert "config A: 7 clips, 3 ok, 4 failed" in text and "checklist B" in text
 
 

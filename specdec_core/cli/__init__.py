@@ -2,15 +2,18 @@
 
 Exit codes: 0 all clips ok, 1 some clip failed, 2 usage error (bad knob, backend, config).
 User errors print one line on stderr, never a traceback.
+
+This package is the only place that parses arguments and prints: the commands live in
+cli/commands.py, their plain-text reports in cli/reports.py; the engine modules they call
+never import the CLI back.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
-from specdec_core.decoding.config import PRESETS, DecodeConfig, preset
+from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # noqa: F401
+from specdec_core.decoding.config import PRESETS
 from specdec_core.errors import UserError
 
 
@@ -66,86 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig:
-    d: dict = {}
-    if preset_name:
-        d.update(preset(preset_name).to_dict())
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise UserError(f"cannot read config {path}: {e.strerror}") from None
-        try:
-            loaded = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UserError(f"config {path} is not valid JSON: {e.msg} at line {e.lineno}") from None
-        if not isinstance(loaded, dict):
-            raise UserError(f"config {path} must be a JSON object of knob: value")
-        d.update(loaded)
-    for kv in sets:
-        if "=" not in kv:
-            raise UserError(f"--set expects KEY=VALUE, got {kv!r}")
-        k, v = kv.split("=", 1)
-        d[k.strip()] = v
-    if faults:
-        d["faults"] = list(d.get("faults") or []) + list(faults)
-    return DecodeConfig.from_dict(d)
-
-
-def backend_options(args) -> dict:
-    return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": args.cloud_model,
-                              "prompt": args.prompt, "device": args.device}.items() if v}
-
-
-def cmd_run(args) -> int:
-    from specdec_core.api import run_clip
-    from specdec_core.backends import load_backend
-
-    cfg = load_config(args.config, args.preset, args.sets, args.faults)
-    backend = load_backend(args.backend, **backend_options(args))
-    sources = args.audio or ([None] if not backend.needs_audio else [])
-    if not sources:
-        raise UserError("no audio files given")
-    results = []
-    for src in sources:
-        res = run_clip(backend, src, cfg, baseline=args.baseline)
-        results.append(res)
-        status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
-        print(f"{res['audio']}: {status}", file=sys.stderr)
-    out = {"backend": args.backend, "config": cfg.to_dict(), "results": results}
-    text = json.dumps(out, ensure_ascii=False, indent=1)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        print(text)
-    return 0 if all(r["ok"] for r in results) else 1
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.cmd == "run":
-            return cmd_run(args)
-        if args.cmd == "batch":
-            from specdec_core.evaluation.batch import cmd_batch
-
-            return cmd_batch(args)
-        if args.cmd == "bench":
-            from specdec_core.evaluation.bench import cmd_bench
-
-            return cmd_bench(args)
-        if args.cmd == "faults":
-            from specdec_core.decoding.faults import FAULTS
-
-            for f in FAULTS.values():
-                print(f"{f.name:20s} seed {f.seed:11s} {f.symptom}  -- {f.bug}")
-            return 0
-        from specdec_core.decoding.config import PRESET_HELP
-
-        for name, d in PRESETS.items():
-            print(f"{name:15s} {PRESET_HELP[name]}  {json.dumps(d)}")
-        return 0
+        return COMMANDS[args.cmd](args)
     except UserError as e:
         print(f"specscope: error: {e}", file=sys.stderr)
         return 2

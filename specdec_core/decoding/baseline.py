@@ -6,16 +6,19 @@ import time
 import torch
 from transformers import MaxLengthCriteria, StoppingCriteriaList
 
-from specdec_core.decoding.stopping import StopChecker
+from specdec_core.decoding.stopping import StopChecker, build_stopper
 from specdec_core.decoding.vocab import TokenClasses
+
+
+def stopper_for(backend, prompt, cfg) -> StopChecker:
+    """The fixed stop rule of `cfg` for one prompt on one backend."""
+    return build_stopper(cfg, TokenClasses.for_tokenizer(backend.tokenizer), backend.stop_ids,
+                         prompt.length)
 
 
 @torch.inference_mode()
 def cloud_only(backend, prompt, cfg) -> dict:
-    classes = TokenClasses.for_tokenizer(backend.tokenizer)
-    sentence = classes.ids("sentence_end") if cfg.stop_at_first_sentence else None
-    checker = StopChecker(backend.stop_ids, sentence, prompt.length, cfg.min_new_tokens,
-                          cfg.max_new_tokens)
+    checker = stopper_for(backend, prompt, cfg)
     dev = next(backend.cloud.parameters()).device
     t0 = time.perf_counter()
     out = backend.cloud.generate(

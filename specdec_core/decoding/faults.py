@@ -1,7 +1,7 @@
 """The bug zoo: each seed bug re-created behind a name, as a swap of ONE decoder component.
 
 The decoder asks a FaultSet for its components (config, runners, draft processors, stopper,
-commit step); with no faults every hook returns what it was given, so the fixed path has no
+verify and commit steps); with no faults every hook returns what it was given, so the fixed path has no
 fault checks in it. Each fault below is the smallest faithful copy of the seed's bug.
 """
 from __future__ import annotations
@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 from transformers import LogitsProcessor
+
+from specdec_core.decoding.stopping import Stop
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,8 @@ class FaultInfo:
 
 FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("string_stop", "000 A", "stop when the decoded text (draft included) contains 。, a "
-              "newline or 'Please', ignoring min_new_tokens", "premature truncation", "stopper"),
+              "newline or 'Please', ignoring min_new_tokens", "premature truncation",
+              "stopper, verify"),
     FaultInfo("special_text_stop", "000 A", "look for '<|im_end|>' in text decoded with "
               "skip_special_tokens=True instead of stopping on ids", "never stops, template leakage",
               "stopper"),
@@ -70,22 +73,34 @@ class FaultSet:
             out.append(ExtraTemperature(0.7))
         return out
 
-    def wrap_stopper(self, stopper, tokenizer, prompt_len: int):
+    def wrap_stopper(self, stopper, tokenizer):
         if "special_text_stop" in self:
-            return TextImEndStop(tokenizer, prompt_len, stopper)
+            return TextImEndStop(tokenizer, stopper)
         if "string_stop" in self:
-            return StringStop(tokenizer, prompt_len, stopper)
+            return StringStop(tokenizer, stopper)
         return stopper
+
+    def wrap_verify(self, verify):
+        if "string_stop" not in self:
+            return verify
+
+        def verify_unless_text_stopped(run, d, q):
+            # the string stop fired while drafting: the run ends there, the block unverified
+            if d.stop == Stop.FAULT:
+                run.end(Stop.FAULT)
+                return None
+            return verify(run, d, q)
+        return verify_unless_text_stopped
 
     def wrap_commit(self, commit):
         if "input_corruption" not in self:
             return commit
 
-        def corrupting_commit(st, records):
+        def corrupting_commit(run, records):
             # the draft loop appended its tokens to the shared input; the commit appends them again
             copies = [dataclasses.replace(r, source="draft", target_prob=None, target_rank=None)
                       for r in records if r.source in ("accepted", "draft")]
-            return commit(st, copies + records)
+            return commit(run, copies + records)
         return corrupting_commit
 
 
@@ -141,32 +156,28 @@ class ExtraTemperature(LogitsProcessor):
 # --- stopper faults ---------------------------------------------------------------------------
 class StringStop:
     """Seed 000 A: stop as soon as the decoded text, draft included, contains an 'EOS-like'
-    string. It fires during drafting, before the cloud has seen the block."""
+    string. It fires during drafting, before the cloud has seen the block (see wrap_verify)."""
 
     STRINGS = ("。", "\n", "Please")
 
-    def __init__(self, tokenizer, prompt_len, fixed):
-        self.tok, self.prompt_len, self.fixed = tokenizer, prompt_len, fixed
+    def __init__(self, tokenizer, fixed):
+        self.tok, self.fixed = tokenizer, fixed
 
-    def check(self, n_gen, last_id, ids, stage):
-        from specdec_core.decoding.decoder import Stop
-
-        text = self.tok.decode(ids()[self.prompt_len:], skip_special_tokens=True)
+    def __call__(self, seq) -> Stop | None:
+        text = self.tok.decode(seq.generated(), skip_special_tokens=True)
         if any(s in text for s in self.STRINGS):
-            return Stop("fault", hard=True)
-        return self.fixed.check(n_gen, last_id, ids, stage)
+            return Stop.FAULT
+        return self.fixed(seq)
 
 
 class TextImEndStop:
     """Seed 000 A: look for '<|im_end|>' in skip_special_tokens text (never there), so the only
     stop left is max_new_tokens."""
 
-    def __init__(self, tokenizer, prompt_len, fixed):
-        self.tok, self.prompt_len, self.max_new = tokenizer, prompt_len, fixed.max_new_tokens
+    def __init__(self, tokenizer, fixed):
+        self.tok, self.max_new = tokenizer, fixed.max_new_tokens
 
-    def check(self, n_gen, last_id, ids, stage):
-        from specdec_core.decoding.decoder import Stop
-
-        if "<|im_end|>" in self.tok.decode(ids()[self.prompt_len:], skip_special_tokens=True):
-            return Stop("eos")
-        return Stop("max_tokens") if n_gen >= self.max_new else None
+    def __call__(self, seq) -> Stop | None:
+        if "<|im_end|>" in self.tok.decode(seq.generated(), skip_special_tokens=True):
+            return Stop.EOS
+        return Stop.MAX_TOKENS if seq.n_gen >= self.max_new else None

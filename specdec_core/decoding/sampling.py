@@ -35,6 +35,9 @@ class Verdict:
     next_token: int      # correction (if accepted < n) or bonus token
     ranks: list[int]     # cloud rank of each checked draft token
     target_probs: list[float]
+    next_prob: float = 0.0   # the cloud's probability of next_token (at the temperature)
+    next_rank: int = 1       # its rank under the cloud's logits
+    cloud_fed: int = 0       # tokens the cloud consumed for this verdict (set by the caller)
 
 
 def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Tensor,
@@ -72,4 +75,5 @@ def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Te
     else:
         nxt = int(torch.multinomial(p[a], 1, generator=gen))
     checked = min(a + 1, n)
-    return Verdict(a, nxt, ranks[:checked].tolist(), p_d[:checked].tolist())
+    return Verdict(a, nxt, ranks[:checked].tolist(), p_d[:checked].tolist(),
+                   next_prob=float(p[a, nxt]), next_rank=rank_of(logits[a], nxt))

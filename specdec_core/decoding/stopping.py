@@ -2,19 +2,41 @@
 first-sentence rule. Nothing here ever looks at decoded text: string stops truncate on any
 "。" or "Please" and miss `<|im_end|>` once special tokens are skipped.
 
-`StopChecker` is what the speculative decoder asks after each committed token; its
-`criteria()` gives the same rules as StoppingCriteria so a `model.generate` baseline stops at
-exactly the same token.
+`Stop` is the one vocabulary of why a run ends (trace.ended_by). A stopper is anything callable
+as `stopper(seq) -> Stop | None` (the `Stopper` protocol); the decoder asks it after every
+drafted and every committed token. `build_stopper(cfg, ...)` makes the fixed one, a
+`StopChecker`, in one place for the decoder, the baseline and the benchmark; its `criteria()`
+gives the same rules as StoppingCriteria so a `model.generate` baseline stops at exactly the
+same token. Faults swap in other stoppers by wrapping this one (decoding/faults.py).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
+from typing import Protocol
 
 import torch
 from transformers import MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
 
 from specdec_core.errors import ConfigError
 from specdec_core.decoding.vocab import TokenClasses
+
+
+class Stop(StrEnum):
+    """Why a run ended. Members are strings ("eos" == Stop.EOS), so traces stay plain JSON."""
+    EOS = "eos"
+    SENTENCE = "sentence"
+    MAX_TOKENS = "max_tokens"
+    CYCLE = "cycle"              # cycle_action=stop
+    FAULT = "fault"              # a fault's own stop rule (the bug zoo)
+    CANCELLED = "cancelled"
+    TIME_LIMIT = "time_limit"    # cfg.time_limit_s ran out
+
+
+class Stopper(Protocol):
+    def __call__(self, seq) -> Stop | None:
+        """seq: the run's TokenSeq; its last id (seq.last) is the token just drafted or
+        committed, seq.n_gen counts generated ids including it."""
 
 
 def _id_set(ids, what: str) -> frozenset[int]:
@@ -71,7 +93,7 @@ class FirstSentenceStop(StoppingCriteria):
 
 
 class StopChecker:
-    """The decoder's stop rule, O(1) per committed token.
+    """The fixed stop rule, O(1) per token.
 
     check(n_generated, last_id): n_generated counts generated tokens including last_id.
     Precedence: "eos", then "sentence" (last_id is sentence-final and n_generated >=
@@ -91,15 +113,18 @@ class StopChecker:
         self.min_new_tokens = int(min_new_tokens)
         self.max_new_tokens = int(max_new_tokens)
 
-    def check(self, n_generated: int, last_id: int) -> str | None:
+    def check(self, n_generated: int, last_id: int) -> Stop | None:
         if last_id in self.eos_ids:
-            return "eos"
+            return Stop.EOS
         if (self.sentence_ids is not None and n_generated >= self.min_new_tokens
                 and last_id in self.sentence_ids):
-            return "sentence"
+            return Stop.SENTENCE
         if n_generated >= self.max_new_tokens:
-            return "max_tokens"
+            return Stop.MAX_TOKENS
         return None
+
+    def __call__(self, seq) -> Stop | None:   # the Stopper protocol
+        return self.check(seq.n_gen, seq.last)
 
     def criteria(self) -> StoppingCriteriaList:
         """The same rules for `model.generate(stopping_criteria=...)`. Pass the same prompt
@@ -109,3 +134,10 @@ class StopChecker:
             out.append(FirstSentenceStop(self.sentence_ids, self.prompt_len, self.min_new_tokens))
         out.append(MaxLengthCriteria(max_length=self.prompt_len + self.max_new_tokens))
         return out
+
+
+def build_stopper(cfg, classes: TokenClasses, stop_ids: Iterable[int], prompt_len: int) -> StopChecker:
+    """The stop rule a DecodeConfig asks for: EOS ids, first sentence (if stop_at_first_sentence,
+    after min_new_tokens), max_new_tokens."""
+    sentence = classes.ids("sentence_end") if cfg.stop_at_first_sentence else None
+    return StopChecker(stop_ids, sentence, prompt_len, cfg.min_new_tokens, cfg.max_new_tokens)

@@ -1,29 +1,28 @@
-"""Batch runs: a manifest of clips x one or two configurations -> per-clip rows with metrics and
-reference scores, a summary and the source notes' checklist per configuration, JSON/CSV export.
+"""Batch runs: clips (evaluation/manifest.py) x one or two configurations -> per-clip rows with
+metrics and reference scores, a summary and the source notes' checklist per configuration,
+JSON/CSV export.
 
 One bad clip never stops a batch: manifest problems (bad label, missing file), user errors while
-decoding and even unexpected exceptions all become a failing row with a one-line error.
+decoding and even unexpected exceptions all become a failing row with a one-line error. A
+`cancel` Event stops it between clips and inside the running clip.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
-import sys
+import threading
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, median
 from typing import Iterator
 
-from specdec_core.evaluation.checklist import checklist
-from specdec_core.audio.conditions import LABELS, PROMPT_TYPES
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.errors import UserError
-from specdec_core.evaluation.scoring import per_label_accuracy, score_text, weighted_f1
 from specdec_core.decoding.trace import _finite
+from specdec_core.errors import UserError
+from specdec_core.evaluation.checklist import checklist
+from specdec_core.evaluation.manifest import Clip, clips_from_uploads, read_manifest  # noqa: F401
+from specdec_core.evaluation.scoring import per_label_accuracy, score_text, weighted_f1
 
-MANIFEST_COLUMNS = ("name", "path", "label", "prompt_type", "reference")
 # Metrics summarised per configuration (mean and median over ok clips).
 KEY_METRICS = ("new_tokens", "hanzi_count", "acceptance_rate", "mean_accepted_length", "cloud_calls",
                "cloud_call_rate", "corrections", "punct_density", "repeat_rate", "adjacent_repeats",
@@ -32,127 +31,17 @@ ROW_COLUMNS = ("config", "name", "audio", "label", "prompt_type", "reference", "
 SCORE_COLUMNS = ("chrf", "emotion", "emotion_hit")
 
 
-@dataclass
-class Clip:
-    name: str
-    path: str                           # absolute
-    label: str | None = None            # one of LABELS, or None
-    prompt_type: str | None = None      # None = the configuration's
-    reference: str = ""
-    extra: dict = field(default_factory=dict)   # unknown manifest columns, kept and ignored
-    error: str | None = None            # a manifest problem: the clip becomes a failing row
-
-
-# --- manifests -------------------------------------------------------------------------------
-
-def read_manifest(path) -> list[Clip]:
-    """Clips of a manifest CSV (header name,path,label,prompt_type,reference; paths relative to
-    the manifest's folder). Only `path` is required; a bad row is kept with `error` set. A file
-    that is not a CSV manifest raises UserError."""
-    path = Path(path)
-    base = path.resolve().parent
-
-    def locate(raw: str) -> tuple[str, str | None]:
-        p = Path(raw).expanduser()
-        p = p if p.is_absolute() else base / p
-        return str(p.resolve()), None if p.is_file() else f"audio file not found: {raw}"
-
-    return _clips(path, locate)
-
-
-def clips_from_uploads(csv_path, files) -> list[Clip]:
-    """Clips for the UI: an uploaded manifest plus uploaded clips matched by file name (the
-    manifest's folder means nothing after an upload). Without a manifest, one unlabeled clip per
-    uploaded file. A manifest row whose file was not uploaded becomes a failing row."""
-    uploads = [_upload_path(f) for f in (files or [])]
-    uploads = [p for p in uploads if p]
-    if not csv_path:
-        if not uploads:
-            raise UserError("upload a manifest CSV or some audio clips")
-        return [Clip(name=Path(p).stem, path=str(Path(p).resolve())) for p in uploads]
-    by_name: dict[str, str] = {}
-    for p in uploads:
-        by_name.setdefault(Path(p).name, p)
-    folded = {k.casefold(): v for k, v in reversed(list(by_name.items()))}
-
-    def locate(raw: str) -> tuple[str, str | None]:
-        fname = Path(raw.replace("\\", "/")).name
-        hit = by_name.get(fname) or folded.get(fname.casefold())
-        if hit is None:
-            return raw, f"clip {fname} was not uploaded"
-        return str(Path(hit).resolve()), None
-
-    return _clips(Path(csv_path), locate)
-
-
-def _upload_path(f) -> str | None:
-    """Gradio hands uploads as paths, dicts or objects with .path/.name."""
-    if f is None:
-        return None
-    if isinstance(f, (str, Path)):
-        return str(f)
-    if isinstance(f, dict):
-        return f.get("path") or f.get("name")
-    return getattr(f, "path", None) or getattr(f, "name", None)
-
-
-def _clips(path: Path, locate) -> list[Clip]:
-    records, header = _read_csv(path)
-    clips = []
-    for line, rec in records:
-        raw = rec.get("path", "")
-        name = rec.get("name") or (Path(raw).stem if raw else f"row {line}")
-        label = rec.get("label", "").lower() or None
-        ptype = rec.get("prompt_type", "").lower() or None
-        extra = {k: rec[k] for k in header if k not in MANIFEST_COLUMNS}
-        abs_path, err = locate(raw) if raw else ("", f"row {line}: empty path")
-        if label is not None and label not in LABELS:
-            err = f"invalid label {label!r} (row {line}); choose from {', '.join(LABELS)} or leave it empty"
-        elif ptype is not None and ptype not in PROMPT_TYPES:
-            err = f"invalid prompt_type {ptype!r} (row {line}); choose from {', '.join(PROMPT_TYPES)} or leave it empty"
-        clips.append(Clip(name=name, path=abs_path, label=label, prompt_type=ptype,
-                          reference=rec.get("reference", ""), extra=extra, error=err))
-    return clips
-
-
-def _read_csv(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
-    """(line number, {column: stripped value}) per non-empty row, and the header."""
-    if not path.is_file():
-        raise UserError(f"manifest not found: {path}")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")  # Excel writes a BOM
-    except UnicodeDecodeError:
-        raise UserError(f"manifest {path.name} is not a UTF-8 CSV text file") from None
-    if "\x00" in text:
-        raise UserError(f"manifest {path.name} is not a CSV text file")
-    try:
-        rows = list(csv.reader(io.StringIO(text)))
-    except csv.Error as e:
-        raise UserError(f"manifest {path.name} is not a valid CSV: {e}") from None
-    rows = [(i + 1, r) for i, r in enumerate(rows) if any(c.strip() for c in r)]
-    if not rows:
-        raise UserError(f"manifest {path.name} is empty")
-    header = [h.strip().lower() for h in rows[0][1]]
-    if "path" not in header:
-        raise UserError(f"manifest {path.name} has no 'path' column in its header; "
-                        f"expected {','.join(MANIFEST_COLUMNS)}")
-    records = []
-    for line, r in rows[1:]:
-        records.append((line, {h: (r[i].strip() if i < len(r) else "") for i, h in enumerate(header) if h}))
-    if not records:
-        raise UserError(f"manifest {path.name} lists no clips")
-    return records, [h for h in header if h]
-
-
 # --- running ---------------------------------------------------------------------------------
 
 def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
-               baseline: bool = False) -> Iterator[dict]:
+               baseline: bool = False, cancel: threading.Event | None = None) -> Iterator[dict]:
     """Decode every clip with every configuration (clip-major, so A/B pairs arrive together).
 
     Yields {"type": "progress", "done", "total", "row"} after each clip x config, then
-    {"type": "done", "result": BatchResult}. Stop iterating to cancel.
+    {"type": "done", "result": BatchResult}. Setting `cancel` stops the running clip within one
+    decoding round and the batch before the next clip: the result then holds the rows finished
+    so far (the interrupted clip is dropped) and `cancelled` is True. Stopping the iteration
+    also ends it, between clips.
     """
     if isinstance(configs, DecodeConfig):
         configs = {"A": configs}
@@ -162,18 +51,25 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
     if not clips:
         raise UserError("no clips to run")
     rows, total = [], len(clips) * len(configs)
-    for clip in clips:
-        for cname, cfg in configs.items():
-            row = _run_one(backend, clip, cname, cfg, baseline)
-            rows.append(row)
-            yield {"type": "progress", "done": len(rows), "total": total, "row": row}
-    yield {"type": "done", "result": BatchResult.from_rows(
-        rows, {k: c.to_dict() for k, c in configs.items()}, backend=getattr(backend, "name", ""))}
+    jobs = ((clip, cname, cfg) for clip in clips for cname, cfg in configs.items())
+    for clip, cname, cfg in jobs:
+        if cancel is not None and cancel.is_set():
+            break
+        row = _run_one(backend, clip, cname, cfg, baseline, cancel)
+        if cancel is not None and cancel.is_set():
+            break                 # the clip was cut short: not a result
+        rows.append(row)
+        yield {"type": "progress", "done": len(rows), "total": total, "row": row}
+    result = BatchResult.from_rows(rows, {k: c.to_dict() for k, c in configs.items()},
+                                   backend=getattr(backend, "name", ""))
+    result.cancelled = cancel is not None and cancel.is_set()
+    yield {"type": "done", "result": result}
 
 
-def run_batch(backend, clips, configs, baseline: bool = False, on_row=None) -> "BatchResult":
+def run_batch(backend, clips, configs, baseline: bool = False, on_row=None,
+              cancel: threading.Event | None = None) -> "BatchResult":
     """iter_batch to the end; on_row(event) is called on every progress event."""
-    for ev in iter_batch(backend, clips, configs, baseline):
+    for ev in iter_batch(backend, clips, configs, baseline, cancel):
         if ev["type"] == "done":
             return ev["result"]
         if on_row:
@@ -181,7 +77,7 @@ def run_batch(backend, clips, configs, baseline: bool = False, on_row=None) -> "
     raise AssertionError("iter_batch ended without a result")  # pragma: no cover
 
 
-def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool) -> dict:
+def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool, cancel) -> dict:
     from specdec_core.api import run_clip
 
     row = {"config": cname, "name": clip.name, "audio": clip.path, "label": clip.label,
@@ -193,7 +89,7 @@ def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool)
     try:
         if clip.prompt_type and clip.prompt_type != cfg.prompt_type:
             cfg = cfg.replace(prompt_type=clip.prompt_type)
-        res = run_clip(backend, clip.path, cfg, baseline=baseline, name=clip.name)
+        res = run_clip(backend, clip.path, cfg, baseline=baseline, name=clip.name, cancel=cancel)
     except UserError as e:
         row["error"] = _one_line(str(e))
         return row
@@ -225,6 +121,7 @@ class BatchResult:
     summary: dict[str, dict]                 # name -> summarize()
     checklist: dict[str, list[dict]]         # name -> checklist items
     backend: str = ""
+    cancelled: bool = False                  # stopped early: rows hold the clips finished
 
     @classmethod
     def from_rows(cls, rows: list[dict], configs: dict[str, dict], backend: str = "") -> "BatchResult":
@@ -242,7 +139,7 @@ class BatchResult:
 
     def to_dict(self) -> dict:
         return _finite({"backend": self.backend, "configs": self.configs, "summary": self.summary,
-                        "checklist": self.checklist, "rows": self.rows})
+                        "checklist": self.checklist, "cancelled": self.cancelled, "rows": self.rows})
 
     def to_json(self, **kw) -> str:
         kw.setdefault("indent", 1)
@@ -316,64 +213,3 @@ def summarize(rows: list[dict]) -> dict:
 
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def format_report(result: BatchResult) -> str:
-    """The summary and checklist of every configuration as plain text (CLI output)."""
-    out = []
-    for name, s in result.summary.items():
-        out.append(f"== config {name}: {s['n']} clips, {s['ok']} ok, {s['failed']} failed")
-        for e in s["errors"]:
-            out.append(f"   failed  {e['name']}: {e['error']}")
-        for key in KEY_METRICS:
-            mu, md = s["mean"][key], s["median"][key]
-            if mu is not None:
-                out.append(f"   {key:22s} mean {mu:10.3f}   median {md:10.3f}")
-        if s["ended_by"]:
-            out.append("   ended_by               " + ", ".join(f"{k} {v}" for k, v in s["ended_by"].items()))
-        if s["chrf_mean"] is not None:
-            out.append(f"   chrF mean              {s['chrf_mean']:.2f} ({s['n_reference']} clips with a reference)")
-        if s["n_labeled"]:
-            out.append(f"   emotion accuracy       {s['emotion_accuracy']:.3f} ({s['emotion_hits']}/{s['n_labeled']}, "
-                       f"{s['no_emotion']} name no emotion)   weighted F1 {s['weighted_f1']:.3f}")
-            out.append("   per label              " + ", ".join(f"{k} {v:.2f}" for k, v in s["per_label_accuracy"].items()))
-        items = result.checklist[name]
-        graded = [it for it in items if it["passed"] is not None]
-        out.append(f"-- checklist {name}: {sum(bool(it['passed']) for it in graded)} of {len(graded)} checks passed")
-        for it in items:
-            mark = {True: "PASS", False: "FAIL", None: "info"}[it["passed"]]
-            out.append(f"   [{mark}] {it['name']:28s} {it['value']:40s} target: {it['target']}")
-    return "\n".join(out)
-
-
-# --- CLI -------------------------------------------------------------------------------------
-
-def cmd_batch(args) -> int:
-    from specdec_core.backends import load_backend
-    from specdec_core.cli import backend_options, load_config
-
-    configs = {"A": load_config(args.config, args.preset, args.sets, args.faults)}
-    if args.config_b:
-        configs["B"] = load_config(args.config_b)
-    clips = read_manifest(args.manifest)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise UserError(f"--limit must be >= 1, got {args.limit}")
-        clips = clips[:args.limit]
-    backend = load_backend(args.backend, **backend_options(args))
-
-    def progress(ev):
-        r = ev["row"]
-        if r["ok"]:
-            m = r["metrics"]
-            status = f"ok  {m.get('hanzi_count')} 汉字, acc {m.get('acceptance_rate')}: {r['text'][:40]}"
-        else:
-            status = f"error: {r['error']}"
-        print(f"[{ev['done']}/{ev['total']}] {r['config']} {r['name']}: {status}", file=sys.stderr, flush=True)
-
-    result = run_batch(backend, clips, configs, on_row=progress)
-    result.backend = args.backend
-    paths = result.write(args.out)
-    print(format_report(result))
-    print(f"wrote {', '.join(str(p) for p in paths.values())}")
-    return 0 if result.failed == 0 else 1

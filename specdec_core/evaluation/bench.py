@@ -7,20 +7,15 @@ benchmark fails: a fast decoder that says something else is not faster.
 """
 from __future__ import annotations
 
-import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-from specdec_core.decoding.baseline import cloud_only, id_criteria
+from specdec_core.decoding.baseline import cloud_only, id_criteria, stopper_for
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.errors import UserError
-from specdec_core.decoding.stopping import StopChecker
-from specdec_core.decoding.vocab import TokenClasses
 
 METHODS = ("cloud_only", "cloud_loop", "hf_assisted", "ours_traced", "ours_untraced")
 
@@ -30,12 +25,6 @@ def predicted_speedup(alpha: float, k: int, c: float) -> float:
     if alpha >= 1.0:
         return (k + 1) / (k * c + 1)
     return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
-
-
-def _stops(backend, prompt, cfg):
-    classes = TokenClasses.for_tokenizer(backend.tokenizer)
-    sentence = classes.ids("sentence_end") if cfg.stop_at_first_sentence else None
-    return StopChecker(backend.stop_ids, sentence, prompt.length, cfg.min_new_tokens, cfg.max_new_tokens)
 
 
 @torch.inference_mode()
@@ -48,8 +37,8 @@ def hf_assisted(backend, prompt, cfg) -> list[int]:
         num_assistant_tokens=cfg.k, num_assistant_tokens_schedule="constant",
         assistant_confidence_threshold=0.0, max_new_tokens=cfg.max_new_tokens,
         eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
-        stopping_criteria=id_criteria(_stops(backend, prompt, cfg)), temperature=None, top_p=None, top_k=None)
-    return _cut_at_stop(out[0, prompt.length:].tolist(), _stops(backend, prompt, cfg))
+        stopping_criteria=id_criteria(stopper_for(backend, prompt, cfg)), temperature=None, top_p=None, top_k=None)
+    return _cut_at_stop(out[0, prompt.length:].tolist(), stopper_for(backend, prompt, cfg))
 
 
 def _cut_at_stop(ids: list[int], stops) -> list[int]:
@@ -68,7 +57,7 @@ def cloud_loop(backend, prompt, cfg) -> list[int]:
     framework overhead, the cost model the speculative-decoding formula assumes."""
     runner = backend.make_runner(backend.cloud, "cloud")
     runner.prefill(prompt)
-    stops, ids, nxt = _stops(backend, prompt, cfg), [], [int(prompt.input_ids[0, -1])]
+    stops, ids, nxt = stopper_for(backend, prompt, cfg), [], [int(prompt.input_ids[0, -1])]
     while True:
         tok = int(runner.feed(nxt)[-1].argmax())
         ids.append(tok)
@@ -216,51 +205,10 @@ def plot_sweep(rows: list[dict], path: Path) -> Path | None:
 
 def sample_prompts(backend, n: int = 0) -> list:
     from specdec_core.api import prepare
-    from specdec_core.evaluation.batch import read_manifest
+    from specdec_core.evaluation.manifest import read_manifest
 
-    manifest = Path(__file__).resolve().parents[1] / "sample_audio" / "manifest.csv"
+    manifest = Path(__file__).resolve().parents[2] / "sample_audio" / "manifest.csv"
     clips = read_manifest(manifest)
     if n:
         clips = clips[:n]
     return [prepare(backend, c.path, DecodeConfig(prompt_type=c.prompt_type or "detailed")) for c in clips]
-
-
-def cmd_bench(args) -> int:
-    from specdec_core.backends import load_backend
-    from specdec_core.cli import backend_options
-
-    # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
-    # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
-    torch.set_num_threads(args.threads)
-    backend = load_backend(args.backend, **backend_options(args))
-    if not backend.needs_audio:
-        prompts = [backend.build_inputs(None, "detailed")]
-    else:
-        prompts = sample_prompts(backend, args.clips)
-    if not prompts:
-        raise UserError("no prompts to benchmark")
-    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, sweep=args.sweep,
-                    log=lambda s: print(s, file=sys.stderr))
-    res["backend"] = args.backend
-    res["torch_threads"] = torch.get_num_threads()
-    print(format_report(res))
-    if args.json:
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if "sweep" in res:
-            png = plot_sweep(res["sweep"], out.with_suffix(".sweep.png"))
-            res["sweep_plot"] = str(png) if png else None
-        out.write_text(json.dumps(res, indent=1), encoding="utf-8")
-    return 0 if res["identical_outputs"] else 1
-
-
-def format_report(r: dict) -> str:
-    w = r["wall_s"]
-    lines = [f"backend={r.get('backend')} k={r['k']} clips={r['clips']} tokens={r['tokens']} "
-             f"repeats={r['repeats']} identical_outputs={r['identical_outputs']}",
-             "wall time (median, s): " + "  ".join(f"{m}={w[m]:.3f}" for m in METHODS)]
-    for key in ("ours_vs_hf_assisted", "tracing_overhead", "alpha", "mean_accepted_length", "c",
-                "predicted_speedup", "achieved_speedup", "achieved_speedup_vs_loop",
-                "hf_assisted_speedup", "achieved_over_predicted"):
-        lines.append(f"{key:26s} {r[key]}")
-    return "\n".join(lines)

@@ -1,0 +1,140 @@
+"""The CLI's commands: options -> engine calls (all through specdec_core.api) -> output.
+
+Each cmd_* takes the parsed argparse namespace and returns the exit code; UserError escapes
+to cli.main, which prints it as one line.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from specdec_core.api import load_backend, run_clip
+from specdec_core.cli import reports
+from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
+from specdec_core.decoding.faults import FAULTS
+from specdec_core.errors import UserError
+from specdec_core.evaluation.batch import run_batch
+from specdec_core.evaluation.manifest import read_manifest
+
+
+def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig:
+    """--preset, then --config JSON, then --set KEY=VALUE and --fault NAME (the knob schema's
+    parser, DecodeConfig.from_overrides)."""
+    d: dict = {}
+    if preset_name:
+        d.update(preset(preset_name).to_dict())
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise UserError(f"cannot read config {path}: {e.strerror}") from None
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"config {path} is not valid JSON: {e.msg} at line {e.lineno}") from None
+        if not isinstance(loaded, dict):
+            raise UserError(f"config {path} must be a JSON object of knob: value")
+        d.update(loaded)
+    return DecodeConfig.from_overrides(d, sets, faults)
+
+
+def backend_options(args) -> dict:
+    return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": args.cloud_model,
+                              "prompt": args.prompt, "device": args.device}.items() if v}
+
+
+def cmd_run(args) -> int:
+    cfg = load_config(args.config, args.preset, args.sets, args.faults)
+    backend = load_backend(args.backend, **backend_options(args))
+    sources = args.audio or ([None] if not backend.needs_audio else [])
+    if not sources:
+        raise UserError("no audio files given")
+    results = []
+    for src in sources:
+        res = run_clip(backend, src, cfg, baseline=args.baseline)
+        results.append(res)
+        status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
+        print(f"{res['audio']}: {status}", file=sys.stderr)
+    out = {"backend": args.backend, "config": cfg.to_dict(), "results": results}
+    text = json.dumps(out, ensure_ascii=False, indent=1)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        print(text)
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+def cmd_batch(args) -> int:
+    configs = {"A": load_config(args.config, args.preset, args.sets, args.faults)}
+    if args.config_b:
+        configs["B"] = load_config(args.config_b)
+    clips = read_manifest(args.manifest)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise UserError(f"--limit must be >= 1, got {args.limit}")
+        clips = clips[:args.limit]
+    backend = load_backend(args.backend, **backend_options(args))
+
+    def progress(ev):
+        r = ev["row"]
+        if r["ok"]:
+            m = r["metrics"]
+            status = f"ok  {m.get('hanzi_count')} 汉字, acc {m.get('acceptance_rate')}: {r['text'][:40]}"
+        else:
+            status = f"error: {r['error']}"
+        print(f"[{ev['done']}/{ev['total']}] {r['config']} {r['name']}: {status}", file=sys.stderr, flush=True)
+
+    result = run_batch(backend, clips, configs, on_row=progress)
+    result.backend = args.backend
+    paths = result.write(args.out)
+    print(reports.batch_report(result))
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0 if result.failed == 0 else 1
+
+
+def cmd_bench(args) -> int:
+    import torch
+
+    from specdec_core.evaluation.bench import plot_sweep, run_bench, sample_prompts
+
+    # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
+    # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
+    torch.set_num_threads(args.threads)
+    backend = load_backend(args.backend, **backend_options(args))
+    if not backend.needs_audio:
+        prompts = [backend.build_inputs(None, "detailed")]
+    else:
+        prompts = sample_prompts(backend, args.clips)
+    if not prompts:
+        raise UserError("no prompts to benchmark")
+    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, sweep=args.sweep,
+                    log=lambda s: print(s, file=sys.stderr))
+    res["backend"] = args.backend
+    res["torch_threads"] = torch.get_num_threads()
+    print(reports.bench_report(res))
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if "sweep" in res:
+            png = plot_sweep(res["sweep"], out.with_suffix(".sweep.png"))
+            res["sweep_plot"] = str(png) if png else None
+        out.write_text(json.dumps(res, indent=1), encoding="utf-8")
+    return 0 if res["identical_outputs"] else 1
+
+
+def cmd_faults(args) -> int:
+    for f in FAULTS.values():
+        print(f"{f.name:20s} seed {f.seed:11s} {f.symptom}  -- {f.bug}")
+    return 0
+
+
+def cmd_presets(args) -> int:
+    for name, d in PRESETS.items():
+        print(f"{name:15s} {PRESET_HELP[name]}  {json.dumps(d)}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "batch": cmd_batch, "bench": cmd_bench, "faults": cmd_faults,
+            "presets": cmd_presets}

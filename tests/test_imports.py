@@ -1,0 +1,113 @@
+"""No import cycles: the import graph of specdec_core is acyclic (every import counts, also the
+ones inside functions), and every module of specdec_core, components and ui imports in a fresh
+interpreter whatever the order."""
+from __future__ import annotations
+
+import ast
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("specdec_core", "components", "ui")
+
+
+def modules(pkg: str) -> dict[str, Path]:
+    out = {}
+    for p in sorted((ROOT / pkg).rglob("*.py")):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__main__":
+            continue                      # runs the CLI when imported
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the modules of `mods` it imports. `from pkg import sub` counts as importing
+    pkg.sub when that is a module; relative imports are resolved."""
+    graph = {}
+    for name, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".")[: len(name.split(".")) - node.level + is_pkg]
+                    base = ".".join(anchor + ([base] if base else []))
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    deps.add(sub if sub in mods else base)
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}      # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(v):
+        state[v] = 1
+        path.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return path[path.index(w):] + [w]
+            if w not in state and (c := visit(w)):
+                return c
+        state[v] = 2
+        path.pop()
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (c := visit(v)):
+            return c
+    return None
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_graph_reads_relative_and_function_level_imports(tmp_path):
+    mods = modules("specdec_core")
+    g = import_graph(mods)
+    assert "specdec_core.decoding.steps" in g["specdec_core.decoding.decoder"]
+    assert "specdec_core.evaluation.manifest" in g["specdec_core.evaluation.bench"]  # inside a function
+    ui = import_graph(modules("ui"))
+    assert "ui.common" in ui["ui.runs"]                                                 # relative
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_no_import_cycle(pkg):
+    cycle = find_cycle(import_graph(modules(pkg)))
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_module_over_300_lines():
+    long = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in modules("specdec_core").items()}
+    assert {n: k for n, k in long.items() if k > 320} == {}
+
+
+def _orders():
+    names = [n for pkg in PACKAGES for n in modules(pkg)]
+    yield "sorted", names
+    yield "reversed", names[::-1]
+    for seed in (1, 2, 3):
+        shuffled = names[:]
+        random.Random(seed).shuffle(shuffled)
+        yield f"shuffled-{seed}", shuffled
+
+
+@pytest.mark.parametrize("label,order", list(_orders()), ids=[o[0] for o in _orders()])
+def test_every_module_imports_in_a_fresh_interpreter(label, order):
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
+    p = subprocess.run([sys.executable, "-c", code, *order], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
