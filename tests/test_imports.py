@@ -75,7 +75,7 @@ def test_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_graph_reads_relative_and_function_level_imports(tmp_path):
+def test_graph_reads_relative_and_function_level_imports():
     mods = modules("specdec_core")
     g = import_graph(mods)
     assert "specdec_core.decoding.steps" in g["specdec_core.decoding.decoder"]
