@@ -13,6 +13,19 @@ from specdec_core.errors import UserError
 MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
 
 
+def with_cloud(backend, cloud_url: str | None, *cfgs: DecodeConfig, model: str | None = None):
+    """The backend with its cloud behind the OpenAI-compatible server at cloud_url (checked
+    now: reachable, serving a model with the edge's vocabulary, configurations it can verify
+    exactly); a blank URL keeps the local cloud. Problems raise a one-line BackendError."""
+    if not (cloud_url or "").strip():
+        return backend
+    from specdec_core.backends.remote import RemoteCloud, refuse
+
+    for cfg in cfgs:
+        refuse(cfg)
+    return RemoteCloud(backend, cloud_url.strip(), model)
+
+
 def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECONDS):
     """audio (path, bytes or (sr, array)) -> PromptInputs, plus audio warnings in info."""
     audio = None

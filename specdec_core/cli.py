@@ -22,7 +22,10 @@ class _Parser(argparse.ArgumentParser):
 def _add_backend_args(p):
     p.add_argument("--backend", default="demo", help="demo (default) | omni | hf")
     p.add_argument("--edge-model", help="edge model folder or hub id (omni/hf)")
-    p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf)")
+    p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf); with "
+                   "--cloud-url, the served model's name (default: the one it serves)")
+    p.add_argument("--cloud-url", help="verify with a cloud behind an OpenAI-compatible server "
+                   "(vLLM; `make cloud`), e.g. http://127.0.0.1:8000")
     p.add_argument("--prompt", help="text prompt (hf backend)")
     p.add_argument("--device", help="cuda | cpu (omni)")
 
@@ -53,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--limit", type=int, help="only the first N clips")
+    b.add_argument("--workers", type=int, default=1, help="edge processes; with --cloud-url "
+                   "they share one cloud server (default 1)")
     be = sub.add_parser("bench", help="benchmark vs HF assisted generation and cloud-only")
     _add_backend_args(be)
     be.add_argument("--json", help="write results JSON here")
@@ -93,16 +98,28 @@ def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig
 
 
 def backend_options(args) -> dict:
-    return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": args.cloud_model,
+    cloud_model = None if getattr(args, "cloud_url", None) else args.cloud_model
+    return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": cloud_model,
                               "prompt": args.prompt, "device": args.device}.items() if v}
+
+
+def open_backend(args, *cfgs: DecodeConfig):
+    """The backend the flags name; with --cloud-url its cloud is the server's (checked now,
+    with the configurations it will run)."""
+    from specdec_core.backends import load_backend
+
+    from specdec_core.api import with_cloud
+
+    backend = load_backend(args.backend, **backend_options(args))
+    url = getattr(args, "cloud_url", None)
+    return with_cloud(backend, url, *cfgs, model=args.cloud_model if url else None)
 
 
 def cmd_run(args) -> int:
     from specdec_core.api import run_clip
-    from specdec_core.backends import load_backend
 
     cfg = load_config(args.config, args.preset, args.sets, args.faults)
-    backend = load_backend(args.backend, **backend_options(args))
+    backend = open_backend(args, cfg)
     sources = args.audio or ([None] if not backend.needs_audio else [])
     if not sources:
         raise UserError("no audio files given")

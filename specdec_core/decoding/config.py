@@ -36,6 +36,11 @@ class DecodeConfig:
     # Not in the design table: how often (rounds) the edge cache is checked against a cache-free
     # recompute; 0 = never. Cheap on the demo pair and it is what exposes desync bugs.
     cache_check_every: int = 4
+    # --- link model (issue 13; decoding/link.py) --------------------------------------------
+    # A modelled network between edge and a local cloud, added per cloud call to the latency
+    # metrics (e2e_s, ttft_s); 0 = off. A remote cloud (--cloud-url) measures its link instead.
+    link_rtt_ms: float = 0.0        # round-trip time of one cloud call, ms
+    link_uplink_kbps: float = 0.0   # uplink rate, kbit/s (0 = unlimited)
 
     def __post_init__(self):
         self.validate()
@@ -72,6 +77,9 @@ class DecodeConfig:
         _choice(self, "cycle_action", CYCLE_ACTIONS)
         _int_in(self, "seed", 0, 2**31 - 1)
         _int_in(self, "cache_check_every", 0, 10_000)
+        # link model
+        _float_in(self, "link_rtt_ms", 0.0, 600_000.0)
+        _float_in(self, "link_uplink_kbps", 0.0, 1e9)
         if isinstance(self.faults, str):
             self.faults = [f for f in self.faults.replace(",", " ").split() if f]
         if not isinstance(self.faults, (list, tuple)):

@@ -19,6 +19,7 @@ from specdec_core.decoding.gates import build_gates
 from specdec_core.analysis.metrics import compute_metrics
 from specdec_core.decoding.stopping import StopChecker
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, TopK, Trace
+from specdec_core.decoding.verifier import make_verifier
 from specdec_core.decoding.vocab import TokenClasses
 
 TOP_K = 5
@@ -95,6 +96,7 @@ class SpeculativeDecoder:
                                       self.tokenizer, prompt_len)
         self.commit = f.wrap_commit(self._commit)
         self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.verifier = make_verifier(self.cloud, cfg, self.gen)
 
     # ------------------------------------------------------------------ public API
     def stream(self, prompt, events: bool = True) -> Iterator[dict]:
@@ -179,21 +181,17 @@ class SpeculativeDecoder:
         rnd.max_entropy = max((r.entropy for r in recs if r.entropy is not None), default=None)
         rnd.draft_s = time.perf_counter() - t0
 
-        # verify: one cloud forward over what it has not seen yet plus the block
+        # verify: one cloud call over what it has not seen yet plus the block
         if verify and not st.ended_by:
             t1 = time.perf_counter()
-            catch_up = st.full[self.cloud.seen:]
-            logits = self.cloud.feed(catch_up + block)[len(catch_up) - 1:]
-            v = sampling.verify(cfg.verify, block, q, logits, cfg.temperature,
-                                cfg.rank_threshold, self.gen)
-            rnd.verified, rnd.accepted, rnd.cloud_fed = True, v.accepted, len(catch_up) + len(block)
+            v = self.verifier(st.full, block, q)
+            rnd.verified, rnd.accepted, rnd.cloud_fed = True, v.accepted, v.fed
+            rnd.bytes_up, rnd.bytes_down, rnd.link_s, rnd.request_s = v.cost.astuple()
             for r, rank, tp in zip(recs, v.ranks, v.target_probs):
                 r.target_rank, r.target_prob, r.source = rank, tp, "accepted"
             fix = "corrected" if v.accepted < len(block) else "bonus"
-            p_next = sampling.probs(logits[v.accepted], cfg.temperature)
             extra = TokenRecord(-1, v.next_token, self._text[v.next_token], fix, st.round,
-                                target_prob=float(p_next[v.next_token]),
-                                target_rank=sampling.rank_of(logits[v.accepted], v.next_token))
+                                target_prob=v.next_prob, target_rank=v.next_rank)
             self._reject(st, recs[v.accepted:], at=len(st.trace.tokens) + v.accepted)
             new = recs[: v.accepted] + [extra]
             rnd.verify_s = time.perf_counter() - t1

@@ -349,8 +349,7 @@ def format_report(result: BatchResult) -> str:
 # --- CLI -------------------------------------------------------------------------------------
 
 def cmd_batch(args) -> int:
-    from specdec_core.backends import load_backend
-    from specdec_core.cli import backend_options, load_config
+    from specdec_core.cli import load_config, open_backend
 
     configs = {"A": load_config(args.config, args.preset, args.sets, args.faults)}
     if args.config_b:
@@ -360,7 +359,7 @@ def cmd_batch(args) -> int:
         if args.limit < 1:
             raise UserError(f"--limit must be >= 1, got {args.limit}")
         clips = clips[:args.limit]
-    backend = load_backend(args.backend, **backend_options(args))
+    backend = open_backend(args, *configs.values())
 
     def progress(ev):
         r = ev["row"]
@@ -371,7 +370,12 @@ def cmd_batch(args) -> int:
             status = f"error: {r['error']}"
         print(f"[{ev['done']}/{ev['total']}] {r['config']} {r['name']}: {status}", file=sys.stderr, flush=True)
 
-    result = run_batch(backend, clips, configs, on_row=progress)
+    if getattr(args, "workers", 1) != 1:
+        from specdec_core.evaluation.parallel import backend_spec, run_parallel
+
+        result = run_parallel(backend_spec(args), clips, configs, args.workers, on_row=progress)
+    else:
+        result = run_batch(backend, clips, configs, on_row=progress)
     result.backend = args.backend
     paths = result.write(args.out)
     print(format_report(result))

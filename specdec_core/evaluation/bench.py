@@ -226,6 +226,10 @@ def sample_prompts(backend, n: int = 0) -> list:
 
 
 def cmd_bench(args) -> int:
+    if getattr(args, "cloud_url", None):   # local cloud vs the same cloud behind the server
+        from specdec_core.evaluation.remote_bench import cmd_remote_bench
+
+        return cmd_remote_bench(args)
     from specdec_core.backends import load_backend
     from specdec_core.cli import backend_options
 
