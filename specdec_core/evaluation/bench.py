@@ -218,7 +218,7 @@ def sample_prompts(backend, n: int = 0) -> list:
     from specdec_core.api import prepare
     from specdec_core.evaluation.batch import read_manifest
 
-    manifest = Path(__file__).resolve().parents[1] / "sample_audio" / "manifest.csv"
+    manifest = Path(__file__).resolve().parents[2] / "sample_audio" / "manifest.csv"
     clips = read_manifest(manifest)
     if n:
         clips = clips[:n]
