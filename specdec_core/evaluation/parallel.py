@@ -37,7 +37,7 @@ def _open(spec: dict):
     if _backend is None:
         from specdec_core.cli import open_backend
 
-        _backend = open_backend(argparse.Namespace(**spec))
+        _backend = open_backend(argparse.Namespace(**{k: spec.get(k) for k in SPEC_KEYS}))
     return _backend
 
 
