@@ -34,7 +34,12 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "link_sweep"))
+    ap.add_argument("--replot", action="store_true", help="only redraw <out>.png from <out>.json")
     args = ap.parse_args(argv)
+    if args.replot:
+        out = Path(args.out)
+        plot(json.loads(out.with_suffix(".json").read_text()), out.with_suffix(".png"))
+        return 0
 
     import torch
 
@@ -100,21 +105,24 @@ def plot(res: dict, path: Path) -> None:
 
     rows = res["rows"]
     xs = list(range(len(rows)))
-    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=120)
+    fig, ax = plt.subplots(figsize=(7.2, 4.0), dpi=120)
     ax.bar(xs, [r["cloud_calls_per_clip"] for r in rows], color="#9ecae1", label="cloud calls per clip")
     ax.set_xticks(xs, [r["threshold"] for r in rows])
     ax.set_xlabel("entropy threshold (nats): the cloud is called when a block's max entropy exceeds it")
     ax.set_ylabel("cloud calls per clip")
     ax2 = ax.twinx()
     ax2.plot(xs, [r["e2e_ms_per_token"] for r in rows], "o-", color="#d62728",
-             label=f"latency per token, link {res['link_rtt_ms']:g} ms RTT / {res['link_uplink_kbps']:g} kbit/s")
+             label=f"latency per token, compute + link ({res['link_rtt_ms']:g} ms RTT, "
+                   f"{res['link_uplink_kbps']:g} kbit/s)")
+    ax2.plot(xs, [round(r["e2e_ms_per_token"] - r["compute_ms_per_token"], 2) for r in rows], "^-",
+             color="#ff7f0e", label="of which the modelled link")
     ax2.plot(xs, [r["compute_ms_per_token"] for r in rows], "s--", color="#555555",
-             label="latency per token, compute only")
+             label="compute only (measured on a loaded shared machine: noisy)")
     ax2.set_ylabel("ms per token")
     ax2.set_ylim(bottom=0)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper right")
+    ax.legend(h1 + h2, l1 + l2, fontsize=6.5, loc="upper right")
     ax.set_title(f"demo pair, {res['clips']} clips, k={res['k']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
