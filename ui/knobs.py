@@ -23,6 +23,7 @@ LAYOUT = [
                                   "cycle_action", "time_limit_s", "seed", "cache_check_every"]),
     ("Draft gates (seed 001)", False, ["comma_gate", "period_gate", "ban_adjacent_repeat",
                                        "no_repeat_ngram", "repetition_penalty"]),
+    ("Link model (what-if, local cloud)", False, ["link_rtt_ms", "link_uplink_kbps"]),
 ]
 
 

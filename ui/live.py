@@ -9,6 +9,7 @@ import gradio as gr
 
 from components.cards import diagnostics_html
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
+from specdec_core.api import with_cloud
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
@@ -43,6 +44,10 @@ class LiveTab:
                     spec = SPECS_BY_NAME["prompt_type"]
                     self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
                                                 label="prompt type", info="detailed 30–70 汉字 · concise 8–16")
+                self.cloud_url = gr.Textbox(
+                    value="", label="cloud server URL (optional)", max_lines=1, elem_id="live-cloud-url",
+                    placeholder="blank: cloud in this process · http://127.0.0.1:8000 (make cloud)",
+                    info="verify on a vLLM server: the edge stays here, one request per block")
                 self.baseline = gr.Checkbox(value=False, label="compare with cloud-only",
                                             info="also decode with the cloud model alone (greedy)")
                 with gr.Row():
@@ -89,7 +94,7 @@ class LiveTab:
                 self.dl_trace, self.dl_results]
 
     def _wire(self):
-        ins = [self.sample, self.audio, self.backend, self.baseline, *self.panel.inputs]
+        ins = [self.sample, self.audio, self.backend, self.baseline, self.cloud_url, *self.panel.inputs]
         self.run_event = self.run_btn.click(
             gpu(self.run), ins, self.outputs, api_visibility="private", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
@@ -170,7 +175,7 @@ class LiveTab:
                 sk if info is None else info, sk if dl_trace is None else dl_trace,
                 sk if dl_results is None else dl_results]
 
-    def run(self, request: gr.Request, sample, audio, backend_name, baseline_on, *knobs):
+    def run(self, request: gr.Request, sample, audio, backend_name, baseline_on, cloud_url, *knobs):
         hidden = gr.update(visible=False)
         try:
             cfg = DecodeConfig.from_dict(self.panel.to_config(knobs))
@@ -182,7 +187,9 @@ class LiveTab:
                          "", diagnostics_html(None), None, hidden, hidden)
         try:
             src, name = common.resolve_audio(sample, audio)
-            backend = common.get_backend(backend_name)
+            if (cloud_url or "").strip():
+                yield self._pack(status_html("run", "Connecting to the cloud server…", cloud_url.strip()))
+            backend = with_cloud(common.get_backend(backend_name), cloud_url, cfg)
             run = Run(backend, src, cfg, common.session_of(request), name)
             toasts = 0
             for live, new in run:

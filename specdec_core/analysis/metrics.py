@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from specdec_core.analysis.textmetrics import text_metrics
+from specdec_core.decoding.link import link_metrics
 
 
 def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: int) -> dict:
@@ -40,5 +41,6 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
         "cache_desyncs": sum(w.get("kind") == "cache_desync" for w in trace.warnings),
         "ended_by": trace.ended_by,
     }
+    m.update(link_metrics(trace, wall_s))
     m.update(text_metrics(trace.text))
     return m

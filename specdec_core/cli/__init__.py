@@ -25,7 +25,10 @@ class _Parser(argparse.ArgumentParser):
 def _add_backend_args(p):
     p.add_argument("--backend", default="demo", help="demo (default) | omni | hf")
     p.add_argument("--edge-model", help="edge model folder or hub id (omni/hf)")
-    p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf)")
+    p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf); with "
+                   "--cloud-url, the served model's name (default: the one it serves)")
+    p.add_argument("--cloud-url", help="verify with a cloud behind an OpenAI-compatible server "
+                   "(vLLM; `make cloud`), e.g. http://127.0.0.1:8000")
     p.add_argument("--prompt", help="text prompt (hf backend)")
     p.add_argument("--device", help="cuda | cpu (omni)")
 
@@ -56,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--limit", type=int, help="only the first N clips")
+    b.add_argument("--workers", type=int, default=1, help="edge processes; with --cloud-url "
+                   "they share one cloud server (default 1)")
     be = sub.add_parser("bench", help="benchmark vs HF assisted generation and cloud-only")
     _add_backend_args(be)
     be.add_argument("--json", help="write results JSON here")

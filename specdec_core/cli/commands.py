@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from specdec_core.api import load_backend, run_clip
+from specdec_core.api import load_backend, open_backend, run_clip
 from specdec_core.cli import reports
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
 from specdec_core.decoding.faults import FAULTS
@@ -40,13 +40,14 @@ def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig
 
 
 def backend_options(args) -> dict:
-    return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": args.cloud_model,
+    cloud_model = None if getattr(args, "cloud_url", None) else args.cloud_model
+    return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": cloud_model,
                               "prompt": args.prompt, "device": args.device}.items() if v}
 
 
 def cmd_run(args) -> int:
     cfg = load_config(args.config, args.preset, args.sets, args.faults)
-    backend = load_backend(args.backend, **backend_options(args))
+    backend = open_backend(args, cfg)
     sources = args.audio or ([None] if not backend.needs_audio else [])
     if not sources:
         raise UserError("no audio files given")
@@ -75,7 +76,7 @@ def cmd_batch(args) -> int:
         if args.limit < 1:
             raise UserError(f"--limit must be >= 1, got {args.limit}")
         clips = clips[:args.limit]
-    backend = load_backend(args.backend, **backend_options(args))
+    backend = open_backend(args, *configs.values())
 
     def progress(ev):
         r = ev["row"]
@@ -86,7 +87,12 @@ def cmd_batch(args) -> int:
             status = f"error: {r['error']}"
         print(f"[{ev['done']}/{ev['total']}] {r['config']} {r['name']}: {status}", file=sys.stderr, flush=True)
 
-    result = run_batch(backend, clips, configs, on_row=progress)
+    if getattr(args, "workers", 1) != 1:
+        from specdec_core.evaluation.parallel import backend_spec, run_parallel
+
+        result = run_parallel(backend_spec(args), clips, configs, args.workers, on_row=progress)
+    else:
+        result = run_batch(backend, clips, configs, on_row=progress)
     result.backend = args.backend
     paths = result.write(args.out)
     print(reports.batch_report(result))
@@ -95,6 +101,8 @@ def cmd_batch(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if getattr(args, "cloud_url", None):   # local cloud vs the same cloud behind the server
+        return cmd_remote_bench(args)
     import torch
 
     from specdec_core.evaluation.bench import plot_sweep, run_bench, sample_prompts
@@ -120,6 +128,31 @@ def cmd_bench(args) -> int:
         if "sweep" in res:
             png = plot_sweep(res["sweep"], out.with_suffix(".sweep.png"))
             res["sweep_plot"] = str(png) if png else None
+        out.write_text(json.dumps(res, indent=1), encoding="utf-8")
+    return 0 if res["identical_outputs"] else 1
+
+
+def cmd_remote_bench(args) -> int:
+    import torch
+
+    from specdec_core.evaluation.bench import sample_prompts
+    from specdec_core.evaluation.remote_bench import format_report, run_remote_bench
+
+    torch.set_num_threads(args.threads)
+    cfg = DecodeConfig(k=args.k, cache_check_every=0)
+    remote = open_backend(args, cfg)
+    local = remote.base
+    prompts = ([local.build_inputs(None, "detailed")] if not local.needs_audio
+               else sample_prompts(local, args.clips))
+    if not prompts:
+        raise UserError("no prompts to benchmark")
+    res = run_remote_bench(local, remote, prompts, k=args.k, repeats=args.repeats,
+                           log=lambda s: print(s, file=sys.stderr))
+    res["backend"] = args.backend
+    print(format_report(res))
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1), encoding="utf-8")
     return 0 if res["identical_outputs"] else 1
 

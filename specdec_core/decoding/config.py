@@ -91,6 +91,15 @@ class DecodeConfig:
                                label="time limit (s)", group="stop", kind="number",
                                help="End the decode after this many seconds of wall time "
                                     "(0 = no limit).")
+    # A modelled network between the edge and a local cloud (decoding/link.py), added per cloud
+    # call to the latency metrics (e2e_s, ttft_s); 0 = off. A remote cloud measures its own link.
+    link_rtt_ms: float = knob("float", 0.0, minimum=0.0, maximum=600_000.0, step=1, design=False,
+                              label="link RTT (ms)", group="link", kind="number",
+                              help="Modelled round-trip time of one cloud call (0 = off).")
+    link_uplink_kbps: float = knob("float", 0.0, minimum=0.0, maximum=1e9, step=1, design=False,
+                                   label="link uplink (kbit/s)", group="link", kind="number",
+                                   help="Modelled uplink rate for the ids sent per cloud call "
+                                        "(0 = unlimited).")
 
     def __post_init__(self):
         self.validate()

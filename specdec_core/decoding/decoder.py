@@ -21,6 +21,7 @@ from specdec_core.decoding.gates import build_gates
 from specdec_core.decoding.run import Run, TextLookup, TokenSeq
 from specdec_core.decoding.stopping import build_stopper
 from specdec_core.decoding.trace import Trace
+from specdec_core.decoding.verifier import make_verifier
 from specdec_core.decoding.vocab import TokenClasses
 
 
@@ -80,14 +81,16 @@ class SpeculativeDecoder:
         processors = build_gates(cfg, self.classes, start=plen)
         processors.extend(f.draft_processors(self.classes))
         limit = float(cfg.time_limit_s or 0)
+        gen = torch.Generator().manual_seed(cfg.seed)
+        cloud = f.wrap_runner(b.make_runner(b.cloud, "cloud"), "cloud")
         run = Run(
             cfg=cfg, seq=seq,
             edge=f.wrap_runner(b.make_runner(b.edge, "edge"), "edge"),
-            cloud=f.wrap_runner(b.make_runner(b.cloud, "cloud"), "cloud"),
+            cloud=cloud, verifier=make_verifier(cloud, cfg, gen),
             processors=processors,
             stopper=f.wrap_stopper(build_stopper(cfg, self.classes, b.stop_ids, plen), self.tokenizer),
             verify=f.wrap_verify(steps.verify), commit=f.wrap_commit(steps.commit),
-            gen=torch.Generator().manual_seed(cfg.seed),
+            gen=gen,
             trace=Trace(prompt_len=plen, config=cfg.to_dict(), backend=b.name, info=dict(prompt.info)),
             text=TextLookup(self.classes.texts), detail=self.detail, cancel=cancel,
             deadline=t0 + limit if limit > 0 else None,

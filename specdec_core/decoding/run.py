@@ -82,6 +82,7 @@ class Run:
     processors: object                   # LogitsProcessorList (gates + fault processors)
     stopper: Stopper
     verify: Callable                     # steps.verify, or a fault's wrapper of it
+    verifier: Callable                   # decoding/verifier.py: local logits or remote cloud
     commit: Callable                     # steps.commit, or a fault's wrapper of it
     gen: torch.Generator
     seq: TokenSeq

@@ -81,13 +81,11 @@ def draft_records(run, d: Draft) -> tuple[torch.Tensor | None, list[TokenRecord]
     return q, recs
 
 
-def verify(run, d: Draft, q) -> sampling.Verdict | None:
-    """One cloud forward over what it has not seen yet plus the block; the acceptance rule."""
-    cfg, fed = run.cfg, run.seq.ids[run.cloud.seen:]      # catch-up + block
-    logits = run.cloud.feed(fed)[len(fed) - len(d.block) - 1:]
-    v = sampling.verify(cfg.verify, d.block, q, logits, cfg.temperature, cfg.rank_threshold, run.gen)
-    v.cloud_fed = len(fed)
-    return v
+def verify(run, d: Draft, q):
+    """One cloud call over what it has not seen yet plus the block, and the acceptance rule
+    (decoding/verifier.py: a local forward on the logits, or one request to a remote cloud)."""
+    committed = run.seq.ids[: len(run.seq)]            # the drafted block sits past the mark
+    return run.verifier(committed, d.block, q)
 
 
 def judge(run, recs: list[TokenRecord], v: sampling.Verdict) -> list[TokenRecord]:
@@ -155,6 +153,7 @@ def play_round(run) -> RoundRecord | None:
         if v is not None:
             recs = judge(run, recs, v)
             rnd.verified, rnd.accepted, rnd.cloud_fed = True, v.accepted, v.cloud_fed
+            rnd.bytes_up, rnd.bytes_down, rnd.link_s, rnd.request_s = v.cost.astuple()
             rnd.verify_s = time.perf_counter() - t1
     rnd.committed = run.commit(run, recs)
     resync(run, old, d.block)

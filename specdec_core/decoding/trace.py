@@ -61,6 +61,12 @@ class RoundRecord:
     cloud_fed: int = 0          # tokens the cloud consumed in its forward (catch-up + block)
     draft_s: float = 0.0
     verify_s: float = 0.0
+    # The cloud call on the link (decoding/link.py): measured for a remote cloud (request_s set),
+    # modelled for a local one (link_s: modelled transfer time, 0 with the link model off).
+    bytes_up: int = 0
+    bytes_down: int = 0
+    link_s: float = 0.0
+    request_s: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

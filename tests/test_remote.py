@@ -1,0 +1,197 @@
+"""The cloud behind a real vLLM server (`make cloud`, the demo cloud model, float32).
+
+One server for the module (built and started once; see cloud_server.py). The edge decodes here,
+every verification is one /v1/completions request. Greedy and rank verification must be exact:
+the same tokens as the local cloud, on every sample clip.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cloud_server import CloudServer, build_venv
+from specdec_core.api import prepare, with_cloud
+from specdec_core.backends import load_backend
+from specdec_core.decoding.baseline import cloud_only
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.evaluation.batch import iter_batch, read_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "sample_audio" / "manifest.csv"
+CLIPS = sorted(str(p) for p in (ROOT / "sample_audio").glob("*.wav"))
+
+# The first test also builds the virtualenv on a fresh machine (`make test` builds it before
+# pytest starts, so normally it is cached) and starts the server: more than the default timeout.
+pytestmark = [pytest.mark.cloud, pytest.mark.timeout(2400)]
+
+
+@pytest.fixture(scope="module")
+def server(artifacts):
+    build_venv()
+    srv = CloudServer(artifacts)
+    srv.start()
+    print(f"cloud server ready in {srv.start_s[-1]:.0f} s at {srv.url}")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def local():
+    return load_backend("demo")
+
+
+@pytest.fixture(scope="module")
+def remote(server, local):
+    return with_cloud(local, server.url)
+
+
+@pytest.fixture(scope="module")
+def prompts(local):
+    clips = read_manifest(MANIFEST)
+    return {Path(c.path).name: prepare(local, c.path, DecodeConfig(prompt_type=c.prompt_type or "detailed"))
+            for c in clips}
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "specdec_core", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=900, env=env)
+
+
+def decode(backend, prompt, **knobs):
+    return SpeculativeDecoder(backend, DecodeConfig(cache_check_every=0, **knobs), debug=True).run(prompt)
+
+
+def test_make_cloud_serves_the_demo_cloud(server, remote):
+    assert len(CLIPS) == 18
+    assert remote.model.endswith("demo/models/cloud")
+    assert remote.max_model_len == 512
+
+
+def test_greedy_with_the_remote_cloud_equals_local_cloud_only_on_every_clip(server, tmp_path):
+    """Through the CLI: `run --cloud-url --baseline` on all 18 clips; the baseline is the local
+    cloud model decoding alone (HF generate, greedy, float32)."""
+    out = tmp_path / "r.json"
+    p = cli("run", *CLIPS, "--cloud-url", server.url, "--baseline", "--out", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(out.read_text())["results"]
+    assert len(res) == 18 and all(r["ok"] for r in res)
+    differ = [r["audio"] for r in res if r["token_ids"] != r["baseline"]["token_ids"]]
+    assert not differ, f"remote greedy SD differs from local cloud-only on {differ}"
+    for r in res:
+        m, rounds = r["metrics"], r["trace"]["rounds"]
+        assert m["link"] == "measured" and m["uplink_calls"] == m["cloud_calls"] == m["target_forwards"]
+        called = [x for x in rounds if x["verified"]]
+        assert all(x["request_s"] > 0 and x["bytes_up"] > 0 and x["bytes_down"] > 0 for x in called)
+        assert m["bytes_up"] == sum(x["bytes_up"] for x in called)
+        assert m["request_ms_mean"] > 0 and m["ttft_s"] > 0
+
+
+def test_remote_trace_matches_the_local_trace(remote, local, prompts):
+    """Not just the tokens: the cloud's rank and probability of every checked draft token and of
+    every correction/bonus token agree with the cloud in this process."""
+    for name in list(prompts)[:6]:
+        a, b = decode(local, prompts[name]), decode(remote, prompts[name])
+        assert a.token_ids == b.token_ids, name
+        assert [r.accepted for r in a.rounds] == [r.accepted for r in b.rounds]
+        for ta, tb in zip(a.tokens + a.rejected, b.tokens + b.rejected):
+            assert (ta.source, ta.target_rank) == (tb.source, tb.target_rank), name
+            if ta.target_prob is not None:
+                assert tb.target_prob == pytest.approx(ta.target_prob, abs=1e-4)
+
+
+@pytest.mark.parametrize("knobs", [{"verify": "rank", "rank_threshold": 3},
+                                   {"verify": "rank", "rank_threshold": 8, "k": 6},
+                                   {"verify": "rank", "rank_threshold": 2, "entropy_threshold": 1.5}])
+def test_rank_verification_is_exact(remote, local, prompts, knobs):
+    """Rank acceptance uses the server's rank of each drafted token (exact at any rank, not only
+    inside the top-k it sends): same accept/reject decisions, same tokens, on every clip."""
+    lenient = 0
+    for name, p in prompts.items():
+        a, b = decode(local, p, **knobs), decode(remote, p, **knobs)
+        assert a.token_ids == b.token_ids, name
+        assert [t.target_rank for t in a.tokens] == [t.target_rank for t in b.tokens], name
+        assert [t.target_rank for t in a.rejected] == [t.target_rank for t in b.rejected], name
+        lenient += sum(t.source == "accepted" and (t.target_rank or 1) > 1 for t in b.tokens)
+    assert lenient > 0, "the rank rule never accepted a non-top-1 token: the test would not see a difference"
+
+
+def test_entropy_gate_sends_no_request_for_uncalled_blocks(remote, local, prompts):
+    p = prompts["angry_01.wav"]
+    tr = decode(remote, p, entropy_threshold=1.5)
+    skipped = [r for r in tr.rounds if not r.verified]
+    assert skipped
+    assert all(r.request_s is None and r.bytes_up == 0 for r in skipped)
+    assert tr.metrics["uplink_calls"] == tr.metrics["target_forwards"] == len(tr.rounds) - len(skipped)
+    assert tr.token_ids == decode(local, p, entropy_threshold=1.5).token_ids
+
+
+def test_sampling_is_refused_with_one_line(server):
+    p = cli("run", CLIPS[0], "--cloud-url", server.url, "--set", "verify=sampling",
+            "--set", "temperature=0.8")
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("specscope: error: verify=sampling needs the cloud's full distribution, "
+                                "which a remote cloud does not send; use verify=greedy or verify=rank "
+                                "with --cloud-url")
+
+
+def test_a_model_with_another_vocabulary_is_refused(server, tmp_path):
+    """An edge whose tokenizer is not the served model's: the probe catches it before any run."""
+    from tiny import char_tokenizer, tiny_qwen2
+
+    tok = char_tokenizer()
+    for name in ("edge", "cloud"):
+        tiny_qwen2(len(tok), hidden=32, layers=1, seed=1).save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+    env = dict(os.environ, SPECSCOPE_HF_CLOUD=str(tmp_path / "cloud"))
+    p = cli("run", "--backend", "hf", "--edge-model", str(tmp_path / "edge"), "--prompt", "说话",
+            "--cloud-url", server.url, env=env)
+    assert p.returncode == 2, p.stderr
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("specscope: error")]
+    assert len(errors) == 1 and "Traceback" not in p.stderr   # (the hf loader prints progress bars)
+    assert "does not share the edge's vocabulary" in errors[0]
+    p = cli("run", CLIPS[0], "--cloud-url", server.url, "--cloud-model", "qwen-7b")
+    assert p.returncode == 2 and "does not serve 'qwen-7b'" in p.stderr
+
+
+def test_batch_workers_share_the_server(server, local, prompts, tmp_path):
+    p = cli("batch", str(MANIFEST), "--cloud-url", server.url, "--workers", "2", "--limit", "6",
+            "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert [r["name"] for r in rows] == [c.name for c in read_manifest(MANIFEST)[:6]]
+    for r in rows:
+        assert r["ok"] and r["metrics"]["link"] == "measured"
+        want = cloud_only(local, prompts[Path(r["audio"]).name], DecodeConfig())["token_ids"]
+        assert r["token_ids"] == want, r["name"]
+
+
+def test_a_killed_server_fails_rows_and_the_batch_goes_on_when_it_is_back(server, remote):
+    """Runs last: kills the module's server mid-batch (SIGKILL, a crash), then starts it again.
+    Rows while it is down fail with a one-line error; the rest complete once it is back."""
+    clips = read_manifest(MANIFEST)[:8]
+    rows = []
+    batch = iter_batch(remote, clips, {"A": DecodeConfig()})
+    for ev in batch:
+        if ev["type"] == "done":
+            result = ev["result"]
+            break
+        rows.append(ev["row"])
+        if len(rows) == 2:
+            server.kill()
+        if len(rows) == 4:
+            t0 = time.time()
+            server.start()
+            print(f"cloud server back in {time.time() - t0:.0f} s")
+    ok = [r["ok"] for r in rows]
+    assert ok == [True, True, False, False, True, True, True, True], [r["error"] for r in rows]
+    for r in rows[2:4]:
+        assert "\n" not in r["error"] and server.url in r["error"]
+        assert "not reachable" in r["error"] or "closed the connection" in r["error"]
+    assert result.failed == 2 and result.summary["A"]["failed"] == 2
