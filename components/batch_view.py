@@ -1,4 +1,5 @@
-"""Batch view pieces: the regression checklist as pass/fail lines, and the per-clip table."""
+"""Batch view pieces: the regression checklist as pass/fail lines, the per-clip table, and the
+aggregate table and per-configuration checklists of a BatchResult."""
 
 from __future__ import annotations
 
@@ -92,3 +93,42 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
         records.append(rec)
     columns = [t for t, _ in COLUMNS if t not in _OPTIONAL or any(r.get(t) is not None for r in records)]
     return pd.DataFrame(records, columns=columns)
+
+
+AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
+    ("clips", None, "n", 0), ("ok", None, "ok", 0), ("failed", None, "failed", 0),
+    ("acceptance rate (mean)", "mean", "acceptance_rate", 3),
+    ("accepted length (median)", "median", "mean_accepted_length", 2),
+    ("cloud call rate (mean)", "mean", "cloud_call_rate", 3),
+    ("hanzi (median)", "median", "hanzi_count", 1),
+    ("punctuation density (median)", "median", "punct_density", 3),
+    ("repeat rate (median)", "median", "repeat_rate", 3),
+    ("tokens / s (mean)", "mean", "tokens_per_s", 1),
+    ("chrF vs reference (mean)", None, "chrf_mean", 1),
+    ("emotion accuracy", None, "emotion_accuracy", 3),
+    ("weighted F1 (MER2024)", None, "weighted_f1", 3),
+]
+
+
+def aggregate_frame(result) -> pd.DataFrame:
+    """Aggregate rows: one row per summary figure, one column per configuration."""
+    cols = {}
+    for name, s in result.summary.items():
+        vals = []
+        for _title, scope, key, digits in AGGREGATE_ROWS:
+            v = (s.get(scope) or {}).get(key) if scope else s.get(key)
+            vals.append(round(v, digits) if isinstance(v, float) else v)
+        per_label = s.get("per_label_accuracy") or {}
+        vals.append(", ".join(f"{k} {v:.0%}" for k, v in per_label.items()) or "—")
+        vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
+        cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
+    titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
+    return pd.DataFrame({"": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
+
+
+def checklists_html(result) -> str:
+    parts = []
+    for name, items in result.checklist.items():
+        title = f"Checklist — config {name}" if len(result.checklist) > 1 else "Checklist"
+        parts.append(f'<div class="ss-batch-check"><h4>{title}</h4>{checklist_html(items)}</div>')
+    return '<div class="ss-batch-checks">' + "".join(parts) + "</div>"

@@ -40,12 +40,19 @@ def app_server(timeout: float = 120.0):
     if external:
         yield external.rstrip("/") + "/"
         return
+    with app_process(timeout=timeout) as (url, _proc):
+        yield url
+
+
+@contextlib.contextmanager
+def app_process(env: dict | None = None, timeout: float = 120.0, log_name: str = "app-server.log"):
+    """Start app.py in its own process on a free port; yields (base URL, Popen)."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+           "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
-    log = open(ROOT / "test-artifacts" / "app-server.log", "w")
+    log = open(ROOT / "test-artifacts" / log_name, "w")
     proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -57,7 +64,7 @@ def app_server(timeout: float = 120.0):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"app.py did not serve {url} within {timeout:.0f} s")
             time.sleep(0.3)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:

@@ -15,7 +15,9 @@ from specdec_core.decoding.faults import FAULTS
 from . import common
 from .knobs import KnobPanel
 from .runs import Run
-from .views import TraceView, status_html
+from components.status import status_html
+
+from .views import TraceView
 from .gpu import gpu
 
 NO_FAULT = "—"
@@ -140,6 +142,7 @@ class ABTab:
             backend = common.get_backend(backend_name)
             session = common.session_of(request)
             runs = [Run(backend, src, cfg_a, session, name), Run(backend, src, cfg_b, session, name)]
+            cfg_a, cfg_b = runs[0].cfg, runs[1].cfg
             views = [self.view_a, self.view_b]
             yield pack(status_html("run", f"Decoding {name} with A and B…"), self.view_a.reset(),
                        self.view_b.reset(), "", metric_diff_table(None, None), char_diff_html("", ""))
@@ -150,18 +153,18 @@ class ABTab:
                     if not done[i]:
                         live, _ = next(iters[i], (runs[i].live, None))
                         done[i] = live.done
-                if any(views[i].due(runs[i].live) for i in (0, 1)):
+                if runs[0].clock.tokens_due():   # one clock paces the pair's token views
                     lives = [r.live for r in runs]
                     yield pack(status_html("run", f"Decoding {name} with A and B…",
                                            f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens"),
-                               views[0].values(lives[0], cfg_a.prompt_type),
-                               views[1].values(lives[1], cfg_b.prompt_type))
+                               views[0].values(lives[0], cfg_a.prompt_type, clock=runs[0].clock),
+                               views[1].values(lives[1], cfg_b.prompt_type, clock=runs[1].clock))
             ref = ""
-            if reference_on:
+            stopped = runs[0].stopped or runs[1].stopped
+            if reference_on and not stopped:
                 yield pack(status_html("run", "Running the cloud-only reference…"))
                 ref = runs[0].run_baseline()["text"]
             ta, tb = runs[0].live.trace, runs[1].live.trace
-            stopped = "cancelled" in (ta.get("ended_by"), tb.get("ended_by"))
             detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')} · "
                       f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}")
             yield pack(status_html("err" if stopped else "ok", ("Stopped: " if stopped else "Done: ") + name,

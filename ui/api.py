@@ -6,13 +6,16 @@
 """
 from __future__ import annotations
 
+import threading
 import traceback
 
+import anyio
 import gradio as gr
 
-from specdec_core.evaluation.batch import clips_from_uploads, iter_batch, read_manifest
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
+from specdec_core.evaluation.batch import iter_batch
+from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
 
 from . import common
 from .runs import Run
@@ -29,17 +32,27 @@ def _cfg(config_json: str | None) -> DecodeConfig:
     return DecodeConfig.from_json(config_json) if (config_json or "").strip() else DecodeConfig()
 
 
-def _start(sample, audio, config_json, backend_name, request) -> Run:
+def _start(sample, audio, config_json, backend_name, session, cancel) -> Run:
     cfg = _cfg(config_json)
     src, name = common.resolve_audio(sample or None, audio)
-    return Run(common.get_backend(backend_name), src, cfg, common.session_of(request), name)
+    return Run(common.get_backend(backend_name), src, cfg, session, name, cancel=cancel)
 
 
-def api_run(sample: str, audio, config_json: str, backend_name: str, baseline: bool,
-            request: gr.Request):
-    """Decode one clip (sample name, or an uploaded file) -> (result entry with trace, text)."""
+async def in_worker(fn, *args):
+    """Run the blocking fn(*args, cancel) in a worker thread. When Gradio cancels this call (a
+    client's cancel, /cancel), the await ends at once and the `finally` sets the Event, so the
+    decode stops within one round instead of running on unseen."""
+    cancel = threading.Event()
     try:
-        run = _start(sample, audio, config_json, backend_name, request)
+        return await anyio.to_thread.run_sync(fn, *args, cancel, abandon_on_cancel=True)
+    finally:
+        cancel.set()
+
+
+@gpu
+def _run(sample, audio, config_json, backend_name, baseline, session, cancel):
+    try:
+        run = _start(sample, audio, config_json, backend_name, session, cancel)
         for _ in run:
             pass
         if baseline:
@@ -50,11 +63,21 @@ def api_run(sample: str, audio, config_json: str, backend_name: str, baseline: b
         _fail(e)
 
 
+async def api_run(sample: str, audio, config_json: str, backend_name: str, baseline: bool,
+                  request: gr.Request):
+    """Decode one clip (sample name, or an uploaded file) -> (result entry with trace, text)."""
+    return await in_worker(_run, sample, audio, config_json, backend_name, baseline,
+                           common.session_of(request))
+
+
+@gpu
 def api_run_stream(sample: str, audio, config_json: str, backend_name: str, baseline: bool,
                    request: gr.Request):
-    """Streaming version: a partial update after every decoding round, then the result."""
+    """Streaming version: a partial update after every decoding round, then the result. A
+    cancelled call closes this generator at its next yield (one round): `Run` then sets its
+    cancel Event and the decode ends."""
     try:
-        run = _start(sample, audio, config_json, backend_name, request)
+        run = _start(sample, audio, config_json, backend_name, common.session_of(request), None)
         for live, new in run:
             if live.done:
                 break
@@ -69,23 +92,47 @@ def api_run_stream(sample: str, audio, config_json: str, backend_name: str, base
         _fail(e)
 
 
-def api_batch(config_json: str, config_b_json: str, limit: float, manifest, clips,
-              backend_name: str, request: gr.Request):
-    """Batch over the bundled manifest (or an uploaded CSV + clips) -> summary, checklist, rows."""
+def batch_limit(limit) -> int | None:
+    """The API's `limit` (first N clips, 0 = all) checked: never a silent slice."""
+    if limit is None or limit == "":
+        return None
+    try:
+        n = float(limit)
+    except (TypeError, ValueError):
+        raise UserError(f"limit must be a whole number of clips (0 = all), got {limit!r}") from None
+    if n < 0 or not n.is_integer():
+        raise UserError(f"limit must be 0 (all clips) or a positive whole number, got {limit:g}")
+    return int(n) or None
+
+
+@gpu
+def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, session, cancel):
     try:
         configs = {"A": _cfg(config_json)}
         if (config_b_json or "").strip():
             configs["B"] = _cfg(config_b_json)
+        configs = {k: common.capped(c) for k, c in configs.items()}
+        n = batch_limit(limit)
         items = clips_from_uploads(manifest, clips) if (manifest or clips) else read_manifest(common.MANIFEST)
-        if limit:
-            items = items[: int(limit)]
-        for ev in iter_batch(common.get_backend(backend_name), items, configs):
-            if ev["type"] == "done":
-                d = ev["result"].to_dict()
-                d["rows"] = [{k: v for k, v in r.items() if k != "trace"} for r in d["rows"]]
-                return d
+        items = items[:n] if n else items
+        common.register(session, cancel)
+        try:
+            for ev in iter_batch(common.get_backend(backend_name), items, configs, cancel=cancel):
+                if ev["type"] == "done":
+                    d = ev["result"].to_dict()
+                    d["rows"] = [{k: v for k, v in r.items() if k != "trace"} for r in d["rows"]]
+                    return d
+        finally:
+            common.unregister(session, cancel)
     except Exception as e:  # noqa: BLE001
         _fail(e)
+
+
+async def api_batch(config_json: str, config_b_json: str, limit: float, manifest, clips,
+                    backend_name: str, request: gr.Request):
+    """Batch over the bundled manifest (or an uploaded CSV + clips) -> summary, checklist, rows."""
+    return await in_worker(_batch, config_json, config_b_json, limit, manifest, clips, backend_name,
+                           common.session_of(request))
 
 
 def add_api() -> None:
@@ -97,7 +144,7 @@ def add_api() -> None:
         config_b = gr.Textbox(label="config B JSON")
         backend = gr.Textbox(value="demo", label="backend")
         baseline = gr.Checkbox(value=False, label="baseline")
-        limit = gr.Number(value=0, precision=0, label="first N clips (0 = all)")
+        limit = gr.Number(value=0, label="first N clips (0 = all)")
         manifest = gr.File(label="manifest CSV", type="filepath")
         clips = gr.File(label="clips", file_count="multiple", type="filepath")
         result = gr.JSON(label="result")
@@ -105,7 +152,7 @@ def add_api() -> None:
         trigger = gr.Button()
     common_kw = dict(concurrency_id="decode", concurrency_limit=2)
     ins = [sample, audio, config, backend, baseline]
-    trigger.click(gpu(api_run), ins, [result, text], api_name="run", **common_kw)
-    trigger.click(gpu(api_run_stream), ins, [result, text], api_name="run_stream", **common_kw)
-    trigger.click(gpu(api_batch), [config, config_b, limit, manifest, clips, backend], result,
+    trigger.click(api_run, ins, [result, text], api_name="run", **common_kw)
+    trigger.click(api_run_stream, ins, [result, text], api_name="run_stream", **common_kw)
+    trigger.click(api_batch, [config, config_b, limit, manifest, clips, backend], result,
                   api_name="batch", **common_kw)

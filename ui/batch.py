@@ -2,72 +2,24 @@
 rows, the source notes' checklist per configuration, distribution plots, JSON/CSV export."""
 from __future__ import annotations
 
+import threading
 import traceback
 
 import gradio as gr
-import pandas as pd
 
-from components.batch_view import checklist_html, results_table
+from components.batch_view import aggregate_frame, checklist_html, checklists_html, results_table
 from components.plots import batch_distributions
-from specdec_core.evaluation.batch import clips_from_uploads, iter_batch, read_manifest
+from components.status import status_html
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
+from specdec_core.evaluation.batch import iter_batch
+from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
 
 from . import common
-from .views import status_html
 from .gpu import gpu
 
 BUNDLED, UPLOAD = "bundled samples", "upload CSV + clips"
 DEFAULT_LIMIT = 6
-
-
-class _Flag:
-    """Stands in for a decoder in the session registry, so the Stop button ends the batch."""
-
-    def __init__(self):
-        self.cancelled = False
-
-    def cancel(self):
-        self.cancelled = True
-
-
-AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
-    ("clips", None, "n", 0), ("ok", None, "ok", 0), ("failed", None, "failed", 0),
-    ("acceptance rate (mean)", "mean", "acceptance_rate", 3),
-    ("accepted length (median)", "median", "mean_accepted_length", 2),
-    ("cloud call rate (mean)", "mean", "cloud_call_rate", 3),
-    ("hanzi (median)", "median", "hanzi_count", 1),
-    ("punctuation density (median)", "median", "punct_density", 3),
-    ("repeat rate (median)", "median", "repeat_rate", 3),
-    ("tokens / s (mean)", "mean", "tokens_per_s", 1),
-    ("chrF vs reference (mean)", None, "chrf_mean", 1),
-    ("emotion accuracy", None, "emotion_accuracy", 3),
-    ("weighted F1 (MER2024)", None, "weighted_f1", 3),
-]
-
-
-def aggregate_frame(result) -> pd.DataFrame:
-    """Aggregate rows: one row per summary figure, one column per configuration."""
-    cols = {}
-    for name, s in result.summary.items():
-        vals = []
-        for _title, scope, key, digits in AGGREGATE_ROWS:
-            v = (s.get(scope) or {}).get(key) if scope else s.get(key)
-            vals.append(round(v, digits) if isinstance(v, float) else v)
-        per_label = s.get("per_label_accuracy") or {}
-        vals.append(", ".join(f"{k} {v:.0%}" for k, v in per_label.items()) or "—")
-        vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
-        cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
-    titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
-    return pd.DataFrame({"": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
-
-
-def checklists_html(result) -> str:
-    parts = []
-    for name, items in result.checklist.items():
-        title = f"Checklist — config {name}" if len(result.checklist) > 1 else "Checklist"
-        parts.append(f'<div class="ss-batch-check"><h4>{title}</h4>{checklist_html(items)}</div>')
-    return '<div class="ss-batch-checks">' + "".join(parts) + "</div>"
 
 
 class BatchTab:
@@ -130,7 +82,7 @@ class BatchTab:
     def run(self, request: gr.Request, source, limit, manifest, clips, cfg_a, use_b, cfg_b, backend_name,
             progress=gr.Progress()):
         sk = gr.skip()
-        flag = _Flag()
+        cancel = threading.Event()
         session = common.session_of(request)
         try:
             configs = {}
@@ -138,7 +90,7 @@ class BatchTab:
                 if text is None:
                     continue
                 try:
-                    configs[name] = DecodeConfig.from_json(text or "{}")
+                    configs[name] = common.capped(DecodeConfig.from_json(text or "{}"))
                 except ConfigError as e:
                     raise ConfigError(f"config {name}: {e}") from None
             if source == UPLOAD:
@@ -147,18 +99,18 @@ class BatchTab:
                 items = read_manifest(common.MANIFEST)
             items = items[: int(limit or len(items))]
             backend = common.get_backend(backend_name)
-            common.register(session, flag)
+            common.register(session, cancel)
             total = len(items) * len(configs)
             progress((0, total), desc="decoding", unit="runs")
             result = None
-            for ev in iter_batch(backend, items, configs):
+            for ev in iter_batch(backend, items, configs, cancel=cancel):
                 if ev["type"] == "done":
                     result = ev["result"]
                     break
                 row = ev["row"]
                 progress((ev["done"], total), desc=f"{row['name']} ({row['config']})", unit="runs")
-                if flag.cancelled:
-                    raise UserError(f"batch stopped after {ev['done']} of {total} runs")
+            if cancel.is_set():
+                raise UserError(f"batch stopped after {len(result.rows)} of {total} runs")
             df = results_table(result.rows)
             out = common.export_dir("batch")
             paths = result.write(out)
@@ -176,7 +128,8 @@ class BatchTab:
             gr.Warning(msg)
             return [status_html("err", "Batch not run", msg), sk, sk, sk, sk, sk, sk]
         finally:
-            common.unregister(session, flag)
+            cancel.set()
+            common.unregister(session, cancel)
 
 
 def _stop(request: gr.Request):

@@ -1,15 +1,19 @@
-"""What every tab needs: bundled samples by name, backends, the decoder registry behind the
-Stop buttons, and result files for the download buttons."""
+"""What every tab needs: bundled samples by name, backends, the per-session cancel Events behind
+the Stop buttons, the server's limits (decode time cap, upload size, file clean-up) and result
+files for the download buttons."""
 from __future__ import annotations
 
 import csv
 import json
+import os
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 from specdec_core.backends import available_backends, load_backend
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.knobs import short
 from specdec_core.errors import AudioError, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +49,7 @@ def sample_path(name: str) -> Path:
             path = (SAMPLES_DIR / r["path"]).resolve()
             if SAMPLES_DIR.resolve() in path.parents and path.is_file():
                 return path
-    raise AudioError(f"unknown sample {name!r}; choose one of {', '.join(sample_names())}")
+    raise AudioError(f"unknown sample {short(name, 40)}; choose one of {', '.join(sample_names())}")
 
 
 def sample_prompt_type(name: str | None) -> str | None:
@@ -89,29 +93,54 @@ def warm_up(name: str = "demo") -> None:
     threading.Thread(target=load, daemon=True, name="specscope-warmup").start()
 
 
-# ---- Stop buttons: the running decoders of each browser session -----------------------------
-_RUNNING: dict[str, list] = {}
+# ---- server limits (a shared Space) ------------------------------------------------------------
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+# Every decode of this server ends after this many seconds at most (0 = the knob decides).
+TIME_CAP_S = _env_float("SPECSCOPE_TIME_LIMIT_S", 0.0)
+MAX_FILE_SIZE = os.environ.get("SPECSCOPE_MAX_FILE_SIZE", "20mb")      # per uploaded file
+CACHE_EVERY_S = _env_float("SPECSCOPE_CACHE_EVERY_S", 600.0)           # clean-up period
+CACHE_MAX_AGE_S = _env_float("SPECSCOPE_CACHE_MAX_AGE_S", 3600.0)      # files older are deleted
+
+
+def capped(cfg: DecodeConfig) -> DecodeConfig:
+    """The config with the server's decode-time cap applied (no limit or a longer one -> cap)."""
+    cap = TIME_CAP_S
+    if cap > 0 and (cfg.time_limit_s == 0 or cfg.time_limit_s > cap):
+        return cfg.replace(time_limit_s=cap)
+    return cfg
+
+
+# ---- Stop buttons: the cancel Events of each browser session's running work ------------------
+_RUNNING: dict[str, list[threading.Event]] = {}
 _LOCK = threading.Lock()
 
 
-def register(session: str | None, decoder) -> None:
+def register(session: str | None, cancel: threading.Event) -> None:
     with _LOCK:
-        _RUNNING.setdefault(session or "", []).append(decoder)
+        _RUNNING.setdefault(session or "", []).append(cancel)
 
 
-def unregister(session: str | None, decoder) -> None:
+def unregister(session: str | None, cancel: threading.Event) -> None:
     with _LOCK:
         running = _RUNNING.get(session or "", [])
-        if decoder in running:
-            running.remove(decoder)
+        if cancel in running:
+            running.remove(cancel)
+        if not running:
+            _RUNNING.pop(session or "", None)
 
 
 def cancel_session(session: str | None) -> int:
-    """Cancel every decode this session started; they end at the next round boundary."""
+    """Stop every decode and batch this session started; each ends within one round."""
     with _LOCK:
         running = list(_RUNNING.get(session or "", []))
-    for dec in running:
-        dec.cancel()
+    for ev in running:
+        ev.set()
     return len(running)
 
 
@@ -120,17 +149,37 @@ def session_of(request) -> str:
 
 
 # ---- files for download buttons ----------------------------------------------------------------
-_OUT = Path(tempfile.gettempdir()) / "specscope-exports"
+_OUT = Path(os.environ.get("SPECSCOPE_EXPORT_DIR") or Path(tempfile.gettempdir()) / "specscope-exports")
+
+
+def prune_exports(max_age_s: float | None = None, now: float | None = None) -> int:
+    """Delete export files/folders older than max_age_s (Gradio serves its own copy of each
+    download from its cache, which delete_cache cleans). Returns how many entries went."""
+    import shutil
+
+    max_age_s = CACHE_MAX_AGE_S if max_age_s is None else max_age_s
+    now = time.time() if now is None else now
+    gone = 0
+    for p in list(_OUT.iterdir()) if _OUT.is_dir() else []:
+        try:
+            if now - p.stat().st_mtime > max_age_s:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+                gone += 1
+        except OSError:
+            pass
+    return gone
 
 
 def write_json(stem: str, obj) -> str:
     _OUT.mkdir(parents=True, exist_ok=True)
+    prune_exports()
     path = _OUT / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}.json"
     path.write_text(json.dumps(obj, ensure_ascii=False, indent=1), encoding="utf-8")
     return str(path)
 
 
 def export_dir(stem: str) -> Path:
+    prune_exports()
     d = _OUT / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
     d.mkdir(parents=True, exist_ok=True)
     return d

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from components.cards import diagnostics_html
+from components.status import prompt_info_md, status_html
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
 from specdec_core.api import with_cloud
 from specdec_core.decoding.config import DecodeConfig
@@ -16,7 +17,7 @@ from specdec_core.errors import ConfigError, UserError
 from . import common
 from .knobs import KnobPanel
 from .runs import Run
-from .views import TraceView, prompt_info_md, status_html
+from .views import Clock, TraceView
 from .gpu import gpu
 
 # Warnings worth a toast while the run is going; at most this many per run, the rest are in
@@ -96,9 +97,10 @@ class LiveTab:
     def _wire(self):
         ins = [self.sample, self.audio, self.backend, self.baseline, self.cloud_url, *self.panel.inputs]
         self.run_event = self.run_btn.click(
-            gpu(self.run), ins, self.outputs, api_visibility="private", api_name="live_run", concurrency_id="decode",
+            gpu(self.run), ins, self.outputs, api_visibility="undocumented", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
-        self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="private")
+        self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="undocumented",
+                            api_name="live_stop")
         self.sample.input(self.pick_sample, self.sample, [self.audio, self.prompt_type],
                           queue=False, api_visibility="private")
         for ev in (self.audio.upload, self.audio.stop_recording):
@@ -191,6 +193,7 @@ class LiveTab:
                 yield self._pack(status_html("run", "Connecting to the cloud server…", cloud_url.strip()))
             backend = with_cloud(common.get_backend(backend_name), cloud_url, cfg)
             run = Run(backend, src, cfg, common.session_of(request), name)
+            cfg = run.cfg
             toasts = 0
             for live, new in run:
                 for w in new:
@@ -199,23 +202,24 @@ class LiveTab:
                         toasts += 1
                 if live.done:
                     break
-                if live.n_tokens and self.view.due(live):
+                if live.n_tokens and run.clock.tokens_due():
                     yield self._pack(status_html("run", f"Decoding {name}…",
                                                  f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"),
-                                     self.view.values(live, cfg.prompt_type))
+                                     self.view.values(live, cfg.prompt_type, clock=run.clock))
             base = ""
-            if baseline_on:
+            if baseline_on and not run.stopped:
                 yield self._pack(status_html("run", "Running the cloud-only baseline…"),
-                                 self.view.values(live, cfg.prompt_type))
+                                 self.view.values(live, cfg.prompt_type, clock=run.clock))
                 base = run.run_baseline()["text"]
             tr = live.trace
             m = tr.get("metrics") or {}
+            ended = tr.get("ended_by") or "—"
             detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s · "
-                      f"ended by {tr.get('ended_by') or '—'}")
-            if baseline_on:
-                same = m.get("matches_baseline", run.baseline["token_ids"] == tr.get("token_ids"))
+                      f"ended by {ended}" + (f" ({run.cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
+            if run.baseline is not None:
+                same = run.baseline["token_ids"] == tr.get("token_ids")
                 detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only")
-            kind = "err" if tr.get("ended_by") == "cancelled" else "ok"
+            kind = "err" if run.stopped else "ok"
             head = f"Stopped: {name}" if kind == "err" else f"Done: {name}"
             stem = f"{name.rsplit('.', 1)[0]}"
             yield self._pack(

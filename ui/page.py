@@ -42,7 +42,11 @@ def build_demo() -> gr.Blocks:
     from .batch import BatchTab
     from .live import LiveTab
 
-    with gr.Blocks(title="SpecScope — speculative decoding debugger") as demo:
+    from . import common
+
+    # uploads and served result files older than CACHE_MAX_AGE_S go every CACHE_EVERY_S
+    clean = (max(1, int(common.CACHE_EVERY_S)), max(1, int(common.CACHE_MAX_AGE_S)))
+    with gr.Blocks(title="SpecScope — speculative decoding debugger", delete_cache=clean) as demo:
         gr.Markdown("# SpecScope\nWatch an edge model draft and a cloud model verify, token by token: "
                     "tune the speculative decoder on emotion clips, compare configurations, "
                     "and check a change on a batch.", elem_classes="ss-title")
@@ -59,10 +63,12 @@ def build_demo() -> gr.Blocks:
 
 
 def launch_kwargs() -> dict:
+    from . import common
+
     return {"server_name": os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
             "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
             "css": ALL_CSS + PAGE_CSS, "theme": gr.themes.Default(primary_hue="blue"),
-            "show_error": True}
+            "show_error": True, "max_file_size": common.MAX_FILE_SIZE}
 
 
 def queued(demo: gr.Blocks) -> gr.Blocks:

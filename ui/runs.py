@@ -1,35 +1,46 @@
-"""One decode as a stream of partial traces (no Gradio here: the API endpoints and the tabs
-share it). The decoder is registered per session so a Stop button can cancel it."""
+"""One decode as a stream of partial traces, through the engine facade (specdec_core.api). Each
+run owns a cancel Event (registered per session, so a Stop button sets it) and a Clock for the
+throttle of streamed updates; nothing of a run lives on page-wide objects."""
 from __future__ import annotations
 
-from specdec_core.api import prepare
-from specdec_core.decoding.baseline import cloud_only
-from specdec_core.decoding.config import DecodeConfig
-from specdec_core.decoding.decoder import SpeculativeDecoder
+import threading
 
-from .common import register, unregister
-from .stream import LiveTrace
+from specdec_core.api import LiveTrace, cloud_only, prepare, stream_prompt
+from specdec_core.decoding.config import DecodeConfig
+
+from .common import capped, register, unregister
+from .views import Clock
 
 
 class Run:
-    """Iterate to get (LiveTrace, new_warnings) after every decoder event."""
+    """Iterate to get (LiveTrace, new_warnings) after every decoder event. Closing the iterator
+    early (a cancelled Gradio generator) or setting `cancel` ends the decode within one round."""
 
-    def __init__(self, backend, audio_src, cfg: DecodeConfig, session: str = "", name: str = ""):
-        self.backend, self.cfg, self.session, self.name = backend, cfg, session, name
-        self.prompt = prepare(backend, audio_src, cfg)   # raises AudioError before anything runs
-        self.decoder = SpeculativeDecoder(backend, cfg)
-        self.live = LiveTrace(cfg.to_dict())
+    def __init__(self, backend, audio_src, cfg: DecodeConfig, session: str = "", name: str = "",
+                 cancel: threading.Event | None = None):
+        self.backend, self.cfg, self.session, self.name = backend, capped(cfg), session, name
+        self.cancel = cancel or threading.Event()
+        self.prompt = prepare(backend, audio_src, self.cfg)   # raises AudioError before anything runs
+        self.live = LiveTrace(self.cfg.to_dict(), tokenizer=backend.tokenizer)
+        self.clock = Clock()
         self.baseline: dict | None = None
 
     def __iter__(self):
-        register(self.session, self.decoder)
+        register(self.session, self.cancel)
         try:
-            for ev in self.decoder.stream(self.prompt):
+            for ev in stream_prompt(self.backend, self.prompt, self.cfg, cancel=self.cancel):
                 yield self.live, self.live.add(ev)
         finally:
-            unregister(self.session, self.decoder)
+            self.cancel.set()   # closed early: whatever still runs for this run stops
+            unregister(self.session, self.cancel)
 
-    def run_baseline(self) -> dict:
+    @property
+    def stopped(self) -> bool:
+        return self.live.trace.get("ended_by") in ("cancelled", "time_limit")
+
+    def run_baseline(self) -> dict | None:
+        if self.stopped:   # a stopped run has nothing to compare with
+            return None
         self.baseline = cloud_only(self.backend, self.prompt, self.cfg)
         return self.baseline
 
