@@ -21,6 +21,7 @@ INSPECT_CSS = """
 .ss-rd .ss-rd-cloud { color: #444; font-weight: 600; }
 .ss-rd .ss-rd-bad { color: #D55E00; font-weight: 600; }
 .ss-rd .ss-rd-mono { font-family: ui-monospace, monospace; }
+.ss-rd small { color: #57606a; margin: 0 8px 0 2px; }
 .ss-rd h4 { margin: 6px 0 2px 0; font-size: 14px; }
 """
 
@@ -49,7 +50,8 @@ def round_choices(recording: dict | None) -> list[tuple[str, int]]:
     for n, g in enumerate(split_rounds(recording), 1):
         n_edge = sum(f.get("model") == "edge" for f in g)
         has_cloud = any(f.get("model") == "cloud" for f in g)
-        out.append((f"round {n}: {n_edge} edge + {int(has_cloud)} cloud forward(s)", n))
+        out.append((f"cloud call {n}: {n_edge} edge forward(s) before it" if has_cloud
+                    else f"tail {n}: {n_edge} edge forward(s), no cloud call", n))
     return out
 
 
@@ -173,6 +175,7 @@ def round_html(recording: dict | None, n: int | None, texts: Texts | None = None
         for f in g:
             last_after[f.get("cache")] = _after(f)
     g = groups[n - 1]
-    return (f'<div class="ss-rd" data-round="{n}"><h4>Round {n} of {len(groups)}: caches</h4>'
+    return (f'<div class="ss-rd" data-round="{n}"><h4>Step {n} of {len(groups)} (the edge forwards up to '
+            f'cloud call {n}): caches</h4>'
             f'{_cache_summary(g, last_after)}<h4>Forwards</h4>{_forward_table(g, texts)}'
             f'<h4>Edge vs cloud at each drafted position</h4>{_top5_table(g, texts)}</div>')

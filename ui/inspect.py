@@ -148,7 +148,7 @@ class InspectTab:
             self.entropy = gr.Plot(entropy_figure(None), show_label=False)
             self.acclen = gr.Plot(accepted_length_figure(None), show_label=False)
         gr.Markdown("### Per-round drill-down", elem_classes="ss-h")
-        self.round = gr.Dropdown([], label="round", elem_id="inspect-round")
+        self.round = gr.Dropdown([], label="cloud call (round as the loop ran it)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
         self.state = gr.State(None)
 
