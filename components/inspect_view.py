@@ -135,32 +135,34 @@ def _top(f: dict, r: int, texts: Texts) -> str:
 
 
 def _top5_table(group: list[dict], texts: Texts) -> str:
+    """Each drafted token (the last ids the cloud was fed, one per edge forward of the round)
+    next to the edge row that drafted it and the cloud row that verified it."""
     cloud = next((f for f in group if f.get("model") == "cloud" and f.get("rows")), None)
     if cloud is None:
-        return "<p>No cloud forward in this round: nothing was verified.</p>"
-    edge_rows = {}
-    for f in group:
-        if f.get("model") == "edge" and f.get("rows"):
-            for q, r in _scored(f).items():
-                edge_rows[q] = (f, r)
+        return "<p>No cloud forward in this step: nothing was verified.</p>"
+    edge_fs = [f for f in group if f.get("model") == "edge" and (f.get("rows") or {}).get("argmax")]
     ids, L = cloud.get("ids") or [], cloud.get("cache_len") or 0
+    crow = cloud["rows"]
+    off, n_rows = crow.get("offset") or 0, len(crow.get("argmax") or [])
+    m = min(len(edge_fs), len(ids))
     rows = []
-    for q, r in sorted(_scored(cloud).items()):
-        if q not in edge_rows:
-            continue                       # a position the edge did not draft in this round
-        j = q + 1 - L                      # input index of the token that followed this row
-        tok = ids[j] if 0 <= j < len(ids) else None
-        rank = cloud["rows"]["next_rank"][r] if r < len(cloud["rows"].get("next_rank") or []) else None
-        ef, er = edge_rows[q]
-        agree = tok is not None and tok == cloud["rows"]["argmax"][r]
-        cls = "" if agree else "ss-rd-bad"
-        rows.append(f'<tr><td>{q + 1}</td><td class="ss-rd-mono">{esc(texts(tok)) if tok is not None else "–"}</td>'
-                    f'<td>{_top(ef, er, texts)}</td><td>{_top(cloud, r, texts)}</td>'
+    for d in range(m):
+        j = len(ids) - m + d                 # input index of the d-th drafted token
+        r = j - 1 - off                      # cloud row that scored the position before it
+        if not 0 <= r < n_rows:
+            continue
+        ef = edge_fs[len(edge_fs) - m + d]
+        er = len(ef["rows"]["argmax"]) - 1
+        tok = ids[j]
+        rank = crow["next_rank"][r] if r < len(crow.get("next_rank") or []) else None
+        cls = "" if tok == crow["argmax"][r] else "ss-rd-bad"
+        rows.append(f'<tr><td>{L + j}</td><td class="ss-rd-mono">{esc(texts(tok))}</td>'
+                    f'<td>{esc(ef.get("i"))}</td><td>{_top(ef, er, texts)}</td><td>{_top(cloud, r, texts)}</td>'
                     f'<td class="{cls}">{esc(rank) if rank is not None else "–"}</td></tr>')
     if not rows:
-        return "<p>The cloud scored no position the edge drafted in this round.</p>"
-    return ("<table><tr><th>position</th><th>drafted</th><th>edge top-5</th><th>cloud top-5</th>"
-            "<th>cloud rank of draft</th></tr>" + "".join(rows) + "</table>")
+        return "<p>The cloud scored none of the drafted tokens in this step.</p>"
+    return ("<table><tr><th>cloud position</th><th>drafted</th><th>edge forward</th><th>edge top-5</th>"
+            "<th>cloud top-5</th><th>cloud rank of draft</th></tr>" + "".join(rows) + "</table>")
 
 
 def round_html(recording: dict | None, n: int | None, texts: Texts | None = None) -> str:
