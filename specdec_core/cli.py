@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
+    __import__("specdec_core.recorder.cli").recorder.cli.add_parser(sub)
     return ap
 
 
@@ -135,6 +136,8 @@ def main(argv=None) -> int:
             from specdec_core.evaluation.bench import cmd_bench
 
             return cmd_bench(args)
+        if args.cmd == "record":
+            return __import__("specdec_core.recorder.cli").recorder.cli.cmd_record(args)
         if args.cmd == "faults":
             from specdec_core.decoding.faults import FAULTS
 

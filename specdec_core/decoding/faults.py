@@ -152,8 +152,8 @@ class StringStop:
         from specdec_core.decoding.decoder import Stop
 
         text = self.tok.decode(ids()[self.prompt_len:], skip_special_tokens=True)
-        if any(s in text for s in self.STRINGS):
-            return Stop("fault", hard=True)
+        if any(s in text for s in self.STRINGS):   # the buggy code believes it saw the end
+            return Stop("eos", hard=True)
         return self.fixed.check(n_gen, last_id, ids, stage)
 
 
