@@ -57,6 +57,9 @@ def build_demo() -> gr.Blocks:
                 ABTab(live)
             with gr.Tab("Batch", id="batch"):
                 BatchTab(live)
+            with gr.Tab("Inspect", id="inspect"):
+                from .inspect import InspectTab
+                InspectTab()
         add_api()
         demo.load(live.on_load, None, [*live.panel.inputs, live.sample], api_visibility="private")
     return demo
@@ -67,8 +70,14 @@ def launch_kwargs() -> dict:
 
     return {"server_name": os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
             "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-            "css": ALL_CSS + PAGE_CSS, "theme": gr.themes.Default(primary_hue="blue"),
+            "css": ALL_CSS + PAGE_CSS + _inspect_css(), "theme": gr.themes.Default(primary_hue="blue"),
             "show_error": True, "max_file_size": common.MAX_FILE_SIZE}
+
+
+def _inspect_css() -> str:
+    from components.findings import FINDINGS_CSS
+    from components.inspect_view import INSPECT_CSS
+    return FINDINGS_CSS + INSPECT_CSS
 
 
 def queued(demo: gr.Blocks) -> gr.Blocks:

@@ -22,11 +22,8 @@ def _f(severity, key, title, detail, cause, fix):
 
 def diagnose(trace) -> list[dict]:
     m, cfg, out = trace.metrics, trace.config, []
-    faults = cfg.get("faults") or []
-    if faults:
-        out.append(_f("info", "faults", f"faults switched on: {', '.join(faults)}",
-                      "this run re-creates known bugs on purpose", "bug zoo", "switch them off to compare"))
-
+    # Enabled faults are a config badge in the views, never a finding: every finding here is
+    # computed from what the run did.
     for c in trace.cycles:
         out.append(_f("error", "cycle", f"cycle of period {c['period']} at tokens {c['start']}-{c['end'] - 1} "
                       f"({c['text']!r})", "the same short pattern repeats in the committed text",

@@ -14,6 +14,7 @@ import sys
 
 from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # noqa: F401
 from specdec_core.decoding.config import PRESETS
+from specdec_core.recorder import cli as recorder_cli
 from specdec_core.errors import UserError
 
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
+    recorder_cli.add_parser(sub)
     return ap
 
 

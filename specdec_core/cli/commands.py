@@ -169,5 +169,11 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def cmd_record(args) -> int:
+    from specdec_core.recorder.cli import cmd_record as record
+
+    return record(args)
+
+
 COMMANDS = {"run": cmd_run, "batch": cmd_batch, "bench": cmd_bench, "faults": cmd_faults,
-            "presets": cmd_presets}
+            "presets": cmd_presets, "record": cmd_record}

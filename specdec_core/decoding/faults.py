@@ -86,8 +86,8 @@ class FaultSet:
 
         def verify_unless_text_stopped(run, d, q):
             # the string stop fired while drafting: the run ends there, the block unverified
-            if d.stop == Stop.FAULT:
-                run.end(Stop.FAULT)
+            if getattr(run.stopper, "fired", False):
+                run.end(Stop.EOS)
                 return None
             return verify(run, d, q)
         return verify_unless_text_stopped
@@ -162,11 +162,13 @@ class StringStop:
 
     def __init__(self, tokenizer, fixed):
         self.tok, self.fixed = tokenizer, fixed
+        self.fired = False
 
     def __call__(self, seq) -> Stop | None:
         text = self.tok.decode(seq.generated(), skip_special_tokens=True)
-        if any(s in text for s in self.STRINGS):
-            return Stop.FAULT
+        if any(s in text for s in self.STRINGS):   # the buggy code believes it saw the end
+            self.fired = True
+            return Stop.EOS
         return self.fixed(seq)
 
 

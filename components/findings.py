@@ -1,0 +1,68 @@
+"""Findings of the flight recorder (blind checks) as HTML: severity-coloured cards with the
+stable code, title, detail, cause, fix and evidence; and a badge of the run's configuration.
+Pure functions of the findings / config dicts."""
+from __future__ import annotations
+
+from .formatting import esc
+
+SEV = {"error": ("✖", "#D55E00", "#fff1e8"), "warning": ("⚠", "#9a6700", "#fff8c5"),
+       "info": ("ℹ", "#0072B2", "#eef6fc"), "ok": ("✔", "#009E73", "#edf8f3")}
+ORDER = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+
+FINDINGS_CSS = """
+.ss-rf { display: flex; flex-direction: column; gap: 8px; font-family: system-ui, sans-serif; }
+.ss-rf-card { border-left: 5px solid; border-radius: 6px; padding: 8px 12px; }
+.ss-rf-head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
+.ss-rf-code { font-family: ui-monospace, monospace; font-size: 12.5px; padding: 1px 6px;
+  border-radius: 4px; background: rgba(0,0,0,.07); }
+.ss-rf-title { font-weight: 650; }
+.ss-rf-row { font-size: 13.5px; margin-top: 3px; }
+.ss-rf-ev { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; margin-top: 3px; }
+.ss-badges { display: flex; gap: 6px; flex-wrap: wrap; }
+.ss-badge { font-size: 12.5px; padding: 2px 8px; border-radius: 10px; background: #f6f8fa;
+  border: 1px solid #d8dee4; font-family: ui-monospace, monospace; }
+.ss-badge-fault { background: #fff1e8; border-color: #f0b48c; }
+"""
+
+
+def _evidence(ev: dict | None) -> str:
+    if not ev:
+        return ""
+    parts = [f"{k}={v}" for k, v in ev.items() if v not in (None, [], {}, "")]
+    return f'<div class="ss-rf-ev">evidence: {esc("; ".join(parts))}</div>' if parts else ""
+
+
+def findings_html(findings: list[dict] | None) -> str:
+    """Error first; one card per finding, its colour and icon from the severity."""
+    if not findings:
+        return '<div class="ss-rf"><div class="ss-none">No findings yet: record or upload a run.</div></div>'
+    cards = []
+    for f in sorted(findings, key=lambda f: ORDER.get(str(f.get("severity")), 9)):
+        sev = str(f.get("severity") or "info")
+        icon, colour, tint = SEV.get(sev, SEV["info"])
+        rows = "".join(f'<div class="ss-rf-row"><b>{label}:</b> {esc(f[key])}</div>'
+                       for key, label in (("detail", "What"), ("cause", "Likely cause"), ("fix", "Fix"))
+                       if f.get(key))
+        cards.append(
+            f'<div class="ss-rf-card" data-code="{esc(f.get("code"))}" data-severity="{esc(sev)}" '
+            f'style="border-color:{colour};background:{tint}">'
+            f'<div class="ss-rf-head"><span style="color:{colour}">{icon}</span>'
+            f'<span class="ss-rf-code">{esc(f.get("code"))}</span>'
+            f'<span class="ss-rf-title">{esc(f.get("title"))}</span></div>'
+            f'{rows}{_evidence(f.get("evidence"))}</div>')
+    return '<div class="ss-rf">' + "".join(cards) + "</div>"
+
+
+def config_badges(config: dict | None) -> str:
+    """The run's knobs as small badges; enabled faults stand out (configuration, not diagnosis)."""
+    if not config:
+        return ""
+    declared = config.get("declared") or config
+    keys = ("k", "verify", "temperature", "max_new_tokens", "entropy_threshold")
+    out = [f'<span class="ss-badge">{esc(k)}={esc(declared[k])}</span>' for k in keys
+           if declared.get(k) not in (None, "")]
+    if config.get("recorded"):
+        out.insert(0, '<span class="ss-badge">recorded run</span>')
+    out += [f'<span class="ss-badge ss-badge-fault">fault: {esc(n)}</span>'
+            for n in config.get("faults") or []]
+    return '<div class="ss-badges">' + "".join(out) + "</div>"

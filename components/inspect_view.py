@@ -1,0 +1,183 @@
+"""Per-round drill-down of a recording (schema specscope.recording/1, docs/recorder.md): for
+each round, every forward of both models with the cache length before and after, the ids and
+positions fed, the mask shape, and the edge's vs the cloud's top-5 at each drafted position
+with the cloud's rank of the token that was drafted. Pure functions of the recording dict.
+
+A round here is the edge forwards since the previous cloud forward plus that cloud forward
+(what a user's loop does between two verifications)."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from .formatting import esc
+
+INSPECT_CSS = """
+.ss-rd { font-family: system-ui, sans-serif; font-size: 13px; }
+.ss-rd table { border-collapse: collapse; margin: 4px 0 10px 0; }
+.ss-rd th, .ss-rd td { border: 1px solid #d8dee4; padding: 3px 7px; text-align: left; vertical-align: top; }
+.ss-rd th { background: #f6f8fa; font-weight: 600; }
+.ss-rd .ss-rd-edge { color: #0072B2; font-weight: 600; }
+.ss-rd .ss-rd-cloud { color: #444; font-weight: 600; }
+.ss-rd .ss-rd-bad { color: #D55E00; font-weight: 600; }
+.ss-rd .ss-rd-mono { font-family: ui-monospace, monospace; }
+.ss-rd small { color: #57606a; margin: 0 8px 0 2px; }
+.ss-rd h4 { margin: 6px 0 2px 0; font-size: 14px; }
+"""
+
+Texts = Callable[[int], str]
+
+
+def _default_text(i: int) -> str:
+    return f"#{i}"
+
+
+def split_rounds(recording: dict | None) -> list[list[dict]]:
+    """Forwards grouped into rounds: edge forwards up to and including the next cloud forward."""
+    groups, cur = [], []
+    for f in (recording or {}).get("forwards") or []:
+        cur.append(f)
+        if f.get("model") == "cloud":
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def round_choices(recording: dict | None) -> list[tuple[str, int]]:
+    out = []
+    for n, g in enumerate(split_rounds(recording), 1):
+        n_edge = sum(f.get("model") == "edge" for f in g)
+        has_cloud = any(f.get("model") == "cloud" for f in g)
+        out.append((f"cloud call {n}: {n_edge} edge forward(s) before it" if has_cloud
+                    else f"tail {n}: {n_edge} edge forward(s), no cloud call", n))
+    return out
+
+
+def _after(f: dict) -> int | None:
+    L = f.get("cache_len")
+    if L is None or not f.get("use_cache", True):
+        return L
+    return L + len(f.get("ids") or [])
+
+
+def _ids_text(ids, texts: Texts, limit: int = 12) -> str:
+    ids = list(ids or [])
+    shown = "".join(texts(i) for i in ids[-limit:])
+    more = f"… ({len(ids)} ids) " if len(ids) > limit else ""
+    return more + shown
+
+
+def _positions(f: dict) -> str:
+    for key in ("position_ids", "cache_position"):
+        p = f.get(key)
+        if p is not None:
+            txt = f"{p[0]}..{p[-1]}" if len(p) > 3 else ",".join(map(str, p))
+            L = f.get("cache_len")
+            bad = L is not None and p and p[0] != L
+            return (f'<span class="{"ss-rd-bad" if bad else ""}">{esc(key)} {esc(txt)}</span>')
+    return "implicit"
+
+
+def _mask(f: dict) -> str:
+    m = f.get("mask_shape")
+    if not m:
+        return "none"
+    L, n = f.get("cache_len") or 0, len(f.get("ids") or [])
+    bad = L > 0 and m[-1] < L + n
+    return f'<span class="{"ss-rd-bad" if bad else ""}">{esc("×".join(map(str, m)))}</span>'
+
+
+def _cache_summary(group: list[dict], last_after: dict) -> str:
+    rows = []
+    for model in ("edge", "cloud"):
+        fs = [f for f in group if f.get("model") == model]
+        if not fs:
+            continue
+        before, after = fs[0].get("cache_len"), _after(fs[-1])
+        prev = last_after.get(fs[0].get("cache"))
+        crop = (f' <span class="ss-rd-bad">(cropped from {prev})</span>'
+                if prev is not None and before is not None and before < prev else "")
+        rows.append(f'<tr><td class="ss-rd-{model}">{model}</td><td>{esc(before)}{crop}</td>'
+                    f'<td>{esc(after)}</td><td>{len(fs)}</td></tr>')
+    return ("<table><tr><th>model</th><th>cache before</th><th>cache after</th><th>forwards</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _forward_table(group: list[dict], texts: Texts) -> str:
+    rows = []
+    for f in group:
+        m = f.get("model")
+        last = (f.get("rows") or {}).get("argmax") or []
+        rows.append(
+            f'<tr><td>{esc(f.get("i"))}</td><td class="ss-rd-{esc(m)}">{esc(m)}</td>'
+            f'<td>{esc(f.get("cache_len"))}</td><td class="ss-rd-mono">{esc(_ids_text(f.get("ids"), texts))}</td>'
+            f'<td>{_positions(f)}</td><td>{_mask(f)}</td><td>{esc(_after(f))}</td>'
+            f'<td>{esc(texts(last[-1])) if last else ""}</td></tr>')
+    return ("<table><tr><th>#</th><th>model</th><th>cache before</th><th>fed</th><th>positions</th>"
+            "<th>mask</th><th>cache after</th><th>argmax (last row)</th></tr>" + "".join(rows) + "</table>")
+
+
+def _scored(f: dict) -> dict[int, int]:
+    """cache position q -> row index r, for the rows this forward scored (row r predicts q+1)."""
+    rows = f.get("rows") or {}
+    n_rows = len(rows.get("argmax") or [])
+    L = f.get("cache_len") or 0
+    off = rows.get("offset") or 0
+    return {L + off + r: r for r in range(n_rows)}
+
+
+def _top(f: dict, r: int, texts: Texts) -> str:
+    rows = f["rows"]
+    return " ".join(f"{esc(texts(i))}<small>{math.exp(lp):.2f}</small>"
+                    for i, lp in zip(rows["top_ids"][r], rows["top_logp"][r]))
+
+
+def _top5_table(group: list[dict], texts: Texts) -> str:
+    """Each drafted token (the last ids the cloud was fed, one per edge forward of the round)
+    next to the edge row that drafted it and the cloud row that verified it."""
+    cloud = next((f for f in group if f.get("model") == "cloud" and f.get("rows")), None)
+    if cloud is None:
+        return "<p>No cloud forward in this step: nothing was verified.</p>"
+    edge_fs = [f for f in group if f.get("model") == "edge" and (f.get("rows") or {}).get("argmax")]
+    ids, L = cloud.get("ids") or [], cloud.get("cache_len") or 0
+    crow = cloud["rows"]
+    off, n_rows = crow.get("offset") or 0, len(crow.get("argmax") or [])
+    m = min(len(edge_fs), len(ids))
+    rows = []
+    for d in range(m):
+        j = len(ids) - m + d                 # input index of the d-th drafted token
+        r = j - 1 - off                      # cloud row that scored the position before it
+        if not 0 <= r < n_rows:
+            continue
+        ef = edge_fs[len(edge_fs) - m + d]
+        er = len(ef["rows"]["argmax"]) - 1
+        tok = ids[j]
+        rank = crow["next_rank"][r] if r < len(crow.get("next_rank") or []) else None
+        cls = "" if tok == crow["argmax"][r] else "ss-rd-bad"
+        rows.append(f'<tr><td>{L + j}</td><td class="ss-rd-mono">{esc(texts(tok))}</td>'
+                    f'<td>{esc(ef.get("i"))}</td><td>{_top(ef, er, texts)}</td><td>{_top(cloud, r, texts)}</td>'
+                    f'<td class="{cls}">{esc(rank) if rank is not None else "–"}</td></tr>')
+    if not rows:
+        return "<p>The cloud scored none of the drafted tokens in this step.</p>"
+    return ("<table><tr><th>cloud position</th><th>drafted</th><th>edge forward</th><th>edge top-5</th>"
+            "<th>cloud top-5</th><th>cloud rank of draft</th></tr>" + "".join(rows) + "</table>")
+
+
+def round_html(recording: dict | None, n: int | None, texts: Texts | None = None) -> str:
+    """The drill-down of round n (1-based) of a recording."""
+    groups = split_rounds(recording)
+    if not groups:
+        return '<div class="ss-rd"><p>No recording loaded.</p></div>'
+    n = max(1, min(int(n or 1), len(groups)))
+    texts = texts or _default_text
+    last_after: dict = {}
+    for g in groups[: n - 1]:
+        for f in g:
+            last_after[f.get("cache")] = _after(f)
+    g = groups[n - 1]
+    return (f'<div class="ss-rd" data-round="{n}"><h4>Step {n} of {len(groups)} (the edge forwards up to '
+            f'cloud call {n}): caches</h4>'
+            f'{_cache_summary(g, last_after)}<h4>Forwards</h4>{_forward_table(g, texts)}'
+            f'<h4>Edge vs cloud at each drafted position</h4>{_top5_table(g, texts)}</div>')

@@ -1,0 +1,79 @@
+"""From a recording to (trace, findings): reconstruction plus every blind check."""
+from __future__ import annotations
+
+from specdec_core.recorder import checks
+from specdec_core.recorder.checks import _ev, finding
+from specdec_core.recorder.rounds import build_rounds
+from specdec_core.recorder.tape import build_tapes
+from specdec_core.recorder.trace_build import Texts, build_trace
+
+TEXT_KEYS = ("cycle", "template_leak", "punct_flood", "doubling")
+SEVERITY = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+
+
+def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
+    out, k = [], rec.get("declared", {}).get("k")
+    widths = {m: sorted({f.rows["vocab"] for f in t.fwds if f.model == m and f.rows})
+              for m in ("edge", "cloud")}
+    tok_n = (rec.get("vocab") or {}).get("tokenizer")
+    e, c = widths["edge"], widths["cloud"]
+    big = [x for x in t.out if tok_n and x >= tok_n]
+    if (e and c and e != c) or big:
+        out.append(finding(
+            "vocab_mismatch", "error" if big else "warning",
+            f"vocabulary widths differ: edge {e}, cloud {c}, tokenizer {tok_n}",
+            (f"{len(big)} output id(s) outside the tokenizer (first {big[0]})" if big else
+             "ids are compared across heads of different width"),
+            "the two heads (or the tokenizer) do not share one vocabulary; ids past the shared "
+            "part mean nothing to the other model",
+            "compare and pick only on the shared vocabulary: logits[..., :len(tokenizer)]",
+            _ev(None, None, big[:5], widths=widths, tokenizer=tok_n)))
+    if k:
+        long = [r for r in rounds if r.verified and len(r.block) > k]
+        runs = [r for r in rounds if r.verified and (r.end - r.block_start) > k + 1]
+        if long or runs:
+            r = (long or runs)[0]
+            out.append(finding(
+                "off_by_one", "error",
+                f"round {r.n} drafted {len(r.block)} and committed {r.end - r.block_start} tokens "
+                f"with k={k}",
+                f"{len(long)} round(s) drafted more than k, {len(runs)} committed more than k+1",
+                "an off-by-one in the draft loop or the acceptance count (range(k + 1), "
+                "accepting one token past the first mismatch)",
+                "draft exactly k tokens; commit the accepted prefix plus one cloud token",
+                _ev(r.cloud, r.block_start, r.block, round=r.n)))
+    return out
+
+
+def text_findings(trace) -> list[dict]:
+    from specdec_core.analysis.diagnostics import diagnose
+
+    out = []
+    for d in diagnose(trace):
+        if d["key"] in TEXT_KEYS:
+            out.append(finding(d["key"], d["severity"], d["title"], d["detail"], d["cause"],
+                               d["fix"], {"model": None, "forward": None, "position": None,
+                                          "tokens": None}))
+    return out
+
+
+def analyze(rec: dict, tokenizer, info=None):
+    """recording -> (Trace, findings). The trace's diagnostics are the findings."""
+    t = build_tapes(rec)
+    rounds = build_rounds(t)
+    texts = Texts(tokenizer)
+    trace = build_trace(rec, t, rounds, tokenizer, info)
+    d = rec.get("declared", {})
+    found = []
+    found += checks.check_positions(t)
+    found += checks.check_contexts(t, rounds)
+    found += checks.check_lossless(t, rounds, d, texts)
+    found += checks.check_stops(t, rec, texts)
+    found += checks.check_draft_rule(t, rounds, d, texts)
+    found += check_structure(t, rounds, rec, texts)
+    found += text_findings(trace)
+    found.sort(key=lambda f: SEVERITY.get(f["severity"], 9))
+    trace.diagnostics = found or [finding(
+        "clean", "ok", "no problems found",
+        "contexts, positions, verification, stops and text look fine", "", "")]
+    return trace, found

@@ -1,0 +1,314 @@
+"""Blind checks: findings computed only from what the models were fed and scored, the output,
+and the user's declared knobs. Nothing here knows which bug (or fault) is switched on.
+
+Each finding: code, severity (error|warning|info), title, detail, cause, fix, evidence
+(model, forward, position, tokens). `key` repeats `code` for the existing diagnostics views.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from specdec_core.recorder.rounds import Round
+from specdec_core.recorder.tape import Fwd, Tapes
+
+
+def finding(code, severity, title, detail, cause, fix, evidence=None) -> dict:
+    return {"code": code, "key": code, "severity": severity, "title": title, "detail": detail,
+            "cause": cause, "fix": fix, "evidence": evidence or {}}
+
+
+def _ev(f: Fwd | None, position=None, tokens=None, **kw) -> dict:
+    d = {"model": f.model if f else None, "forward": f.i if f else None, "position": position,
+         "tokens": tokens}
+    d.update(kw)
+    return d
+
+
+def _greedy(d: dict) -> bool:
+    return d.get("verify", "greedy") == "greedy" and not d.get("temperature")
+
+
+# -- the cache / context / position family --------------------------------------------------------
+def check_positions(t: Tapes) -> list[dict]:
+    bad_pos, bad_mask = [], []
+    for f in t.fwds:
+        raw, n = f.raw, f.n
+        want = list(range(f.L, f.L + n))
+        for key in ("position_ids", "cache_position"):
+            got = raw.get(key)
+            if got is not None and n and got != want:
+                bad_pos.append((f, key, got))
+                break
+        m = raw.get("mask_shape")
+        if m and f.L > 0 and n and m[-1] < f.L + n:
+            bad_mask.append((f, m))
+    out = []
+    if bad_pos:
+        f, key, got = bad_pos[0]
+        out.append(finding(
+            "position_error", "error",
+            f"{key} do not continue the cache in {len(bad_pos)} forward(s)",
+            f"{f.model} forward {f.i}: cache held {f.L} positions, {key} passed "
+            f"{got[:6]}{'...' if len(got) > 6 else ''} instead of {f.L}..{f.L + f.n - 1}",
+            "positions were reset or computed from the new tokens alone (e.g. from a 1x1 "
+            "attention mask) instead of from the cache length (seed 001 B)",
+            "pass position_ids = cache.get_seq_length() + arange(n) (or a full-length mask)",
+            _ev(f, f.L, got[:8], key=key, n_forwards=len(bad_pos))))
+    if bad_mask:
+        f, m = bad_mask[0]
+        out.append(finding(
+            "position_error", "error",
+            f"attention mask shorter than the context in {len(bad_mask)} forward(s)",
+            f"{f.model} forward {f.i}: mask shape {m} for {f.L} cached + {f.n} new positions",
+            "a 1x1 (or new-tokens-only) attention mask on incremental steps: the model cannot "
+            "attend to its cache correctly and derives wrong positions (seed 001 B)",
+            "pass an attention mask covering cache + new tokens, or none",
+            _ev(f, f.L, None, mask_shape=m, n_forwards=len(bad_mask))))
+    return out
+
+
+def _classify(f: Fwd, d: int, since: int) -> str:
+    """A wrong context token at position d: in the cache and written before the decision that
+    made it wrong -> stale_cache; anything else -> context_mismatch."""
+    if d < f.L and 0 <= f.writers[d] < since:
+        return "stale_cache"
+    return "context_mismatch"
+
+
+def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
+    C, hits = t.C, {"stale_cache": [], "context_mismatch": []}
+    for f in t.fwds:                  # contradicts a position the cloud had already decided
+        d = f.match
+        if d >= len(f.ctx) or d >= len(C) or f.ctx[d] is None:
+            continue
+        when = -1 if d < t.P else t.decided.get(d, (None,))[0]
+        if when is not None and when < f.i:
+            hits[_classify(f, d, when if when >= 0 else f.i)].append((f, d, "decided"))
+    prev = -1
+    for rnd in rounds:                # drafted from a context other than the one verified
+        ref = rnd.cloud.ctx if rnd.verified else C
+        for p, (f, r) in sorted(rnd.drafted_by.items()):
+            if p >= len(ref) or (rnd.verified and p < rnd.block_start):
+                continue
+            d = next((j for j, (a, b) in enumerate(zip(f.ctx[:p], ref[:p])) if a != b), None)
+            if d is not None and f.ctx[d] is not None:
+                hits[_classify(f, d, prev if prev >= 0 else -1)].append((f, d, "draft"))
+                break
+        if rnd.verified:
+            prev = rnd.cloud.i
+    out = []
+    for code, lst in hits.items():
+        if not lst:
+            continue
+        f, d, how = lst[0]
+        toks = {"fed": f.ctx[d], "committed": C[d] if d < len(C) else None}
+        if code == "stale_cache":
+            out.append(finding(
+                code, "error", f"{f.model} attended to cached tokens that are not committed "
+                f"({len(lst)} forward(s))",
+                f"{f.model} forward {f.i}: cache position {d} holds id {toks['fed']} (written by "
+                f"forward {f.writers[d]}), the committed token there is {toks['committed']}",
+                "rejected drafts were never rolled back: the cache was not cropped to the "
+                "committed length after a correction (seeds 000 D, 002)",
+                "after every verification crop both caches to the committed length "
+                "(cache.crop(-(cache_len - keep)))", _ev(f, d, toks, n_forwards=len(lst))))
+        else:
+            what = ("the context the edge drafted from differs from the one the cloud verified"
+                    if how == "draft" else "the context differs from the committed sequence")
+            out.append(finding(
+                code, "error", f"{f.model} was fed a context that is not the committed sequence "
+                f"({len(lst)} forward(s))",
+                f"{f.model} forward {f.i}: {what} at position {d}: fed id {toks['fed']}, "
+                f"committed {toks['committed']}",
+                "the model input was built from a sequence other than the committed one: a token "
+                "fed twice (seed 002) or tokens appended to the input across iterations (seed 004)",
+                "feed each model exactly seq[cache_len:] of the one committed sequence",
+                _ev(f, d, toks, n_forwards=len(lst))))
+    return out
+
+
+# -- verification / output family -----------------------------------------------------------------
+def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
+    if not _greedy(declared):
+        return []
+    C, fw = t.C, {f.i: f for f in t.fwds}
+    bad = []
+    for p in range(t.P, len(C)):
+        if p in t.decided:
+            fi, r = t.decided[p]
+            f = fw[fi]
+            if f.rows["argmax"][r] != C[p]:
+                bad.append((p, f, r))
+    if not bad:
+        return []
+    p, f, r = bad[0]
+    tok, best = C[p], f.rows["argmax"][r]
+    rank = f.rank_of(r, tok)
+    ranks = [fw_.rank_of(r_, C[p_]) for p_, fw_, r_ in bad]
+    i, k = p - t.P, int(declared.get("k") or 8)
+    dup = next((m for m in range(1, k + 2) if p - m >= t.P and C[p - m:p] == C[p:p + m]), None)
+    if dup:
+        cause = (f"the committed tokens from index {i} repeat the {dup} token(s) just before them: "
+                 "a block was appended to the sequence twice (seed 004 input corruption, or a "
+                 "duplicated bonus)")
+        fix = "append each verified token once, from one committed sequence"
+    elif rank is None or rank > 1:
+        cause = (f"a draft the cloud ranks {rank or '>5'} was accepted: the acceptance rule is not "
+                 "greedy equality (rank/threshold acceptance, seed 000 C)")
+        fix = "accept a draft only if it equals the cloud's argmax (or use rejection sampling)"
+    else:
+        cause = "a committed token the cloud did not choose"
+        fix = "commit only accepted drafts and the cloud's correction/bonus"
+    return [finding(
+        "lossless_violation", "error",
+        f"output is not the cloud's greedy choice at {len(bad)} position(s)",
+        f"first at index {i}: committed {texts(tok)!r} (id {tok}, cloud rank {rank or '>5'}), the "
+        f"cloud chose {texts(best)!r} (id {best}); worst rank {max((x or 6) for x in ranks)}",
+        cause, fix, _ev(f, p, {"committed": tok, "cloud": best}, index=i, rank=rank,
+                        n_positions=len(bad)))]
+
+
+def check_stops(t: Tapes, rec: dict, texts) -> list[dict]:
+    out, stops, d = [], set(rec.get("stop_ids") or []), rec.get("declared", {})
+    gen = t.out
+    early = [i for i, x in enumerate(gen[:-1]) if x in stops]
+    if early:
+        i = early[0]
+        out.append(finding(
+            "missed_eos", "error", f"stop id {texts(gen[i])!r} at index {i} and decoding went on",
+            f"{len(gen) - i - 1} tokens were generated after it",
+            "the stop was checked on decoded text (special tokens skipped) or only on the last "
+            "token of an accepted block, so an EOS inside the block was missed (seed 000 A)",
+            "after committing each token, stop if its id is in stop_ids",
+            _ev(None, t.P + i, [gen[i]], index=i)))
+    fw = {f.i: f for f in t.fwds}
+    used_cloud = any(f.model == "cloud" for f in t.fwds)
+    tail = 0
+    for p in range(len(t.C) - 1, t.P - 1, -1):
+        if p in t.decided:
+            break
+        tail += 1
+    sent = set(d.get("sentence_ids") or [])
+    max_new = d.get("max_new_tokens")
+    stopped_early = (gen and gen[-1] not in stops and not (gen[-1] in sent and len(gen) >= d.get("min_new_tokens", 0))
+                     and (max_new is None or len(gen) < max_new))
+    if (tail and used_cloud) or stopped_early:
+        parts = []
+        if tail and used_cloud:
+            parts.append(f"the last {tail} token(s) were never scored by the cloud")
+        if stopped_early:
+            parts.append(f"the run stopped on {texts(gen[-1])!r} (not a stop id) after "
+                         f"{len(gen)} of {max_new or '?'} tokens")
+        out.append(finding(
+            "unverified_end", "error", "the run ended on tokens the cloud never verified"
+            if tail and used_cloud else "the run stopped early on a non-stop token",
+            "; ".join(parts),
+            "a stop fired on decoded text during drafting (a string match such as '。' or "
+            "'Please'), before the cloud verified the block (seed 000 A)",
+            "stop on token ids only, after verification", _ev(None, len(t.C) - 1, gen[-tail:] if tail else gen[-1:],
+                                                             unverified=tail)))
+    del fw
+    return out
+
+
+def draft_samples(t: Tapes, rounds) -> list:
+    """(edge fwd, row, drafted token) for drafts made from the context the cloud verified."""
+    C, out = t.C, []
+    for rnd in rounds:
+        ref = rnd.cloud.ctx if rnd.verified else C
+        for p, (f, r) in rnd.drafted_by.items():
+            if p < len(ref) and p >= max(rnd.block_start, t.P) and f.ctx[:p] == ref[:p]:
+                out.append((f, r, ref[p]))
+    return out
+
+
+def check_draft_rule(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
+    samples = draft_samples(t, rounds)
+    if not samples:
+        return []
+    T = float(declared.get("temperature") or 0.0)
+    if T <= 0:
+        off = [(f, r, x) for f, r, x in samples if f.rows["argmax"][r] != x]
+        if not off:
+            return []
+        f, r, x = off[0]
+        return [finding(
+            "hidden_draft_processing", "error",
+            f"{len(off)} of {len(samples)} drafts are not the edge's argmax (greedy declared)",
+            f"edge forward {f.i}: drafted {texts(x)!r} (edge rank {f.rank_of(r, x) or '>5'}), the "
+            f"edge's own argmax is {texts(f.rows['argmax'][r])!r}",
+            "the draft logits are processed before picking: hand-made penalties, a custom top-p, "
+            "an extra temperature or a gate the decoder does not declare (seed 000 B)",
+            "pick the draft from the edge's logits under the declared rule; declare any gate",
+            _ev(f, f.first_q + r + 1, {"drafted": x, "edge_argmax": f.rows["argmax"][r]},
+                n_drafts=len(samples), n_off=len(off)))]
+    return temperature_finding(samples, T)
+
+
+def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict]:
+    """Sampled drafts: is the declared temperature the one they were drawn at? (Per clip the
+    test has little power on a peaked edge; pool several runs with pooled_temperature.)"""
+    est, n, outside, ll, grid = estimate_temperature(samples)
+    if est is None or n < 12:
+        return []
+    ratio = est / T
+    # likelihood ratio of the best temperature against the declared one (2*LR ~ chi2(1))
+    lr = float(ll.max() - ll[int((grid - T).abs().argmin())])
+    if lr < LR_WEAK or 0.8 <= ratio <= 1.25:
+        return []
+    f, r, x = samples[0]
+    return [finding(
+        "hidden_draft_processing", "error" if lr >= LR_MIN else "warning",
+        f"drafts look sampled at temperature {est:.2f}, declared {T:g}",
+        f"maximum-likelihood temperature of {n} drafted tokens ({scope}) under the edge's logits: "
+        f"{est:.2f} (x{ratio:.2f} the declared one, log-likelihood ratio {lr:.1f}); {outside} "
+        "drafts outside the edge's top-5",
+        "the draft distribution is reshaped before sampling: a second temperature (logits "
+        "divided twice, seed 001 A), penalties or a custom top-p",
+        "apply the temperature once; no extra processing of the draft logits",
+        _ev(f, f.first_q + r + 1, None, effective_temperature=round(est, 3), declared=T,
+            n_drafts=n))]
+
+
+def pooled_temperature(recordings: list[dict]) -> list[dict]:
+    """The temperature check over several recordings of one decoder (same declared T)."""
+    from specdec_core.recorder.rounds import build_rounds
+    from specdec_core.recorder.tape import build_tapes
+
+    samples, T = [], None
+    for rec in recordings:
+        T = float(rec.get("declared", {}).get("temperature") or 0.0)
+        t = build_tapes(rec)
+        samples += draft_samples(t, build_rounds(t))
+    if not T:
+        return []
+    return temperature_finding(samples, T, f"{len(recordings)} runs pooled")
+
+
+LR_MIN = 6.0     # log-likelihood ratio: p ~ 5e-4 under the declared temperature -> error
+LR_WEAK = 1.0    # p ~ 0.16: reported as a warning (a peaked edge gives one clip little power)
+
+
+def estimate_temperature(samples):
+    """MLE of T for tokens drawn from softmax(logits / T), conditioned on the token being in the
+    edge's top-5 (the recorder keeps top-5 log-probs, which are logits up to a constant)."""
+    rows, idx, outside = [], [], 0
+    for f, r, x in samples:
+        ids = f.rows["top_ids"][r]
+        if x in ids:
+            rows.append(f.rows["top_logp"][r])
+            idx.append(ids.index(x))
+        else:
+            outside += 1
+    if len(rows) < 2:
+        return None, len(rows), outside, None, None
+    z = torch.tensor(rows, dtype=torch.float64)
+    ix = torch.tensor(idx)
+    grid = torch.exp(torch.linspace(math.log(0.05), math.log(5.0), 400, dtype=torch.float64))
+    zz = z[None] / grid[:, None, None]                        # [G, N, 5]
+    ll = (zz.gather(2, ix[None, :, None].expand(len(grid), -1, 1))[..., 0]
+          - torch.logsumexp(zz, -1)).sum(-1)
+    best = int(ll.argmax())
+    return float(grid[best]), len(rows), outside, ll, grid

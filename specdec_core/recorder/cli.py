@@ -1,0 +1,158 @@
+"""`python -m specdec_core record FILE.py:FUNCTION AUDIO [AUDIO ...] [--backend demo]
+[--set k=4 ...] [--reference] [--out rec.json]`: run the user's own decoder under the Recorder
+and diagnose it blind. Exit codes as for `run`: 0 ok, 1 some clip failed, 2 usage error."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from specdec_core.errors import UserError
+
+KNOBS = {"k": int, "max_new_tokens": int, "min_new_tokens": int, "temperature": float,
+         "verify": str, "rank_threshold": int, "prompt_type": str}
+DEFAULTS = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy",
+            "prompt_type": "detailed"}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("record", help="record and diagnose your own decoder (FILE.py:FUNCTION)")
+    p.add_argument("target", metavar="FILE.py:FUNCTION")
+    p.add_argument("audio", nargs="+")
+    p.add_argument("--backend", default="demo")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"declared knobs: {', '.join(KNOBS)}")
+    p.add_argument("--reference", action="store_true",
+                   help="also run the cloud's greedy decode and report the first divergence")
+    p.add_argument("--out", help="output JSON (default: stdout)")
+
+
+def load_function(target: str):
+    file, sep, name = target.rpartition(":")
+    if not sep or not file.endswith(".py") or not name.isidentifier():
+        raise UserError(f"expected FILE.py:FUNCTION, got {target!r}")
+    path = Path(file).resolve()
+    if not path.is_file():
+        raise UserError(f"no such file: {file}")
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(f"_specscope_user_{path.stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise UserError(f"cannot import {file}: {_where(e)}") from None
+    finally:
+        sys.path.remove(str(path.parent))
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise UserError(f"{file} has no function {name!r}")
+    return fn, path
+
+
+def parse_sets(sets) -> dict:
+    d = dict(DEFAULTS)
+    for kv in sets:
+        key, sep, val = kv.partition("=")
+        key = key.strip()
+        if not sep or key not in KNOBS:
+            raise UserError(f"--set expects KEY=VALUE with KEY one of {', '.join(KNOBS)}, got {kv!r}")
+        try:
+            d[key] = KNOBS[key](val)
+        except ValueError:
+            raise UserError(f"--set {key}: not a valid {KNOBS[key].__name__}: {val!r}") from None
+    return d
+
+
+def _where(e: BaseException) -> str:
+    """One line: the exception and the deepest frame in user code (file:line, function)."""
+    tb = traceback.extract_tb(e.__traceback__)
+    core = str(Path(__file__).resolve().parents[1])
+    user = [f for f in tb if not f.filename.startswith(core) and "site-packages" not in f.filename]
+    fr = (user or tb or [None])[-1]
+    msg = str(e).splitlines()[0] if str(e) else ""
+    loc = f" at {Path(fr.filename).name}:{fr.lineno} in {fr.name}" if fr else ""
+    return f"{type(e).__name__}: {msg}{loc}"
+
+
+def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False) -> dict:
+    import torch
+
+    from specdec_core.api import prepare
+    from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.recorder.analyze import analyze
+    from specdec_core.recorder.hooks import Recorder
+
+    label = str(src)
+    try:
+        prompt = prepare(backend, src, DecodeConfig(prompt_type=knobs["prompt_type"]))
+    except UserError as e:
+        return {"audio": label, "ok": False, "error": str(e)}
+    declared = {k: v for k, v in knobs.items() if k != "prompt_type"}
+    stops = tuple(backend.stop_ids)
+    rec = Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids, stops,
+                   **declared)
+    sys.path.insert(0, str(path.parent))
+    try:
+        with rec, torch.no_grad():
+            out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(),
+                     k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops)
+        out = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
+    except Exception as e:
+        return {"audio": label, "ok": False, "error": f"decoder failed: {_where(e)}",
+                "recording": rec.finish([])}
+    finally:
+        sys.path.remove(str(path.parent))
+    recording = rec.finish(out)
+    recording["backend"] = backend.name
+    trace, found = analyze(recording, backend.tokenizer, prompt.info)
+    res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
+           "trace": trace.to_dict(), "recording": recording}
+    if reference:
+        res["reference"] = reference_diff(backend, prompt, out, trace, knobs)
+    return res
+
+
+def reference_diff(backend, prompt, out: list[int], trace, knobs: dict) -> dict:
+    """The cloud's own greedy decode on the same prompt, and where the user's output leaves it."""
+    from specdec_core.decoding.baseline import cloud_only
+    from specdec_core.decoding.config import DecodeConfig
+
+    cfg = DecodeConfig(max_new_tokens=knobs["max_new_tokens"], stop_at_first_sentence=False,
+                       min_new_tokens=0, prompt_type=knobs["prompt_type"])
+    ref = cloud_only(backend, prompt, cfg)["token_ids"]
+    i = next((j for j, (a, b) in enumerate(zip(out, ref)) if a != b), None)
+    if i is None and len(out) != len(ref):
+        i = min(len(out), len(ref))
+    d = {"token_ids": ref, "text": backend.tokenizer.decode(ref, skip_special_tokens=True),
+         "matches": i is None, "first_divergence": None}
+    if i is not None:
+        tok = lambda x: None if x is None else {"id": x, "text": backend.tokenizer.decode([x])}  # noqa: E731
+        d["first_divergence"] = {"index": i, "user": tok(out[i] if i < len(out) else None),
+                                 "reference": tok(ref[i] if i < len(ref) else None),
+                                 "round": trace.tokens[i].round if i < len(trace.tokens) else None}
+    return d
+
+
+def cmd_record(args) -> int:
+    from specdec_core.backends import load_backend
+
+    knobs = parse_sets(args.sets)
+    fn, path = load_function(args.target)
+    backend = load_backend(args.backend)
+    results = []
+    for src in args.audio:
+        res = record_clip(fn, path, backend, src, knobs, args.reference)
+        results.append(res)
+        codes = ", ".join(f["code"] for f in res.get("findings", [])) or "no findings"
+        print(f"{res['audio']}: " + (f"ok ({codes})" if res["ok"] else f"error: {res['error']}"),
+              file=sys.stderr)
+    text = json.dumps({"backend": args.backend, "declared": knobs, "results": results},
+                      ensure_ascii=False)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        print(text)
+    return 0 if all(r["ok"] for r in results) else 1

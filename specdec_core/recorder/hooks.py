@@ -1,0 +1,195 @@
+"""The flight recorder: forward hooks on the two models that log what each forward was fed and
+what it scored, without the user's decoder knowing (schema: docs/recorder.md).
+
+Pre hook (sees the kwargs as passed): input ids, position_ids, cache_position, attention-mask
+shape and the cache length BEFORE the call (caches are mutated in place, so it must be read
+here). Post hook: per scored row, argmax, top-5 ids and log-probs, entropy, vocab width, and
+the rank/log-prob of the token that follows the row in the input (what a verifier needs). The
+last row's log-probs are held until the next forward of the same model, which gives the rank
+of the token it was fed next (what a drafter needs). No full logits are stored.
+"""
+from __future__ import annotations
+
+import time
+import weakref
+
+import torch
+
+SCHEMA = "specscope.recording/1"
+TOP = 5
+
+
+def _ints(t) -> list[int] | None:
+    if t is None:
+        return None
+    if isinstance(t, torch.Tensor):
+        return [int(x) for x in t.reshape(-1).tolist()]
+    return [int(x) for x in t]
+
+
+def _cache_len(cache) -> int | None:
+    if cache is None:
+        return None
+    try:
+        return int(cache.get_seq_length())
+    except Exception:   # legacy tuple caches
+        try:
+            return int(cache[0][0].shape[-2])
+        except Exception:
+            return None
+
+
+class _Keys:
+    """Stable small ids for cache objects (weakly held), so the tape can follow each cache."""
+
+    def __init__(self):
+        self.refs: list = []
+
+    def key(self, cache) -> int | None:
+        if cache is None:
+            return None
+        for i, r in enumerate(self.refs):
+            if r() is cache:
+                return i
+        try:
+            ref = weakref.ref(cache)
+        except TypeError:
+            ref = (lambda c=cache: c)
+        self.refs.append(ref)
+        return len(self.refs) - 1
+
+
+class Recorder:
+    """Context manager: `with Recorder(edge, cloud, tok, prompt_ids, stop_ids, k=4) as rec:`.
+
+    declared: the user's declared knobs (k, temperature, verify, max_new_tokens, min_new_tokens,
+    sentence_ids); the checks compare what was observed with them."""
+
+    def __init__(self, edge, cloud, tokenizer, prompt_ids, stop_ids=(), **declared):
+        self.models = {"edge": edge, "cloud": cloud}
+        self.tokenizer = tokenizer
+        self.prompt_ids = _ints(prompt_ids[0] if isinstance(prompt_ids, torch.Tensor)
+                                and prompt_ids.dim() == 2 else prompt_ids)
+        self.stop_ids = sorted({int(s) for s in (stop_ids or ())})
+        self.declared = {k: v for k, v in declared.items() if v is not None}
+        self.forwards: list[dict] = []
+        self._handles: list = []
+        self._pending: dict[str, list] = {"edge": [], "cloud": []}
+        self._held: dict[str, tuple] = {}     # model -> (forward index, last row log-probs)
+        self._keys = _Keys()
+        self._t0 = self.wall_s = 0.0
+        self.error: str | None = None
+
+    # -- context manager ------------------------------------------------------------------------
+    def __enter__(self):
+        same = self.models["edge"] is self.models["cloud"]
+        for role, m in self.models.items():
+            if same and role == "cloud":
+                break
+            self._handles.append(m.register_forward_pre_hook(self._pre(role), with_kwargs=True))
+            self._handles.append(m.register_forward_hook(self._post(role), with_kwargs=True))
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.wall_s = time.perf_counter() - self._t0
+        self.close()
+        return False
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def _pre(self, role):
+        def hook(module, args, kwargs):
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            cache = kwargs.get("past_key_values")
+            mask = kwargs.get("attention_mask")
+            rec = {"i": len(self.forwards), "model": role,
+                   "ids": _ints(ids[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else _ints(ids),
+                   "batch": int(ids.shape[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else None,
+                   "position_ids": _ints(kwargs["position_ids"][0]) if isinstance(kwargs.get("position_ids"), torch.Tensor) else None,
+                   "cache_position": _ints(kwargs.get("cache_position")),
+                   "mask_shape": list(mask.shape) if isinstance(mask, torch.Tensor) else None,
+                   "cache_len": _cache_len(cache), "cache": self._keys.key(cache),
+                   "use_cache": kwargs.get("use_cache"),
+                   "inputs_embeds": ids is None and kwargs.get("inputs_embeds") is not None}
+            self.forwards.append(rec)
+            self._pending[role].append(rec)
+            held = self._held.pop(role, None)
+            if held is not None and rec["ids"]:
+                fi, logp = held
+                tok = rec["ids"][0]
+                if 0 <= tok < logp.shape[-1]:
+                    prev = self.forwards[fi]["rows"]
+                    prev["fed_next"] = {"forward": rec["i"], "token": tok,
+                                        "rank": int((logp > logp[tok]).sum()) + 1,
+                                        "logp": round(float(logp[tok]), 5)}
+        return hook
+
+    def _post(self, role):
+        def hook(module, args, kwargs, output):
+            rec = self._pending[role].pop() if self._pending[role] else None
+            if rec is None:
+                return
+            logits = getattr(output, "logits", None)
+            if logits is None and isinstance(output, tuple) and output:
+                logits = output[0]
+            cache = getattr(output, "past_key_values", None)
+            if rec["cache"] is None and cache is not None:
+                rec["cache"] = self._keys.key(cache)
+                rec["cache_len"] = 0
+            if isinstance(logits, torch.Tensor) and logits.dim() == 3:
+                rec["rows"], last = _rows(logits[0], rec["ids"] or [])
+                self._held[role] = (rec["i"], last)
+            else:
+                rec["rows"] = None
+        return hook
+
+    # -- result ----------------------------------------------------------------------------------
+    def finish(self, out_ids) -> dict:
+        """The recording: JSON-serialisable, schema specscope.recording/1 (docs/recorder.md)."""
+        self.close()
+        out = _ints(out_ids[0] if isinstance(out_ids, torch.Tensor) and out_ids.dim() == 2
+                    else out_ids) or []
+        vocab = {}
+        tok = self.tokenizer
+        if tok is not None:
+            vocab["tokenizer"] = len(tok)
+        for role, m in self.models.items():
+            cfg = getattr(m, "config", None)
+            vocab[role] = getattr(cfg, "vocab_size", None)
+        return {"schema": SCHEMA, "prompt_ids": self.prompt_ids, "stop_ids": self.stop_ids,
+                "declared": dict(self.declared), "out_ids": out, "vocab": vocab,
+                "same_model": self.models["edge"] is self.models["cloud"],
+                "wall_s": round(self.wall_s, 4), "error": self.error,
+                "forwards": self.forwards}
+
+
+@torch.no_grad()
+def _rows(logits: torch.Tensor, ids: list[int]):
+    """Per scored row (the last T' input positions): argmax, top-5, entropy, and the rank /
+    log-prob of the input token that follows the row. One batched op per forward."""
+    t = logits.shape[0]
+    logp = torch.log_softmax(logits.float(), -1)
+    top = torch.topk(logp, min(TOP, logp.shape[-1]), -1)
+    ent = -(logp.exp() * logp).sum(-1)
+    off = len(ids) - t                         # input index of the first scored row
+    nxt = ids[off + 1:] if off >= -1 else []   # tokens following rows 0..t-2
+    ranks, lps = [], []
+    if nxt:
+        n = len(nxt)
+        idx = torch.tensor(nxt, dtype=torch.long).clamp(0, logp.shape[-1] - 1)
+        sub = logp[:n]
+        v = sub.gather(1, idx[:, None])
+        ranks = ((sub > v).sum(-1) + 1).tolist()
+        lps = [round(x, 5) for x in v[:, 0].tolist()]
+    rows = {"offset": off, "vocab": int(logits.shape[-1]),
+            "argmax": top.indices[:, 0].tolist(),
+            "top_ids": top.indices.tolist(),
+            "top_logp": [[round(x, 5) for x in r] for r in top.values.tolist()],
+            "entropy": [round(x, 5) for x in ent.tolist()],
+            "next_rank": ranks, "next_logp": lps, "fed_next": None}
+    return rows, logp[-1].clone()

@@ -1,0 +1,50 @@
+"""The Inspect tab in a real browser (Debian chromium via Playwright): record an example decoder
+on a clip, see its findings, trace and drill-down; a bad upload gets a one-line message.
+Screenshot: test-artifacts/inspect.png."""
+import pytest
+
+from browser_util import app_server, launch_chromium, pick_option, wait_state
+
+pytestmark = pytest.mark.browser
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def page(artifacts):
+    with app_server() as url, playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        pg = browser.new_page(viewport={"width": 1440, "height": 1000})
+        pg.base_url = url
+        yield pg
+        browser.close()
+
+
+def test_record_example_decoder_shows_findings_trace_and_rounds(page, artifacts):
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_selector("#inspect-record")
+    pick_option(page, "inspect-decoder", "no_resync")
+    pick_option(page, "inspect-sample", "sad_01")
+    page.click("#inspect-record")
+    assert wait_state(page, "inspect-status", timeout=240_000) == "err", page.inner_text("#inspect-status")
+    cards = page.locator("#inspect-findings .ss-rf-card[data-severity=error]")
+    assert cards.count() >= 1
+    text = page.inner_text("#inspect-findings")
+    assert "Likely cause:" in text and "Fix:" in text and "evidence:" in text
+    assert page.locator("#inspect-tokens .ss-tok[data-i]").count() >= 10
+    assert "recorded run" in page.inner_text("#inspect-badges")
+    drill = page.inner_text("#inspect-drill")
+    assert "cache before" in drill and "edge top-5" in drill
+    pick_option(page, "inspect-round", "cloud call 3")
+    page.wait_for_selector('#inspect-drill [data-round="3"]', timeout=20_000)
+    page.screenshot(path=str(artifacts / "inspect.png"), full_page=True)
+
+
+def test_bad_upload_gets_one_line(page, artifacts, tmp_path):
+    bad = tmp_path / "notes.json"
+    bad.write_text("this is not json", encoding="utf-8")
+    page.locator("#inspect-upload input[type=file]").set_input_files(str(bad))
+    page.wait_for_function("() => document.querySelector('#inspect-status')?.innerText.includes('not a JSON file')",
+                           timeout=30_000)
+    status = page.inner_text("#inspect-status")
+    assert "Traceback" not in status and len(status.strip().splitlines()) <= 3

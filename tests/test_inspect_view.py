@@ -1,0 +1,97 @@
+"""Inspect tab pieces on a real recording (the demo pair, a sample clip, example decoders):
+the pure renderers, the upload parser's one-line refusals, and the /record endpoint through
+gradio_client on the real app."""
+import json
+
+import pytest
+
+from components.findings import config_badges, findings_html
+from components.inspect_view import round_choices, round_html, split_rounds
+from specdec_core.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    from ui.inspect import record_example
+
+    return {name: record_example(name, "angry_01", max_new_tokens=24)
+            for name in ("correct", "no_resync")}
+
+
+def test_findings_cards_show_code_severity_cause_fix_and_evidence(recorded):
+    res = recorded["no_resync"]
+    assert any(f["severity"] == "error" for f in res["findings"])
+    html = findings_html(res["findings"])
+    for f in res["findings"]:
+        assert f'data-code="{f["code"]}"' in html
+    assert "Likely cause:" in html and "Fix:" in html and "evidence:" in html
+    # errors come first
+    assert html.index('data-severity="error"') < max(html.find('data-severity="warning"'), 0) or \
+        'data-severity="warning"' not in html
+    assert "No findings" in findings_html([])
+
+
+def test_correct_decoder_has_no_error_finding(recorded):
+    res = recorded["correct"]
+    assert res["ok"] and not [f for f in res["findings"] if f["severity"] == "error"]
+
+
+def test_round_drilldown_shows_caches_positions_and_top5(recorded):
+    rec = recorded["correct"]["recording"]
+    groups = split_rounds(rec)
+    assert len(round_choices(rec)) == len(groups) >= 2
+    html = round_html(rec, 2, lambda i: f"<{i}>")
+    assert 'data-round="2"' in html and "cache before" in html and "cache after" in html
+    assert "position_ids" in html and "edge top-5" in html and "cloud rank of draft" in html
+    # round 2 starts from the committed length: the cloud's cache grew by what round 1 kept
+    first_cloud = [f for f in groups[1] if f["model"] == "cloud"][0]
+    assert str(first_cloud["cache_len"]) in html
+    # no_resync: the drill-down shows the edge cache NOT cropped (no "cropped from")
+    bad = recorded["no_resync"]["recording"]
+    assert "cropped from" not in round_html(bad, 3) and "cropped from" in "".join(
+        round_html(rec, n) for n in range(2, len(groups) + 1))
+    assert "No recording" in round_html(None, 1)
+
+
+def test_config_badges_show_declared_knobs_and_faults():
+    html = config_badges({"recorded": True, "declared": {"k": 4, "verify": "greedy"}})
+    assert "recorded run" in html and "k=4" in html
+    assert "fault: no_resync" in config_badges({"k": 4, "faults": ["no_resync"]})
+
+
+@pytest.mark.parametrize("raw, words", [
+    ("this is not json", "not a JSON file"),
+    ('{"hello": 1}', "not a SpecScope recording"),
+    ('[1, 2, 3]', "not a SpecScope recording"),
+])
+def test_bad_uploads_get_one_line(raw, words):
+    from ui.inspect import parse_recording
+
+    with pytest.raises(UserError) as e:
+        parse_recording(raw)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_upload_of_cli_output_or_bare_recording_analyzes(recorded):
+    from ui.inspect import analyze_upload
+
+    rec = recorded["no_resync"]["recording"]
+    for raw in (json.dumps(rec), json.dumps({"backend": "demo", "results": [{"recording": rec}]})):
+        res = analyze_upload(raw)
+        assert {f["code"] for f in res["findings"]} == {f["code"] for f in recorded["no_resync"]["findings"]}
+
+
+@pytest.mark.slow
+def test_record_endpoint_through_gradio_client():
+    from gradio_client import Client
+
+    from browser_util import app_server
+
+    with app_server() as url:
+        client = Client(url, verbose=False)
+        res = client.predict("no_resync", "sad_01", api_name="/record")
+        assert res["ok"] and any(f["severity"] == "error" for f in res["findings"])
+        assert res["recording"]["schema"].startswith("specscope.recording/")
+        with pytest.raises(Exception) as e:
+            client.predict("no_such_decoder", "sad_01", api_name="/record")
+        assert "unknown example decoder" in str(e.value)

@@ -1,0 +1,215 @@
+"""The Inspect tab: record an example decoder on a sample clip (or upload a recording JSON)
+and see the reconstructed trace, the plots, the blind findings and a per-round drill-down.
+Also the `/record` API endpoint. Gradio wiring only: recording and analysis live in
+specdec_core.recorder, rendering in components/."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+import traceback
+from pathlib import Path
+
+import gradio as gr
+
+from components.findings import config_badges, findings_html
+from components.inspect_view import round_choices, round_html
+from components.plots import accepted_length_figure, entropy_figure
+from components.token_view import render_tokens
+from specdec_core.errors import UserError
+
+from . import common
+from components.status import status_html
+
+EXAMPLES_DIR = common.ROOT / "examples" / "decoders"
+_RECORD_LOCK = threading.Lock()   # the recorder hooks the shared models: one recording at a time
+
+
+def example_names() -> list[str]:
+    names = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_"))
+    return (["correct"] if "correct" in names else []) + [n for n in names if n != "correct"]
+
+
+def _load_example(name: str):
+    if name not in example_names():
+        raise UserError(f"unknown example decoder {name!r}; choose one of {', '.join(example_names())}")
+    spec = importlib.util.spec_from_file_location(f"specscope_example_{name}", EXAMPLES_DIR / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 128) -> dict:
+    """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
+    from specdec_core.audio.loading import load_audio
+    from specdec_core.recorder import Recorder, analyze
+
+    mod = _load_example(decoder)
+    backend = common.get_backend("demo")
+    prompt = backend.build_inputs(load_audio(common.sample_path(sample)), "detailed")
+    declared = {"k": int(k), "max_new_tokens": int(max_new_tokens), "verify": "greedy"}
+    if getattr(mod, "TEMPERATURE", None):
+        declared["temperature"] = mod.TEMPERATURE
+    out, error = [], None
+    with _RECORD_LOCK:
+        with Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids,
+                      backend.stop_ids, **declared) as rec:
+            try:
+                out = mod.decode(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids,
+                                 k=int(k), max_new_tokens=int(max_new_tokens),
+                                 stop_ids=tuple(backend.stop_ids))
+            except Exception as e:  # noqa: BLE001  (the user's decoder failed: say where, once)
+                error = f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
+        recording = rec.finish(out)
+    recording["backend"] = "demo"
+    recording["error"] = error
+    trace, findings = analyze(recording, backend.tokenizer, prompt.info)
+    td = trace.to_dict()
+    return {"audio": sample, "decoder": decoder, "ok": error is None, "error": error,
+            "text": td.get("text"), "token_ids": td.get("token_ids"), "findings": findings,
+            "trace": td, "recording": recording}
+
+
+def parse_recording(raw: str) -> dict:
+    """A recording JSON, or a `record` CLI output (its first result) -> the recording dict."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, TypeError):
+        raise UserError("not a JSON file: upload a recording saved by SpecScope (rec.json)") from None
+    if isinstance(obj, dict) and isinstance(obj.get("results"), list):
+        recs = [r.get("recording") for r in obj["results"] if isinstance(r, dict) and r.get("recording")]
+        obj = recs[0] if recs else None
+    if isinstance(obj, dict) and isinstance(obj.get("recording"), dict):
+        obj = obj["recording"]
+    if not (isinstance(obj, dict) and str(obj.get("schema", "")).startswith("specscope.recording/")
+            and isinstance(obj.get("forwards"), list)):
+        raise UserError("not a SpecScope recording: expected a JSON object with schema "
+                        "'specscope.recording/1' and a 'forwards' list")
+    return obj
+
+
+def analyze_upload(raw: str) -> dict:
+    from specdec_core.recorder import analyze
+
+    rec = parse_recording(raw)
+    tok = common.get_backend("demo").tokenizer
+    try:
+        trace, findings = analyze(rec, tok)
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise UserError(f"the recording could not be read: {type(e).__name__}: {e}".splitlines()[0]) from None
+    td = trace.to_dict()
+    return {"audio": None, "ok": not rec.get("error"), "error": rec.get("error"), "text": td.get("text"),
+            "token_ids": td.get("token_ids"), "findings": findings, "trace": td, "recording": rec}
+
+
+def _texts():
+    tok = common.get_backend("demo").tokenizer
+    memo: dict = {}
+
+    def text(i):
+        if i not in memo:
+            try:
+                memo[i] = tok.decode([int(i)])
+            except Exception:  # noqa: BLE001
+                memo[i] = f"#{i}"
+        return memo[i]
+    return text
+
+
+class InspectTab:
+    def __init__(self):
+        gr.Markdown("Record **your own** speculative decoder (here: the example zoo in "
+                    "`examples/decoders/`) or upload a recording (`python -m specdec_core record "
+                    "FILE.py:FUNCTION AUDIO --out rec.json`). The findings are computed blind, "
+                    "from what the two models were fed and scored.")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=300):
+                self.decoder = gr.Dropdown(example_names(), value="correct", label="example decoder",
+                                           elem_id="inspect-decoder")
+                self.sample = gr.Dropdown(common.sample_choices(), value=common.DEFAULT_SAMPLE,
+                                          label="sample clip", elem_id="inspect-sample")
+                self.record = gr.Button("Record", variant="primary", elem_id="inspect-record")
+            with gr.Column(scale=2, min_width=300):
+                self.upload = gr.File(label="or upload a recording (JSON)", file_types=[".json"],
+                                      type="filepath", elem_id="inspect-upload")
+                self.download = gr.File(label="recording (download)", interactive=False)
+        self.status = gr.HTML(status_html("idle", "Pick a decoder and a clip, then Record."),
+                              elem_id="inspect-status")
+        self.badges = gr.HTML("", elem_id="inspect-badges")
+        gr.Markdown("### Findings", elem_classes="ss-h")
+        self.findings = gr.HTML(findings_html(None), elem_id="inspect-findings")
+        gr.Markdown("### Trace", elem_classes="ss-h")
+        self.tokens = gr.HTML(render_tokens(None), elem_classes="ss-panel ss-tokens-panel",
+                              elem_id="inspect-tokens")
+        self.text = gr.Textbox(label="final text", lines=2, interactive=False)
+        with gr.Row(equal_height=True):
+            self.entropy = gr.Plot(entropy_figure(None), show_label=False)
+            self.acclen = gr.Plot(accepted_length_figure(None), show_label=False)
+        gr.Markdown("### Per-round drill-down", elem_classes="ss-h")
+        self.round = gr.Dropdown([], label="cloud call (round as the loop ran it)", elem_id="inspect-round")
+        self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
+        self.state = gr.State(None)
+
+        outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
+                self.acclen, self.round, self.drill, self.download, self.state]
+        self.record.click(self.on_record, [self.decoder, self.sample], outs,
+                          api_visibility="private", concurrency_id="decode")
+        self.upload.upload(self.on_upload, [self.upload], outs, api_visibility="private")
+        self.round.change(self.on_round, [self.state, self.round], [self.drill],
+                          api_visibility="private")
+        with gr.Column(visible=False):
+            api_dec, api_sample = gr.Textbox(label="decoder"), gr.Textbox(label="sample")
+            api_out = gr.JSON(label="result")
+            api_btn = gr.Button()
+        api_btn.click(api_record, [api_dec, api_sample], api_out, api_name="record",
+                      concurrency_id="decode")
+
+    def _show(self, res: dict, label: str) -> list:
+        tr, rec = res["trace"], res["recording"]
+        errs = sum(f.get("severity") == "error" for f in res["findings"])
+        kind = "err" if (errs or not res["ok"]) else "ok"
+        detail = res["error"] or f"{len(res['findings'])} finding(s), {errs} error(s); " \
+                                 f"{len(tr.get('tokens') or [])} tokens, {len(rec.get('forwards') or [])} forwards"
+        choices = round_choices(rec)
+        path = common.write_json(f"recording-{label}", rec)
+        return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
+                findings_html(res["findings"]), render_tokens(tr), tr.get("text") or "",
+                entropy_figure(tr), accepted_length_figure(tr),
+                gr.update(choices=choices, value=choices[0][1] if choices else None),
+                round_html(rec, 1, _texts()), path, rec]
+
+    def _fail(self, e: Exception) -> list:
+        if not isinstance(e, UserError):
+            traceback.print_exc()
+        return [status_html("err", "could not inspect", common.user_message(e))] + [gr.skip()] * 10
+
+    def on_record(self, decoder, sample):
+        try:
+            return self._show(record_example(decoder, sample), f"{decoder}-{sample}")
+        except Exception as e:  # noqa: BLE001
+            return self._fail(e)
+
+    def on_upload(self, path):
+        try:
+            if not path:
+                raise UserError("no file uploaded")
+            raw = Path(path).read_text(encoding="utf-8", errors="replace")
+            return self._show(analyze_upload(raw), Path(path).stem)
+        except Exception as e:  # noqa: BLE001
+            return self._fail(e)
+
+    def on_round(self, rec, n):
+        return round_html(rec, n, _texts())
+
+
+def api_record(decoder: str, sample: str) -> dict:
+    """Record an example decoder on a bundled clip -> {ok, text, token_ids, findings, trace,
+    recording}. Errors come back as one line."""
+    try:
+        return record_example(decoder or "correct", sample or common.DEFAULT_SAMPLE)
+    except Exception as e:  # noqa: BLE001
+        if not isinstance(e, UserError):
+            traceback.print_exc()
+        raise gr.Error(common.user_message(e), print_exception=False) from None
