@@ -83,3 +83,18 @@ def test_builtin_zoo_is_diagnosed_by_the_same_blind_checks(demo, fault):
         assert got == [set()] * 3
     else:
         assert sum(ZOO[fault] in g for g in got) >= 2, got
+
+
+def test_builtin_double_temperature_is_seen_as_over_sharp_sampled_drafts(demo):
+    """Under greedy the extra temperature changes nothing the models see; with a declared
+    sampling temperature the drafts are sharper than declared (weak evidence per clip)."""
+    def hits(faults):
+        cfg = DecodeConfig(faults=faults, temperature=0.7, verify="sampling")
+        out = []
+        for c in SIX:
+            found = record_builtin(demo, prepare(demo, c, cfg), cfg)[2]
+            out += [f for f in found if f["code"] == "hidden_draft_processing"]
+        return out
+    bad = hits(["double_temperature"])
+    assert len(bad) >= 3 and all(f["evidence"]["effective_temperature"] < 0.56 for f in bad)
+    assert hits([]) == []

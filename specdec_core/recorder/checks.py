@@ -256,8 +256,8 @@ def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict
     ratio = est / T
     # likelihood ratio of the best temperature against the declared one (2*LR ~ chi2(1))
     lr = float(ll.max() - ll[int((grid - T).abs().argmin())])
-    if lr < LR_WEAK or 0.8 <= ratio <= 1.25:
-        return []
+    if 0.8 <= ratio <= 1.25 or lr < (LR_WEAK if ratio < 0.8 else LR_MIN):
+        return []          # weak evidence is reported only for over-sharp drafts
     f, r, x = samples[0]
     return [finding(
         "hidden_draft_processing", "error" if lr >= LR_MIN else "warning",
