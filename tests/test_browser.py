@@ -41,7 +41,10 @@ def test_live_tab_streams_coloured_tokens_with_tooltips(page, artifacts):
     page.wait_for_selector("#live-run")
     page.wait_for_function("() => document.querySelector('#live-sample input')?.value.startsWith('sad_01')",
                            timeout=15_000)
-    page.wait_for_load_state("networkidle")   # time Run on a settled page, as a person would
+    # time Run on a settled page, as a person would. Not "networkidle": a page with per-session
+    # state (the Inspect tab's gr.State) keeps Gradio's heartbeat stream open for good.
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(1000)
     page.evaluate(WATCH_JS)
     page.click("#live-run")
     page.wait_for_selector(".ss-tokens .ss-tok[data-i]", timeout=60_000)
