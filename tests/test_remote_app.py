@@ -24,5 +24,7 @@ def test_a_dead_cloud_url_is_a_message_and_the_app_keeps_serving(artifacts):
         page.screenshot(path=str(artifacts / "live-cloud-url.png"), full_page=True)
         box.fill("")
         page.click("#live-run")
+        # the error box stays until the new run replaces it: wait for that before reading
+        page.wait_for_selector("#live-status [data-state=err]", state="detached", timeout=60_000)
         assert wait_state(page, "live-status") == "ok", page.inner_text("#live-status")
         browser.close()

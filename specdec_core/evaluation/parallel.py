@@ -48,7 +48,7 @@ def _task(spec: dict, clip, cname: str, cfg: dict, baseline: bool) -> dict:
         backend = _open(spec)
     except UserError as e:
         return _failed(clip, cname, cfg, str(e))
-    return _run_one(backend, clip, cname, DecodeConfig.from_dict(cfg), baseline)
+    return _run_one(backend, clip, cname, DecodeConfig.from_dict(cfg), baseline, None)
 
 
 def _failed(clip, cname: str, cfg: dict, error: str) -> dict:
