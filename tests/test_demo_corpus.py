@@ -59,6 +59,38 @@ def test_cue_phrases_agree_with_bins(examples):
             assert ex.bins[feat] == b, (phrase, ex.bins, ex.text)
 
 
+def test_every_cue_combination_is_covered_and_labelled_by_the_rule():
+    rng = random.Random(11)
+    seen = {}
+    for _ in range(6000):
+        ex = K.make_example(rng)
+        assert ex.label == C.label_for(ex.bins), (ex.bins, ex.label)
+        seen.setdefault(tuple(ex.bins[f] for f in C.FEATURES), set()).add(ex.label)
+    assert len(seen) == 3 ** 5 == len(C.all_bin_combinations())
+    assert all(len(labels) == 1 for labels in seen.values())  # one emotion per cue combination
+
+
+def test_label_rule_follows_arousal():
+    # Loud, fast, wide-ranging speech is an aroused emotion; quiet, slow, flat speech is not.
+    for combo in C.all_bin_combinations():
+        loud_fast_wide = (combo["energy"], combo["rate"], combo["pvar"]) == ("high", "fast", "wide")
+        quiet_slow_flat = (combo["energy"], combo["rate"], combo["pvar"]) == ("low", "slow", "flat")
+        if loud_fast_wide:
+            assert C.AROUSAL[C.label_for(combo)] == "high", combo
+        if quiet_slow_flat:
+            assert C.AROUSAL[C.label_for(combo)] == "low", combo
+    for label, profile in C.PROFILES.items():
+        assert C.label_for(profile) == label
+
+
+def test_given_label_the_bins_agree_with_it():
+    rng = random.Random(5)
+    for label in C.LABELS:
+        for _ in range(50):
+            ex = K.make_example(rng, label=label)
+            assert ex.label == label == C.label_for(ex.bins)
+
+
 def test_bins_sampled_around_profiles():
     rng = random.Random(7)
     n = 4000

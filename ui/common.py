@@ -19,14 +19,24 @@ from specdec_core.errors import AudioError, UserError
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = ROOT / "sample_audio"
 MANIFEST = SAMPLES_DIR / "manifest.csv"
-DEFAULT_SAMPLE = "angry_01"
+# Clips in voices, sentences and speeds that the prosody calibration never saw (issue 14); the
+# app lists them after the shipped samples as "unheard/<name>" and opens on one of them.
+UNHEARD = "unheard"
+DEFAULT_SAMPLE = "unheard/angry_f3"
+
+
+def _manifest_rows(path: Path, prefix: str = "") -> list[dict]:
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("name")]
+    return [{**r, "name": prefix + r["name"], "path": prefix + r["path"], "unheard": bool(prefix)}
+            for r in rows]
 
 
 def sample_rows() -> list[dict]:
-    if not MANIFEST.is_file():
-        return []
-    with open(MANIFEST, newline="", encoding="utf-8") as f:
-        return [r for r in csv.DictReader(f) if r.get("name")]
+    return (_manifest_rows(MANIFEST)
+            + _manifest_rows(SAMPLES_DIR / UNHEARD / "manifest.csv", UNHEARD + "/"))
 
 
 def sample_names() -> list[str]:
@@ -38,6 +48,8 @@ def sample_choices() -> list[tuple[str, str]]:
     out = []
     for r in sample_rows():
         bits = [r["name"]] + [r[k] for k in ("label", "prompt_type") if r.get(k)]
+        if r.get("unheard"):
+            bits.append("unheard voice")
         out.append((" · ".join(bits), r["name"]))
     return out
 

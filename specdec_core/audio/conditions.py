@@ -27,6 +27,36 @@ PROFILES = {
     "surprise": {"pitch": "high", "pvar": "wide", "energy": "high", "rate": "mid", "pause": "some"},
 }
 
+# Arousal of each label: loud / fast / wide-ranging speech reads as aroused.
+AROUSAL = {"neutral": "low", "angry": "high", "happy": "high", "sad": "low", "worried": "low",
+           "surprise": "high"}
+
+# How much each feature counts when a bin combination is matched to a profile. Pitch level
+# counts least: it is the feature that depends most on the speaker (prosody.py estimates the
+# voice's register, and that estimate can be off for a very low female or a very high male
+# voice). Unequal weights also break ties between equally distant profiles.
+LABEL_WEIGHTS = {"pitch": 0.7, "pvar": 1.0, "energy": 1.25, "rate": 1.1, "pause": 0.9}
+
+
+def label_for(bins: dict[str, str]) -> str:
+    """The emotion a bin combination implies: the nearest PROFILES entry (weighted distance over
+    the ordinal bins). Defined for all 3**5 combinations; the corpus labels every description
+    with it, so what the demo models learn to say is consistent with the cues they describe."""
+    def dist(label):
+        prof = PROFILES[label]
+        return sum(w * abs(FEATURES[f].index(bins[f]) - FEATURES[f].index(prof[f]))
+                   for f, w in LABEL_WEIGHTS.items())
+    return min(LABELS, key=lambda lab: (dist(lab), LABELS.index(lab)))
+
+
+def all_bin_combinations() -> list[dict[str, str]]:
+    """Every combination of feature bins (243), in a fixed order."""
+    combos = [{}]
+    for feat, values in FEATURES.items():
+        combos = [{**c, feat: v} for c in combos for v in values]
+    return combos
+
+
 # Chinese emotion words the corpus uses; emotion_of_text() in scoring maps them back.
 EMOTION_WORDS = {
     "neutral": ("平静", "中性"),

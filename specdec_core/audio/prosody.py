@@ -37,15 +37,24 @@ PEAK_PROMINENCE_DB = 6.0
 PEAK_MIN_GAP_S = 0.07
 ENVELOPE_SMOOTH_S = 0.03
 
+# Speaker-relative pitch. The floor of a voice's F0 (FLOOR_PCT-th percentile of voiced frames)
+# moves much less with emotion than its median does, so it tells a low voice (typically male)
+# from a high one (typically female); the pitch feature is the median F0 in semitones above the
+# reference of that register. A very low female or a very high male voice can be put in the
+# wrong register: conditions.LABEL_WEIGHTS counts pitch least for that reason.
+FLOOR_PCT = 5
+REGISTER_SPLIT_HZ = 105.0
+VOICE_REF_HZ = {"low": 84.0, "high": 160.0}
+
 # (low/mid edge, mid/high edge) for each feature, in its own unit.
 THRESHOLDS = {
-    "pitch": (100.0, 150.0),   # Hz, median F0
-    "pvar": (1.5, 3.0),        # semitones, std of F0 around the median
+    "pitch": (-1.5, 3.0),       # semitones of the median F0 above the voice register's reference
+    "pvar": (0.8, 2.5),        # semitones, std of F0 around the median
     "energy": (-24.0, -17.0),  # dBFS, RMS of active frames
     "rate": (4.5, 6.7),        # envelope peaks per second of speech (pauses excluded)
     "pause": (0.07, 0.18),     # fraction of the active span spent in pauses
 }
-UNITS = {"pitch": "Hz", "pvar": "st", "energy": "dBFS", "rate": "pk/s", "pause": ""}
+UNITS = {"pitch": "st", "pvar": "st", "energy": "dBFS", "rate": "pk/s", "pause": ""}
 
 
 @dataclass
@@ -63,7 +72,7 @@ def extract(audio: Audio) -> Prosody:
     active = _active_frames(db)
     idx = np.flatnonzero(active)
     if idx.size == 0:
-        values = {"pitch": 0.0, "pvar": 0.0, "energy": float(db.max(initial=-120.0)),
+        values = {"pitch": 0.0, "pvar": 0.0, "f0_hz": 0.0, "f0_floor_hz": 0.0, "energy": float(db.max(initial=-120.0)),
                   "rate": 0.0, "pause": 0.0}
         return Prosody(values, bin_values(values))
 
@@ -77,24 +86,32 @@ def extract(audio: Audio) -> Prosody:
 
     f0 = _f0_track(x, sr, hop, active)
     if f0.size >= 3:
-        pitch = float(np.median(f0))
-        st = 12.0 * np.log2(f0 / pitch)
+        f0_hz = float(np.median(f0))
+        st = 12.0 * np.log2(f0 / f0_hz)
         # Frames more than OCTAVE_SLIP_ST away are tracking errors (octave jumps), not prosody.
-        st = st[np.abs(st) < OCTAVE_SLIP_ST]
+        keep = np.abs(st) < OCTAVE_SLIP_ST
+        st, f0 = st[keep], f0[keep]
         pvar = float(np.std(st))
+        floor = float(np.percentile(f0, FLOOR_PCT))
+        pitch = 12.0 * np.log2(f0_hz / VOICE_REF_HZ[register_of(floor)])
     else:
-        pitch, pvar = 0.0, 0.0
+        f0_hz, floor, pitch, pvar = 0.0, 0.0, 0.0, 0.0
 
     peaks = _syllable_peaks(db, active, hop, sr)
     rate = peaks / max(speech_frames * HOP_S, 1e-6)
     pause = float(pause_mask.sum() / span.size)
 
     values = {"pitch": pitch, "pvar": pvar, "energy": float(energy),
-              "rate": float(rate), "pause": pause}
+              "rate": float(rate), "pause": pause, "f0_hz": f0_hz, "f0_floor_hz": floor}
     bins = bin_values(values)
-    if pitch == 0.0:
+    if f0_hz == 0.0:
         bins["pitch"], bins["pvar"] = "mid", "flat"  # nothing voiced: no evidence either way
     return Prosody(values, bins)
+
+
+def register_of(floor_hz: float) -> str:
+    """'low' or 'high' voice register from the F0 floor (Hz)."""
+    return "low" if floor_hz < REGISTER_SPLIT_HZ else "high"
 
 
 def bin_values(values: dict[str, float]) -> dict[str, str]:
@@ -115,8 +132,12 @@ def describe(p: Prosody) -> str:
     parts = []
     for feat in conditions.FEATURES:
         v = p.values[feat]
-        num = f"{v:.0f}" if feat == "pitch" else f"{v:.2f}" if feat == "pause" else f"{v:.1f}"
+        num = f"{v:+.1f}" if feat == "pitch" else f"{v:.2f}" if feat == "pause" else f"{v:.1f}"
         parts.append(f"{feat}={num}{UNITS[feat]}({p.bins[feat]})")
+    if p.values.get("f0_hz"):
+        reg = register_of(p.values["f0_floor_hz"])
+        parts.append(f"f0={p.values['f0_hz']:.0f}Hz floor={p.values['f0_floor_hz']:.0f}Hz "
+                     f"voice={reg}")
     return " ".join(parts)
 
 

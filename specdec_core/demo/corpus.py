@@ -19,7 +19,12 @@ INSTRUCTIONS = {"detailed": "请描述说话人的情绪。", "concise": "请简
 TYPE_TOKENS = {t: f"<{t}>" for t in C.PROMPT_TYPES}
 IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 
-# Probability that a sampled bin is the label's typical one; otherwise a neighbour bin.
+# Bins are drawn uniformly over all 3**5 combinations with probability UNIFORM_P, otherwise around
+# a random label's profile (each feature the typical bin with probability TYPICAL_P, else a
+# neighbour): every cue combination a clip can produce is covered, and the typical ones, which
+# real clips produce most, are seen more often. The label is never drawn on its own: it is
+# conditions.label_for(bins), so the emotion a description names always agrees with its cues.
+UNIFORM_P = 0.5
 TYPICAL_P = 0.75
 
 # feature -> bin -> (long phrases for detailed, short phrases for concise). Every phrase names
@@ -121,7 +126,10 @@ class Example:
         return C.condition_tokens(self.bins)
 
 
-def sample_bins(label: str, rng: random.Random) -> dict[str, str]:
+def sample_bins(label: str | None, rng: random.Random) -> dict[str, str]:
+    """Bins around label's profile; label=None: uniform over every combination."""
+    if label is None:
+        return {feat: rng.choice(values) for feat, values in C.FEATURES.items()}
     bins = {}
     for feat, values in C.FEATURES.items():
         i = values.index(C.PROFILES[label][feat])
@@ -154,11 +162,24 @@ def _concise(label, bins, rng):
     return text, cues
 
 
+def draw_bins(rng: random.Random) -> dict[str, str]:
+    if rng.random() < UNIFORM_P:
+        return sample_bins(None, rng)
+    return sample_bins(rng.choice(C.LABELS), rng)
+
+
 def make_example(rng: random.Random, label: str | None = None, prompt_type: str | None = None,
                  bins: dict | None = None) -> Example:
-    label = label or rng.choice(C.LABELS)
+    """One description. Given bins, the label is the rule's (conditions.label_for); given only a
+    label, bins are drawn around its profile until the rule agrees; given neither, both are
+    drawn (draw_bins). An explicit label AND bins is taken as it is (for tests)."""
     prompt_type = prompt_type or rng.choice(C.PROMPT_TYPES)
-    bins = bins or sample_bins(label, rng)
+    if bins is None and label is not None:
+        bins = sample_bins(label, rng)
+        while C.label_for(bins) != label:
+            bins = sample_bins(label, rng)
+    bins = bins or draw_bins(rng)
+    label = label or C.label_for(bins)
     lo, hi = C.LENGTH_BANDS[prompt_type]
     write = _detailed if prompt_type == "detailed" else _concise
     while True:  # rejection keeps every description inside its band
