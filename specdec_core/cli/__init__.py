@@ -41,6 +41,20 @@ def _add_config_args(p):
     p.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
+def _threshold_list(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip() and x.strip().lower() not in ("null", "none")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers (nats) separated by commas, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m specdec_core", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -68,7 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--repeats", type=int, default=3)
     be.add_argument("--k", type=int, default=4)
     be.add_argument("--clips", type=int, default=0, help="number of sample clips (0 = all)")
-    be.add_argument("--sweep", action="store_true", help="also sweep k = 1..8")
+    be.add_argument("--sweep", action="store_true", help="also sweep k (classic greedy SD) and "
+                    "the entropy threshold at --k, with a plot next to --json")
+    be.add_argument("--ks", type=_int_list, default=None, metavar="1,2,...",
+                    help="k values of the k sweep (default 1..8)")
+    be.add_argument("--thresholds", type=_threshold_list, default=None, metavar="T,T,...",
+                    help="entropy thresholds of the threshold sweep, nats (inf = edge only; "
+                    "default: quantiles of the edge's draft entropy); classic mode is always in")
+    be.add_argument("--sweep-repeats", type=int, default=None, help="repeats of the sweeps "
+                    "(default: --repeats)")
     be.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")

@@ -105,11 +105,18 @@ def cmd_bench(args) -> int:
         return cmd_remote_bench(args)
     import torch
 
-    from specdec_core.evaluation.bench import plot_sweep, run_bench, sample_prompts
+    from specdec_core.evaluation.bench import bench_config, run_bench, sample_prompts
+    from specdec_core.evaluation.bench_sweep import DEFAULT_KS, plot_sweeps, run_sweeps
 
     # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
     # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
     torch.set_num_threads(args.threads)
+    if args.repeats < 1 or (args.sweep_repeats is not None and args.sweep_repeats < 1):
+        raise UserError("--repeats and --sweep-repeats must be at least 1")
+    for x in args.ks or ():          # bad sweep points fail now, not after the main run
+        bench_config(k=x)
+    for t in args.thresholds or ():
+        bench_config(k=args.k, entropy_threshold=t)
     backend = load_backend(args.backend, **backend_options(args))
     if not backend.needs_audio:
         prompts = [backend.build_inputs(None, "detailed")]
@@ -117,19 +124,25 @@ def cmd_bench(args) -> int:
         prompts = sample_prompts(backend, args.clips)
     if not prompts:
         raise UserError("no prompts to benchmark")
-    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, sweep=args.sweep,
-                    log=lambda s: print(s, file=sys.stderr))
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log)
+    if args.sweep:
+        res.update(run_sweeps(backend, prompts, res["c"], k=args.k, ks=args.ks or DEFAULT_KS,
+                              thresholds=args.thresholds, repeats=args.sweep_repeats or args.repeats,
+                              log=log))
     res["backend"] = args.backend
     res["torch_threads"] = torch.get_num_threads()
     print(reports.bench_report(res))
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
-        if "sweep" in res:
-            png = plot_sweep(res["sweep"], out.with_suffix(".sweep.png"))
+        if args.sweep:
+            png = plot_sweeps(res, out.with_suffix(".sweep.png"))
             res["sweep_plot"] = str(png) if png else None
         out.write_text(json.dumps(res, indent=1), encoding="utf-8")
-    return 0 if res["identical_outputs"] else 1
+        print(f"wrote {out}" + (f" and {res['sweep_plot']}" if res.get("sweep_plot") else ""))
+    print(reports.bench_summary(res))
+    return 0 if res["identical_outputs"] and not reports.classic_sweep_mismatches(res) else 1
 
 
 def cmd_remote_bench(args) -> int:

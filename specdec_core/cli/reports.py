@@ -33,13 +33,76 @@ def batch_report(result: BatchResult) -> str:
     return "\n".join(out)
 
 
+def _rng(r: dict, key: str, fmt: str = ".3f") -> str:
+    lo, hi = r[key + "_range"]
+    return f"{r[key]:{fmt}} ({lo:{fmt}}–{hi:{fmt}})"
+
+
+def _num(v, none: str, fmt: str) -> str:
+    return none if v is None else v if isinstance(v, str) else f"{v:{fmt}}"
+
+
 def bench_report(r: dict) -> str:
-    w = r["wall_s"]
+    """Wall times, ratios (median and min–max over repeats) and the sweep tables."""
+    w, wr = r["wall_s"], r["wall_s_range"]
     lines = [f"backend={r.get('backend')} k={r['k']} clips={r['clips']} tokens={r['tokens']} "
              f"repeats={r['repeats']} identical_outputs={r['identical_outputs']}",
-             "wall time (median, s): " + "  ".join(f"{m}={w[m]:.3f}" for m in METHODS)]
-    for key in ("ours_vs_hf_assisted", "tracing_overhead", "alpha", "mean_accepted_length", "c",
-                "predicted_speedup", "achieved_speedup", "achieved_speedup_vs_loop",
-                "hf_assisted_speedup", "achieved_over_predicted"):
+             "wall time, s, median (range) over repeats:",
+             *(f"  {m:14s} {w[m]:.3f} ({wr[m][0]:.3f}–{wr[m][1]:.3f})" for m in METHODS)]
+    for key in ("ours_vs_hf_assisted", "tracing_overhead", "achieved_speedup", "achieved_speedup_vs_loop",
+                "untraced_speedup", "untraced_speedup_vs_loop", "hf_assisted_speedup"):
+        lines.append(f"{key:26s} {_rng(r, key)}")
+    for key in ("alpha", "alpha_leviathan", "mean_accepted_length", "cloud_calls_per_token", "c", "predicted_speedup",
+                "predicted_from_forwards", "achieved_over_predicted"):
         lines.append(f"{key:26s} {r[key]}")
+    if r.get("k_sweep"):
+        lines.append(f"k sweep (classic greedy; alpha = accepted/drafted, alpha_L = per judged draft, "
+                     f"leviathan = formula with alpha_L, predicted = cost model from counted forwards; "
+                     f"speedups over the cloud alone, median (range) of {r['sweep_repeats']} repeats):")
+        lines.append(f"  {'k':>3s} {'alpha':>6s} {'alpha_L':>7s} {'leviathan':>9s} {'predicted':>9s} "
+                     f"{'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s} {'identical':>9s}")
+        for x in r["k_sweep"]:
+            lines.append(f"  {x['k']:>3d} {x['alpha']:6.3f} {x['alpha_leviathan']:7.3f} {x['leviathan']:9.3f} "
+                         f"{x['predicted']:9.3f} "
+                         f"{_rng(x, 'achieved_vs_loop'):>21s} {_rng(x, 'achieved_vs_cloud_only'):>21s} "
+                         f"{x['identical_clips']:>4d}/{r['clips']}")
+    if r.get("threshold_sweep"):
+        lines.append(f"threshold sweep at k={r['k']} (entropy in nats, frac = of ln|V| = {r.get('ln_vocab')}; "
+                     f"{r.get('thresholds_from')}); lossy: identical = clips token-identical to the "
+                     f"cloud's greedy output, prefix = share of it reproduced before the first difference:")
+        lines.append(f"  {'threshold':>9s} {'frac':>6s} {'calls/tok':>9s} {'alpha':>6s} {'alpha_L':>7s} "
+                     f"{'edge-only':>9s} {'predicted':>9s} {'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s} "
+                     f"{'identical':>9s} {'prefix':>6s}")
+        for x in r["threshold_sweep"]:
+            t, f = _num(x["threshold"], "null", "g"), _num(x["threshold_frac"], "", ".3f")
+            lines.append(f"  {t:>9s} {f:>6s} {x['cloud_calls_per_token']:9.3f} {x['alpha']:6.3f} "
+                         f"{x['alpha_leviathan']:7.3f} {x['edge_only_share']:9.3f} {x['predicted']:9.3f} "
+                         f"{_rng(x, 'achieved_vs_loop'):>21s} {_rng(x, 'achieved_vs_cloud_only'):>21s} "
+                         f"{x['identical_clips']:>4d}/{r['clips']} {x['prefix_agreement']:6.3f}")
+    return "\n".join(lines)
+
+
+def classic_sweep_mismatches(r: dict) -> list[str]:
+    """Classic (lossless) sweep points whose output is not the cloud's greedy output."""
+    bad = [f"k={x['k']}" for x in r.get("k_sweep", []) if x["identical_clips"] != r["clips"]]
+    bad += ["threshold=null" for x in r.get("threshold_sweep", [])
+            if x["threshold"] is None and x["identical_clips"] != r["clips"]]
+    return bad
+
+
+def bench_summary(r: dict) -> str:
+    """The last lines `bench` prints: the headline speedups with their ranges, and the model."""
+    lo, hi = r["achieved_speedup_range"]
+    llo, lhi = r["achieved_speedup_vs_loop_range"]
+    same = "yes" if r["identical_outputs"] else "NO"
+    lines = [f"greedy SD vs cloud-only (HF generate): {r['achieved_speedup']:.2f}× (range {lo:.2f}–{hi:.2f} "
+             f"over {r['repeats']} repeats), vs minimal cloud loop: {r['achieved_speedup_vs_loop']:.2f}× "
+             f"(range {llo:.2f}–{lhi:.2f}), identical outputs: {same} ({r['identical_clips']}/{r['clips']} clips)",
+             f"k = {r['k']}, c = {r['c']:.3f} (edge forward / cloud forward), alpha = {r['alpha_leviathan']:.3f} "
+             f"per judged draft ({r['alpha']:.3f} accepted/drafted): Leviathan prediction "
+             f"{r['predicted_speedup']:.2f}×, cost model from counted forwards {r['predicted_from_forwards']:.2f}×, "
+             f"achieved (vs cloud loop) / Leviathan {r['achieved_over_predicted']:.2f}"]
+    bad = classic_sweep_mismatches(r)
+    if bad:
+        lines.append("classic sweep points whose output differs from the cloud's greedy output: " + ", ".join(bad))
     return "\n".join(lines)

@@ -1,12 +1,15 @@
 """`python -m specdec_core bench`: SpecScope vs HF assisted generation vs cloud-only, one process.
 
 Every method decodes the same prompts with greedy verification, the same k and the same stops;
-runs are interleaved (the method order rotates every repeat) and medians are reported, so the
+runs are interleaved (the method order rotates every repeat, and every prompt is decoded by all
+methods before the next one) and medians with min–max ranges over repeats are reported, so the
 ratios printed come from one run on one machine. Outputs must agree token for token, or the
-benchmark fails: a fast decoder that says something else is not faster.
+benchmark fails: a fast decoder that says something else is not faster. The k and entropy
+threshold sweeps live in bench_sweep.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -21,10 +24,48 @@ METHODS = ("cloud_only", "cloud_loop", "hf_assisted", "ours_traced", "ours_untra
 
 
 def predicted_speedup(alpha: float, k: int, c: float) -> float:
-    """Leviathan et al. (2023), eq. for the walltime improvement with k drafts per round."""
+    """Leviathan et al. (2023), eq. for the walltime improvement with k drafts per round. Their
+    α is the chance that a draft the cloud judges on a correct prefix is accepted: estimate it
+    with `leviathan_alpha`, not with accepted / drafted (see there)."""
     if alpha >= 1.0:
         return (k + 1) / (k * c + 1)
     return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))
+
+
+def leviathan_alpha(accepted: int, rejections: int) -> float:
+    """α of Leviathan et al.'s model from verified rounds: accepted / (accepted + rejections),
+    the share of judged draft positions that were accepted (a round stops judging at its first
+    rejection; the maximum-likelihood estimate under their independence assumption). The plain
+    acceptance rate accepted / drafted also counts the drafts after a rejection, drawn on a wrong
+    prefix and never judged, as failures: it understates α more the longer k is."""
+    n = accepted + rejections
+    return accepted / n if n else 0.0
+
+
+def cost_model_speedup(tokens: int, target_forwards: int, draft_forwards: int, c: float) -> float:
+    """Speedup over a cloud-only loop predicted from counted forwards: the loop spends one cloud
+    forward per token, the decoder `target_forwards` cloud forwards and `draft_forwards` edge
+    forwards that cost c each, so predicted = tokens / (target_forwards + c · draft_forwards)
+    (decode forwards only: the prompt prefill is paid by both sides alike).
+
+    In classic mode (entropy_threshold=null) every round is one cloud forward after k edge
+    forwards, so this is E[tokens per round] / (1 + k·c); with every block k long and each draft
+    accepted independently with probability α, E[tokens per round] = (1 − α^(k+1)) / (1 − α) and
+    the prediction equals the Leviathan et al. expectation `predicted_speedup(α, k, c)` (with α
+    from `leviathan_alpha`). It needs none of the formula's assumptions: blocks cut short by a
+    stop, acceptance that is not independent, thresholded runs where the cloud skips blocks. Like
+    the formula, it prices a (k+1)-token verification forward as a one-token one."""
+    cost = target_forwards + c * draft_forwards
+    return tokens / cost if cost > 0 else float("inf")
+
+
+def bench_config(**kw) -> DecodeConfig:
+    """The benchmark's decode config: no cache-consistency checks (a debugging feature);
+    thresholds are in nats whatever the config's default entropy unit is."""
+    if kw.get("entropy_threshold") is not None and "entropy_unit" in {
+            f.name for f in dataclasses.fields(DecodeConfig)}:
+        kw.setdefault("entropy_unit", "nats")
+    return DecodeConfig(cache_check_every=0, **kw)
 
 
 @torch.inference_mode()
@@ -76,6 +117,66 @@ RUNNERS = {"cloud_only": lambda b, p, c: cloud_only(b, p, c)["token_ids"], "clou
            "hf_assisted": hf_assisted, "ours_traced": _ours(True), "ours_untraced": _ours(False)}
 
 
+def time_jobs(backend, prompts, jobs: dict, repeats: int, log=print, tag: str = "") -> tuple[dict, dict]:
+    """Wall time of every job (name -> (runner, cfg)) over all prompts, per repeat, and what each
+    job returned per prompt in the first repeat. Interleaved: each prompt is decoded by every job
+    before the next prompt, in a job order that rotates every repeat, so that machine noise is
+    spread over all jobs."""
+    names = list(jobs)
+    times, first = {j: [] for j in names}, {j: [] for j in names}
+    for rep in range(repeats):
+        order = names[rep % len(names):] + names[: rep % len(names)]
+        tot = dict.fromkeys(names, 0.0)
+        for p in prompts:
+            for j in order:
+                fn, cfg = jobs[j]
+                t0 = time.perf_counter()
+                out = fn(backend, p, cfg)
+                tot[j] += time.perf_counter() - t0
+                if rep == 0:
+                    first[j].append(out)
+        for j in names:
+            times[j].append(tot[j])
+        log(f"{tag}repeat {rep + 1}/{repeats}: " + "  ".join(f"{j}={tot[j]:.3f}s" for j in names))
+    return times, first
+
+
+def spread(values: list[float]) -> tuple[float, list[float]]:
+    """Median and [min, max] of per-repeat values, rounded."""
+    return round(statistics.median(values), 4), [round(min(values), 4), round(max(values), 4)]
+
+
+def ratio(num: list[float], den: list[float]) -> tuple[float, list[float]]:
+    """Per-repeat ratios num/den (both timed in the same repeat), as median and range."""
+    return spread([a / b for a, b in zip(num, den)])
+
+
+def decode_stats(backend, prompts, cfg: DecodeConfig, traces: list | None = None) -> dict:
+    """From one traced decode per prompt (run here unless `traces` are given): the outputs,
+    acceptance, cloud calls, counted decode forwards (the runners' counters minus the prompt
+    prefill) and each round's highest draft entropy (what the entropy gate compares)."""
+    s = {"outputs": [], "tokens": 0, "accepted": 0, "drafted": 0, "calls": 0, "committed": 0, "rejections": 0,
+         "edge_only": 0, "target_forwards": 0, "draft_forwards": 0, "block_entropies": []}
+    for p, tr in zip(prompts, traces or [SpeculativeDecoder(backend, cfg).run(p) for p in prompts]):
+        m, pre = tr.metrics, int(p.length > 1)    # runners prefill the prompt but its last token
+        s["outputs"].append(tr.token_ids)
+        s["tokens"] += len(tr.tokens)
+        s["edge_only"] += m["draft_only_tokens"]
+        s["target_forwards"] += max(0, m["target_forwards"] - pre)
+        s["draft_forwards"] += max(0, m["draft_forwards"] - pre)
+        for r in tr.rounds:
+            if r.verified:
+                s["accepted"] += r.accepted
+                s["drafted"] += r.drafted
+                s["calls"] += 1
+                s["committed"] += r.committed
+                s["rejections"] += r.accepted < r.drafted
+        s["block_entropies"] += [r.max_entropy for r in tr.rounds if r.max_entropy is not None]
+    s["alpha"] = s["accepted"] / s["drafted"] if s["drafted"] else 0.0
+    s["alpha_leviathan"] = leviathan_alpha(s["accepted"], s["rejections"])
+    return s
+
+
 @torch.inference_mode()
 def forward_cost_ratio(backend, prompt, n: int = 200) -> dict:
     """c = time of one edge forward / one cloud forward: 1 token with a warm cache at the
@@ -99,108 +200,44 @@ def forward_cost_ratio(backend, prompt, n: int = 200) -> dict:
     return out
 
 
-def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, sweep: bool = False,
-              log=print) -> dict:
-    cfg = DecodeConfig(k=k, cache_check_every=0)
-    outputs, stats = {}, {"accepted": 0, "drafted": 0, "calls": 0, "committed": 0}
-    for i, p in enumerate(prompts):               # warm-up, and the outputs to compare
-        outputs[i] = {m: RUNNERS[m](backend, p, cfg) for m in METHODS}
-        tr = SpeculativeDecoder(backend, cfg).run(p)
-        for r in tr.rounds:
-            if r.verified:
-                stats["accepted"] += r.accepted
-                stats["drafted"] += r.drafted
-                stats["calls"] += 1
-                stats["committed"] += r.committed
-    mismatches = [(i, m) for i, o in outputs.items() for m in METHODS if o[m] != o["cloud_only"]]
-    times = {m: [] for m in METHODS}
-    for rep in range(repeats):
-        order = METHODS[rep % len(METHODS):] + METHODS[: rep % len(METHODS)]
-        tot = dict.fromkeys(METHODS, 0.0)
-        for p in prompts:
-            for m in order:
-                t0 = time.perf_counter()
-                RUNNERS[m](backend, p, cfg)
-                tot[m] += time.perf_counter() - t0
-        for m in METHODS:
-            times[m].append(tot[m])
-        log(f"repeat {rep + 1}/{repeats}: " + "  ".join(f"{m}={tot[m]:.3f}s" for m in METHODS))
-    med = {m: statistics.median(v) for m, v in times.items()}
-    alpha = stats["accepted"] / stats["drafted"] if stats["drafted"] else 0.0
+def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print) -> dict:
+    """The five methods at one k; speedups are medians of per-repeat ratios, with ranges."""
+    cfg = bench_config(k=k)
+    outputs = [{m: RUNNERS[m](backend, p, cfg) for m in METHODS} for p in prompts]  # + warm-up
+    st = decode_stats(backend, prompts, cfg)
+    mismatches = [(i, m) for i, o in enumerate(outputs) for m in METHODS if o[m] != o["cloud_only"]]
+    times, _ = time_jobs(backend, prompts, {m: (RUNNERS[m], cfg) for m in METHODS}, repeats, log)
     cost = forward_cost_ratio(backend, prompts[0])
-    pred = predicted_speedup(alpha, k, cost["c"])
-    res = {
-        "k": k, "repeats": repeats, "clips": len(prompts),
-        "tokens": sum(len(o["cloud_only"]) for o in outputs.values()),
-        "identical_outputs": not mismatches, "mismatches": mismatches,
-        "wall_s": {m: round(v, 4) for m, v in med.items()},
-        "ours_vs_hf_assisted": round(med["ours_traced"] / med["hf_assisted"], 4),
-        "tracing_overhead": round(med["ours_traced"] / med["ours_untraced"] - 1, 4),
-        "alpha": round(alpha, 4),
-        "mean_accepted_length": round(stats["committed"] / max(1, stats["calls"]), 4),
+    pred = predicted_speedup(st["alpha_leviathan"], k, cost["c"])
+    res = {"k": k, "repeats": repeats, "clips": len(prompts),
+           "tokens": sum(len(o["cloud_only"]) for o in outputs),
+           "identical_outputs": not mismatches, "mismatches": mismatches,
+           "identical_clips": sum(all(o[m] == o["cloud_only"] for m in METHODS) for o in outputs),
+           "wall_s": {}, "wall_s_range": {}}
+    for m in METHODS:
+        res["wall_s"][m], res["wall_s_range"][m] = spread(times[m])
+    ratios = {"ours_vs_hf_assisted": ("ours_traced", "hf_assisted"),
+              "achieved_speedup": ("cloud_only", "ours_traced"),
+              "achieved_speedup_vs_loop": ("cloud_loop", "ours_traced"),
+              "untraced_speedup": ("cloud_only", "ours_untraced"),
+              "untraced_speedup_vs_loop": ("cloud_loop", "ours_untraced"),
+              "hf_assisted_speedup": ("cloud_only", "hf_assisted")}
+    for key, (num, den) in ratios.items():
+        res[key], res[key + "_range"] = ratio(times[num], times[den])
+    over, res["tracing_overhead_range"] = ratio(times["ours_traced"], times["ours_untraced"])
+    res["tracing_overhead"] = round(over - 1, 4)
+    res["tracing_overhead_range"] = [round(x - 1, 4) for x in res["tracing_overhead_range"]]
+    res.update({
+        "alpha": round(st["alpha"], 4), "alpha_leviathan": round(st["alpha_leviathan"], 4),
+        "mean_accepted_length": round(st["committed"] / max(1, st["calls"]), 4),
+        "cloud_calls_per_token": round(st["calls"] / max(1, st["tokens"]), 4),
+        "target_forwards": st["target_forwards"], "draft_forwards": st["draft_forwards"],
         "edge_forward_s": cost["edge"], "cloud_forward_s": cost["cloud"], "c": round(cost["c"], 4),
         "predicted_speedup": round(pred, 4),
-        "achieved_speedup": round(med["cloud_only"] / med["ours_traced"], 4),
-        "achieved_speedup_vs_loop": round(med["cloud_loop"] / med["ours_traced"], 4),
-        "hf_assisted_speedup": round(med["cloud_only"] / med["hf_assisted"], 4),
-    }
+        "predicted_from_forwards": round(cost_model_speedup(
+            st["tokens"], st["target_forwards"], st["draft_forwards"], cost["c"]), 4)})
     res["achieved_over_predicted"] = round(res["achieved_speedup_vs_loop"] / pred, 4)
-    if sweep:
-        res["sweep"] = k_sweep(backend, prompts, cost["c"], log=log)
     return res
-
-
-def k_sweep(backend, prompts, c: float, ks=range(1, 9), repeats: int = 3, log=print) -> list[dict]:
-    """Predicted vs achieved speedup per k. Like the main run, every repeat times the cloud loop
-    and each k in a rotated order, so machine noise is spread over all of them."""
-    ks = list(ks)
-    stats = {k: [0, 0] for k in ks}
-    for k in ks:   # acceptance per k (deterministic: greedy)
-        for p in prompts:
-            tr = SpeculativeDecoder(backend, DecodeConfig(k=k, cache_check_every=0)).run(p)
-            stats[k][0] += sum(r.accepted for r in tr.rounds if r.verified)
-            stats[k][1] += sum(r.drafted for r in tr.rounds if r.verified)
-    jobs = ["base"] + ks
-    times = {j: [] for j in jobs}
-    for rep in range(repeats):
-        for j in jobs[rep % len(jobs):] + jobs[: rep % len(jobs)]:
-            t0 = time.perf_counter()
-            for p in prompts:
-                if j == "base":
-                    cloud_loop(backend, p, DecodeConfig(cache_check_every=0))
-                else:
-                    SpeculativeDecoder(backend, DecodeConfig(k=j, cache_check_every=0)).run(p)
-            times[j].append(time.perf_counter() - t0)
-    base_t = statistics.median(times["base"])
-    rows = []
-    for k in ks:
-        a = stats[k][0] / stats[k][1] if stats[k][1] else 0.0
-        row = {"k": k, "alpha": round(a, 4), "predicted": round(predicted_speedup(a, k, c), 4),
-               "achieved": round(base_t / statistics.median(times[k]), 4)}
-        rows.append(row)
-        log(f"k={k}: alpha={row['alpha']:.3f} predicted={row['predicted']:.3f} achieved={row['achieved']:.3f}")
-    return rows
-
-
-def plot_sweep(rows: list[dict], path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    ks = [r["k"] for r in rows]
-    fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
-    ax.plot(ks, [r["predicted"] for r in rows], "o--", label="predicted (Leviathan et al.)")
-    ax.plot(ks, [r["achieved"] for r in rows], "s-", label="achieved (vs cloud loop)")
-    ax.set_xlabel("k (draft tokens per round)")
-    ax.set_ylabel("speedup over cloud-only")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    return path
 
 
 def sample_prompts(backend, n: int = 0) -> list:

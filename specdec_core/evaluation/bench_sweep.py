@@ -1,0 +1,183 @@
+"""`bench --sweep`: the k sweep and the entropy-threshold sweep, and their plot.
+
+Both sweeps share one timing loop (evaluation/bench.time_jobs): every repeat decodes each prompt
+with cloud_only (HF generate), the minimal cloud loop and every sweep point, in an order that
+rotates every repeat, and speedups are the medians (and min–max ranges) of per-repeat ratios.
+Per point it reports the acceptance rate α, cloud calls per token, the prediction of the cost
+model from counted forwards (bench.cost_model_speedup; in classic mode also the Leviathan et al.
+formula) and how much of the output is still the cloud's own greedy output: thresholded runs
+commit edge tokens the cloud never saw, so they are lossy by design.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.evaluation.bench import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
+                                           decode_stats, predicted_speedup, ratio, time_jobs)
+
+DEFAULT_KS = tuple(range(1, 9))
+# Auto thresholds: these quantiles of each block's highest draft entropy (nats; what the gate
+# compares with the threshold at the default cadence) in classic mode at the benchmark's k. The
+# sweep then spans the edge's own entropy range on any model pair: at quantile q, about a share q
+# of the classic run's blocks would be committed without the cloud.
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+def auto_thresholds(entropies: list[float], quantiles=QUANTILES) -> list[float]:
+    """Entropy thresholds in nats spanning what the edge drafts: quantiles of `entropies`."""
+    xs = sorted(entropies)
+    if not xs:
+        return []
+    return sorted({round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) for q in quantiles})
+
+
+def ln_vocab(backend) -> float | None:
+    """ln |V| of the vocabulary the entropy is computed on (the maximum possible entropy)."""
+    v = backend.shared_vocab
+    if not v:
+        emb = backend.edge.get_output_embeddings()
+        v = emb.weight.shape[0] if emb is not None else None
+    return math.log(v) if v else None
+
+
+def _quality(outputs: list, ref: list) -> dict:
+    """Token-identical clips vs the cloud's greedy output, and the mean share of the cloud's
+    output reproduced before the first differing token."""
+    same = [o == r for o, r in zip(outputs, ref)]
+
+    def prefix(o, r):
+        n = next((i for i, (a, b) in enumerate(zip(o, r)) if a != b), min(len(o), len(r)))
+        return n / max(1, len(r))
+    return {"identical_clips": sum(same), "identical_share": round(sum(same) / max(1, len(same)), 4),
+            "prefix_agreement": round(statistics.mean(prefix(o, r) for o, r in zip(outputs, ref)), 4)}
+
+
+def _row(st: dict, ref: list, times: dict, label: str, c: float) -> dict:
+    row = {"alpha": round(st["alpha"], 4), "alpha_leviathan": round(st["alpha_leviathan"], 4),
+           "tokens": st["tokens"],
+           "cloud_calls_per_token": round(st["calls"] / max(1, st["tokens"]), 4),
+           "edge_only_share": round(st["edge_only"] / max(1, st["tokens"]), 4),
+           "target_forwards": st["target_forwards"], "draft_forwards": st["draft_forwards"],
+           "predicted": round(cost_model_speedup(st["tokens"], st["target_forwards"],
+                                                 st["draft_forwards"], c), 4)}
+    row["achieved_vs_loop"], row["achieved_vs_loop_range"] = ratio(times["cloud_loop"], times[label])
+    row["achieved_vs_cloud_only"], row["achieved_vs_cloud_only_range"] = ratio(times["cloud_only"], times[label])
+    row.update(_quality(st["outputs"], ref))
+    return row
+
+
+def _trace(backend, prompt, cfg):
+    """Our decoder with its full trace (as `ours_traced`), returning the trace."""
+    return SpeculativeDecoder(backend, cfg).run(prompt)
+
+
+def _nats(t: float):
+    return t if math.isfinite(t) else "inf"   # JSON has no Infinity
+
+
+def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thresholds=None,
+               repeats: int = 3, log=print) -> dict:
+    """k sweep (classic greedy SD, k in `ks`) and threshold sweep at k (classic, then each
+    threshold in nats; None = auto_thresholds). `c` is bench.forward_cost_ratio's."""
+    base, classic = bench_config(k=k), f"k={k}"
+    configs = {f"k={x}": bench_config(k=x) for x in ks}
+    configs.setdefault(classic, base)
+    auto = thresholds is None
+    if auto:   # one classic decode to see what entropies the edge drafts with
+        thresholds = auto_thresholds(decode_stats(backend, prompts, base)["block_entropies"])
+    points = {None: classic}
+    for t in thresholds:
+        if t is not None:
+            points[float(t)] = lab = f"t={t:g}"
+            configs[lab] = bench_config(k=k, entropy_threshold=float(t))
+    jobs = {"cloud_only": (RUNNERS["cloud_only"], base), "cloud_loop": (cloud_loop, base)}
+    jobs.update({lab: (_trace, cfg) for lab, cfg in configs.items()})
+    times, first = time_jobs(backend, prompts, jobs, repeats, log, tag="sweep ")
+    ref = first["cloud_only"]    # the cloud's greedy output, HF generate
+    # counts from the traces of the first timed repeat (greedy decoding is deterministic)
+    stats = {lab: decode_stats(backend, prompts, cfg, first[lab]) for lab, cfg in configs.items()}
+    lnv = ln_vocab(backend)
+    k_rows = []
+    for x in ks:
+        st = stats[f"k={x}"]
+        row = {"k": x, **_row(st, ref, times, f"k={x}", c),
+               "leviathan": round(predicted_speedup(st["alpha_leviathan"], x, c), 4)}
+        k_rows.append(row)
+        log(f"k={x}: alpha={row['alpha']:.3f} alpha_leviathan={row['alpha_leviathan']:.3f} "
+            f"leviathan={row['leviathan']:.3f} predicted={row['predicted']:.3f} achieved={row['achieved_vs_loop']:.3f}")
+    t_rows = []
+    for t, lab in points.items():
+        st = stats[lab]
+        row = {"threshold": None if t is None else _nats(t),
+               "threshold_frac": None if t is None or lnv is None else _nats(round(t / lnv, 4)),
+               **_row(st, ref, times, lab, c),
+               "leviathan": round(predicted_speedup(st["alpha_leviathan"], k, c), 4) if t is None else None}
+        t_rows.append(row)
+        log(f"threshold={row['threshold']}: calls/token={row['cloud_calls_per_token']:.3f} "
+            f"predicted={row['predicted']:.3f} achieved={row['achieved_vs_loop']:.3f} "
+            f"identical={row['identical_clips']}/{len(prompts)}")
+    return {"k_sweep": k_rows, "threshold_sweep": t_rows, "sweep_repeats": repeats,
+            "ln_vocab": None if lnv is None else round(lnv, 4),
+            "thresholds_from": (f"auto: quantiles {list(QUANTILES)} of the blocks' highest draft "
+                                f"entropy at k={k}, classic mode") if auto else "given"}
+
+
+def plot_sweeps(res: dict, path: Path) -> Path | None:
+    """Both sweeps side by side (PNG): speedup vs k, and speedup + output identity vs threshold."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4.4), dpi=120)
+
+    def achieved(axis, xs, rows, fmt, label):
+        med = [r["achieved_vs_loop"] for r in rows]
+        lo = [m - r["achieved_vs_loop_range"][0] for m, r in zip(med, rows)]
+        hi = [r["achieved_vs_loop_range"][1] - m for m, r in zip(med, rows)]
+        axis.errorbar(xs, med, yerr=[lo, hi], fmt=fmt, capsize=3, color="C2", label=label)
+
+    rows = res.get("k_sweep") or []
+    if rows:
+        ks = [r["k"] for r in rows]
+        ax.plot(ks, [r["leviathan"] for r in rows], "o--", color="C0", label="Leviathan et al. (α, k, c)")
+        ax.plot(ks, [r["predicted"] for r in rows], "x:", color="C1", label="cost model (counted forwards)")
+        ax.set_xticks(ks)
+        achieved(ax, ks, rows, "s-", "achieved vs cloud loop (median, range)")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("k (draft tokens per round)")
+        ax.set_ylabel("speedup over the cloud alone")
+        ax.set_title("k sweep (classic greedy SD)", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    rows = res.get("threshold_sweep") or []
+    finite = [r for r in rows if isinstance(r["threshold"], (int, float))]
+    if finite:
+        xs = [r["threshold"] for r in finite]
+        bx.plot(xs, [r["predicted"] for r in finite], "x:", color="C1", label="cost model (counted forwards)")
+        achieved(bx, xs, finite, "s-", "achieved vs cloud loop")
+        classic = next((r for r in rows if r["threshold"] is None), None)
+        if classic:
+            bx.axhline(classic["achieved_vs_loop"], color="C2", ls="--", lw=0.8, label="achieved, classic (null)")
+        bx.axhline(1.0, color="grey", lw=0.8)
+        bx.set_xlabel("entropy threshold (nats)")
+        bx.set_ylabel("speedup over the cloud alone")
+        bx.grid(alpha=0.3)
+        cx = bx.twinx()
+        cx.plot(xs, [r["identical_share"] for r in finite], "^-", color="C3", label="identical clips")
+        cx.plot(xs, [r["cloud_calls_per_token"] for r in finite], "v-", color="C4", label="cloud calls/token")
+        cx.set_ylim(0, 1.05)
+        cx.set_ylabel("share", fontsize=8)
+        h1, l1 = bx.get_legend_handles_labels()
+        h2, l2 = cx.get_legend_handles_labels()
+        bx.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+        bx.set_title("entropy threshold sweep (lossy)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
