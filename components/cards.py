@@ -106,6 +106,12 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None) -> str:
         _card("ended by", str(ended) if ended else DASH, "", _ended_status(ended),
               "why decoding stopped: eos | sentence | max_tokens | cycle | fault"),
     ]
+    share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
+    if is_number(share):   # only runs with an entropy threshold have it
+        cards.insert(3, _card("above threshold", pct(share, 0),
+                              f"of drafted tokens > {thr:.2f} nats" if is_number(thr) else "of drafted tokens",
+                              help_text="share of all drafted tokens (rejected ones included) whose draft "
+                                        "entropy exceeds the entropy threshold, resolved to nats"))
     return '<div class="ss-cards">' + "".join(cards) + "</div>"
 
 

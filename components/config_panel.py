@@ -49,6 +49,29 @@ def query_to_config(query: str) -> dict:
     return cfg
 
 
+# ---- knobs whose unit another knob picks (entropy_threshold in entropy_unit) -----------------
+UNIT_KNOBS: dict[str, list[str]] = {}
+for _s in KNOB_SPECS:
+    if _s.unit_knob:
+        UNIT_KNOBS.setdefault(_s.unit_knob, []).append(_s.name)
+
+
+def widget_settings(name: str, cfg: dict) -> dict:
+    """Bounds, step and label of knob `name`'s widget in the unit `cfg` picks (the schema's)."""
+    s = SPECS_BY_NAME[name].resolve(cfg)
+    return {"minimum": s.minimum, "maximum": s.maximum, "step": s.step, "label": s.label}
+
+
+def widget_value(name: str, cfg: dict, value):
+    """Where knob `name`'s widget sits for `value` in the unit `cfg` picks: the value when that
+    unit's range holds it, else the unit's start position (a value is never converted between
+    units: that needs |V|, which only the run knows)."""
+    s = SPECS_BY_NAME[name].resolve(cfg)
+    start = s.start if s.start is not None else s.minimum
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if ok and s.minimum <= value <= s.maximum else start
+
+
 def widget_problems(cfg: dict) -> list[str]:
     """Values that are valid knobs but that no widget can show (one line each)."""
     return [p for s in KNOB_SPECS if s.name in cfg and (p := s.widget_problem(cfg[s.name]))]

@@ -6,6 +6,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import math
+
+from specdec_core.analysis.metrics import drafted_entropies, share_above, threshold_nats
+
 from .formatting import esc, is_number, visible
 from .palette import CLOUD_CALL_COLOR, NEUTRAL_COLOR, SOURCE_COLORS, SOURCE_LABELS
 
@@ -37,17 +41,32 @@ def _empty(fig: go.Figure, message: str) -> go.Figure:
 
 
 def _threshold_of(trace: dict, threshold):
+    """Nats: the run's resolved threshold (trace info, else a nats config) or the one given."""
     if threshold == _FROM_CONFIG:
-        threshold = (trace.get("config") or {}).get("entropy_threshold")
+        return threshold_nats(trace)
     if threshold in ("off", "", None):
         return None
     return float(threshold)
 
 
+def threshold_label(trace: dict, thr: float) -> str:
+    """'threshold 3.20 nats (0.48·ln|V|) — 23% of drafted tokens above', from the trace: its
+    |V| (info vocab_size) and the drafted tokens' entropies."""
+    text = f"threshold {thr:.2f} nats"
+    vocab = (trace.get("info") or {}).get("vocab_size")
+    if is_number(vocab) and vocab >= 2:
+        text += f" ({thr / math.log(vocab):.2f}·ln|V|)"
+    share = share_above(drafted_entropies(trace), thr)
+    if share is not None:
+        text += f" — {share:.0%} of drafted tokens above"
+    return text
+
+
 def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
     """Draft entropy per committed token, the gate threshold, cloud calls and corrections.
 
-    `threshold`: nats, None/"off" (no gate), or "config" to read it from the trace's config.
+    `threshold`: nats, None/"off" (no gate), or "config": the threshold the run resolved to
+    nats (trace info `entropy_threshold_nats`, whatever entropy_unit the config used).
     """
     trace = trace or {}
     tokens = trace.get("tokens") or []
@@ -76,7 +95,7 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
             rej_by_at.setdefault(r["at"], r)
     finite += [r["entropy"] for r in rej_by_at.values() if is_number(r.get("entropy"))]
     thr = _threshold_of(trace, threshold)
-    top = max(finite + [thr or 0.0, 0.5]) * 1.12
+    top = max(finite + [thr if thr is not None and math.isfinite(thr) else 0.0, 0.5]) * 1.12
 
     starts = [r.get("start") for r in rounds if r.get("verified") and isinstance(r.get("start"), int)]
     if starts:
@@ -96,12 +115,15 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
             hovertemplate="cloud corrected #%{x} (rejected draft entropy %{y:.2f})<extra></extra>",
         ))
 
-    if thr is not None:
+    if thr is not None and math.isfinite(thr):
         fig.add_hline(y=thr, line=dict(color=SOURCE_COLORS["corrected"], dash="dash", width=1.5),
-                      annotation_text=f"threshold {thr:g} nats", annotation_position="top left",
-                      annotation_font=dict(size=11, color=SOURCE_COLORS["corrected"]))
+                      annotation_text=threshold_label(trace, thr), annotation_position="top left",
+                      annotation_font=dict(size=11, color=SOURCE_COLORS["corrected"]),
+                      annotation_bgcolor="rgba(255,255,255,0.8)")
     else:
-        fig.add_annotation(text="threshold off: the cloud verifies every block", showarrow=False,
+        note = ("threshold inf: the cloud is never called" if thr is not None
+                else "threshold off: the cloud verifies every block")
+        fig.add_annotation(text=note, showarrow=False,
                            xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
                            font=dict(size=11, color=NEUTRAL_COLOR))
     fig.update_yaxes(range=[0, top * 1.05], rangemode="tozero")

@@ -55,8 +55,12 @@ def test_unknown_knob_and_string_coercion():
 def test_presets_are_valid_and_named_from_the_notes():
     for name in PRESETS:
         preset(name)
-    assert preset("fluency_first").k == 4 and 5.5 <= preset("fluency_first").entropy_threshold <= 6.0
-    assert preset("quality_first").k == 6 and 3.0 <= preset("quality_first").entropy_threshold <= 3.5
+    # the notes' nats were tuned on Qwen's 151,936 ids; the presets keep them as fractions of ln|V|
+    qwen = math.log(151_936)
+    ff, qf = preset("fluency_first"), preset("quality_first")
+    assert ff.k == 4 and ff.entropy_unit == "frac" and 5.5 <= ff.threshold_nats(151_936) <= 6.0
+    assert qf.k == 6 and qf.entropy_unit == "frac" and 3.0 <= qf.threshold_nats(151_936) <= 3.5
+    assert ff.entropy_threshold == round(5.75 / qwen, 3) == 0.482
     s0 = preset("seed000_fixed")
     assert s0.verify == "rank" and 3 <= s0.rank_threshold <= 5 and s0.cadence == 5
     with pytest.raises(ConfigError):

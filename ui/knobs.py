@@ -4,21 +4,23 @@
 The same panel class is used by the Live tab and by both sides of the A/B tab, so every place
 reads and writes knobs through `to_config` / `updates_for`. Nullable knobs (entropy threshold,
 verify_every) are a checkbox for the "off" state plus a slider, because a slider alone cannot
-say "off".
+say "off". A knob whose unit another knob picks (entropy_threshold, entropy_unit) gets that
+unit's range, step and label from the schema whenever the unit changes.
 """
 from __future__ import annotations
 
 import gradio as gr
 
-from components.config_panel import KNOB_SPECS, SPECS_BY_NAME, default_config
+from components.config_panel import (KNOB_SPECS, SPECS_BY_NAME, UNIT_KNOBS, default_config,
+                                     widget_settings, widget_value)
 from specdec_core.decoding.config import PRESET_HELP, PRESETS
 from specdec_core.decoding.faults import FAULTS
 
 CUSTOM = "custom"
 # Widgets per group, in display order; prompt_type lives with the clip inputs, not here.
 LAYOUT = [
-    ("Draft & verify", True, ["k", "verify", "rank_threshold", "entropy_threshold", "verify_every",
-                              "temperature"]),
+    ("Draft & verify", True, ["k", "verify", "rank_threshold", "entropy_threshold", "entropy_unit",
+                              "verify_every", "temperature"]),
     ("Stopping & cycles", False, ["max_new_tokens", "min_new_tokens", "stop_at_first_sentence",
                                   "cycle_action", "time_limit_s", "seed", "cache_check_every"]),
     ("Draft gates (seed 001)", False, ["comma_gate", "period_gate", "ban_adjacent_repeat",
@@ -82,6 +84,21 @@ class KnobPanel:
                        queue=False, api_visibility="private")
         self.preset.input(self._apply_preset, [self.preset, *self.inputs], self.inputs,
                           queue=False, api_visibility="private")
+        for unit, names in UNIT_KNOBS.items():
+            for name in names:
+                if unit in self.widgets and name in self.widgets:
+                    self.widgets[unit].input(self._unit_switch(unit, name),
+                                             [self.widgets[unit], self.widgets[name]],
+                                             self.widgets[name], queue=False,
+                                             api_visibility="private")
+
+    @staticmethod
+    def _unit_switch(unit: str, name: str):
+        """The unit picker changed: the knob's widget takes that unit's range and label."""
+        def switch(picked, value):
+            cfg = {unit: picked}
+            return gr.update(value=widget_value(name, cfg, value), **widget_settings(name, cfg))
+        return switch
 
     def _widget(self, spec) -> None:
         label, info = spec.label, spec.help
@@ -90,7 +107,7 @@ class KnobPanel:
                 self.off[spec.name] = gr.Checkbox(value=spec.default is None, label=spec.off_label,
                                                   elem_classes="ss-off",
                                                   elem_id=f"{self.prefix}-{spec.name}-off")
-                mid = spec.minimum if spec.name != "entropy_threshold" else 2.0
+                mid = spec.start if spec.start is not None else spec.minimum
                 self.widgets[spec.name] = gr.Slider(spec.minimum, spec.maximum, value=mid,
                                                     step=spec.step, label=label, info=info,
                                                     interactive=spec.default is not None,
@@ -133,10 +150,15 @@ class KnobPanel:
         out = []
         for name in self.names:
             v = cfg.get(name, SPECS_BY_NAME[name].default)
+            unit = {}
+            if SPECS_BY_NAME[name].unit_knob:   # the range of the unit cfg picks
+                unit = widget_settings(name, cfg)
+                if v is None:
+                    unit["value"] = widget_value(name, cfg, None)
             if name in self.off and v is None:
-                out.append(gr.update(interactive=False))
+                out.append(gr.update(interactive=False, **unit))
             elif name in self.off:
-                out.append(gr.update(value=v, interactive=True))
+                out.append(gr.update(value=v, interactive=True, **unit))
             else:
                 out.append(gr.update(value=list(v) if name == "faults" else v))
         out += [gr.update(value=cfg.get(name) is None) for name in self.off]

@@ -1,8 +1,10 @@
 """Plain-language findings from a finished trace: what is wrong, the likely cause, the fix."""
 from __future__ import annotations
 
+import math
 import re
 
+from specdec_core.analysis.metrics import threshold_nats
 from specdec_core.audio.conditions import LENGTH_BANDS
 
 _DOUBLED = re.compile(r"([\u4e00-\u9fff，。、：；！？]{1,8}?)\1")
@@ -103,18 +105,28 @@ def diagnose(trace) -> list[dict]:
                       f"worst cloud rank accepted: {max(t.target_rank for t in lenient)}",
                       "rank acceptance threshold too lenient (seed 000 C)", "rank_threshold 3-5, or verify=greedy"))
 
-    thr = cfg.get("entropy_threshold")
+    thr = threshold_nats(trace)
     if thr is not None and m.get("rounds", 0) >= 3:
         rate = m.get("cloud_call_rate", 0)
+        said = threshold_words(thr, (trace.info or {}).get("vocab_size"))
         if rate >= 1.0:
             out.append(_f("info", "always_verify", "the cloud was called on every block",
-                          f"entropy threshold {thr} nats never let a block through",
+                          f"entropy threshold {said} never let a block through",
                           "threshold below the edge's typical entropy", "raise entropy_threshold or use classic SD"))
         elif rate == 0:
             out.append(_f("info", "never_verify", "the cloud was never called",
-                          f"entropy threshold {thr} nats is above every draft entropy",
-                          "the output is the edge model alone", "lower entropy_threshold"))
+                          f"entropy threshold {said} is above every draft entropy",
+                          "the output is the edge model alone",
+                          "lower entropy_threshold (entropy_unit=frac gives it as a share of ln|V|, "
+                          "the same on any vocabulary)"))
     if not out:
         out.append(_f("ok", "clean", "no problems found", "stops, cache, cycles, punctuation and leakage look fine",
                       "", ""))
     return out
+
+
+def threshold_words(nats: float, vocab_size=None) -> str:
+    """"3.20 nats (0.48·ln|V|, |V| = 772)": a resolved threshold in both forms."""
+    if math.isinf(nats) or not vocab_size or vocab_size < 2:
+        return f"{nats:.2f} nats"
+    return f"{nats:.2f} nats ({nats / math.log(vocab_size):.2f}·ln|V|, |V| = {vocab_size})"

@@ -6,12 +6,21 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from specdec_core.decoding.knobs import Knob, LazyNames, knob, schema, short
+from specdec_core.decoding.knobs import Knob, LazyNames, Unit, knob, schema, short
 from specdec_core.errors import ConfigError
 
 VERIFY_RULES = ("greedy", "sampling", "rank")
 CYCLE_ACTIONS = ("warn", "resample", "stop")
 PROMPT_TYPES = ("detailed", "concise")
+# entropy_threshold's units: nats, or a fraction of ln|V| (the most entropy a distribution over
+# the |V| ids the edge drafts from can have), which means the same on any vocabulary.
+ENTROPY_UNITS = (
+    Unit("nats", 0.0, 20.0, 0.05, "entropy threshold (nats)", note="nats or inf", allow_inf=True,
+         start=2.0),
+    Unit("frac", 0.0, 1.0, 0.005, "entropy threshold (× ln|V|)",
+         note="as a fraction of ln|V|; entropy_unit=nats takes nats", start=0.3),
+)
+QWEN_VOCAB = 151_936   # Qwen2.5 edge logits' width, the vocabulary the seed notes' nats were for
 
 
 @dataclass
@@ -29,11 +38,19 @@ class DecodeConfig:
                                help="For verify=rank: accept a draft token while its cloud rank "
                                     "is at most this.")
     entropy_threshold: float | None = knob(
-        "float", None, minimum=0.0, maximum=20.0, step=0.05, label="entropy threshold (nats)",
-        group="verify", kind="slider", nullable=True, allow_inf=True,
-        off_label="off (verify every block)",
-        help="Call the cloud only when draft entropy exceeds this; off = verify every block "
-             "(classic speculative decoding); inf = never (edge only).")
+        "float", None, units=ENTROPY_UNITS, unit_knob="entropy_unit",
+        group="verify", kind="slider", nullable=True, off_label="off (verify every block)",
+        help="Call the cloud only when draft entropy exceeds this (in entropy_unit); off = verify "
+             "every block (classic speculative decoding); inf = never (edge only, nats only).")
+    # Not in the design table: the unit of entropy_threshold. frac reads it as a fraction of
+    # ln|V|, |V| = the width of the edge logits the decoder drafts from; the decoder turns it
+    # into nats once per run (trace info entropy_threshold_nats, vocab_size).
+    entropy_unit: str = knob(
+        "choice", "nats", choices=tuple(u.name for u in ENTROPY_UNITS), design=False,
+        label="entropy threshold unit", group="verify", kind="dropdown",
+        help="nats: the threshold in nats. frac: a fraction of ln|V| (the largest entropy on the "
+             "draft vocabulary), so one value means the same on the demo's 772 ids and Qwen's "
+             "151,936.")
     verify_every: int | None = knob(
         "int", None, minimum=1, maximum=32, step=1, label="verify every", group="verify",
         kind="slider", nullable=True, null_words=("", "off", "none", "null", "k"), off_label="= k",
@@ -114,9 +131,17 @@ class DecodeConfig:
                     or self.no_repeat_ngram or self.repetition_penalty != 1.0)
 
     def validate(self) -> None:
-        """Check and normalise every knob against its schema entry (ConfigError, one line)."""
-        for name, spec in KNOBS.items():
-            setattr(self, name, spec.check(getattr(self, name)))
+        """Check and normalise every knob against its schema entry (ConfigError, one line);
+        a knob with units is checked in the unit its unit knob picks, after that knob."""
+        for spec in sorted(KNOBS.values(), key=lambda s: bool(s.unit_knob)):
+            setattr(self, spec.name, spec.resolve(vars(self)).check(getattr(self, spec.name)))
+
+    def threshold_nats(self, vocab_size: int) -> float | None:
+        """entropy_threshold in nats for drafts over `vocab_size` ids (None: no gate)."""
+        t = self.entropy_threshold
+        if t is None or self.entropy_unit == "nats":
+            return t
+        return t * math.log(vocab_size)
 
     # --- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -177,23 +202,40 @@ def parse_sets(sets) -> dict:
     return out
 
 
-# Presets from the source notes. Each is a partial config applied over the defaults.
+def _frac(nats: float) -> float:
+    """A seed note's threshold (nats on Qwen's vocabulary) as a fraction of ln|V|."""
+    return round(nats / math.log(QWEN_VOCAB), 3)
+
+
+# Presets from the source notes. Each is a partial config applied over the defaults. The
+# entropy thresholds were tuned in nats on Qwen (ln 151936 = 11.93 nats at most); they are kept
+# as fractions of ln|V| so they mean the same on any vocabulary (the demo's ln 772 = 6.65).
 PRESETS: dict[str, dict] = {
     "classic": {"entropy_threshold": None, "verify": "greedy", "k": 4},
-    "fluency_first": {"entropy_threshold": 5.75, "k": 4},          # seed 001 G
-    "quality_first": {"entropy_threshold": 3.25, "k": 6},          # seed 001 G
-    "seed000_fixed": {"verify": "rank", "rank_threshold": 4, "entropy_threshold": 1.5,
-                      "verify_every": 5, "k": 5},                  # seed 000 C/E
+    "fluency_first": {"entropy_threshold": _frac(5.75), "entropy_unit": "frac", "k": 4},  # 001 G
+    "quality_first": {"entropy_threshold": _frac(3.25), "entropy_unit": "frac", "k": 6},  # 001 G
+    "seed000_fixed": {"verify": "rank", "rank_threshold": 4, "entropy_threshold": _frac(1.5),
+                      "entropy_unit": "frac", "verify_every": 5, "k": 5},  # seed 000 C/E
     "seed001_gates": {"comma_gate": 4, "period_gate": 8, "ban_adjacent_repeat": True,
                       "no_repeat_ngram": 3, "repetition_penalty": 1.22,
                       "min_new_tokens": 16},                       # seed 001 C/D/E/F
 }
+DEMO_VOCAB = 772       # the demo pair's vocabulary, for the help text only
+
+
+def _both(name: str) -> str:
+    """A preset's threshold in both forms: "0.482·ln|V| = 5.75 nats on Qwen, 3.20 on the demo"."""
+    f = PRESETS[name]["entropy_threshold"]
+    return (f"threshold {f:g}·ln|V| = {f * math.log(QWEN_VOCAB):.2f} nats on Qwen, "
+            f"{f * math.log(DEMO_VOCAB):.2f} on the demo")
+
 
 PRESET_HELP = {
     "classic": "lossless speculative decoding: verify every block, greedy acceptance",
-    "fluency_first": "seed 001: threshold 5.75 nats, k=4 - fewer cloud calls, longer edge runs",
-    "quality_first": "seed 001: threshold 3.25 nats, k=6 - more cloud calls",
-    "seed000_fixed": "seed 000: rank acceptance top-4, entropy threshold 1.5, checked every 5 tokens",
+    "fluency_first": f"seed 001: {_both('fluency_first')}, k=4 - fewer cloud calls, longer edge runs",
+    "quality_first": f"seed 001: {_both('quality_first')}, k=6 - more cloud calls",
+    "seed000_fixed": f"seed 000: rank acceptance top-4, entropy {_both('seed000_fixed')}, "
+                     "checked every 5 tokens",
     "seed001_gates": "seed 001: comma/period gates, adjacent ban, CJK 3-gram ban, CJK repetition penalty",
 }
 

@@ -18,7 +18,7 @@ from specdec_core.decoding.checks import CacheInvariantError  # noqa: F401  (re-
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
-from specdec_core.decoding.run import Run, TextLookup, TokenSeq
+from specdec_core.decoding.run import Run, TextLookup, TokenSeq, logits_width
 from specdec_core.decoding.stopping import build_stopper
 from specdec_core.decoding.trace import Trace
 from specdec_core.decoding.verifier import make_verifier
@@ -83,20 +83,25 @@ class SpeculativeDecoder:
         limit = float(cfg.time_limit_s or 0)
         gen = torch.Generator().manual_seed(cfg.seed)
         cloud = f.wrap_runner(b.make_runner(b.cloud, "cloud"), "cloud")
+        edge = f.wrap_runner(b.make_runner(b.edge, "edge"), "edge")
+        # the entropy gate in nats, resolved ONCE (entropy_unit=frac: a fraction of ln|V|, |V|
+        # the width of the edge logits the drafts come from); the trace keeps both
+        vocab = logits_width(edge)
+        gate = cfg.threshold_nats(vocab)
+        info = {**prompt.info, "vocab_size": vocab, "entropy_threshold_nats": gate}
         run = Run(
-            cfg=cfg, seq=seq,
-            edge=f.wrap_runner(b.make_runner(b.edge, "edge"), "edge"),
+            cfg=cfg, seq=seq, edge=edge, gate=gate,
             cloud=cloud, verifier=make_verifier(cloud, cfg, gen),
             processors=processors,
             stopper=f.wrap_stopper(build_stopper(cfg, self.classes, b.stop_ids, plen), self.tokenizer),
             verify=f.wrap_verify(steps.verify), commit=f.wrap_commit(steps.commit),
             gen=gen,
-            trace=Trace(prompt_len=plen, config=cfg.to_dict(), backend=b.name, info=dict(prompt.info)),
+            trace=Trace(prompt_len=plen, config=cfg.to_dict(), backend=b.name, info=info),
             text=TextLookup(self.classes.texts), detail=self.detail, cancel=cancel,
             deadline=t0 + limit if limit > 0 else None,
             # the draft loop needs each token's distribution (not only for the trace) to sample,
             # for the entropy gate and for cycle resampling
-            need_p=(cfg.temperature > 0 or cfg.entropy_threshold is not None
+            need_p=(cfg.temperature > 0 or gate is not None
                     or cfg.cycle_action == "resample"))
         run.edge.prefill(prompt)
         run.cloud.prefill(prompt)

@@ -48,6 +48,21 @@ class LazyNames(Sequence):
 
 
 @dataclass(frozen=True)
+class Unit:
+    """One unit a knob's value can be given in; another knob (`Knob.unit_knob`) picks which.
+    Its range, step and label replace the knob's own while it is picked (the first unit of a
+    knob is its default, and the knob's own range is that unit's)."""
+    name: str
+    minimum: float
+    maximum: float
+    step: float
+    label: str
+    note: str = ""                  # after the range in messages, e.g. "nats or inf"
+    allow_inf: bool = False
+    start: float | None = None      # where a slider sits when the knob is switched on
+
+
+@dataclass(frozen=True)
 class Knob:
     type: str                       # int | float | bool | choice | faults
     default: object = None
@@ -65,6 +80,10 @@ class Knob:
     allow_inf: bool = False         # +inf is legal (entropy_threshold: never call the cloud)
     exclude: tuple = ()             # values refused inside the range, with `exclude_msg`
     exclude_msg: str = ""
+    units: tuple = ()               # Unit entries; the knob named `unit_knob` picks one
+    unit_knob: str = ""
+    note: str = ""                  # after the range in messages (the picked unit's note)
+    start: float | None = None      # slider position when a nullable knob is switched on
     design: bool = True             # a knob of the design table (shared/design.md)
     name: str = ""                  # filled in by `schema()`
 
@@ -78,6 +97,22 @@ class Knob:
 
     def range_text(self) -> str:
         return f"[{self.minimum}, {self.maximum}]"
+
+    # ---- units ------------------------------------------------------------------------------
+    def unit(self, name) -> Unit | None:
+        return next((u for u in self.units if u.name == name), None)
+
+    def in_unit(self, name) -> "Knob":
+        """This knob with the range, step and label of unit `name` (itself when it has no such
+        unit: an unknown unit is refused by the unit knob's own check)."""
+        u = self.unit(name)
+        return self if u is None else dataclasses.replace(self, **_unit_fields(u, self.unit_knob))
+
+    def resolve(self, values) -> "Knob":
+        """This knob as the other knob values in `values` (a mapping) say to read it."""
+        if not self.unit_knob:
+            return self
+        return self.in_unit(values.get(self.unit_knob, self.units[0].name if self.units else None))
 
     # ---- string forms -> typed values (CLI --set, share links, JSON strings) --------------
     def parse(self, raw):
@@ -133,18 +168,18 @@ class Knob:
         if isinstance(v, bool) or not isinstance(v, int):
             raise ConfigError(f"{self.name} must be an integer in [{lo}, {hi}], got {short(v)}")
         if not lo <= v <= hi:
-            raise ConfigError(f"{self.name} must be in [{lo}, {hi}], got {v}")
+            raise ConfigError(f"{self.name} must be in [{lo}, {hi}]{self.note}, got {v}")
         return v
 
     def _float(self, v) -> float:
         lo, hi = float(self.minimum), float(self.maximum)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ConfigError(f"{self.name} must be a number in [{lo}, {hi}], got {short(v)}")
+            raise ConfigError(f"{self.name} must be a number in [{lo}, {hi}]{self.note}, got {short(v)}")
         v = float(v)
         if math.isnan(v) or (math.isinf(v) and not (self.allow_inf and v > 0)):
-            raise ConfigError(f"{self.name} must be a finite number in [{lo}, {hi}], got {v}")
+            raise ConfigError(f"{self.name} must be a finite number in [{lo}, {hi}]{self.note}, got {v}")
         if not math.isinf(v) and not lo <= v <= hi:
-            raise ConfigError(f"{self.name} must be in [{lo}, {hi}], got {v}")
+            raise ConfigError(f"{self.name} must be in [{lo}, {hi}]{self.note}, got {v}")
         return v
 
     def _names(self, v) -> list[str]:
@@ -180,8 +215,18 @@ class Knob:
         return None
 
 
+def _unit_fields(u: Unit, unit_knob: str) -> dict:
+    """The Knob fields that unit `u` sets."""
+    return {"minimum": u.minimum, "maximum": u.maximum, "step": u.step, "label": u.label,
+            "allow_inf": u.allow_inf, "start": u.start,
+            "note": f" {u.note} ({unit_knob}={u.name})" if u.note else ""}
+
+
 def knob(type_: str, default, **kw):
-    """A dataclass field whose metadata is its Knob."""
+    """A dataclass field whose metadata is its Knob. With `units`, the knob's own range, step
+    and label are those of its first (default) unit."""
+    if kw.get("units"):
+        kw = {**_unit_fields(kw["units"][0], kw.get("unit_knob", "")), **kw}
     spec = Knob(type_, default, **kw)
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata={"knob": spec})

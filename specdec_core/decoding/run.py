@@ -74,6 +74,15 @@ class TextLookup:
         return self.texts[i] if 0 <= i < len(self.texts) else f"<{i}>"
 
 
+def logits_width(runner) -> int:
+    """|V| as the decoder sees it: the width of the runner's logits (its shared-vocabulary cut,
+    else the model's output layer)."""
+    if getattr(runner, "vocab_size", None):
+        return int(runner.vocab_size)
+    head = runner.model.get_output_embeddings()
+    return int(head.weight.shape[0]) if head is not None else int(runner.model.config.vocab_size)
+
+
 @dataclass
 class Run:
     cfg: object                          # DecodeConfig (faults already applied)
@@ -88,6 +97,7 @@ class Run:
     seq: TokenSeq
     trace: Trace
     text: TextLookup
+    gate: float | None = None            # entropy threshold in nats, resolved once per run
     detail: bool = True                  # per-token alternatives in the trace
     need_p: bool = False                 # a drafted token's distribution is needed while drafting
     cancel: threading.Event | None = None

@@ -30,7 +30,7 @@ class Draft:
 
 def draft(run) -> Draft:
     """Up to k tokens from the edge; at the gate cadence the entropy gate may cut the block."""
-    cfg, seq, gate, procs = run.cfg, run.seq, run.cfg.entropy_threshold, run.processors
+    cfg, seq, gate, procs = run.cfg, run.seq, run.gate, run.processors   # gate: nats
     d, window, feed = Draft([]), 0.0, seq.ids[run.edge.seen:]
     for j in range(cfg.k):
         if (stop := run.interrupted()) is not None:
