@@ -46,6 +46,10 @@ def test_backend_shape(backend):
         assert m.config.vocab_size == len(tok)
     n = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert n(backend.edge) * 3 < n(backend.cloud)  # the edge is clearly weaker
+    # Depth sets the forward cost of models this small on a CPU: one edge layer against a deep
+    # cloud is what makes speculation pay (c is measured by `make bench`, not here).
+    assert backend.edge.config.num_hidden_layers == 1
+    assert backend.cloud.config.num_hidden_layers >= 8
 
 
 def test_prompt_inputs(backend):
@@ -74,6 +78,22 @@ def test_cloud_greedy_names_each_profile_emotion(backend, prompt_type):
         assert len(words) == 1, text
         right += words[0][0] == label
     assert right >= 5
+
+
+def test_cloud_follows_the_rule_on_random_cue_combinations(backend):
+    # Not only the six profiles: any combination of bins gets the rule's emotion and only the
+    # cues that were measured.
+    import random
+    rng = random.Random(2024)
+    combos = rng.sample(C.all_bin_combinations(), 24)
+    right = consistent = 0
+    for bins in combos:
+        _, text = cloud_text(backend, C.condition_tokens(bins), "detailed")
+        words = K.emotion_words_in(text)
+        right += bool(words) and words[0][0] == C.label_for(bins)
+        consistent += all(bins[f] == b for f, b, _ in K.cue_hits(text))
+    assert right >= 20, right
+    assert consistent >= 22, consistent
 
 
 def test_changing_only_condition_tokens_changes_the_emotion(backend):
@@ -114,7 +134,7 @@ def test_build_inputs_reads_prosody_from_audio(backend):
     x = 0.5 * np.sin(2 * np.pi * 260 * t) * (np.sin(2 * np.pi * 4 * t) > 0)
     inp = backend.build_inputs(load_audio((sr, x.astype(np.float32))), "detailed")
     bins = inp.info["bins"]
-    assert set(bins) == set(C.FEATURES) and set(inp.info["prosody"]) == set(C.FEATURES)
+    assert set(bins) == set(C.FEATURES) and set(inp.info["prosody"]) >= set(C.FEATURES)
     assert inp.info["condition_tokens"] == C.condition_tokens(bins)
     assert "".join(C.condition_tokens(bins)) + "<detailed>" in inp.info["prompt"]
     assert backend.tokenizer.decode(inp.input_ids[0]) == inp.info["prompt"]

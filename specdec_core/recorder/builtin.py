@@ -18,8 +18,10 @@ def declared_knobs(backend, cfg: DecodeConfig) -> dict:
         d["rank_threshold"] = cfg.rank_threshold
     if cfg.stop_at_first_sentence:
         d["sentence_ids"] = sorted(TokenClasses.for_tokenizer(backend.tokenizer).ids("sentence_end"))
-    if cfg.entropy_threshold is not None:
-        d["entropy_threshold"] = cfg.entropy_threshold
+    if cfg.entropy_threshold is not None:  # declared in nats, as the decoder resolves it
+        from specdec_core.decoding.run import logits_width
+        edge = backend.make_runner(backend.edge, "edge")
+        d["entropy_threshold"] = cfg.threshold_nats(logits_width(edge))
     return d
 
 
