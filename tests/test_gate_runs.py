@@ -1,7 +1,8 @@
 """Gates on real demo runs: each changes what it should and nothing else.
 
-The edge alone with the mask_1x1 fault loops and stutters ("偏高偏高偏高", "快快快"), which gives
-the gates something to fight; with cloud verification on, gates only shape the drafts and the
+The edge alone with the mask_1x1 fault loops ("音调有些变化，音调有些变化，…", garbled openings),
+and with the draft_penalties fault it stutters ("嗓门、嗓门"), which gives the gates something
+to fight; with cloud verification on, gates only shape the drafts and the
 committed text stays the cloud's."""
 from __future__ import annotations
 
@@ -45,9 +46,17 @@ def broken(demo):
     return texts_metrics(demo)
 
 
-def test_ban_adjacent_repeat(demo, broken):
-    assert sum(r["metrics"]["adjacent_repeats"] for r in broken) >= 10
-    gated = texts_metrics(demo, ban_adjacent_repeat=True)
+# The one-layer edge with mask_1x1 loops on whole phrases rather than stuttering on one
+# character; the seed-000 B draft penalties make it stutter ("嗓门、嗓门", 70 adjacent repeats
+# on the six clips), which is what the adjacent-repeat ban is for.
+EDGE_STUTTER = {"entropy_threshold": "inf", "faults": ["draft_penalties"]}
+
+
+def test_ban_adjacent_repeat(demo):
+    runs = [run_clip(demo, c, DecodeConfig.from_dict(EDGE_STUTTER)) for c in CLIPS]
+    assert sum(r["metrics"]["adjacent_repeats"] for r in runs) >= 10
+    gated = [run_clip(demo, c, DecodeConfig.from_dict({**EDGE_STUTTER, "ban_adjacent_repeat": True}))
+             for c in CLIPS]
     assert all(r["metrics"]["adjacent_repeats"] == 0 for r in gated)
 
 

@@ -23,6 +23,7 @@ def test_record_writes_results_with_trace_recording_and_reference(tmp_path):
     assert p.returncode == 0, p.stderr
     d = json.loads(out.read_text(encoding="utf-8"))
     assert d["backend"] == "demo" and len(d["results"]) == 1
+    assert d["pooled_findings"] == []          # pooled checks need two clips or more
     r = d["results"][0]
     assert {"audio", "ok", "text", "token_ids", "findings", "trace", "recording"} <= set(r)
     assert r["ok"] and r["findings"] == [] and r["text"]

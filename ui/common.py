@@ -182,17 +182,25 @@ def prune_exports(max_age_s: float | None = None, now: float | None = None) -> i
     return gone
 
 
+def safe_stem(stem: str) -> str:
+    """A file-name part from a clip or sample name: 'unheard/angry_f3' -> 'unheard_angry_f3'.
+    Path separators and anything else odd become '_', so an export never lands outside _OUT."""
+    import re
+
+    return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
+
+
 def write_json(stem: str, obj) -> str:
     _OUT.mkdir(parents=True, exist_ok=True)
     prune_exports()
-    path = _OUT / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}.json"
+    path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}.json"
     path.write_text(json.dumps(obj, ensure_ascii=False, indent=1), encoding="utf-8")
     return str(path)
 
 
 def export_dir(stem: str) -> Path:
     prune_exports()
-    d = _OUT / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
+    d = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
     d.mkdir(parents=True, exist_ok=True)
     return d
 

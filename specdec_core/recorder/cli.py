@@ -135,6 +135,16 @@ def reference_diff(backend, prompt, out: list[int], trace, knobs: dict) -> dict:
     return d
 
 
+def pooled_findings(results: list[dict]) -> list[dict]:
+    """Checks that need more evidence than one clip gives, over every recorded clip together:
+    today the sampled-draft temperature check (a peaked edge drafts few informative tokens per
+    clip, so a second temperature is often invisible on one clip and plain over six)."""
+    from specdec_core.recorder.checks import pooled_temperature
+
+    recs = [r["recording"] for r in results if r.get("ok") and r.get("recording")]
+    return pooled_temperature(recs) if len(recs) > 1 else []
+
+
 def cmd_record(args) -> int:
     from specdec_core.backends import load_backend
 
@@ -148,8 +158,12 @@ def cmd_record(args) -> int:
         codes = ", ".join(f["code"] for f in res.get("findings", [])) or "no findings"
         print(f"{res['audio']}: " + (f"ok ({codes})" if res["ok"] else f"error: {res['error']}"),
               file=sys.stderr)
-    text = json.dumps({"backend": args.backend, "declared": knobs, "results": results},
-                      ensure_ascii=False)
+    pooled = pooled_findings(results)
+    for f in pooled:
+        print(f"all {len(results)} clips pooled: {f['code']} ({f['severity']}): {f['title']}",
+              file=sys.stderr)
+    text = json.dumps({"backend": args.backend, "declared": knobs, "results": results,
+                       "pooled_findings": pooled}, ensure_ascii=False)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")

@@ -1,0 +1,35 @@
+"""Bundled samples and export files (ui/common.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdec_core.errors import AudioError
+from ui import common
+
+
+def test_unheard_clips_are_listed_after_the_samples_and_open_by_default():
+    names = common.sample_names()
+    unheard = [n for n in names if n.startswith("unheard/")]
+    assert len(unheard) == 6 and names[:18] == [n for n in names if "/" not in n]
+    assert common.DEFAULT_SAMPLE in unheard
+    labels = dict((v, k) for k, v in common.sample_choices())
+    assert labels[common.DEFAULT_SAMPLE].endswith("unheard voice")
+    assert common.sample_path(common.DEFAULT_SAMPLE).parent.name == "unheard"
+    assert common.sample_prompt_type(common.DEFAULT_SAMPLE) == "detailed"
+
+
+@pytest.mark.parametrize("bad", ["../sample_audio/angry_01", "unheard/../../README", "/etc/passwd"])
+def test_sample_names_never_reach_outside_the_samples(bad):
+    with pytest.raises(AudioError, match="unknown sample"):
+        common.sample_path(bad)
+
+
+@pytest.mark.parametrize("stem", ["trace-unheard/angry_f3", "trace-../../x", "trace-说话 人?*"])
+def test_exports_stay_in_the_export_folder(stem, tmp_path, monkeypatch):
+    monkeypatch.setattr(common, "_OUT", tmp_path)
+    path = Path(common.write_json(stem, {"ok": True}))
+    assert path.parent == tmp_path and path.is_file()
+    d = common.export_dir(stem)
+    assert d.parent == tmp_path and d.is_dir()
