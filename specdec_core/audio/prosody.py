@@ -136,8 +136,8 @@ def describe(p: Prosody) -> str:
         parts.append(f"{feat}={num}{UNITS[feat]}({p.bins[feat]})")
     if p.values.get("f0_hz"):
         reg = register_of(p.values["f0_floor_hz"])
-        parts.append(f"f0={p.values['f0_hz']:.0f}Hz floor={p.values['f0_floor_hz']:.0f}Hz "
-                     f"voice={reg}")
+        parts.append(f"(median F0 {p.values['f0_hz']:.0f} Hz, floor {p.values['f0_floor_hz']:.0f} "
+                     f"Hz: a {reg}-register voice)")
     return " ".join(parts)
 
 
