@@ -8,8 +8,6 @@ description (greedy, classic speculative decoding, so exactly the cloud's own ou
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.demo import corpus
 from specdec_core.evaluation.scoring import emotion_of_text
+from sample_script import load_make_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 UNHEARD = ROOT / "sample_audio" / "unheard"
@@ -32,19 +31,9 @@ def rows() -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def script():
-    spec = importlib.util.spec_from_file_location("make_samples", ROOT / "scripts" / "make_samples.py")
-    ms = importlib.util.module_from_spec(spec)
-    sys.modules["make_samples"] = ms
-    try:
-        spec.loader.exec_module(ms)
-    finally:
-        del sys.modules["make_samples"]
-    return ms
-
 
 def test_heldout_voices_and_sentences_are_not_the_calibration_ones():
-    ms = script()
+    ms = load_make_samples()
     calib_voices = {c.voice for c in ms.CLIPS}
     calib_text = "".join(p for c in ms.CLIPS for p in c.phrases)
     assert {r["label"] for r in rows()} == set(C.LABELS)

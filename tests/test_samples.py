@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
 import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from specdec_core.audio import conditions
 
 from specdec_core.audio import prosody
 from specdec_core.audio.loading import load_audio
+from sample_script import load_make_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_audio"
@@ -80,23 +79,13 @@ def test_clip_bins_match_its_label_profile(row):
 
 
 def test_each_label_is_spoken_by_three_voices():
-    ms = _load_script()
+    ms = load_make_samples()
     voices = {}
     for clip in ms.CLIPS:
         voices.setdefault(clip.label, set()).add(clip.voice)
     assert all(len(v) >= 3 for v in voices.values()), voices
     assert len({c.speed for c in ms.CLIPS}) >= 3          # and at several speeds
 
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("make_samples", ROOT / "scripts" / "make_samples.py")
-    ms = importlib.util.module_from_spec(spec)
-    sys.modules["make_samples"] = ms  # dataclasses look their module up while building
-    try:
-        spec.loader.exec_module(ms)
-    finally:
-        del sys.modules["make_samples"]
-    return ms
 
 
 def test_labels_are_separable_from_bins():
@@ -111,7 +100,7 @@ def test_labels_are_separable_from_bins():
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
 def test_script_reproduces_shipped_clips():
-    ms = _load_script()
+    ms = load_make_samples()
     assert [c.name for c in ms.CLIPS] == [r["name"] for r in rows()]
     if ms.espeak_version() != ms.ESPEAK_VERSION:
         pytest.skip(f"espeak-ng {ms.espeak_version()} is not the build the clips were made with")
