@@ -19,17 +19,19 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -e '.[test,bench,scale]'
 	touch $@
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test system-deps
 
-# Debian chromium for the browser tests (Playwright drives it via executable_path).
+# Debian chromium for the browser tests (Playwright drives it via executable_path); espeak-ng
+# and sox for the sample-regeneration tests; alsa-utils for its recorded voices (heldout2).
 system-deps:
-	@if [ ! -x $(CHROMIUM) ] || [ ! -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; fi; \
+	@if [ ! -x $(CHROMIUM) ] || [ ! -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || \
+	   ! command -v espeak-ng >/dev/null || ! command -v sox >/dev/null || [ ! -e /usr/share/sounds/alsa/Front_Left.wav ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei espeak-ng sox alsa-utils >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei espeak-ng sox alsa-utils >/dev/null; fi; \
 	fi
 
 demo: install

@@ -23,6 +23,23 @@ INSPECT_CSS = """
 .ss-rd .ss-rd-mono { font-family: ui-monospace, monospace; }
 .ss-rd small { color: #57606a; margin: 0 8px 0 2px; }
 .ss-rd h4 { margin: 6px 0 2px 0; font-size: 14px; }
+.ss-rd .ss-rd-audio { display: inline-block; background: #eef6fc; border: 1px solid #b6d4ea;
+  border-radius: 10px; padding: 2px 10px; margin: 2px 0 6px 0; }
+.ss-pool { font-family: system-ui, sans-serif; font-size: 13.5px; }
+.ss-pool table { border-collapse: collapse; margin: 4px 0 10px 0; width: 100%; }
+.ss-pool th, .ss-pool td { border: 1px solid #d8dee4; padding: 4px 8px; text-align: left; }
+.ss-pool th { background: #f6f8fa; font-weight: 600; }
+.ss-pool td.ss-num { text-align: right; font-variant-numeric: tabular-nums; }
+.ss-pool .ss-pool-err { color: #D55E00; font-weight: 600; }
+.ss-pool .ss-pool-ok { color: #009E73; font-weight: 600; }
+.ss-pool .ss-pool-bar { display: inline-block; height: 9px; background: #009E73;
+  border-radius: 2px; vertical-align: middle; margin-right: 6px; }
+.ss-pool .ss-pool-sum { color: #57606a; margin: 2px 0 8px 0; }
+.ss-pool td.ss-pool-name { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12.5px; }
+.ss-pool table.ss-pool-pos th { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
+.ss-pool table.ss-pool-pos th:first-child, .ss-pool table.ss-pool-pos th:nth-child(2) { font-family: system-ui, sans-serif; font-size: 13.5px; }
+.ss-pool small { color: #57606a; }
+.ss-pool h4 { margin: 10px 0 2px 0; font-size: 14px; }
 """
 
 Texts = Callable[[int], str]
@@ -165,6 +182,25 @@ def _top5_table(group: list[dict], texts: Texts) -> str:
             "<th>cloud top-5</th><th>cloud rank of draft</th></tr>" + "".join(rows) + "</table>")
 
 
+def audio_html(recording: dict | None) -> str:
+    """An Omni recording's audio: `recording["audio"] = {"span": [start, end], "rope_delta": d}`
+    (cache positions of the audio tokens in the prompt; the mrope delta after them). Empty for
+    text prompts (absent or None)."""
+    a = (recording or {}).get("audio")
+    if not isinstance(a, dict):
+        return ""
+    span, delta = a.get("span"), a.get("rope_delta")
+    parts = []
+    if isinstance(span, (list, tuple)) and len(span) == 2:
+        s, e = span
+        parts.append(f"audio at prompt positions {esc(s)}..{esc(e)} "
+                     f"({esc(e - s if isinstance(s, int) and isinstance(e, int) else '?')} positions)")
+    if delta is not None:
+        parts.append(f"rope delta {esc(delta)} (text positions after the audio continue at "
+                     f"cache length {'+' if int(delta) >= 0 else '−'} {esc(abs(int(delta)))})")
+    return f'<div class="ss-rd-audio" data-audio="1">🔊 {"; ".join(parts)}</div>' if parts else ""
+
+
 def round_html(recording: dict | None, n: int | None, texts: Texts | None = None) -> str:
     """The drill-down of round n (1-based) of a recording."""
     groups = split_rounds(recording)
@@ -177,7 +213,76 @@ def round_html(recording: dict | None, n: int | None, texts: Texts | None = None
         for f in g:
             last_after[f.get("cache")] = _after(f)
     g = groups[n - 1]
-    return (f'<div class="ss-rd" data-round="{n}"><h4>Step {n} of {len(groups)} (the edge forwards up to '
-            f'cloud call {n}): caches</h4>'
+    return (f'<div class="ss-rd" data-round="{n}">{audio_html(recording)}'
+            f'<h4>Step {n} of {len(groups)} (the edge forwards up to cloud call {n}): caches</h4>'
             f'{_cache_summary(g, last_after)}<h4>Forwards</h4>{_forward_table(g, texts)}'
             f'<h4>Edge vs cloud at each drafted position</h4>{_top5_table(g, texts)}</div>')
+
+
+# ---- Pooled view over several recordings ---------------------------------------------------
+def pooled_trace(traces: list[dict]) -> dict:
+    """A trace-shaped dict whose rounds are every round of every trace: the per-position
+    acceptance of plots.position_acceptance / position_acceptance_figure, pooled."""
+    return {"rounds": [r for tr in traces for r in (tr or {}).get("rounds") or []]}
+
+
+def pooled_html(entries: list[dict]) -> str:
+    """One row per recording (label, tokens, cloud calls, acceptance, its error / warning codes)
+    and the acceptance by draft position pooled over all of them (plots.position_acceptance on
+    pooled_trace), next to each recording's own."""
+    from .plots import position_acceptance
+
+    if not entries:
+        return '<div class="ss-pool"><p>Upload two or more recordings to pool them.</p></div>'
+    rows = []
+    for e in entries:
+        tr, fs = e.get("trace") or {}, e.get("findings") or []
+        m = tr.get("metrics") or {}
+        errs = sorted({f["code"] for f in fs if f.get("severity") == "error"})
+        warns = sorted({f["code"] for f in fs if f.get("severity") == "warning"})
+        codes = (f'<span class="ss-pool-err">{esc(", ".join(errs))}</span>' if errs else
+                 '<span class="ss-pool-ok">no error</span>')
+        if warns:
+            codes += f' <small>(warning: {esc(", ".join(warns))})</small>'
+        acc = m.get("acceptance_rate")
+        rows.append(f'<tr data-label="{esc(e.get("label"))}"><td class="ss-pool-name">{esc(e.get("label"))}</td>'
+                    f'<td class="ss-num">{len(tr.get("tokens") or [])}</td>'
+                    f'<td class="ss-num">{esc(m.get("cloud_calls", "–"))}</td>'
+                    f'<td class="ss-num">{"–" if acc is None else f"{100 * acc:.0f}%"}</td>'
+                    f'<td>{codes}</td></tr>')
+    pooled = position_acceptance(pooled_trace([e.get("trace") for e in entries]))
+    own = [{p: (r, n) for p, r, n in position_acceptance(e.get("trace") or {})} for e in entries]
+    n_rounds = sum(1 for e in entries for r in (e.get("trace") or {}).get("rounds") or []
+                   if r.get("verified"))
+
+    def cell(v):
+        return "–" if v is None or not v[1] else f"{100 * v[0]:.0f}%<small> of {v[1]}</small>"
+
+    pos = "".join(
+        f'<tr><td class="ss-num">{p}</td>'
+        f'<td><span class="ss-pool-bar" style="width:{round(100 * r)}px"></span><b>{100 * r:.0f}%</b>'
+        f'<small> of {n}</small></td>'
+        + "".join(f'<td class="ss-num">{cell(o.get(p))}</td>' for o in own) + '</tr>'
+        for p, r, n in pooled)
+    heads = "".join(f'<th>{esc(e.get("label"))}</th>' for e in entries)
+    return ('<div class="ss-pool" data-pooled="' + str(len(entries)) + '">'
+            f'<div class="ss-pool-sum">{len(entries)} recordings, {n_rounds} verified rounds pooled</div>'
+            '<table><tr><th>recording</th><th>tokens</th><th>cloud calls</th><th>acceptance</th>'
+            '<th>findings</th></tr>' + "".join(rows) + '</table>'
+            '<h4>Acceptance by draft position, pooled (and per recording)</h4>'
+            + ('<table class="ss-pool-pos"><tr><th>position</th><th>pooled</th>' + heads + '</tr>'
+               + pos + '</table>' if pooled else
+               '<p>No verified rounds in these recordings.</p>') + '</div>')
+
+
+def pooled_findings_html(pooled: list[dict] | None, n: int) -> str:
+    """The record CLI's pooled findings (checks that need several runs' evidence) as cards; a
+    plain line when there are none."""
+    from .findings import findings_html
+
+    if pooled:
+        return findings_html(pooled)
+    if n < 2:
+        return '<div class="ss-rf"><div class="ss-none">Pooled checks need two or more recordings.</div></div>'
+    return ('<div class="ss-rf"><div class="ss-none" data-pooled-clean="1">No pooled finding over '
+            f'{n} recordings (pooled today: the sampled-draft temperature check).</div></div>')

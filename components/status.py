@@ -17,6 +17,12 @@ def prompt_info_md(info: dict | None) -> str:
     parts = []
     if info.get("prosody_text"):
         parts.append(f"**Prosody read from the clip:** {info['prosody_text']}")
+    if info.get("prosody_normalisation"):
+        how = {"speaker": "per speaker (the manifest's speaker column)",
+               "clip": "none, single clip (voice register estimated from its F0)"}
+        line = how.get(info["prosody_normalisation"], str(info["prosody_normalisation"]))
+        note = f": {info['prosody_note']}" if info.get("prosody_note") else ""
+        parts.append(f"**Speaker normalisation:** {line}{note}")
     if info.get("condition_tokens"):
         parts.append("**Condition tokens:** " + " ".join(f"`{t}`" for t in info["condition_tokens"]))
     audio = info.get("audio") or {}

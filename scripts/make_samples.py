@@ -4,7 +4,7 @@
     .venv/bin/python scripts/make_samples.py --check    # only prints extracted bins vs profile
 
 Each emotion gets its own pitch, pitch range, speed, amplitude and pauses, chosen (together with
-the thresholds in specdec_core/prosody.py) so that prosody.extract() lands on the label's
+the thresholds in specdec_core/audio/prosody.py) so that prosody.extract() lands on the label's
 conditions.PROFILES entry: that is what lets the demo model "hear" the emotion.
 
 Each phrase is synthesised on its own (own -p base pitch, SSML pitch range) and the phrases are

@@ -5,8 +5,9 @@
 
 1. local vs remote speculative decoding on the sample clips (bench --cloud-url): tokens/s,
    per-call request time and HTTP bytes, identical outputs required;
-2. batch scale-out: clips/s of `batch --workers N` for N = 1, 2, 4 sharing the one server, the
-   N values interleaved over the repeats (each pool warmed up first: process start-up excluded).
+2. batch scale-out: clips/s of `batch --engine ray --workers N` for N = 1, 2, 4 sharing the one
+   server, the N values interleaved over the repeats (one local Ray with max N actors, warmed up
+   first: start-up excluded; a pass with N uses the first N actors).
 Writes docs/results/remote.json and prints both tables.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,7 +42,8 @@ def main(argv=None) -> int:
     from specdec_core.decoding.config import DecodeConfig
     from specdec_core.evaluation.batch import read_manifest
     from specdec_core.evaluation.bench import sample_prompts
-    from specdec_core.evaluation.parallel import EdgePool
+    from specdec_core.evaluation.ray_engine import RayEdges
+    from specdec_core.evaluation.scale import run_batch_dir
     from specdec_core.evaluation.remote_bench import format_report, run_remote_bench
 
     torch.set_num_threads(1)
@@ -55,25 +58,23 @@ def main(argv=None) -> int:
 
     clips = read_manifest(ROOT / "sample_audio" / "manifest.csv")[: args.batch_clips]
     ns = [int(n) for n in args.workers.split(",")]
-    spec = {"backend": "demo", "cloud_url": args.url}
-    pools = {n: EdgePool(spec, n) for n in ns}
+    spec = {"backend": "demo", "remote": True}
+    cfg = DecodeConfig()
     times: dict[int, list[float]] = {n: [] for n in ns}
     failed = 0
-    try:
-        for pool in pools.values():
-            pool.warm()
+    tmp = Path(tempfile.mkdtemp(prefix="remote-figures-"))
+    with RayEdges(spec, {"A": cfg.to_dict()}, workers=max(ns)) as edges:   # warmed first
+        edges.warm([args.url])
         for rep in range(args.repeats):
             order = ns[rep % len(ns):] + ns[: rep % len(ns)]
-            for n in order:
+            for n in order:          # the first n actors take the rows
                 t0 = time.perf_counter()
-                r = pools[n].run(clips, {"A": DecodeConfig()})
+                r, _ = run_batch_dir(spec, clips, {"A": cfg}, tmp / f"n{n}-{rep}", engine="ray",
+                                     workers=n, cloud_urls=[args.url], edges=edges)
                 times[n].append(time.perf_counter() - t0)
                 failed += r.failed
             log(f"batch repeat {rep + 1}/{args.repeats}: " +
                 "  ".join(f"N={n}: {len(clips) / times[n][-1]:.2f} clips/s" for n in ns))
-    finally:
-        for pool in pools.values():
-            pool.close()
     rows = []
     for n in ns:
         cps = sorted(len(clips) / t for t in times[n])

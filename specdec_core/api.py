@@ -50,8 +50,9 @@ def open_backend(opts, *cfgs: DecodeConfig):
     return with_cloud(backend, url, *cfgs, model=getattr(opts, "cloud_model", None) if url else None)
 
 
-def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECONDS):
-    """audio (path, bytes or (sr, array)) -> PromptInputs, plus audio warnings in info."""
+def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECONDS, speaker=None):
+    """audio (path, bytes or (sr, array)) -> PromptInputs, plus audio warnings in info.
+    `speaker`: prosody statistics of the clip's speaker (audio.prosody.speaker_stats)."""
     audio = None
     if backend.needs_audio:
         from specdec_core.audio.loading import load_audio
@@ -59,6 +60,7 @@ def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECO
         if audio_src is None:
             raise UserError("no audio given: upload a clip or pick a sample")
         audio = load_audio(audio_src, max_seconds=max_seconds)
+        audio.speaker = speaker
     prompt = backend.build_inputs(audio, cfg.prompt_type)
     if audio is not None:
         prompt.info.setdefault("audio", {"name": audio.name, "duration_s": round(audio.duration, 3),
@@ -82,12 +84,12 @@ def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecode
 
 
 def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name: str | None = None,
-             cancel: threading.Event | None = None) -> dict:
+             cancel: threading.Event | None = None, speaker=None) -> dict:
     """One entry of the CLI's `results` list. User errors become {"ok": false, "error": ...}.
     A cancelled or timed-out decode is still ok, with metrics.ended_by saying so."""
     label = name or _name(audio_src)
     try:
-        prompt = prepare(backend, audio_src, cfg)
+        prompt = prepare(backend, audio_src, cfg, speaker=speaker)
         tr = SpeculativeDecoder(backend, cfg).run(prompt, cancel=cancel)
         res = {"audio": label, "ok": True, "text": tr.text, "token_ids": tr.token_ids,
                "metrics": tr.metrics, "trace": tr.to_dict()}

@@ -77,7 +77,7 @@ def test_read_bundled_manifest():
 def test_manifest_bad_rows_are_kept_with_errors(tmp_path):
     clips = {c.name: c for c in read_manifest(small_manifest(tmp_path))}
     assert [clips[n].error for n in GOOD] == [None] * 3
-    assert clips["neutral_03"].extra == {"speaker": "spk1"}
+    assert clips["neutral_03"].speaker == "spk1" and clips["neutral_03"].extra == {}
     assert clips["bad"].error is None                      # exists; fails when decoded
     assert clips["missing"].error == "audio file not found: clips/missing.wav"
     assert clips["missing"].prompt_type is None            # empty = the config's

@@ -48,3 +48,33 @@ def test_bad_upload_gets_one_line(page, artifacts, tmp_path):
                            timeout=30_000)
     status = page.inner_text("#inspect-status")
     assert "Traceback" not in status and len(status.strip().splitlines()) <= 3
+
+
+def test_pooled_view_over_two_uploaded_recordings(page, artifacts, tmp_path):
+    """Two recordings (a correct decoder and a buggy one, on different clips) uploaded together:
+    one row each with its own findings, the per-position acceptance pooled, the pooled checks.
+    Screenshot: test-artifacts/inspect-pooled.png."""
+    import json
+
+    from ui.inspect import record_example
+
+    files = []
+    for dec, clip in (("correct", "happy_02"), ("no_resync", "sad_01")):
+        res = record_example(dec, clip, max_new_tokens=48)
+        path = tmp_path / f"{dec}-{clip}.json"
+        path.write_text(json.dumps(res["recording"]), encoding="utf-8")
+        files.append(str(path))
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_selector("#inspect-pool-upload")
+    page.locator("#inspect-pool-upload input[type=file]").set_input_files(files)
+    page.wait_for_selector('#inspect-pool [data-pooled="2"]', timeout=60_000)
+    pool = page.inner_text("#inspect-pool")
+    assert "correct-happy_02" in pool and "no_resync-sad_01" in pool
+    assert "no error" in pool                                 # the correct one
+    assert "stale_cache" in pool or "context_mismatch" in pool  # the buggy one's own cause
+    assert "Acceptance by draft position, pooled" in pool
+    assert page.locator("#inspect-pool .ss-pool-pos tr").count() >= 3   # header + positions
+    assert "pooled 2 recording" in page.inner_text("#inspect-pool-status")
+    page.locator("#inspect-pool").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "inspect-pooled.png"), full_page=True)

@@ -95,3 +95,54 @@ def test_record_endpoint_through_gradio_client():
         with pytest.raises(Exception) as e:
             client.predict("no_such_decoder", "sad_01", api_name="/record")
         assert "unknown example decoder" in str(e.value)
+
+
+def test_pooled_view_pools_findings_and_per_position_acceptance(recorded):
+    """Two real recordings pooled: one row each, and the per-position acceptance computed over
+    the union of their verified rounds (checked against a count made here from the rounds)."""
+    from components.inspect_view import pooled_findings_html, pooled_html, pooled_trace
+    from components.plots import position_acceptance
+    from ui.inspect import analyze_pool
+
+    files = [(name, json.dumps(recorded[name]["recording"])) for name in ("correct", "no_resync")]
+    entries, pooled = analyze_pool(files)
+    assert [e["label"] for e in entries] == ["correct", "no_resync"]
+    traces = [e["trace"] for e in entries]
+    pt = pooled_trace(traces)
+    rows = position_acceptance(pt)
+    verified = [r for tr in traces for r in tr["rounds"] if r["verified"]]
+    assert rows and rows[0][2] == sum(r["drafted"] >= 1 for r in verified)
+    assert rows[0][1] == pytest.approx(sum(r["accepted"] >= 1 for r in verified) / rows[0][2])
+    html = pooled_html(entries)
+    assert 'data-pooled="2"' in html and f"<b>{100 * rows[0][1]:.0f}%</b><small> of {rows[0][2]}" in html and 'data-label="no_resync"' in html
+    assert "stale_cache" in html or "context_mismatch" in html     # no_resync's own errors
+    assert f"{len(verified)} verified rounds" in html
+    assert isinstance(pooled, list)
+    fh = pooled_findings_html(pooled, 2)
+    assert ("data-pooled-clean" in fh) == (not pooled)
+    assert "two or more" in pooled_findings_html([], 1)
+    assert "Upload two or more" in pooled_html([])
+
+
+def test_pooled_findings_of_a_cli_output_match_the_cli(recorded):
+    """A record CLI output with several results pools all of them, with the CLI's own function."""
+    from specdec_core.recorder.cli import pooled_findings
+    from ui.inspect import analyze_pool
+
+    results = [{"audio": f"clip{i}.wav", "ok": True, "recording": recorded[n]["recording"]}
+               for i, n in enumerate(("correct", "no_resync", "correct"))]
+    entries, pooled = analyze_pool([("run", json.dumps({"backend": "demo", "results": results}))])
+    assert [e["label"] for e in entries] == ["run: clip0", "run: clip1", "run: clip2"]
+    assert pooled == pooled_findings(results)
+
+
+def test_omni_recording_drilldown_shows_audio_span_and_rope_delta(recorded):
+    from components.inspect_view import audio_html
+
+    rec = dict(recorded["correct"]["recording"], audio={"span": [3, 41], "rope_delta": -25})
+    html = round_html(rec, 1)
+    assert 'data-audio="1"' in html and "3..41" in html and "38 positions" in html
+    assert "rope delta -25" in html
+    assert audio_html(recorded["correct"]["recording"]) == ""
+    assert audio_html(dict(rec, audio=None)) == "" and 'data-audio' not in round_html(
+        recorded["correct"]["recording"], 1)

@@ -1,4 +1,5 @@
-"""Prosody features on synthetic voice-like signals: each feature moves the right way."""
+"""Prosody features (Praat via parselmouth) on synthetic voice-like signals: each feature moves
+the right way, pauses between utterances are not hesitation, and the register estimate is soft."""
 from __future__ import annotations
 
 import time
@@ -54,20 +55,36 @@ def test_pitch_is_semitones_above_the_voice_registers_reference():
 def test_the_same_hz_means_different_things_for_a_low_and_a_high_voice():
     # 150 Hz steady: a high voice (floor above the split) speaking low...
     steady = feats(voice(150.0))
-    assert prosody.register_of(steady.values["f0_floor_hz"]) == "high"
+    assert prosody.register_of(steady.values["f0_hz"], steady.values["f0_floor_hz"]) == "high"
     assert steady.bins["pitch"] == "mid" and steady.values["pitch"] < 0
     # ...and a low voice (floor 85 Hz) whose median rises to 150 Hz: high for that voice.
     n = 3 * SR
     f0 = np.where(np.arange(n) < n // 3, 85.0, 150.0)
     rising = feats(voice(f0))
-    assert prosody.register_of(rising.values["f0_floor_hz"]) == "low"
+    assert prosody.register_of(rising.values["f0_hz"], rising.values["f0_floor_hz"]) == "low"
     assert rising.bins["pitch"] == "high"
 
 
 def test_register_split_sits_between_the_references():
     lo, hi = prosody.VOICE_REF_HZ["low"], prosody.VOICE_REF_HZ["high"]
     assert lo < prosody.REGISTER_SPLIT_HZ < hi
-    assert prosody.register_of(lo) == "low" and prosody.register_of(hi) == "high"
+    assert prosody.register_of(lo, lo) == "low" and prosody.register_of(hi, hi) == "high"
+
+
+def test_register_is_a_soft_estimate_not_one_threshold():
+    split = prosody.REGISTER_SPLIT_HZ
+    # Around the split the voice is ambiguous: the reference lies between the two registers'.
+    p = prosody.low_register_probability(split, split)
+    assert p == pytest.approx(0.5)
+    lo, hi = prosody.VOICE_REF_HZ["low"], prosody.VOICE_REF_HZ["high"]
+    assert lo < prosody.reference_hz(p) < hi
+    probs = [prosody.low_register_probability(f, f) for f in (80, 95, 105, 115, 140)]
+    assert probs == sorted(probs, reverse=True) and probs[0] > 0.95 and probs[-1] < 0.05
+    # A floor of 112 Hz alone says "high voice"; with the median far above it (raised, aroused
+    # speech) the resting pitch is lower and the estimate leans to a low voice.
+    assert prosody.low_register_probability(133.0, 112.0) > prosody.low_register_probability(115.0, 112.0)
+    raised = feats(voice(np.where(np.arange(3 * SR) < SR, 112.0, 150.0)))
+    assert raised.values["p_low"] > 0.5 and raised.bins["pitch"] == "high"
 
 
 def test_energy_follows_level():
@@ -88,6 +105,20 @@ def test_short_gaps_are_not_pauses():
     # 60 ms gaps are stop closures, not pauses.
     clipped = feats(voice(150.0, seconds=3.0, gaps=[(0.5 + 0.5 * i, 0.06) for i in range(4)]))
     assert clipped.values["pause"] == pytest.approx(0.0, abs=0.01)
+
+
+def test_silence_between_utterances_is_not_pause():
+    # Two utterances joined by more than UTTERANCE_GAP_S: no hesitation, and the gap is not
+    # speaking time either (the rate is that of the speech).
+    one = feats(voice(150.0, seconds=2.0))
+    gap = np.zeros(int((prosody.UTTERANCE_GAP_S + 0.3) * SR), np.float32)
+    two = feats(np.concatenate([voice(150.0, seconds=2.0), gap, voice(150.0, seconds=2.0)]))
+    assert two.values["pause"] == pytest.approx(0.0, abs=0.01) and two.bins["pause"] == "few"
+    assert two.values["rate"] == pytest.approx(one.values["rate"], rel=0.1)
+    # The same silence shorter than UTTERANCE_GAP_S is a pause inside speech.
+    short = np.zeros(int((prosody.UTTERANCE_GAP_S - 0.3) * SR), np.float32)
+    hes = feats(np.concatenate([voice(150.0, seconds=2.0), short, voice(150.0, seconds=2.0)]))
+    assert hes.values["pause"] == pytest.approx(0.7 / 4.7, abs=0.04) and hes.bins["pause"] != "few"
 
 
 def test_leading_and_trailing_silence_is_not_pause():

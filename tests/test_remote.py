@@ -164,12 +164,51 @@ def test_batch_workers_share_the_server(server, local, prompts, tmp_path):
     p = cli("batch", str(MANIFEST), "--cloud-url", server.url, "--workers", "2", "--limit", "6",
             "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr[-2000:]
+    assert "ran 6 of 6 rows (ray engine)" in p.stdout       # --workers N > 1 runs on Ray
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [r["name"] for r in rows] == [c.name for c in read_manifest(MANIFEST)[:6]]
     for r in rows:
         assert r["ok"] and r["metrics"]["link"] == "measured"
         want = cloud_only(local, prompts[Path(r["audio"]).name], DecodeConfig())["token_ids"]
         assert r["token_ids"] == want, r["name"]
+
+
+def test_two_cloud_urls_share_the_rows_and_one_that_dies_costs_its_row_only(server, local, prompts,
+                                                                           tmp_path):
+    """Two --cloud-url values: the server itself and a real TCP forwarder to it that dies in the
+    middle of a request. Rows alternate between the two; the row in flight on the dead one fails
+    with a one-line error naming it (marked retry), every later row goes to the live server, and
+    a resume runs that one row again."""
+    from tcp_forward import Forwarder
+
+    from specdec_core.evaluation.scale import run_batch_dir
+
+    fwd = Forwarder(int(server.url.rsplit(":", 1)[1]), die_after=20)
+    clips = read_manifest(MANIFEST)[:8]
+    urls = [server.url, fwd.url]
+    try:
+        res, ran = run_batch_dir({"backend": "demo"}, clips, {"A": DecodeConfig()}, tmp_path,
+                                 cloud_urls=urls)
+    finally:
+        fwd.close()
+    rows = res.rows
+    assert ran == 8 and fwd.requests > 20                # it did die, mid-batch
+    failed = [r for r in rows if not r["ok"]]
+    assert len(failed) == 1, [r["error"] for r in failed]
+    bad = failed[0]
+    assert bad["cloud"] == fwd.url and fwd.url in bad["error"] and "\n" not in bad["error"]
+    assert bad.get("retry") is True
+    i = rows.index(bad)
+    assert {r["cloud"] for r in rows[:i]} == set(urls)   # both servers took rows before
+    assert all(r["ok"] and r["cloud"] == server.url for r in rows[i + 1:])
+    for r in rows:
+        if r["ok"]:
+            want = cloud_only(local, prompts[Path(r["audio"]).name], DecodeConfig())["token_ids"]
+            assert r["token_ids"] == want, r["name"]
+    res2, ran = run_batch_dir({"backend": "demo"}, clips, {"A": DecodeConfig()}, tmp_path,
+                              cloud_urls=urls, resume=True)
+    assert ran == 1 and all(r["ok"] for r in res2.rows) and res2.rows[i]["cloud"] == server.url
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 8
 
 
 def test_a_killed_server_fails_rows_and_the_batch_goes_on_when_it_is_back(server, remote):

@@ -102,13 +102,15 @@ class BatchTab:
             common.register(session, cancel)
             total = len(items) * len(configs)
             progress((0, total), desc="decoding", unit="runs")
-            result = None
+            result, failed = None, 0
             for ev in iter_batch(backend, items, configs, cancel=cancel):
                 if ev["type"] == "done":
                     result = ev["result"]
                     break
                 row = ev["row"]
-                progress((ev["done"], total), desc=f"{row['name']} ({row['config']})", unit="runs")
+                failed += not row["ok"]
+                progress((ev["done"], total), unit="runs",
+                         desc=f"{row['name']} ({row['config']}) · {failed} failed")
             if cancel.is_set():
                 raise UserError(f"batch stopped after {len(result.rows)} of {total} runs")
             df = results_table(result.rows)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 import traceback
 from pathlib import Path
 
 import gradio as gr
 
 from components.findings import config_badges, findings_html
-from components.inspect_view import round_choices, round_html
-from components.plots import accepted_length_figure, entropy_figure
+from components.inspect_view import (pooled_findings_html, pooled_html, pooled_trace, round_choices,
+                                     round_html)
+from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.token_view import render_tokens
 from specdec_core.errors import UserError
 
@@ -22,7 +22,6 @@ from . import common
 from components.status import status_html
 
 EXAMPLES_DIR = common.ROOT / "examples" / "decoders"
-_RECORD_LOCK = threading.Lock()   # the recorder hooks the shared models: one recording at a time
 
 
 def example_names() -> list[str]:
@@ -43,6 +42,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
     from specdec_core.audio.loading import load_audio
     from specdec_core.recorder import Recorder, analyze
+    from specdec_core.recorder.isolated import private_pair
 
     mod = _load_example(decoder)
     backend = common.get_backend("demo")
@@ -51,16 +51,16 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     if getattr(mod, "TEMPERATURE", None):
         declared["temperature"] = mod.TEMPERATURE
     out, error = [], None
-    with _RECORD_LOCK:
-        with Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids,
-                      backend.stop_ids, **declared) as rec:
-            try:
-                out = mod.decode(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids,
-                                 k=int(k), max_new_tokens=int(max_new_tokens),
-                                 stop_ids=tuple(backend.stop_ids))
-            except Exception as e:  # noqa: BLE001  (the user's decoder failed: say where, once)
-                error = f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
-        recording = rec.finish(out)
+    edge, cloud = private_pair(backend.edge, backend.cloud)   # isolated from other sessions
+    with Recorder(edge, cloud, backend.tokenizer, prompt.input_ids,
+                  backend.stop_ids, **declared) as rec:
+        try:
+            out = mod.decode(edge, cloud, backend.tokenizer, prompt.input_ids,
+                             k=int(k), max_new_tokens=int(max_new_tokens),
+                             stop_ids=tuple(backend.stop_ids))
+        except Exception as e:  # noqa: BLE001  (the user's decoder failed: say where, once)
+            error = f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
+    recording = rec.finish(out)
     recording["backend"] = "demo"
     recording["error"] = error
     trace, findings = analyze(recording, backend.tokenizer, prompt.info)
@@ -102,6 +102,45 @@ def analyze_upload(raw: str) -> dict:
     td = trace.to_dict()
     return {"audio": None, "ok": not rec.get("error"), "error": rec.get("error"), "text": td.get("text"),
             "token_ids": td.get("token_ids"), "findings": findings, "trace": td, "recording": rec}
+
+
+def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
+    """Every recording in a file: a recording JSON, or all results of a `record` CLI output."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, TypeError):
+        raise UserError(f"{label}: not a JSON file") from None
+    if isinstance(obj, dict) and isinstance(obj.get("results"), list):
+        out = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", r["recording"])
+               for i, r in enumerate(obj["results"], 1)
+               if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
+        if out:
+            return out
+    try:
+        return [(label, parse_recording(raw))]
+    except UserError as e:
+        raise UserError(f"{label}: {e}") from None
+
+
+def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
+    """[(label, raw JSON)] -> (one entry per recording, pooled findings of the record CLI)."""
+    from specdec_core.recorder import analyze
+    from specdec_core.recorder.cli import pooled_findings
+
+    tok = common.get_backend("demo").tokenizer
+    entries = []
+    for label, raw in files:
+        for name, rec in parse_recordings(raw, label):
+            try:
+                trace, findings = analyze(rec, tok)
+            except UserError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise UserError(f"{name}: the recording could not be read: {type(e).__name__}: {e}"
+                                .splitlines()[0]) from None
+            entries.append({"label": name, "ok": not rec.get("error"), "findings": findings,
+                            "trace": trace.to_dict(), "recording": rec})
+    return entries, pooled_findings(entries)
 
 
 def _texts():
@@ -151,6 +190,23 @@ class InspectTab:
         self.round = gr.Dropdown([], label="cloud call (round as the loop ran it)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
         self.state = gr.State(None)
+        gr.Markdown("### Pooled over several recordings", elem_classes="ss-h")
+        gr.Markdown("Upload two or more recordings (or one `record` output over several clips): "
+                    "checks that need more evidence than one clip run over all of them, and the "
+                    "acceptance by draft position is pooled.")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=300):
+                self.pool_upload = gr.File(label="recordings to pool (JSON, several)", file_count="multiple",
+                                           file_types=[".json"], type="filepath",
+                                           elem_id="inspect-pool-upload")
+                self.pool_status = gr.HTML("", elem_id="inspect-pool-status")
+                self.pool_findings = gr.HTML(pooled_findings_html(None, 0), elem_id="inspect-pool-findings")
+            with gr.Column(scale=3, min_width=300):
+                self.pool = gr.HTML(pooled_html([]), elem_id="inspect-pool")
+                self.pool_plot = gr.Plot(position_acceptance_figure(None), show_label=False)
+        self.pool_upload.upload(self.on_pool, [self.pool_upload],
+                                [self.pool_status, self.pool_findings, self.pool, self.pool_plot],
+                                api_visibility="private")
 
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
                 self.acclen, self.round, self.drill, self.download, self.state]
@@ -199,6 +255,25 @@ class InspectTab:
             return self._show(analyze_upload(raw), Path(path).stem)
         except Exception as e:  # noqa: BLE001
             return self._fail(e)
+
+    def on_pool(self, paths):
+        try:
+            paths = [p for p in (paths or []) if p]
+            if not paths:
+                raise UserError("no file uploaded")
+            files = [(Path(p).stem, Path(p).read_text(encoding="utf-8", errors="replace")) for p in paths]
+            entries, pooled = analyze_pool(files)
+            pt = pooled_trace([e["trace"] for e in entries])
+            errs = sum(f.get("severity") == "error" for f in pooled)
+            kind = "err" if errs else "ok"
+            return [status_html(kind, f"pooled {len(entries)} recording(s)",
+                                f"{len(pooled)} pooled finding(s)"),
+                    pooled_findings_html(pooled, len(entries)),
+                    pooled_html(entries), position_acceptance_figure(pt)]
+        except Exception as e:  # noqa: BLE001
+            if not isinstance(e, UserError):
+                traceback.print_exc()
+            return [status_html("err", "could not pool", common.user_message(e))] + [gr.skip()] * 3
 
     def on_round(self, rec, n):
         return round_html(rec, n, _texts())

@@ -37,6 +37,7 @@ class Audio:
     warnings: list[str] = field(default_factory=list)
     silent: bool = False
     name: str = "audio"
+    speaker: object = None       # audio.speakers.SpeakerStats of the clip's speaker, if known
 
 
 def load_audio(src: AudioSource, max_seconds: float = 60.0) -> Audio:

@@ -1,117 +1,174 @@
-"""Prosody features from the waveform (numpy/scipy only) -> bins -> condition tokens.
+"""Prosody features measured with Praat (praat-parselmouth) -> bins -> condition tokens.
 
-Runs on every decode, so everything is vectorised over frames: a 10 s clip takes a few tens of
-milliseconds. The bin thresholds below are calibrated on the espeak-ng clips in sample_audio/
-(scripts/make_samples.py) so that each clip lands on its label's conditions.PROFILES entry;
-change them together with those clips and tests/test_samples.py.
+The measurements are Praat's, the field's standard tools for prosody (docs/listening.md says
+why Praat and not openSMILE's eGeMAPS, and what both read on the same clips):
 
-`rate` counts envelope peaks, not true syllables: espeak-ng's Mandarin voice shows about two
-peaks per syllable, so its values read roughly twice a syllable rate. Only the bins matter.
+* F0: Praat's autocorrelation pitch tracker with path finding (`To Pitch (ac)`, Boersma 1993);
+* loudness and speech rate: Praat's intensity contour; the rate counts its peaks that rise
+  at least NUCLEUS_DIP_DB above the dips on both sides (syllable nuclei, de Jong & Wempe 2009);
+* speech and pauses: Praat's `To TextGrid (silences)`. A silence of UTTERANCE_GAP_S or more
+  separates two utterances (another sentence, another recording joined on): it is not a
+  hesitation inside speech, so it counts neither as pause nor as speaking time.
+
+The bin thresholds are the calibrated meaning of the condition tokens the demo models were
+trained on (espeak-ng clips in sample_audio/, scripts/make_samples.py); every calibration clip
+reads the same bins as with the hand-written front end this replaced. `rate` reads roughly two
+nuclei per syllable of espeak-ng's Mandarin voice; only the bins matter.
+
+Pitch is speaker-relative: with a speaker's other clips (a manifest's `speaker` column) the
+features are z-normalised per speaker (audio/speakers.py); for a single clip the voice's register
+is estimated from the F0 distribution (register_of).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
+import parselmouth
+from parselmouth.praat import call
 from scipy.signal import find_peaks
 
-from specdec_core.audio import conditions
-from specdec_core.audio.loading import Audio
+from specdec_core.audio import conditions, speakers
+from specdec_core.audio.loading import Audio, load_audio
+from specdec_core.errors import UserError
 
-HOP_S = 0.010            # analysis hop: 10 ms frames
-ENERGY_WIN_S = 0.025     # RMS window
-F0_MIN, F0_MAX = 60.0, 500.0
-YIN_WIN_S = 0.025        # YIN integration window
-YIN_THRESHOLD = 0.2      # first CMNDF dip below this is the period (de Cheveigne & Kawahara)
-VOICED_MAX_CMNDF = 0.35  # frames whose best dip is above this are treated as unvoiced
-OCTAVE_SLIP_ST = 10.0
+HOP_S = 0.010                 # analysis step of the pitch and intensity contours
+F0_MIN, F0_MAX = 60.0, 600.0  # Praat pitch floor / ceiling (covers espeak-ng's bass voices)
+OCTAVE_SLIP_ST = 10.0         # F0 frames this far from the median are tracking errors
+INTENSITY_MIN_PITCH = 100.0   # Praat's default for silence detection (32 ms window)
+SILENCE_DB = -30.0            # below the clip's loudest frame: silence (Praat's threshold)
+MIN_PAUSE_S = 0.12            # shorter silences are stop closures / syllable gaps
+MIN_SOUNDING_S = 0.05
+UTTERANCE_GAP_S = 1.0         # longer silences separate utterances: not hesitation
+NUCLEUS_DIP_DB = 6.0          # syllable nuclei: intensity peaks this prominent...
+NUCLEUS_MIN_GAP_S = 0.07      # ...and at least this far apart
+DBFS_OFFSET = 93.979          # Praat intensity is dB re 2e-5 Pa of a signal in Pa: 20*log10(1/2e-5)
 
-# A frame is active (speech) if it is within ACTIVE_RANGE_DB of the loud frames and above an
-# absolute floor; relative so that quiet but clean recordings still segment.
-ACTIVE_RANGE_DB = 30.0
-ACTIVE_FLOOR_DB = -55.0
-# Silent runs shorter than this are stop closures / syllable gaps, not pauses.
-MIN_PAUSE_S = 0.12
-# Syllable nuclei: envelope peaks this prominent (dB), at least this far apart.
-PEAK_PROMINENCE_DB = 6.0
-PEAK_MIN_GAP_S = 0.07
-ENVELOPE_SMOOTH_S = 0.03
-
-# Speaker-relative pitch. The floor of a voice's F0 (FLOOR_PCT-th percentile of voiced frames)
-# moves much less with emotion than its median does, so it tells a low voice (typically male)
-# from a high one (typically female); the pitch feature is the median F0 in semitones above the
-# reference of that register. A very low female or a very high male voice can be put in the
-# wrong register: conditions.LABEL_WEIGHTS counts pitch least for that reason.
+# Single-clip register. The F0 floor (FLOOR_PCT-th percentile of voiced frames) moves less with
+# emotion than the median; raised, aroused speech widens the range upwards from it. The resting
+# pitch is estimated as the floor lowered by RANGE_SHARE of the median-floor interval, and the
+# register is a soft split around REGISTER_SPLIT_HZ (logistic, REGISTER_WIDTH_ST wide): the
+# reference is the register references' geometric mix, so an ambiguous voice gets an ambiguous
+# reference rather than a 15-semitone jump at one threshold.
 FLOOR_PCT = 5
+RANGE_SHARE = 0.5
 REGISTER_SPLIT_HZ = 105.0
+REGISTER_WIDTH_ST = 1.0
 VOICE_REF_HZ = {"low": 84.0, "high": 160.0}
 
 # (low/mid edge, mid/high edge) for each feature, in its own unit.
 THRESHOLDS = {
-    "pitch": (-1.5, 3.0),       # semitones of the median F0 above the voice register's reference
-    "pvar": (0.8, 2.5),        # semitones, std of F0 around the median
-    "energy": (-24.0, -17.0),  # dBFS, RMS of active frames
-    "rate": (4.5, 6.7),        # envelope peaks per second of speech (pauses excluded)
-    "pause": (0.07, 0.18),     # fraction of the active span spent in pauses
+    "pitch": (-1.5, 3.0),       # semitones of the median F0 above the voice's reference
+    "pvar": (0.8, 2.5),         # semitones, std of F0 around the median
+    "energy": (-24.0, -17.0),   # dBFS, mean power of the sounding parts
+    "rate": (4.7, 6.6),         # intensity nuclei per second of speaking time
+    "pause": (0.07, 0.18),      # share of the speaking span spent in pauses
 }
-UNITS = {"pitch": "st", "pvar": "st", "energy": "dBFS", "rate": "pk/s", "pause": ""}
+UNITS = {"pitch": "st", "pvar": "st", "energy": "dBFS", "rate": "/s", "pause": ""}
 
 
 @dataclass
 class Prosody:
     values: dict[str, float]
     bins: dict[str, str]
+    normalisation: str = "clip"          # "clip" (register estimate) or "speaker"
+    note: str = ""                       # how pitch was made speaker-relative, for the UI
+    raw: dict[str, float] = field(default_factory=dict)   # speaker-independent measurements
 
 
-def extract(audio: Audio) -> Prosody:
-    x = np.asarray(audio.samples, dtype=np.float32)
-    sr = int(audio.sr)
-    hop = int(round(HOP_S * sr))
+def measure(audio: Audio) -> dict[str, float]:
+    """Praat's measurements of one clip: F0 statistics (Hz, semitones), energy, rate, pause."""
+    snd = parselmouth.Sound(np.asarray(audio.samples, dtype=np.float64), sampling_frequency=audio.sr)
+    sounding = _sounding(snd)
+    inten = snd.to_intensity(minimum_pitch=INTENSITY_MIN_PITCH, time_step=HOP_S, subtract_mean=False)
+    db, t = inten.values[0] - DBFS_OFFSET, inten.xs()
+    inside = _within(t, sounding)
+    out = {"energy": float(10.0 * np.log10(np.mean(10.0 ** (db[inside] / 10.0)))) if inside.any()
+           else float(db.max(initial=-120.0))}
+    speaking = sum(e - s for s, e in sounding)
+    span = sum(e - s for s, e in _utterances(sounding))
+    out["pause"] = float((span - speaking) / span) if span > 0 else 0.0
+    peaks, _ = find_peaks(db, prominence=NUCLEUS_DIP_DB, distance=max(1, round(NUCLEUS_MIN_GAP_S / HOP_S)))
+    out["rate"] = float(np.count_nonzero(inside[peaks]) / speaking) if speaking > 0 else 0.0
 
-    db = _frame_db(x, sr, hop)
-    active = _active_frames(db)
-    idx = np.flatnonzero(active)
-    if idx.size == 0:
-        values = {"pitch": 0.0, "pvar": 0.0, "f0_hz": 0.0, "f0_floor_hz": 0.0, "energy": float(db.max(initial=-120.0)),
-                  "rate": 0.0, "pause": 0.0}
-        return Prosody(values, bin_values(values))
-
-    first, last = idx[0], idx[-1]
-    span = active[first:last + 1]
-    pause_mask = _long_runs(~span, int(round(MIN_PAUSE_S / HOP_S)))
-    speech_frames = int(span.size - pause_mask.sum())
-
-    power = 10.0 ** (db[active] / 10.0)
-    energy = 10.0 * np.log10(np.mean(power))
-
-    f0 = _f0_track(x, sr, hop, active)
+    f0 = snd.to_pitch_ac(time_step=HOP_S, pitch_floor=F0_MIN, pitch_ceiling=F0_MAX).selected_array["frequency"]
+    f0 = f0[f0 > 0]
     if f0.size >= 3:
-        f0_hz = float(np.median(f0))
-        st = 12.0 * np.log2(f0 / f0_hz)
-        # Frames more than OCTAVE_SLIP_ST away are tracking errors (octave jumps), not prosody.
-        keep = np.abs(st) < OCTAVE_SLIP_ST
-        st, f0 = st[keep], f0[keep]
-        pvar = float(np.std(st))
-        floor = float(np.percentile(f0, FLOOR_PCT))
-        pitch = 12.0 * np.log2(f0_hz / VOICE_REF_HZ[register_of(floor)])
+        med = float(np.median(f0))
+        f0 = f0[np.abs(12.0 * np.log2(f0 / med)) < OCTAVE_SLIP_ST]
+        out.update(f0_hz=med, f0_floor_hz=float(np.percentile(f0, FLOOR_PCT)),
+                   pvar=float(np.std(12.0 * np.log2(f0 / med))), f0_st=_st(med))
     else:
-        f0_hz, floor, pitch, pvar = 0.0, 0.0, 0.0, 0.0
+        out.update(f0_hz=0.0, f0_floor_hz=0.0, pvar=0.0, f0_st=0.0)
+    return out
 
-    peaks = _syllable_peaks(db, active, hop, sr)
-    rate = peaks / max(speech_frames * HOP_S, 1e-6)
-    pause = float(pause_mask.sum() / span.size)
 
-    values = {"pitch": pitch, "pvar": pvar, "energy": float(energy),
-              "rate": float(rate), "pause": pause, "f0_hz": f0_hz, "f0_floor_hz": floor}
+def extract(audio: Audio, speaker: speakers.SpeakerStats | None = None) -> Prosody:
+    """Features and bins of one clip. With the statistics of the clip's speaker (the argument,
+    else audio.speaker) they are normalised per speaker; else pitch is relative to the clip's
+    estimated voice register."""
+    raw = measure(audio)
+    speaker = speaker if speaker is not None else audio.speaker
+    if speaker is not None:
+        values = speakers.normalise(raw, speaker)
+        norm, note = "speaker", speakers.describe(speaker)
+    else:
+        values = dict(raw)
+        p_low = low_register_probability(raw["f0_hz"], raw["f0_floor_hz"])
+        ref = reference_hz(p_low)
+        values.update(pitch=12.0 * np.log2(raw["f0_hz"] / ref) if raw["f0_hz"] else 0.0,
+                      p_low=p_low, ref_hz=ref)
+        norm = "clip"
+        note = (f"pitch relative to this clip's estimated voice register: median F0 "
+                f"{raw['f0_hz']:.0f} Hz, floor {raw['f0_floor_hz']:.0f} Hz, P(low voice) {p_low:.2f}, "
+                f"reference {ref:.0f} Hz" if raw["f0_hz"] else "no voiced frames: pitch not measured")
     bins = bin_values(values)
-    if f0_hz == 0.0:
+    if not raw["f0_hz"]:
         bins["pitch"], bins["pvar"] = "mid", "flat"  # nothing voiced: no evidence either way
-    return Prosody(values, bins)
+    return Prosody(values, bins, norm, note, raw)
 
 
-def register_of(floor_hz: float) -> str:
-    """'low' or 'high' voice register from the F0 floor (Hz)."""
-    return "low" if floor_hz < REGISTER_SPLIT_HZ else "high"
+def speaker_stats(items) -> dict[str, speakers.SpeakerStats]:
+    """{speaker: statistics} for (speaker, audio source) pairs, e.g. a manifest's rows. A source
+    that cannot be read is left out here (its clip fails on its own when decoded); speakers
+    with too few clips get no entry (their clips are read on their own)."""
+    raws: dict[str, list[dict]] = {}
+    for speaker, src in items:
+        if not speaker:
+            continue
+        try:
+            audio = load_audio(src)
+        except UserError:
+            continue
+        if not audio.silent:
+            raws.setdefault(speaker, []).append(measure(audio))
+    out = {name: speakers.stats(name, rs) for name, rs in raws.items()}
+    return {name: st for name, st in out.items() if st is not None}
+
+
+def resting_hz(median_hz: float, floor_hz: float) -> float:
+    """The voice's estimated resting pitch: the floor, lowered by RANGE_SHARE of the range
+    between floor and median (aroused speech raises the median well above its floor)."""
+    return floor_hz * (floor_hz / median_hz) ** RANGE_SHARE if median_hz > 0 else floor_hz
+
+
+def low_register_probability(median_hz: float, floor_hz: float) -> float:
+    """P(low, typically male, voice) from the clip's F0 distribution (0.5 when unvoiced)."""
+    if not median_hz or not floor_hz:
+        return 0.5
+    z = _st(resting_hz(median_hz, floor_hz)) - _st(REGISTER_SPLIT_HZ)
+    return float(1.0 / (1.0 + np.exp(z / REGISTER_WIDTH_ST)))
+
+
+def reference_hz(p_low: float) -> float:
+    lo, hi = VOICE_REF_HZ["low"], VOICE_REF_HZ["high"]
+    return float(np.exp(p_low * np.log(lo) + (1.0 - p_low) * np.log(hi)))
+
+
+def register_of(median_hz: float, floor_hz: float) -> str:
+    """'low' or 'high': the more likely voice register."""
+    return "low" if low_register_probability(median_hz, floor_hz) >= 0.5 else "high"
 
 
 def bin_values(values: dict[str, float]) -> dict[str, str]:
@@ -127,104 +184,51 @@ def condition_tokens_for(audio: Audio) -> list[str]:
     return conditions.condition_tokens(extract(audio).bins)
 
 
-def describe(p: Prosody) -> str:
-    """One line for logs and the UI: 'pitch=182Hz(high) pvar=3.1st(wide) ...'."""
+def describe(p: Prosody, note: bool = True) -> str:
+    """One line for logs and the UI: 'pitch=+6.2st(high) pvar=3.1st(wide) ...', with `note`
+    followed by how the features were made speaker-relative."""
     parts = []
     for feat in conditions.FEATURES:
         v = p.values[feat]
         num = f"{v:+.1f}" if feat == "pitch" else f"{v:.2f}" if feat == "pause" else f"{v:.1f}"
         parts.append(f"{feat}={num}{UNITS[feat]}({p.bins[feat]})")
-    if p.values.get("f0_hz"):
-        reg = register_of(p.values["f0_floor_hz"])
-        parts.append(f"(median F0 {p.values['f0_hz']:.0f} Hz, floor {p.values['f0_floor_hz']:.0f} "
-                     f"Hz: a {reg}-register voice)")
-    return " ".join(parts)
+    return " ".join(parts) + (f" ({p.note})" if note and p.note else "")
 
 
 # --- internals ---------------------------------------------------------------------------
 
-def _frames(x: np.ndarray, length: int, hop: int, n_frames: int) -> np.ndarray:
-    need = (n_frames - 1) * hop + length
-    if x.size < need:
-        x = np.pad(x, (0, need - x.size))
-    return np.lib.stride_tricks.sliding_window_view(x, length)[::hop][:n_frames]
+def _st(hz: float) -> float:
+    """Semitones above 27.5 Hz (eGeMAPS' F0 scale)."""
+    return 12.0 * np.log2(hz / 27.5) if hz > 0 else 0.0
 
 
-def _frame_db(x: np.ndarray, sr: int, hop: int) -> np.ndarray:
-    win = int(round(ENERGY_WIN_S * sr))
-    n = max(1, 1 + (x.size - win) // hop) if x.size >= win else 1
-    fr = _frames(x, win, hop, n).astype(np.float64)
-    ms = np.mean(fr * fr, axis=1)
-    return 10.0 * np.log10(ms + 1e-12)
-
-
-def _active_frames(db: np.ndarray) -> np.ndarray:
-    ref = np.percentile(db, 95)
-    return db > max(ref - ACTIVE_RANGE_DB, ACTIVE_FLOOR_DB)
-
-
-def _long_runs(mask: np.ndarray, min_len: int) -> np.ndarray:
-    """Keep only the runs of True that are at least min_len long."""
-    out = np.zeros_like(mask)
-    padded = np.concatenate(([False], mask, [False]))
-    d = np.diff(padded.astype(np.int8))
-    starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
-    for s, e in zip(starts, ends):
-        if e - s >= min_len:
-            out[s:e] = True
+def _sounding(snd: parselmouth.Sound) -> list[tuple[float, float]]:
+    """(start, end) of the sounding intervals, from Praat's silence detector."""
+    with warnings.catch_warnings():   # "loudest and softest part differ by only 0 dB": silence
+        warnings.simplefilter("ignore", parselmouth.PraatWarning)
+        tg = call(snd, "To TextGrid (silences)", INTENSITY_MIN_PITCH, HOP_S, SILENCE_DB,
+                  MIN_PAUSE_S, MIN_SOUNDING_S, "silent", "sounding")
+    out = []
+    for i in range(1, call(tg, "Get number of intervals", 1) + 1):
+        if call(tg, "Get label of interval", 1, i) == "sounding":
+            out.append((call(tg, "Get start time of interval", 1, i),
+                        call(tg, "Get end time of interval", 1, i)))
     return out
 
 
-def _f0_track(x: np.ndarray, sr: int, hop: int, active: np.ndarray) -> np.ndarray:
-    """YIN on the active frames, vectorised: CMNDF from an FFT autocorrelation."""
-    w = int(round(YIN_WIN_S * sr))
-    max_lag = int(sr / F0_MIN)
-    min_lag = int(sr / F0_MAX)
-    idx = np.flatnonzero(active)
-    if idx.size == 0:
-        return np.zeros(0)
-    # Energy frames are centred at hop*i + win/2; start the YIN frame at the same place.
-    fr = _frames(x, w + max_lag, hop, active.size)[idx].astype(np.float64)
-    fr = fr - fr.mean(axis=1, keepdims=True)
-    nfft = 1 << int(np.ceil(np.log2(w + max_lag + w)))
-    spec_full = np.fft.rfft(fr, nfft)
-    spec_win = np.fft.rfft(fr[:, :w], nfft)
-    r = np.fft.irfft(spec_full * np.conj(spec_win), nfft)[:, :max_lag + 1]
-    sq = np.concatenate([np.zeros((fr.shape[0], 1)), np.cumsum(fr * fr, axis=1)], axis=1)
-    lags = np.arange(max_lag + 1)
-    e0 = sq[:, w][:, None]
-    e_tau = sq[:, lags + w] - sq[:, lags]
-    d = np.maximum(e0 + e_tau - 2.0 * r, 0.0)
-    cum = np.cumsum(d[:, 1:], axis=1)
-    cmndf = np.ones_like(d)
-    cmndf[:, 1:] = d[:, 1:] * lags[1:] / np.maximum(cum, 1e-12)
-
-    c = cmndf[:, min_lag:max_lag + 1]
-    below = c < YIN_THRESHOLD
-    has_dip = below.any(axis=1)
-    first = np.where(has_dip, np.argmax(below, axis=1), np.argmin(c, axis=1))
-    # Walk from the first dip down to its local minimum.
-    rising = np.concatenate([c[:, 1:] >= c[:, :-1], np.ones((c.shape[0], 1), bool)], axis=1)
-    cols = np.arange(c.shape[1])[None, :]
-    tau_i = np.argmax(rising & (cols >= first[:, None]), axis=1)
-    best = c[np.arange(c.shape[0]), tau_i]
-    voiced = best < VOICED_MAX_CMNDF
-
-    # Parabolic interpolation for sub-sample lag accuracy.
-    rows = np.arange(c.shape[0])
-    left = c[rows, np.maximum(tau_i - 1, 0)]
-    right = c[rows, np.minimum(tau_i + 1, c.shape[1] - 1)]
-    denom = left - 2 * best + right
-    shift = np.where(np.abs(denom) > 1e-12, 0.5 * (left - right) / np.where(denom == 0, 1, denom), 0.0)
-    tau = tau_i + min_lag + np.clip(shift, -1, 1)
-    f0 = sr / tau[voiced]
-    return f0[(f0 >= F0_MIN) & (f0 <= F0_MAX)]
+def _utterances(sounding: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sounding intervals merged across pauses shorter than UTTERANCE_GAP_S."""
+    out: list[list[float]] = []
+    for s, e in sounding:
+        if out and s - out[-1][1] < UTTERANCE_GAP_S:
+            out[-1][1] = e
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
 
 
-def _syllable_peaks(db: np.ndarray, active: np.ndarray, hop: int, sr: int) -> int:
-    k = max(1, int(round(ENVELOPE_SMOOTH_S / HOP_S)))
-    env = np.convolve(10.0 ** (db / 10.0), np.ones(k) / k, mode="same")
-    env_db = 10.0 * np.log10(env + 1e-12)
-    peaks, _ = find_peaks(env_db, prominence=PEAK_PROMINENCE_DB,
-                          distance=max(1, int(round(PEAK_MIN_GAP_S / HOP_S))))
-    return int(np.count_nonzero(active[peaks])) if peaks.size else 0
+def _within(t: np.ndarray, intervals: list[tuple[float, float]]) -> np.ndarray:
+    mask = np.zeros(t.shape, dtype=bool)
+    for s, e in intervals:
+        mask |= (t >= s) & (t < e)
+    return mask

@@ -51,7 +51,8 @@ class DemoBackend(Backend):
         p = prosody.extract(audio)
         inputs = self.build_inputs_from_tokens(conditions.condition_tokens(p.bins), prompt_type)
         inputs.info.update(prosody=dict(p.values), bins=dict(p.bins),
-                           prosody_text=prosody.describe(p))
+                           prosody_text=prosody.describe(p, note=False), prosody_normalisation=p.normalisation,
+                           prosody_note=p.note)
         return inputs
 
     def build_inputs_from_tokens(self, cond_tokens: list[str], prompt_type: str) -> PromptInputs:

@@ -23,13 +23,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"specscope: error: {message}\n")
 
 
-def _add_backend_args(p):
+def _add_backend_args(p, cloud_url: bool = True):
     p.add_argument("--backend", default="demo", help="demo (default) | omni | hf")
     p.add_argument("--edge-model", help="edge model folder or hub id (omni/hf)")
     p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf); with "
                    "--cloud-url, the served model's name (default: the one it serves)")
-    p.add_argument("--cloud-url", help="verify with a cloud behind an OpenAI-compatible server "
-                   "(vLLM; `make cloud`), e.g. http://127.0.0.1:8000")
+    if cloud_url:
+        p.add_argument("--cloud-url", help="verify with a cloud behind an OpenAI-compatible server "
+                       "(vLLM; `make cloud`), e.g. http://127.0.0.1:8000")
     p.add_argument("--prompt", help="text prompt (hf backend)")
     p.add_argument("--device", help="cuda | cpu (omni)")
 
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="results JSON path (default: stdout)")
     b = sub.add_parser("batch", help="score a manifest of clips")
     b.add_argument("manifest")
-    _add_backend_args(b)
+    _add_backend_args(b, cloud_url=False)
     b.add_argument("--config", help="config A (JSON)")
     b.add_argument("--config-b", help="config B (JSON) to compare")
     b.add_argument("--preset", help="preset for config A")
@@ -74,8 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--limit", type=int, help="only the first N clips")
-    b.add_argument("--workers", type=int, default=1, help="edge processes; with --cloud-url "
-                   "they share one cloud server (default 1)")
+    b.add_argument("--cloud-url", dest="cloud_urls", action="extend", nargs="+", metavar="URL",
+                   help="verify with cloud servers (vLLM; `make cloud`); several spread the rows "
+                   "over the servers (least busy first)")
+    b.add_argument("--engine", choices=("local", "ray"), default=None, help="local (default: "
+                   "one worker in this process) | ray (edges as Ray actors; docs/scale.md)")
+    b.add_argument("--ray-address", help="join this Ray cluster (`ray start --head` prints it); "
+                   "default: a local Ray that starts and stops with the command")
+    b.add_argument("--workers", type=int, default=None, help="edge workers (Ray actors; "
+                   "default: 1 for --engine local, the CPUs for --engine ray); N > 1 without "
+                   "--engine runs on Ray")
+    b.add_argument("--resume", action="store_true", help="run only the rows missing from "
+                   "DIR/results.jsonl")
     be = sub.add_parser("bench", help="benchmark vs HF assisted generation and cloud-only")
     _add_backend_args(be)
     be.add_argument("--json", help="write results JSON here")

@@ -11,11 +11,13 @@ from pathlib import Path
 
 from specdec_core.api import load_backend, open_backend, run_clip
 from specdec_core.cli import reports
+from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
 from specdec_core.decoding.faults import FAULTS
 from specdec_core.errors import UserError
-from specdec_core.evaluation.batch import run_batch
+from specdec_core.evaluation.edges import backend_spec
 from specdec_core.evaluation.manifest import read_manifest
+from specdec_core.evaluation.scale import run_batch_dir
 
 
 def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig:
@@ -76,27 +78,16 @@ def cmd_batch(args) -> int:
         if args.limit < 1:
             raise UserError(f"--limit must be >= 1, got {args.limit}")
         clips = clips[:args.limit]
-    backend = open_backend(args, *configs.values())
-
-    def progress(ev):
-        r = ev["row"]
-        if r["ok"]:
-            m = r["metrics"]
-            status = f"ok  {m.get('hanzi_count')} 汉字, acc {m.get('acceptance_rate')}: {r['text'][:40]}"
-        else:
-            status = f"error: {r['error']}"
-        print(f"[{ev['done']}/{ev['total']}] {r['config']} {r['name']}: {status}", file=sys.stderr, flush=True)
-
-    if getattr(args, "workers", 1) != 1:
-        from specdec_core.evaluation.parallel import backend_spec, run_parallel
-
-        result = run_parallel(backend_spec(args), clips, configs, args.workers, on_row=progress)
-    else:
-        result = run_batch(backend, clips, configs, on_row=progress)
+    engine = args.engine or ("ray" if (args.workers or 1) > 1 else "local")
+    with RowProgress(args.out) as progress:
+        result, ran = run_batch_dir(backend_spec(args), clips, configs, args.out, engine=engine,
+                                    workers=args.workers, ray_address=args.ray_address,
+                                    cloud_urls=args.cloud_urls, resume=args.resume, on_row=progress)
     result.backend = args.backend
     paths = result.write(args.out)
     print(reports.batch_report(result))
-    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    print(f"ran {ran} of {len(result.rows)} rows ({engine} engine); "
+          f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0 if result.failed == 0 else 1
 
 

@@ -51,11 +51,12 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
     if not clips:
         raise UserError("no clips to run")
     rows, total = [], len(clips) * len(configs)
+    norms = speaker_stats_for(backend, clips)
     jobs = ((clip, cname, cfg) for clip in clips for cname, cfg in configs.items())
     for clip, cname, cfg in jobs:
         if cancel is not None and cancel.is_set():
             break
-        row = _run_one(backend, clip, cname, cfg, baseline, cancel)
+        row = _run_one(backend, clip, cname, cfg, baseline, cancel, norms.get(clip.speaker))
         if cancel is not None and cancel.is_set():
             break                 # the clip was cut short: not a result
         rows.append(row)
@@ -77,7 +78,21 @@ def run_batch(backend, clips, configs, baseline: bool = False, on_row=None,
     raise AssertionError("iter_batch ended without a result")  # pragma: no cover
 
 
-def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool, cancel) -> dict:
+def speaker_stats_for(backend, clips: list[Clip]) -> dict:
+    """Per-speaker prosody statistics when the manifest names speakers (audio/speakers.py), for
+    backends that read prosody from the audio. `backend`: a loaded backend or a backend name."""
+    named = [(c.speaker, c.path) for c in clips if c.speaker and not c.error]
+    reads_prosody = (backend in ("demo", "omni") if isinstance(backend, str)
+                     else getattr(backend, "needs_audio", False))
+    if not named or not reads_prosody:
+        return {}
+    from specdec_core.audio.prosody import speaker_stats
+
+    return speaker_stats(named)
+
+
+def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool, cancel,
+             speaker=None) -> dict:
     from specdec_core.api import run_clip
 
     row = {"config": cname, "name": clip.name, "audio": clip.path, "label": clip.label,
@@ -89,7 +104,8 @@ def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool,
     try:
         if clip.prompt_type and clip.prompt_type != cfg.prompt_type:
             cfg = cfg.replace(prompt_type=clip.prompt_type)
-        res = run_clip(backend, clip.path, cfg, baseline=baseline, name=clip.name, cancel=cancel)
+        res = run_clip(backend, clip.path, cfg, baseline=baseline, name=clip.name, cancel=cancel,
+                       speaker=speaker)
     except UserError as e:
         row["error"] = _one_line(str(e))
         return row

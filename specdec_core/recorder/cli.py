@@ -76,6 +76,18 @@ def _where(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}{loc}"
 
 
+def _extra_knobs(fn, knobs: dict) -> dict:
+    """The declared temperature, for decoders whose function takes it (sampling loops)."""
+    import inspect
+
+    try:
+        ps = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    takes = "temperature" in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
+    return {"temperature": knobs["temperature"]} if takes and knobs.get("temperature") else {}
+
+
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False) -> dict:
     import torch
 
@@ -97,7 +109,8 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     try:
         with rec, torch.no_grad():
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(),
-                     k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops)
+                     k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops,
+                     **_extra_knobs(fn, knobs))
         out = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
     except Exception as e:
         return {"audio": label, "ok": False, "error": f"decoder failed: {_where(e)}",
@@ -140,9 +153,10 @@ def pooled_findings(results: list[dict]) -> list[dict]:
     today the sampled-draft temperature check (a peaked edge drafts few informative tokens per
     clip, so a second temperature is often invisible on one clip and plain over six)."""
     from specdec_core.recorder.checks import pooled_temperature
+    from specdec_core.recorder.sampling import pooled_sampling
 
     recs = [r["recording"] for r in results if r.get("ok") and r.get("recording")]
-    return pooled_temperature(recs) if len(recs) > 1 else []
+    return pooled_sampling(recs, pooled_temperature(recs)) if len(recs) > 1 else []
 
 
 def cmd_record(args) -> int:

@@ -39,24 +39,61 @@ def _cache_len(cache) -> int | None:
             return None
 
 
+def _first_keys(cache):
+    """Layer 0's key tensor of a DynamicCache / StaticCache or a legacy tuple cache."""
+    try:
+        layers = getattr(cache, "layers", None)
+        t = layers[0].keys if layers is not None else cache[0][0]
+    except Exception:
+        return None
+    return t if isinstance(t, torch.Tensor) and t.numel() else None
+
+
 class _Keys:
-    """Stable small ids for cache objects (weakly held), so the tape can follow each cache."""
+    """Stable small ids for caches, so the tape can follow each cache. A cache object seen
+    before keeps its id (weakly held). A NEW object that holds what a cache of this recording
+    held (legacy tuples re-wrapped, caches rebuilt by slicing `k[:, :, :n]` or copied into a
+    fresh DynamicCache) gets that cache's id, so its tape continues: layer 0's keys of each
+    cache after its last write are kept (one tensor per id) and compared with the new one's."""
 
     def __init__(self):
-        self.refs: list = []
+        self.refs: list = []            # (weak ref to a cache object, key)
+        self.n = 0
+        self.held: dict = {}            # key -> layer-0 keys after its latest write
 
     def key(self, cache) -> int | None:
         if cache is None:
             return None
-        for i, r in enumerate(self.refs):
+        for r, k in self.refs:
             if r() is cache:
-                return i
+                return k
+        k = self._same_content(_first_keys(cache))
+        if k is None:
+            k, self.n = self.n, self.n + 1
         try:
             ref = weakref.ref(cache)
         except TypeError:
             ref = (lambda c=cache: c)
-        self.refs.append(ref)
-        return len(self.refs) - 1
+        self.refs.append((ref, k))
+        return k
+
+    def _same_content(self, t) -> int | None:
+        if t is None:
+            return None
+        n = t.shape[-2]
+        for k in reversed(list(self.held)):           # most recently written first
+            old = self.held[k]
+            if (old.shape[:-2] == t.shape[:-2] and old.shape[-1] == t.shape[-1]
+                    and old.shape[-2] >= n and old.dtype == t.dtype
+                    and torch.equal(old[..., :n, :], t)):
+                return k
+        return None
+
+    def written(self, cache, k) -> None:
+        t = _first_keys(cache)
+        if t is not None and k is not None:
+            self.held.pop(k, None)
+            self.held[k] = t
 
 
 class Recorder:
@@ -141,8 +178,11 @@ class Recorder:
             if rec["cache"] is None and cache is not None:
                 rec["cache"] = self._keys.key(cache)
                 rec["cache_len"] = 0
+            if cache is not None and rec.get("use_cache") is not False:
+                self._keys.written(cache, rec["cache"])
             if isinstance(logits, torch.Tensor) and logits.dim() == 3:
-                rec["rows"], last = _rows(logits[0], rec["ids"] or [])
+                rec["rows"], last = _rows(logits[0], rec["ids"] or [],
+                                          self.declared.get("temperature"))
                 self._held[role] = (rec["i"], last)
             else:
                 rec["rows"] = None
@@ -169,9 +209,11 @@ class Recorder:
 
 
 @torch.no_grad()
-def _rows(logits: torch.Tensor, ids: list[int]):
+def _rows(logits: torch.Tensor, ids: list[int], temperature=None):
     """Per scored row (the last T' input positions): argmax, top-5, entropy, and the rank /
-    log-prob of the input token that follows the row. One batched op per forward."""
+    log-prob of the input token that follows the row. One batched op per forward. With a
+    declared temperature T > 0 also `lse_t` = logsumexp(logp / T) per row, so that any stored
+    log-prob l converts to the log-prob at T: l / T - lse_t (recorder/sampling.py)."""
     t = logits.shape[0]
     logp = torch.log_softmax(logits.float(), -1)
     top = torch.topk(logp, min(TOP, logp.shape[-1]), -1)
@@ -192,4 +234,7 @@ def _rows(logits: torch.Tensor, ids: list[int]):
             "top_logp": [[round(x, 5) for x in r] for r in top.values.tolist()],
             "entropy": [round(x, 5) for x in ent.tolist()],
             "next_rank": ranks, "next_logp": lps, "fed_next": None}
+    if temperature and float(temperature) > 0:
+        rows["lse_t"] = [round(x, 6) for x in
+                         torch.logsumexp(logp / float(temperature), -1).tolist()]
     return rows, logp[-1].clone()

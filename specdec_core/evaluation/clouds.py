@@ -1,0 +1,102 @@
+"""Several cloud servers for one batch (`--cloud-url A --cloud-url B`): each row goes to the
+least busy server that is up (ties: round robin), so N edges spread their requests.
+
+A row that fails on a server makes the pool look at that server (GET /v1/models, short
+timeout): a server that does not answer is marked down and gets no new rows; its rows in flight
+fail with the client's one-line error (marked `retry`, so `--resume` runs them again). A down
+server is looked at again every RECHECK_S seconds and takes rows again once it answers. With no
+server up, rows fail at once with a one-line error instead of waiting.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+from specdec_core.errors import UserError
+
+RECHECK_S = 10.0
+PROBE_TIMEOUT_S = 3.0
+
+
+def probe(url: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when the server at url lists its models, else the one-line reason."""
+    from specdec_core.backends.openai_client import CompletionsClient
+
+    client = CompletionsClient(url, timeout)
+    try:
+        client.models()
+        return None
+    except UserError as e:
+        return str(e)
+    finally:
+        client.close()
+
+
+class CloudPool:
+    """The servers of one batch; `None` alone stands for the backend's own (local) cloud."""
+
+    def __init__(self, urls, check: bool = True):
+        from specdec_core.backends.openai_client import CompletionsClient
+
+        # the form the client's errors name the server by (a bad URL: one-line error here)
+        urls = [CompletionsClient(u.strip()).url for u in (urls or []) if u and u.strip()]
+        self.urls: list[str | None] = list(dict.fromkeys(urls)) or [None]
+        self.busy = dict.fromkeys(self.urls, 0)
+        self.down: dict[str, float] = {}          # url -> when it was last seen down
+        self.reason: dict[str, str] = {}
+        self._turn = itertools.count()
+        if check and self.remote:
+            for url in self.urls:
+                why = probe(url)
+                if why:
+                    self._mark_down(url, why)
+            if len(self.down) == len(self.urls):
+                raise UserError(self.reason[self.urls[0]] if len(self.urls) == 1 else
+                                "no cloud server is reachable: " + "; ".join(self.reason.values()))
+
+    @property
+    def remote(self) -> bool:
+        return self.urls != [None]
+
+    def up(self) -> list[str]:
+        """The servers not marked down (none for a local cloud)."""
+        return [u for u in self.urls if u is not None and u not in self.down]
+
+    def pick(self) -> tuple[str | None, str | None]:
+        """(url, None) for the next row, or (None, why) when every server is down."""
+        if not self.remote:
+            return None, None
+        now = time.monotonic()
+        for url, since in list(self.down.items()):
+            if now - since >= RECHECK_S:
+                why = probe(url)
+                if why:
+                    self._mark_down(url, why)
+                else:
+                    self.down.pop(url)
+        up = [u for u in self.urls if u not in self.down]
+        if not up:
+            return None, "no cloud server is reachable: " + "; ".join(self.reason.values())
+        turn = next(self._turn)
+        order = up[turn % len(up):] + up[:turn % len(up)]
+        url = min(order, key=lambda u: self.busy[u])
+        self.busy[url] += 1
+        return url, None
+
+    def done(self, url: str | None, row: dict | None) -> bool:
+        """A row on url finished. Returns True when it failed because the server is down
+        (the server is then marked down)."""
+        if url is None:
+            return False
+        self.busy[url] = max(0, self.busy[url] - 1)
+        if row is None or row.get("ok") or not row.get("error") or url not in str(row["error"]):
+            return False
+        why = probe(url)
+        if why:
+            self._mark_down(url, why)
+            return True
+        return False
+
+    def _mark_down(self, url: str, why: str) -> None:
+        self.down[url] = time.monotonic()
+        self.reason[url] = why

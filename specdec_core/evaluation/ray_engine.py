@@ -1,0 +1,164 @@
+"""`batch --engine ray`: the edges as Ray actors, on this machine or on a Ray cluster.
+
+Without an address a local Ray starts with the command (N CPUs, no dashboard, bound to
+127.0.0.1, usage stats off) and stops with it; with one (`ray start --head` printed it) the
+batch joins that cluster and leaves it as it was. Each actor (one CPU) opens the backend once
+and takes one clip x configuration at a time from the driver, which gives every row its cloud
+server (evaluation/clouds.py). A worker that dies (killed, out of memory) fails the row it was
+running with a one-line error marked `retry`; Ray restarts it (up to MAX_RESTARTS times) and
+the batch goes on. See docs/scale.md.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+from specdec_core.errors import UserError
+from specdec_core.evaluation.edges import EdgeActor, failed_row
+
+MAX_RESTARTS = 3
+PING_S = 0.5
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--engine ray needs Ray: pip install 'specscope[scale]' "
+                        "(or pip install ray)") from None
+    return ray
+
+
+class RayEdges:
+    """N edge actors that keep their backend between batches (scripts reuse one)."""
+
+    def __init__(self, spec: dict, configs: dict[str, dict], workers: int | None = None,
+                 address: str | None = None, baseline: bool = False):
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if address and "RAY_AUTH_MODE" not in os.environ and (
+                os.environ.get("RAY_AUTH_TOKEN") or Path("~/.ray/auth_token").expanduser().is_file()):
+            os.environ["RAY_AUTH_MODE"] = "token"   # `ray start` turns token auth on by default,
+            # and a client only sends its token in token mode (read when ray is imported)
+        if not address and "ray" not in sys.modules:
+            # A local Ray on loopback only: Ray resolves even an explicit 127.0.0.1 to the host's
+            # network address unless its "no cluster" mode is on (read when ray is imported).
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray = self.ray = _ray()
+        # the driver's own code for the workers, also where the package is not installed
+        paths = [PACKAGE_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        quiet = dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
+        self.owns = not ray.is_initialized()
+        if self.owns and address:
+            try:
+                ray.init(address=address, **quiet)
+            except (ConnectionError, ValueError, RuntimeError) as e:
+                raise UserError(f"cannot join the Ray cluster at {address}: {_one_line(e)}") from None
+        elif self.owns:
+            workers = workers or os.cpu_count() or 1
+            ray.init(address="local", num_cpus=workers, _node_ip_address="127.0.0.1", **quiet)
+        if workers is None:
+            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        if workers < 1:
+            self.close()
+            raise UserError(f"--workers must be >= 1, got {workers}")
+        cls = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=0)(EdgeActor)
+        self.configs = configs
+        self.actors = [cls.remote(spec, configs, baseline) for _ in range(workers)]
+        self.where: list[str | None] = [None] * workers
+        self.in_flight: dict[int, object] = {}     # actor index -> job it is running
+
+    def warm(self, urls=()) -> None:
+        """Start every actor and load its backend (and its wrapper per server up); a backend
+        that cannot be opened anywhere is a usage error (bad model folder), not a row failure."""
+        errors = self.ray.get([a.open.remote(list(urls)) for a in self.actors])
+        self.where = self.ray.get([a.where.remote() for a in self.actors])
+        if all(errors):
+            raise UserError(errors[0])
+
+    def run(self, jobs, pool, emit, workers: int | None = None, speakers=None) -> None:
+        """Run (clip, config name) jobs on the first `workers` actors (default all); emit(job,
+        row) as each finishes (any order)."""
+        ray = self.ray
+        pending, inflight = deque(jobs), {}
+        idle: deque[int] = deque()
+        # actor -> when to ask whether it is up: all at once now, so a worker that died between
+        # two batches costs no row (it gets rows again once Ray has restarted it)
+        restarting = dict.fromkeys(range(min(workers or len(self.actors), len(self.actors))), 0.0)
+        while pending or inflight or restarting:
+            while idle and pending:
+                job = pending.popleft()
+                url, why = pool.pick()
+                if why:
+                    emit(job, failed_row(*job, self.configs[job[1]], why, retry=True))
+                    continue
+                a = idle.popleft()
+                inflight[self.actors[a].run.remote(job, url, (speakers or {}).get(job[0].speaker))] = (a, job, url)
+                self.in_flight[a] = job
+            if not pending and not inflight:
+                break
+            now = time.monotonic()
+            for a, when in list(restarting.items()):     # a dead worker is back once it answers
+                if when <= now:
+                    del restarting[a]
+                    inflight[self.actors[a].where.remote()] = (a, None, None)
+            if not inflight:
+                if restarting:
+                    time.sleep(PING_S)
+                    continue
+                for job in pending:                       # every worker is gone for good
+                    emit(job, failed_row(*job, self.configs[job[1]], "every Ray worker died", retry=True))
+                break
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=PING_S if restarting else None)
+            for ref in ready:
+                a, job, url = inflight.pop(ref)
+                if job is None:                           # the answer to "are you back?"
+                    try:
+                        self.where[a] = ray.get(ref)
+                        idle.append(a)
+                    except ray.exceptions.ActorDiedError:
+                        pass                              # restarts used up: retired
+                    except ray.exceptions.RayActorError:
+                        restarting[a] = time.monotonic() + PING_S
+                    continue
+                self.in_flight.pop(a, None)
+                try:
+                    row, self.where[a] = ray.get(ref)
+                    idle.append(a)
+                except ray.exceptions.RayActorError as e:
+                    row = failed_row(*job, self.configs[job[1]], f"worker {self.where[a] or a} died "
+                                     f"during this row ({type(e).__name__})", retry=True)
+                    restarting[a] = time.monotonic() + PING_S
+                except ray.exceptions.RayError as e:
+                    row = failed_row(*job, self.configs[job[1]], f"internal error: {_one_line(e)}")
+                    idle.append(a)
+                if pool.done(url, row):
+                    row["retry"] = True
+                emit(job, row)
+
+    def close(self) -> None:
+        for a in getattr(self, "actors", []):
+            try:
+                self.ray.kill(a)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors = []
+        if self.owns and self.ray.is_initialized():
+            self.ray.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    text = lines[0] if lines else type(e).__name__
+    return text[:300]

@@ -1,0 +1,115 @@
+"""`batch ... --out DIR [--resume]`: a manifest x configurations into DIR, on either engine.
+
+    result, ran = run_batch_dir(spec, clips, {"A": cfg}, "out/", engine="ray", workers=2,
+                                cloud_urls=["http://127.0.0.1:8000"], resume=True, on_row=print)
+
+Every finished row goes to DIR/results.jsonl at once (evaluation/journal.py); `resume` runs only
+the rows missing from it. The result holds the rows in manifest order (clip-major, then the
+configurations in order) whatever the engine and whatever order they finished in, and the
+caller writes results.json / results.csv / summary.json from it as before. `engine="local"`
+decodes in this process, one row at a time; `engine="ray"` on Ray actors
+(evaluation/ray_engine.py). Both run a row the same way (evaluation/edges.py), so greedy token
+ids are identical.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import ExitStack
+
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.errors import UserError
+from specdec_core.evaluation.batch import BatchResult, speaker_stats_for
+from specdec_core.evaluation.clouds import CloudPool
+from specdec_core.evaluation.edges import EdgeSession, failed_row
+from specdec_core.evaluation.journal import Journal, row_key
+
+ENGINES = ("local", "ray")
+
+
+def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engine: str = "local",
+                  workers: int | None = None, ray_address: str | None = None, cloud_urls=(),
+                  resume: bool = False, on_row=None, edges=None) -> tuple[BatchResult, int]:
+    """(result, rows run now). on_row gets {"type": "start", "done", "total", "failed",
+    "resumed"} once, then {"type": "progress", ..., "row"} after each row; `edges`: a warm RayEdges
+    to use (and keep) instead of starting one (`workers` of its actors then take rows)."""
+    if engine not in ENGINES:
+        raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "local" and (workers or 1) != 1:
+        raise UserError("the local engine runs one worker; use --engine ray for --workers N")
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be >= 1, got {workers}")
+    clips = list(clips)
+    if not clips or not configs:
+        raise UserError("no clips to run" if not clips else "no configuration to run")
+    urls = [u for u in (cloud_urls or []) if u and u.strip()]
+    if urls:
+        from specdec_core.backends.remote import refuse
+
+        for cfg in configs.values():
+            refuse(cfg)
+    raw = {k: c.to_dict() for k, c in configs.items()}
+    jobs = [(clip, cname) for clip in clips for cname in configs]
+    if resume:
+        dup = [n for n, c in Counter(c.name for c in clips).items() if c > 1]
+        if dup:
+            raise UserError(f"--resume needs unique clip names; the manifest repeats {dup[0]!r}")
+    spec = dict(spec, remote=bool(urls))
+    with Journal(out, resume) as journal:
+        todo = [j for j in jobs if _key(j) not in journal.rows]
+        # per-speaker prosody statistics come from ALL the speaker's clips, resumed ones too
+        speakers = speaker_stats_for(spec.get("backend") or "demo", clips) if todo else {}
+        resumed = len(jobs) - len(todo)
+        state = {"done": resumed, "failed": sum(not journal.rows[_key(j)]["ok"]
+                                                for j in jobs if _key(j) in journal.rows)}
+
+        def start():   # after the workers are up: the bar's rate is the decoding's
+            if on_row:
+                on_row({"type": "start", "done": resumed, "total": len(jobs),
+                        "failed": state["failed"], "resumed": resumed, "engine": engine})
+
+        def emit(job, row):
+            journal.append(row)
+            state["done"] += 1
+            state["failed"] += not row["ok"]
+            if on_row:
+                on_row({"type": "progress", "done": state["done"], "total": len(jobs),
+                        "failed": state["failed"], "resumed": resumed, "row": row})
+
+        if not todo:
+            start()
+        elif engine == "local":
+            pool = CloudPool(urls)
+            session = EdgeSession(spec, raw)
+            session.warm(pool.up())
+            start()
+            _run_local(session, todo, pool, emit, raw, speakers)
+        else:
+            pool = CloudPool(urls)
+            with ExitStack() as stack:
+                if edges is None:
+                    from specdec_core.evaluation.ray_engine import RayEdges
+
+                    edges = stack.enter_context(RayEdges(spec, raw, workers, ray_address))
+                    edges.warm(pool.up())
+                start()
+                edges.run(todo, pool, emit, workers, speakers)
+        rows = [journal.rows[_key(j)] for j in jobs if _key(j) in journal.rows]
+    result = BatchResult.from_rows(rows, raw, backend=spec.get("backend") or "")
+    return result, len(todo)
+
+
+def _run_local(session: EdgeSession, jobs, pool: CloudPool, emit, raw, speakers) -> None:
+    for job in jobs:
+        url, why = pool.pick()
+        if why:
+            emit(job, failed_row(*job, raw[job[1]], why, retry=True))
+            continue
+        row = session.run(job, url, speakers.get(job[0].speaker))
+        if pool.done(url, row):
+            row["retry"] = True
+        emit(job, row)
+
+
+def _key(job) -> tuple[str, str]:
+    clip, cname = job
+    return row_key({"name": clip.name, "config": cname})

@@ -1,0 +1,231 @@
+"""Blind checks of the rejection-sampling rule (declared temperature T > 0, verify=sampling).
+
+The hooks keep, per scored row, top-5 log-probs, the log-prob of the token that follows and
+`lse_t` = logsumexp(logp / T), so every stored log-prob l gives the log-prob at T: l / T - lse_t.
+That yields, for every judged draft x, q(x) (edge row that drafted it, when x is in its top-5)
+and p(x) (the verifying cloud row, which was fed x). Three checks, each with its own code:
+
+- acceptance_rule: accept indicators against min(1, p/q): exact Poisson-binomial tests of the
+  number accepted, over all judged drafts and over drafts with p < q (where a deterministic
+  "accept if p > q" accepts none);
+- greedy_draft_sampling: the number of drafts that are the edge's argmax against the
+  Poisson-binomial with success probabilities q_T(argmax) (a sampled draft is the argmax only
+  that often), when every draft is the argmax (an over-sharp but sampled draft is the
+  temperature check's hidden_draft_processing);
+- residual_mismatch: corrections drawn from norm(max(0, p - q)) never land on a token with
+  p <= q. We count corrections where that is certain from what was kept (q(c) known, p(c) known
+  or bounded by the cloud's 5th log-prob) with a margin for rounding.
+
+False alarms: the three stochastic tests at ALPHA / 3 each (Bonferroni, family 1e-3); the
+residual count is 0 with probability 1 under the correct rule, MIN_ZERO_RESIDUAL tolerates one
+numerical accident. Drafts outside the edge's top-5 are left out (a choice that does not depend
+on the accept outcome, so the tests stay exact). A correction that repeats the rejected draft
+looks like an acceptance in the recording; when residual_mismatch is found, excess acceptance
+is reported inside it instead of as a separate acceptance_rule.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specdec_core.recorder.checks import _ev, draft_samples, finding
+
+ALPHA = 1e-3           # family-wise false-alarm rate of the stochastic tests
+N_TESTS = 3            # acceptance (all), acceptance (p < q), argmax share
+MARGIN = 0.01          # log-prob margin for "certainly p < q" (stored values are rounded)
+A_MAX = 1 - 1e-3       # acceptance probabilities are only known to ~1e-5: never treat as certain
+MIN_ZERO_RESIDUAL = 2
+
+
+def applies(declared: dict) -> float:
+    """The declared temperature when the rejection rule is declared, else 0."""
+    T = float(declared.get("temperature") or 0.0)
+    return T if T > 0 and declared.get("verify", "greedy") == "sampling" else 0.0
+
+
+def _at_t(f, r, lp, T):
+    lse = (f.rows.get("lse_t") or [None] * (r + 1))[r] if f.rows else None
+    return None if lp is None or lse is None else lp / T - lse
+
+
+def _top_logp(f, r, tok):
+    ids = f.rows["top_ids"][r]
+    return f.rows["top_logp"][r][ids.index(tok)] if tok in ids else None
+
+
+def collect(rec: dict) -> dict:
+    """Per recording: judged drafts, draft argmax shares, corrections (see module doc)."""
+    from specdec_core.recorder.rounds import build_rounds
+    from specdec_core.recorder.tape import build_tapes
+
+    T = applies(rec.get("declared", {}))
+    out = {"judged": [], "drafts": [], "corr": []}
+    if not T:
+        return out
+    t = build_tapes(rec)
+    rounds = build_rounds(t)
+    C = t.C
+    for f, r, x in draft_samples(t, rounds):
+        top = f.rows["top_logp"][r][0]
+        qa = _at_t(f, r, top, T)
+        if qa is not None:
+            out["drafts"].append((math.exp(qa), x == f.rows["argmax"][r], f.i, f.first_q + r + 1))
+    for rnd in rounds:
+        if not rnd.verified:
+            continue
+        cf, n = rnd.cloud, len(rnd.block)
+        rejected = rnd.accepted < n and rnd.extra is not None
+        for j in range(min(n, rnd.accepted + (1 if rejected else 0))):
+            pos = rnd.block_start + j
+            if pos not in rnd.drafted_by or pos < t.P:
+                break
+            f, r = rnd.drafted_by[pos]
+            rc = cf.row_at(pos - 1)
+            if rc is None or f.ctx[:pos] != cf.ctx[:pos]:
+                break
+            x = rnd.block[j]
+            lq = _at_t(f, r, _top_logp(f, r, x), T)
+            lp = _at_t(cf, rc, cf.logp_of(rc, x), T)
+            if lq is None or lp is None:
+                continue            # outside the edge's top-5: q(x) unknown
+            a = min(A_MAX, math.exp(min(0.0, lp - lq)))
+            out["judged"].append((a, j < rnd.accepted, lp - lq, cf.i, pos, x))
+        if not rejected or rnd.extra not in rnd.drafted_by:
+            continue
+        pos, c = rnd.extra, C[rnd.extra]
+        f, r = rnd.drafted_by[pos]
+        rc = cf.row_at(pos - 1)
+        if rc is None or f.ctx[:pos] != cf.ctx[:pos]:
+            continue
+        lq = _at_t(f, r, f.logp_of(r, c), T)
+        lp_known = cf.logp_of(rc, c)
+        lp = _at_t(cf, rc, lp_known if lp_known is not None else cf.rows["top_logp"][rc][-1], T)
+        zero = lq is not None and lp is not None and lp < lq - MARGIN
+        out["corr"].append((zero, cf.i, pos, c, lp, lq))
+    return out
+
+
+def _poibin(a) -> np.ndarray:
+    """Distribution of the number of successes of independent Bernoulli(a_i)."""
+    d = np.zeros(len(a) + 1)
+    d[0] = 1.0
+    for i, x in enumerate(a, 1):
+        d[1:i + 1] = d[1:i + 1] * (1 - x) + d[:i] * x
+        d[0] *= 1 - x
+    return d
+
+
+def _test(a, s: int) -> tuple[float, float, float]:
+    """(expected, P(S <= s), P(S >= s)) under Poisson-binomial(a)."""
+    d = _poibin(a)
+    return float(sum(a)), float(d[:s + 1].sum()), float(d[s:].sum())
+
+
+def judge(data: dict, T: float, scope: str) -> list[dict]:
+    level = ALPHA / N_TESTS
+    out = []
+    # residual first: its presence explains excess apparent acceptance
+    corr = data["corr"]
+    zero = [c for c in corr if c[0]]
+    residual_bad = len(zero) >= MIN_ZERO_RESIDUAL
+    J = data["judged"]
+    acc_note = ""
+    if J:
+        a = [j[0] for j in J]
+        s = sum(j[1] for j in J)
+        e, lo, hi = _test(a, s)
+        lt = [j for j in J if j[2] < -MARGIN]
+        s_lt = sum(j[1] for j in lt)
+        e_lt, lo_lt, hi_lt = _test([j[0] for j in lt], s_lt) if lt else (0.0, 1.0, 1.0)
+        p_all, p_lt = min(1.0, 2 * min(lo, hi)), min(1.0, 2 * min(lo_lt, hi_lt))
+        sure_rej = [j for j in J if not j[1] and j[2] > MARGIN]
+        if p_all < level or p_lt < level:
+            excess = s > e and (not lt or s_lt >= e_lt)
+            detail = (f"{s} of {len(J)} judged drafts accepted ({scope}), min(1, p/q) gives "
+                      f"{e:.1f} (two-sided exact p = {p_all:.1e}); where p < q: {s_lt} of "
+                      f"{len(lt)} accepted, expected {e_lt:.1f} (p = {p_lt:.1e}); "
+                      f"{len(sure_rej)} rejected although p >= q")
+            if residual_bad and excess:
+                acc_note = "; apparent acceptance is too high as well: " + detail
+            else:
+                ex = (sure_rej or [j for j in lt if not j[1]] or J)[0]
+                out.append(finding(
+                    "acceptance_rule", "error",
+                    f"accepted drafts do not follow min(1, p/q) at T={T:g}: {s} accepted, "
+                    f"{e:.1f} expected", detail,
+                    "the acceptance test is not a draw against min(1, p(x)/q(x)) with p and q "
+                    "the cloud's and edge's softmax(logits / T): e.g. accept only when p > q "
+                    "(deterministic), accept when p exceeds a uniform draw, or p and q taken "
+                    "at different temperatures",
+                    "accept draft x iff u < p(x)/q(x) with u ~ U(0,1), p = softmax(cloud/T), "
+                    "q = softmax(edge/T) (Leviathan et al. 2023; Chen et al. 2023)",
+                    _ev(None, ex[4], [ex[5]], model="cloud", forward=ex[3], n_judged=len(J),
+                        accepted=s, expected=round(e, 2), p_value=p_all, n_p_lt_q=len(lt),
+                        accepted_p_lt_q=s_lt, expected_p_lt_q=round(e_lt, 2),
+                        p_value_p_lt_q=p_lt, rejected_p_ge_q=len(sure_rej))))
+    D = data["drafts"]
+    if D:
+        a = [d[0] for d in D]
+        s = sum(d[1] for d in D)
+        e, lo, hi = _test(a, s)
+        if hi < level and s == len(D):   # every draft the argmax: greedy, not just over-sharp
+            d0 = next(d for d in D if d[1])
+            out.append(finding(
+                "greedy_draft_sampling", "error",
+                f"{s} of {len(D)} drafts are the edge's argmax; sampling at T={T:g} gives "
+                f"{e:.1f}",
+                f"{scope}: drafts equal to the edge's argmax {s} times, expected {e:.1f} under "
+                f"q = softmax(edge/T) (one-sided exact p = {hi:.1e})",
+                "the drafts are picked greedily (argmax) while verification uses the rejection "
+                "rule with q = softmax(edge/T): min(1, p/q) divides by a distribution the draft "
+                "was not drawn from, so the output is not distributed as the cloud's samples",
+                "sample each draft from q = softmax(edge_logits / T) (the same q used in "
+                "min(1, p/q)), or verify greedily with temperature 0",
+                _ev(None, d0[3], None, model="edge", forward=d0[2], n_drafts=len(D),
+                    argmax_drafts=s, expected=round(e, 2), p_value=hi)))
+    if residual_bad:
+        c0 = zero[0]
+        out.append(finding(
+            "residual_mismatch", "error",
+            f"{len(zero)} of {len(corr)} corrections landed where p <= q (zero residual mass)",
+            f"{scope}: a correction after a rejection must come from norm(max(0, p - q)), which "
+            f"has no mass where p <= q; {len(zero)} corrections were such tokens (certain from "
+            f"the kept top-5 log-probs, margin {MARGIN}){acc_note}",
+            "after a rejection the correction is sampled from p (the cloud's distribution) "
+            "instead of the residual max(0, p - q); a correction that repeats the rejected draft "
+            "then looks like an acceptance",
+            "on rejection sample from max(0, p - q) / sum(max(0, p - q)); sample from p only "
+            "for the bonus token after a fully accepted block",
+            _ev(None, c0[2], [c0[3]], model="cloud", forward=c0[1], n_corrections=len(corr),
+                zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4))))
+    return out
+
+
+def check_sampling(rec: dict) -> list[dict]:
+    T = applies(rec.get("declared", {}))
+    return judge(collect(rec), T, "this run") if T else []
+
+
+def pooled_sampling(recordings: list[dict], others: list[dict] = ()) -> list[dict]:
+    """The sampling checks over several recordings of one decoder, plus `others` (pooled
+    findings of other checks) minus what a greedy_draft_sampling finding already explains."""
+    data, T, seen = {"judged": [], "drafts": [], "corr": []}, 0.0, set()
+    for rec in recordings:
+        key = (tuple(rec.get("prompt_ids") or ()), tuple(rec.get("out_ids") or ()))
+        if key in seen:         # the same run twice (same prompt and seed) is one piece of evidence
+            continue
+        seen.add(key)
+        T = applies(rec.get("declared", {})) or T
+        for key, v in collect(rec).items():
+            data[key] += v
+    found = judge(data, T, f"{len(recordings)} runs pooled") if T else []
+    return dedupe(list(others) + found)
+
+
+def dedupe(found: list[dict]) -> list[dict]:
+    """Greedy drafts also look like drafts sampled at a tiny temperature: one cause, one code."""
+    if any(f["code"] == "greedy_draft_sampling" for f in found):
+        found = [f for f in found if not (f["code"] == "hidden_draft_processing"
+                                          and "effective_temperature" in f.get("evidence", {}))]
+    return found

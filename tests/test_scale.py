@@ -1,0 +1,265 @@
+"""`batch --engine ray` (a local Ray, the real demo models, real audio): the same rows and token
+ids as the local engine, one results.jsonl line per row as it finishes, a killed batch that
+loses nothing and `--resume` completes, a worker that dies costing its row only."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.evaluation.journal import read_rows
+from specdec_core.evaluation.manifest import read_manifest
+from specdec_core.evaluation.scale import run_batch_dir
+
+ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_audio"
+GOOD = ["neutral_03", "angry_01", "sad_03"]
+SPEC = {"backend": "demo"}
+KNOBS = ("--set", "max_new_tokens=24")
+CFG = DecodeConfig(max_new_tokens=24)
+
+pytestmark = pytest.mark.skipif(not (ROOT / "specdec_core/demo/models/cloud/config.json").is_file(),
+                                reason="demo models not trained yet")
+
+
+def broken_manifest(tmp_path: Path) -> Path:
+    """3 bundled clips and a text file named bad.wav (not audio) in the middle."""
+    src = pd.read_csv(SAMPLES / "manifest.csv", keep_default_na=False).set_index("name")
+    (tmp_path / "bad.wav").write_text("this is not audio\n", encoding="utf-8")
+    lines = ["name,path,label,prompt_type,reference"]
+    for name in GOOD[:2] + ["bad"] + GOOD[2:]:
+        if name == "bad":
+            lines.append("bad,bad.wav,happy,detailed,")
+            continue
+        shutil.copy(SAMPLES / f"{name}.wav", tmp_path / f"{name}.wav")
+        r = src.loc[name]
+        lines.append(f"{name},{name}.wav,{r.label},{r.prompt_type},{r.reference}")
+    path = tmp_path / "manifest.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "specdec_core", "batch", *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+def _env():
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", "HOME": os.environ.get("HOME", "/tmp")}
+
+
+def jsonl_lines(out: Path) -> list[str]:
+    return (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+def keys_of(lines):
+    return [(json.loads(ln)["name"], json.loads(ln)["config"]) for ln in lines]
+
+
+def test_ray_equals_local_on_a_manifest_with_a_broken_clip_and_resume_runs_nothing(tmp_path):
+    manifest = broken_manifest(tmp_path)
+    local_out, ray_out = tmp_path / "local", tmp_path / "ray"
+    local, ran = run_batch_dir(SPEC, read_manifest(manifest), {"A": CFG}, local_out)
+    assert ran == 4
+    p = cli(manifest, "--engine", "ray", "--workers", "2", *KNOBS, "--out", ray_out)
+    assert p.returncode == 1, p.stderr[-3000:]          # one clip failed
+    assert "Traceback" not in p.stderr
+    assert "ran 4 of 4 rows (ray engine)" in p.stdout
+    assert "4/4" in p.stderr and "failed=1" in p.stderr   # the progress bar's last state
+    rows = json.loads((ray_out / "results.json").read_text(encoding="utf-8"))["rows"]
+    assert [r["name"] for r in rows] == ["neutral_03", "angry_01", "bad", "sad_03"]   # manifest order
+    for mine, ref in zip(rows, local.rows):
+        assert mine["ok"] == ref["ok"] and mine.get("token_ids") == ref.get("token_ids"), mine["name"]
+        assert mine["text"] == ref["text"] and mine["error"] == ref["error"]
+    bad = rows[2]
+    assert not bad["ok"] and "bad.wav" in bad["error"] and "\n" not in bad["error"]
+    assert all(r["ok"] and r["token_ids"] for r in rows if r["name"] != "bad")
+    lines = jsonl_lines(ray_out)
+    assert len(lines) == 4 and sorted(keys_of(lines)) == sorted((n, "A") for n in [*GOOD, "bad"])
+    assert len(pd.read_csv(ray_out / "results.csv")) == 4 and (ray_out / "summary.json").is_file()
+
+    before = (ray_out / "results.jsonl").read_bytes()
+    mtime = (ray_out / "results.jsonl").stat().st_mtime_ns
+    p = cli(manifest, "--engine", "ray", "--workers", "2", *KNOBS, "--out", ray_out, "--resume")
+    assert p.returncode == 1, p.stderr[-3000:]
+    assert "resume: 4 of 4 rows already in" in p.stderr and "ran 0 of 4 rows" in p.stdout
+    assert (ray_out / "results.jsonl").read_bytes() == before
+    assert (ray_out / "results.jsonl").stat().st_mtime_ns == mtime          # not even rewritten
+    again = json.loads((ray_out / "results.json").read_text(encoding="utf-8"))["rows"]
+    assert [r.get("token_ids") for r in again] == [r.get("token_ids") for r in rows]
+
+
+def _descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, frontier = set(), {pid}
+    while frontier:
+        frontier = {c for c, p in parents.items() if p in frontier} - out
+        out |= frontier
+    return out
+
+
+def _alive(pids) -> set[int]:
+    alive = set()
+    for p in pids:
+        try:
+            state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(p)
+    return alive
+
+
+def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
+    """SIGKILL the whole CLI (driver of a local Ray) once rows are in results.jsonl: the rows
+    it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows."""
+    out = tmp_path / "out"
+    manifest = SAMPLES / "manifest.csv"
+    args = (manifest, "--engine", "ray", "--workers", "2", "--set", "max_new_tokens=48",
+            "--config-b", _config_b(tmp_path), "--out", out)
+    total = 36
+    proc = subprocess.Popen([sys.executable, "-m", "specdec_core", "batch", *map(str, args)], cwd=ROOT,
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0, journal = time.time(), out / "results.jsonl"
+    while time.time() - t0 < 300 and proc.poll() is None:
+        if journal.is_file() and len(journal.read_text(encoding="utf-8").splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    kids = _descendants(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the batch ended before it could be killed"
+    killed_at = time.time()
+    kept = read_rows(journal)
+    assert 2 <= len(kept) < total and all(r["ok"] for r in kept.values())
+    # a kill in the middle of a write leaves half a line: it must be tolerated and run again
+    with open(journal, "a", encoding="utf-8") as f:
+        f.write('{"config":"B","name":"sad_01","ok":true,"text":"cut sh')
+
+    p = cli(*args, "--resume")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"resume: {len(kept)} of {total} rows already in" in p.stderr
+    assert f"ran {total - len(kept)} of {total} rows (ray engine)" in p.stdout
+    # Ray went down with the killed driver (its reaper; the node agents give up on the lost
+    # raylet after ~60 s): checked after the resume, which meanwhile ran on a Ray of its own
+    while _alive(kids) and time.time() - killed_at < 150:
+        time.sleep(0.5)
+    assert not _alive(kids), f"Ray processes outlived the killed batch: {_alive(kids)}"
+    lines = jsonl_lines(out)
+    assert len(lines) == total and len(set(keys_of(lines))) == total       # no duplicates
+    rows = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]
+    clips = read_manifest(manifest)
+    assert [(r["name"], r["config"]) for r in rows] == [(c.name, k) for c in clips for k in "AB"]
+    assert all(r["ok"] for r in rows)
+    # the rows kept from before the kill are the very same rows (not run again)
+    for (name, cname), r in kept.items():
+        again = next(x for x in rows if x["name"] == name and x["config"] == cname)
+        assert again["metrics"]["wall_s"] == r["metrics"]["wall_s"]
+    # greedy: k changes the rounds, not the tokens
+    by = {(r["name"], r["config"]): r["token_ids"] for r in rows}
+    assert all(by[c.name, "A"] == by[c.name, "B"] for c in clips)
+
+    p = cli(*args, "--resume")
+    assert p.returncode == 0 and f"ran 0 of {total} rows" in p.stdout, p.stderr[-2000:]
+    assert len(jsonl_lines(out)) == total
+
+
+def _config_b(tmp_path: Path) -> Path:
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"k": 2, "max_new_tokens": 48}), encoding="utf-8")
+    return path
+
+
+def test_a_worker_that_dies_costs_its_row_only(tmp_path):
+    """SIGKILL the process of a Ray actor while it decodes a row: one row per death fails with a
+    one-line error marked retry, Ray restarts the worker, every other row is ok and equal to the local
+    engine's; a resume runs the failed rows only."""
+    from specdec_core.evaluation.ray_engine import RayEdges
+
+    clips = read_manifest(SAMPLES / "manifest.csv")[:8]
+    cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)
+    local, _ = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "local")
+    want = {r["name"]: r["token_ids"] for r in local.rows}
+    killed: list[str] = []
+    with RayEdges(SPEC, {"A": cfg.to_dict()}, workers=2) as edges:
+        edges.warm()
+
+        def on_row(ev):
+            if ev["type"] != "progress":
+                return
+            row = ev["row"]
+            if killed and killed[-1] == row["name"]:
+                state["waiting"] = False                       # the killed row came back
+            if "died" in (row["error"] or ""):
+                state["died"] = True
+            if state["died"] or state["waiting"] or len(killed) >= 3:
+                return
+            for a, job in list(edges.in_flight.items()):       # a worker busy with a row
+                try:
+                    os.kill(int(edges.where[a].rsplit(":", 1)[1]), signal.SIGKILL)
+                except ProcessLookupError:                      # already dead, not yet noticed
+                    continue
+                killed.append(job[0].name)
+                state["waiting"] = True
+                return
+
+        state = {"died": False, "waiting": False}
+        res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", engine="ray",
+                                 edges=edges, on_row=on_row)
+        assert ran == 8 and len(res.rows) == 8 and killed
+        died = [r for r in res.rows if not r["ok"]]
+        assert 1 <= len(died) <= len(killed), [r["error"] for r in died]
+        for r in died:      # the row it was running, or (if it had just finished) its next one
+            assert r.get("retry") is True
+            assert "died" in r["error"] and "\n" not in r["error"]
+        for r in res.rows:
+            if r["ok"]:
+                assert r["token_ids"] == want[r["name"]], r["name"]
+        # the restarted worker takes rows again: a second batch on the same actors is all ok
+        res2, _ = run_batch_dir(SPEC, clips[:4], {"A": cfg}, tmp_path / "again", engine="ray", edges=edges)
+        assert all(r["ok"] for r in res2.rows), [r["error"] for r in res2.rows]
+    assert len(jsonl_lines(tmp_path / "ray")) == 8
+    res3, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", resume=True)
+    assert ran == len(died) and all(r["ok"] for r in res3.rows)
+    assert [r["token_ids"] for r in res3.rows] == [want[c.name] for c in clips]
+    assert len(jsonl_lines(tmp_path / "ray")) == 8
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--engine", "local", "--workers", "2"), "use --engine ray for --workers N"),
+    (("--engine", "ray", "--workers", "0"), "--workers must be >= 1"),
+    (("--cloud-url", "DEAD1", "DEAD2"), "no cloud server is reachable"),
+])
+def test_batch_usage_errors_are_one_line_and_exit_2(tmp_path, args, needle):
+    args = [a.replace("DEAD1", f"http://127.0.0.1:{_free_port()}").replace(
+        "DEAD2", f"http://127.0.0.1:{_free_port()}") for a in args]
+    p = cli(SAMPLES / "manifest.csv", "--limit", "2", *args, "--out", tmp_path / "out", timeout=120)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr, p.stderr
