@@ -116,3 +116,20 @@ def test_batch_tab_on_the_bundled_manifest(page, artifacts):
     assert page.locator("#batch-table [role=grid]").get_attribute("aria-rowcount") == "4"
     time.sleep(0.5)  # let the plot finish drawing before the screenshot
     page.screenshot(path=str(artifacts / "batch.png"), full_page=True)
+
+
+def test_batch_tab_on_the_ray_engine(page, artifacts):
+    """The Batch tab's engine switch: the same bundled clips on a local Ray with 2 edge workers
+    (started and stopped with the batch), with the tab's progress and the per-clip table."""
+    pytest.importorskip("ray", reason="the scale extra is not installed")
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Batch").click()
+    limit = page.locator("#batch-limit input[type=number]")
+    limit.fill("2")
+    limit.press("Enter")
+    page.locator("#batch-engine").get_by_label("ray").check()
+    page.click("#batch-run")
+    wait_state(page, "batch-status", timeout=240_000)
+    assert "2 runs on Ray (2 workers) · 0 failed" in page.inner_text("#batch-status"), page.inner_text("#batch-status")
+    assert page.locator("#batch-table [role=grid]").get_attribute("aria-rowcount") == "3"
+    page.screenshot(path=str(artifacts / "batch_ray.png"), full_page=True)

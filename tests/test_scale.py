@@ -263,3 +263,32 @@ def test_batch_usage_errors_are_one_line_and_exit_2(tmp_path, args, needle):
     p = cli(SAMPLES / "manifest.csv", "--limit", "2", *args, "--out", tmp_path / "out", timeout=120)
     assert p.returncode == 2, p.stderr[-2000:]
     assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
+    """Setting `cancel` after the first row (the Batch tab's Stop button): no further row is
+    started, rows in flight are dropped (not journalled half-done), and a resume runs exactly
+    the rest, with no duplicate lines."""
+    import threading
+
+    clips = read_manifest(SAMPLES / "manifest.csv")[:8]
+    cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def on_row(ev):
+        if ev["type"] == "progress":
+            seen.append(ev["row"]["name"])
+            cancel.set()
+
+    workers = 2 if engine == "ray" else None
+    res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path, engine=engine, workers=workers,
+                             on_row=on_row, cancel=cancel)
+    assert 1 <= len(res.rows) < len(clips) and ran == len(res.rows)
+    assert [r["name"] for r in res.rows] == [c.name for c in clips if c.name in seen]
+    assert keys_of(jsonl_lines(tmp_path)) == [(n, "A") for n in seen]
+    res2, ran2 = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path, engine="local", resume=True)
+    assert ran2 == len(clips) - len(seen)
+    assert [r["name"] for r in res2.rows] == [c.name for c in clips] and all(r["ok"] for r in res2.rows)
+    assert len(jsonl_lines(tmp_path)) == len(clips)

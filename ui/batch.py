@@ -13,6 +13,8 @@ from components.status import status_html
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 from specdec_core.evaluation.batch import iter_batch
+from specdec_core.evaluation.edges import SPEC_KEYS
+from specdec_core.evaluation.scale import ENGINES, run_batch_dir
 from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
 
 from . import common
@@ -20,6 +22,8 @@ from .gpu import gpu
 
 BUNDLED, UPLOAD = "bundled samples", "upload CSV + clips"
 DEFAULT_LIMIT = 6
+MAX_WORKERS = 8
+_RAY_LOCK = threading.Lock()
 
 
 class BatchTab:
@@ -37,6 +41,13 @@ class BatchTab:
                                         file_types=[".csv"], type="filepath", visible=False)
                 self.clips = gr.File(label="clips named in the CSV", file_count="multiple",
                                      type="filepath", visible=False)
+                with gr.Row():
+                    self.engine = gr.Radio(list(ENGINES), value="local", label="engine",
+                                           info="local: this server's models, one clip at a time; "
+                                                "ray: a local Ray with N edge workers (docs/scale.md)",
+                                           elem_id="batch-engine", scale=2)
+                    self.workers = gr.Number(2, label="Ray workers", precision=0, minimum=1,
+                                             maximum=MAX_WORKERS, elem_id="batch-workers", scale=1)
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run batch", variant="primary", elem_id="batch-run", scale=2)
                     self.stop_btn = gr.Button("■ Stop", variant="stop", scale=1)
@@ -74,13 +85,14 @@ class BatchTab:
         self.b_from_live.click(lambda: True, None, self.use_b, queue=False, api_visibility="private")
         outs = [self.status, self.aggregate, self.checklist, self.plot, self.table, self.dl_json, self.dl_csv]
         self.run_btn.click(gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
-                                      self.use_b, self.cfg_b, self.live.backend], outs,
+                                      self.use_b, self.cfg_b, self.live.backend, self.engine,
+                                      self.workers], outs,
                            api_visibility="private", api_name="batch_run", concurrency_id="decode", concurrency_limit=2,
                            trigger_mode="once", show_progress_on=[self.status, self.table])
         self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
 
     def run(self, request: gr.Request, source, limit, manifest, clips, cfg_a, use_b, cfg_b, backend_name,
-            progress=gr.Progress()):
+            engine="local", workers=2, progress=gr.Progress()):
         sk = gr.skip()
         cancel = threading.Event()
         session = common.session_of(request)
@@ -98,26 +110,19 @@ class BatchTab:
             else:
                 items = read_manifest(common.MANIFEST)
             items = items[: int(limit or len(items))]
-            backend = common.get_backend(backend_name)
             common.register(session, cancel)
             total = len(items) * len(configs)
-            progress((0, total), desc="decoding", unit="runs")
-            result, failed = None, 0
-            for ev in iter_batch(backend, items, configs, cancel=cancel):
-                if ev["type"] == "done":
-                    result = ev["result"]
-                    break
-                row = ev["row"]
-                failed += not row["ok"]
-                progress((ev["done"], total), unit="runs",
-                         desc=f"{row['name']} ({row['config']}) · {failed} failed")
+            if engine == "ray":
+                result, out = _run_ray(items, configs, backend_name, workers, cancel, progress, total)
+            else:
+                result, out = _run_local(items, configs, backend_name, cancel, progress, total)
             if cancel.is_set():
                 raise UserError(f"batch stopped after {len(result.rows)} of {total} runs")
             df = results_table(result.rows)
-            out = common.export_dir("batch")
             paths = result.write(out)
             failed = result.failed
-            detail = f"{len(result.rows)} runs · {failed} failed" + (
+            where = f" on Ray ({int(workers)} workers)" if engine == "ray" else ""
+            detail = f"{len(result.rows)} runs{where} · {failed} failed" + (
                 " (see the error column)" if failed else "")
             return [status_html("err" if failed else "ok", "Batch done", detail), aggregate_frame(result),
                     checklists_html(result), batch_distributions(df), df,
@@ -132,6 +137,49 @@ class BatchTab:
         finally:
             cancel.set()
             common.unregister(session, cancel)
+
+
+def _run_local(items, configs, backend_name, cancel, progress, total):
+    """This server's backend, one clip at a time (evaluation.batch.iter_batch)."""
+    backend = common.get_backend(backend_name)
+    progress((0, total), desc="decoding", unit="runs")
+    result, failed = None, 0
+    for ev in iter_batch(backend, items, configs, cancel=cancel):
+        if ev["type"] == "done":
+            result = ev["result"]
+            break
+        row = ev["row"]
+        failed += not row["ok"]
+        progress((ev["done"], total), unit="runs", desc=f"{row['name']} ({row['config']}) · {failed} failed")
+    return result, common.export_dir("batch")
+
+
+def _run_ray(items, configs, backend_name, workers, cancel, progress, total):
+    """The CLI's `batch --engine ray` (evaluation.scale.run_batch_dir): a local Ray with N edge
+    actors that starts and stops with the batch; finished rows are journalled in the export
+    folder as they come (results.jsonl)."""
+    workers = int(workers or 1)
+    if not 1 <= workers <= MAX_WORKERS:
+        raise UserError(f"Ray workers must be between 1 and {MAX_WORKERS}, got {workers}")
+    out = common.export_dir("batch")
+    progress((0, total), desc=f"starting {workers} Ray workers", unit="runs")
+
+    def on_row(ev):
+        if ev["type"] == "progress":
+            row = ev["row"]
+            progress((ev["done"], total), unit="runs",
+                     desc=f"{row['name']} ({row['config']}) · {ev['failed']} failed")
+
+    spec = dict.fromkeys(SPEC_KEYS) | {"backend": backend_name or "demo"}
+    # one local Ray per server process: a second one would share (and shut down) the first's
+    if not _RAY_LOCK.acquire(blocking=False):
+        raise UserError("a Ray batch is already running on this server: wait for it, or use the local engine")
+    try:
+        result, _ = run_batch_dir(spec, items, configs, out, engine="ray", workers=workers,
+                                  on_row=on_row, cancel=cancel)
+    finally:
+        _RAY_LOCK.release()
+    return result, out
 
 
 def _stop(request: gr.Request):

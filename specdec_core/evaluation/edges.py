@@ -75,9 +75,10 @@ class EdgeSession:
                 if probe(url) is None:
                     raise
 
-    def run(self, job, url: str | None = None, speaker=None) -> dict:
+    def run(self, job, url: str | None = None, speaker=None, cancel=None) -> dict:
         """One row: (clip, config name) decoded on the backend for url; never raises. speaker:
-        the clip's speaker statistics (evaluation.batch.speaker_stats_for), if any."""
+        the clip's speaker statistics (evaluation.batch.speaker_stats_for), if any; cancel: a
+        threading.Event that stops the decode within one round."""
         from specdec_core.evaluation.batch import _run_one
 
         clip, cname = job
@@ -86,7 +87,7 @@ class EdgeSession:
         except UserError as e:
             row = failed_row(clip, cname, self.raw[cname], str(e))
         else:
-            row = _run_one(backend, clip, cname, self.configs[cname], self.baseline, None, speaker)
+            row = _run_one(backend, clip, cname, self.configs[cname], self.baseline, cancel, speaker)
         if url is not None:
             row["cloud"] = url          # the server that verified this row
         return row

@@ -81,9 +81,11 @@ class RayEdges:
         if all(errors):
             raise UserError(errors[0])
 
-    def run(self, jobs, pool, emit, workers: int | None = None, speakers=None) -> None:
+    def run(self, jobs, pool, emit, workers: int | None = None, speakers=None, cancel=None) -> None:
         """Run (clip, config name) jobs on the first `workers` actors (default all); emit(job,
-        row) as each finishes (any order)."""
+        row) as each finishes (any order). Setting `cancel` (a threading.Event) stops it within
+        PING_S: rows in flight are dropped and their workers killed (Ray restarts them), so
+        nothing keeps decoding for a batch nobody waits for."""
         ray = self.ray
         pending, inflight = deque(jobs), {}
         idle: deque[int] = deque()
@@ -91,6 +93,9 @@ class RayEdges:
         # two batches costs no row (it gets rows again once Ray has restarted it)
         restarting = dict.fromkeys(range(min(workers or len(self.actors), len(self.actors))), 0.0)
         while pending or inflight or restarting:
+            if cancel is not None and cancel.is_set():
+                self._drop(inflight)
+                return
             while idle and pending:
                 job = pending.popleft()
                 url, why = pool.pick()
@@ -114,7 +119,8 @@ class RayEdges:
                 for job in pending:                       # every worker is gone for good
                     emit(job, failed_row(*job, self.configs[job[1]], "every Ray worker died", retry=True))
                 break
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=PING_S if restarting else None)
+            ready, _ = ray.wait(list(inflight), num_returns=1,
+                                timeout=PING_S if (restarting or cancel is not None) else None)
             for ref in ready:
                 a, job, url = inflight.pop(ref)
                 if job is None:                           # the answer to "are you back?"
@@ -140,6 +146,15 @@ class RayEdges:
                 if pool.done(url, row):
                     row["retry"] = True
                 emit(job, row)
+
+    def _drop(self, inflight: dict) -> None:
+        """Stop the rows in flight: kill their actors (restarted by Ray for the next batch)."""
+        for a in {a for a, job, _ in inflight.values() if job is not None}:
+            try:
+                self.ray.kill(self.actors[a], no_restart=False)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            self.in_flight.pop(a, None)
 
     def close(self) -> None:
         for a in getattr(self, "actors", []):

@@ -13,6 +13,7 @@ ids are identical.
 """
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from contextlib import ExitStack
 
@@ -28,10 +29,14 @@ ENGINES = ("local", "ray")
 
 def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engine: str = "local",
                   workers: int | None = None, ray_address: str | None = None, cloud_urls=(),
-                  resume: bool = False, on_row=None, edges=None) -> tuple[BatchResult, int]:
+                  resume: bool = False, on_row=None, edges=None,
+                  cancel: threading.Event | None = None) -> tuple[BatchResult, int]:
     """(result, rows run now). on_row gets {"type": "start", "done", "total", "failed",
     "resumed"} once, then {"type": "progress", ..., "row"} after each row; `edges`: a warm RayEdges
-    to use (and keep) instead of starting one (`workers` of its actors then take rows)."""
+    to use (and keep) instead of starting one (`workers` of its actors then take rows). Setting
+    `cancel` stops the batch: no new row starts, a local row in flight stops within one round,
+    Ray rows in flight are dropped with their workers (the journal keeps every finished row, so
+    `resume` picks up the rest); the result then holds the finished rows."""
     if engine not in ENGINES:
         raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "local" and (workers or 1) != 1:
@@ -82,7 +87,7 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
             session = EdgeSession(spec, raw)
             session.warm(pool.up())
             start()
-            _run_local(session, todo, pool, emit, raw, speakers)
+            _run_local(session, todo, pool, emit, raw, speakers, cancel)
         else:
             pool = CloudPool(urls)
             with ExitStack() as stack:
@@ -92,19 +97,23 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
                     edges = stack.enter_context(RayEdges(spec, raw, workers, ray_address))
                     edges.warm(pool.up())
                 start()
-                edges.run(todo, pool, emit, workers, speakers)
+                edges.run(todo, pool, emit, workers, speakers, cancel)
         rows = [journal.rows[_key(j)] for j in jobs if _key(j) in journal.rows]
     result = BatchResult.from_rows(rows, raw, backend=spec.get("backend") or "")
-    return result, len(todo)
+    return result, state["done"] - resumed
 
 
-def _run_local(session: EdgeSession, jobs, pool: CloudPool, emit, raw, speakers) -> None:
+def _run_local(session: EdgeSession, jobs, pool: CloudPool, emit, raw, speakers, cancel=None) -> None:
     for job in jobs:
+        if cancel is not None and cancel.is_set():
+            return
         url, why = pool.pick()
         if why:
             emit(job, failed_row(*job, raw[job[1]], why, retry=True))
             continue
-        row = session.run(job, url, speakers.get(job[0].speaker))
+        row = session.run(job, url, speakers.get(job[0].speaker), cancel=cancel)
+        if cancel is not None and cancel.is_set():
+            return                # the row was cut short: not a result
         if pool.done(url, row):
             row["retry"] = True
         emit(job, row)
