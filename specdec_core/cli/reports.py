@@ -53,7 +53,8 @@ def bench_report(r: dict) -> str:
                 "untraced_speedup", "untraced_speedup_vs_loop", "hf_assisted_speedup"):
         lines.append(f"{key:26s} {_rng(r, key)}")
     for key in ("alpha", "alpha_leviathan", "mean_accepted_length", "cloud_calls_per_token", "c", "predicted_speedup",
-                "predicted_from_forwards", "achieved_over_predicted"):
+                "leviathan_predicted", "predicted_from_forwards", "achieved_over_predicted",
+                "achieved_over_leviathan"):
         lines.append(f"{key:26s} {r[key]}")
     if r.get("k_sweep"):
         lines.append(f"k sweep (classic greedy; alpha = accepted/drafted, alpha_L = per judged draft, "

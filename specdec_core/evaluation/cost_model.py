@@ -1,0 +1,433 @@
+"""The measured cost model of speculative decoding (bench `cost_model`, issue 20).
+
+The Leviathan et al. formula prices every forward of the cloud as one unit and an edge forward
+as c units, whatever its width, and ignores the decoder's own Python. On small models on a CPU
+neither holds: the verify forward of k + 1 tokens costs more than a one-token forward, and the
+loop around the forwards (sampling, stops, trace records, cache crops) is a real share of a
+round. This module measures those costs on the machine the benchmark runs on and predicts the
+speedup from them and from the measured per-position acceptance:
+
+  measurement (impure):  `forward_timer` (forward hooks: what each model's forward took, how
+                         wide it was), `measure_widths` (microbenchmark: a forward of w new
+                         tokens at a fixed cache length, w = 1..W, both models interleaved),
+                         `decode_overheads` (a traced decode's time outside the forwards, per
+                         round and per decode);
+  model (pure):          `Costs`, `conditional_acceptance`, `tokens_per_round`, `round_time`,
+                         `predict_speedup`, `advise_k`, `trace_time`.
+
+One round of classic greedy SD at k with conditional acceptances p_1..p_k (p_i: probability that
+draft i is accepted given drafts 1..i-1 were; s_i = p_1 ... p_i):
+
+  tokens per round  E_tok   = 1 + s_1 + ... + s_k             (accepted drafts + correction/bonus)
+  round time        E_round = k·e(1) + s_k·(e(2) − e(1)) + v(k+1) + o(k)
+
+e(w), v(w): edge / cloud forward of w new tokens (the edge's first forward of a round feeds two
+tokens, the last draft and the bonus, after a fully accepted round; the cloud verifies the
+correction or bonus of the previous round plus k drafts); o(k): the round's time outside the
+forwards. The cloud alone spends v(1) + o_tok per token (o_tok: its loop's own time outside the
+forward), so the predicted speedup over it is
+
+  (v(1) + o_tok) · E_tok / E_round,
+
+and with n tokens per decode the per-decode fixed costs (prompt prefills, set-up and finish
+outside the forwards, F_sd and F_loop) are added on both sides:
+
+  (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round / E_tok).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+FORMULA = ("speedup = (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round/E_tok); "
+           "E_tok = 1 + Σ_i s_i, s_i = p_1·…·p_i; E_round = k·e(1) + s_k·(e(2) − e(1)) + v(k+1) + o(k)")
+
+
+# ---------------------------------------------------------------------------------- the model
+def fit_line(xs, ys) -> tuple[float, float]:
+    """Least-squares a, b of y = a + b·x (b = 0 with fewer than two distinct x)."""
+    xs, ys = list(xs), list(ys)
+    if not xs:
+        return 0.0, 0.0
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return my, 0.0
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b
+
+
+@dataclass
+class Costs:
+    """Seconds, measured. `edge` / `cloud`: forward time by width (new tokens) at the run's
+    typical cache length; widths not measured come from the least-squares line through the
+    measured ones. `round_overhead`: a round's time outside the forwards at `k_ref`, growing by
+    `overhead_per_k` per extra draft token. `token_overhead`: the cloud-only loop's time outside
+    its forward, per token. `decode_sd` / `decode_loop`: per-decode fixed costs (prefills and
+    the time outside forwards before the first and after the last round)."""
+    edge: dict[int, float]
+    cloud: dict[int, float]
+    round_overhead: float = 0.0
+    k_ref: int = 1
+    overhead_per_k: float = 0.0
+    token_overhead: float = 0.0
+    decode_sd: float = 0.0
+    decode_loop: float = 0.0
+    _fits: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def fit(self, role: str) -> tuple[float, float]:
+        if role not in self._fits:
+            pts = getattr(self, role)
+            self._fits[role] = fit_line(pts, [pts[w] for w in pts])
+        return self._fits[role]
+
+    def forward(self, role: str, width: int) -> float:
+        pts = getattr(self, role)
+        if width in pts:
+            return pts[width]
+        a, b = self.fit(role)
+        return max(0.0, a + b * width)
+
+    def overhead(self, k: int) -> float:
+        return max(0.0, self.round_overhead + self.overhead_per_k * (k - self.k_ref))
+
+    def to_dict(self) -> dict:
+        ws = sorted(set(self.edge) | set(self.cloud))
+        fit = {r: dict(zip(("a_s", "b_s_per_token"), (round(v, 7) for v in self.fit(r)))) for r in ("edge", "cloud")}
+        return {"widths": ws,
+                "edge_s": [round(self.edge[w], 7) if w in self.edge else None for w in ws],
+                "cloud_s": [round(self.cloud[w], 7) if w in self.cloud else None for w in ws],
+                "fit": fit,
+                "round_overhead_s": round(self.round_overhead, 7), "k_ref": self.k_ref,
+                "overhead_per_k_s": round(self.overhead_per_k, 7),
+                "loop_token_overhead_s": round(self.token_overhead, 7),
+                "decode_fixed_s": {"sd": round(self.decode_sd, 6), "loop": round(self.decode_loop, 6)}}
+
+
+def survival(profile, k: int) -> list[float]:
+    """s_i = p_1 · … · p_i for i = 1..k (positions past the profile reuse its last value)."""
+    out, s = [], 1.0
+    for i in range(k):
+        p = profile[min(i, len(profile) - 1)] if profile else 0.0
+        s *= p if p is not None else 0.0
+        out.append(s)
+    return out
+
+
+def tokens_per_round(profile, k: int) -> float:
+    """Expected tokens committed per verified round: accepted drafts plus the correction/bonus."""
+    return 1.0 + sum(survival(profile, k))
+
+
+def round_time(profile, k: int, costs: Costs) -> float:
+    """Expected wall time of one classic round at k (see the module docstring)."""
+    s_k = survival(profile, k)[-1] if k else 0.0
+    e1, e2 = costs.forward("edge", 1), costs.forward("edge", 2)
+    return k * e1 + s_k * (e2 - e1) + costs.forward("cloud", k + 1) + costs.overhead(k)
+
+
+def cloud_token_time(costs: Costs) -> float:
+    return costs.forward("cloud", 1) + costs.token_overhead
+
+
+def predict_speedup(profile, k: int, costs: Costs, tokens_per_decode: float | None = None) -> float:
+    """Predicted speedup of classic greedy SD at k over the cloud alone (a minimal greedy loop),
+    from the conditional per-position acceptance `profile` and the measured `costs`; with
+    `tokens_per_decode` the per-decode fixed costs are included (None: a long decode)."""
+    per_tok_sd = round_time(profile, k, costs) / tokens_per_round(profile, k)
+    per_tok_loop = cloud_token_time(costs)
+    if not tokens_per_decode:
+        return per_tok_loop / per_tok_sd
+    n = tokens_per_decode
+    return (costs.decode_loop + n * per_tok_loop) / (costs.decode_sd + n * per_tok_sd)
+
+
+def advise_k(profile, costs: Costs, ks, tokens_per_decode: float | None = None) -> dict:
+    """The k of `ks` with the highest predicted speedup (greedy verification gives the same
+    tokens at every k, so this is pure speed), and the prediction at every k."""
+    table = [{"k": k, "predicted": round(predict_speedup(profile, k, costs, tokens_per_decode), 4),
+              "tokens_per_round": round(tokens_per_round(profile, k), 4)} for k in ks]
+    best = max(table, key=lambda r: r["predicted"])
+    return {"k": best["k"], "predicted": best["predicted"], "by_k": table}
+
+
+def trace_time(rounds, costs: Costs, k: int) -> float:
+    """Predicted decode time of a trace's rounds (any mode, thresholded ones included) from the
+    measured costs: per round its edge forwards (two tokens for the first one after a fully
+    accepted verified block), its cloud forward at the width it really fed, and o(k); plus the
+    per-decode fixed cost. `rounds`: RoundRecords or dicts (drafted, verified, accepted, cloud_fed)."""
+    t, bonus = costs.decode_sd, False
+    e1, e2 = costs.forward("edge", 1), costs.forward("edge", 2)
+    for r in rounds:
+        g = r.get if isinstance(r, dict) else (lambda key, _r=r: getattr(_r, key))
+        drafted = g("drafted")
+        if drafted:
+            t += drafted * e1 + (e2 - e1) * bonus
+        if g("verified"):
+            t += costs.forward("cloud", max(1, g("cloud_fed")))
+            bonus = g("accepted") == drafted
+        else:
+            bonus = False
+        t += costs.overhead(k)
+    return t
+
+
+def loop_time(tokens: int, costs: Costs) -> float:
+    """Predicted time of the cloud-only loop producing `tokens` tokens (one decode)."""
+    return costs.decode_loop + tokens * cloud_token_time(costs)
+
+
+def conditional_acceptance(rounds) -> dict:
+    """Per-position conditional acceptance from verified rounds: p_i = (rounds whose draft i was
+    accepted) / (rounds whose draft i was judged, i.e. drafted ≥ i and drafts 1..i-1 accepted).
+    `rounds`: RoundRecords or dicts with drafted, verified, accepted."""
+    judged, accepted = [], []
+    for r in rounds:
+        g = r.get if isinstance(r, dict) else (lambda key, _r=r: getattr(_r, key))
+        if not g("verified"):
+            continue
+        d, a = g("drafted"), g("accepted")
+        for i in range(min(d, a + 1)):        # positions 0..a judged (a rejected, if a < d)
+            if i == len(judged):
+                judged.append(0)
+                accepted.append(0)
+            judged[i] += 1
+            accepted[i] += i < a
+    profile = [round(a / n, 4) if n else None for a, n in zip(accepted, judged)]
+    return {"profile": profile, "judged": judged, "accepted": accepted}
+
+
+# ---------------------------------------------------------------------------------- measuring
+@dataclass
+class Fwd:
+    role: str
+    width: int
+    cache_len: int
+    t0: float
+    t1: float
+
+    @property
+    def dt(self) -> float:
+        return self.t1 - self.t0
+
+
+@contextmanager
+def forward_timer(backend):
+    """Times every forward of the backend's two models while open (forward hooks, removed on
+    exit): a list of Fwd in call order. A model that is both edge and cloud is `cloud`."""
+    events: list[Fwd] = []
+    handles = []
+    roles = {"edge": backend.edge, "cloud": backend.cloud}
+    if backend.edge is backend.cloud:
+        roles.pop("edge")
+    for role, model in roles.items():
+        start: dict = {}
+
+        def pre(mod, args, kw, start=start):
+            cache = kw.get("past_key_values")
+            start["n"] = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
+            start["t0"] = time.perf_counter()
+
+        def post(mod, args, kw, out, role=role, start=start):
+            t1 = time.perf_counter()
+            ids = kw.get("input_ids", args[0] if args else None)
+            events.append(Fwd(role, int(ids.shape[-1]) if ids is not None else 0, start["n"], start["t0"], t1))
+        handles += [model.register_forward_pre_hook(pre, with_kwargs=True),
+                    model.register_forward_hook(post, with_kwargs=True)]
+    try:
+        yield events
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@torch.inference_mode()
+def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps: int = 2,
+                   out: dict | None = None) -> dict:
+    """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
+    the mode the decoder uses it (edge: drafting, last position's logits only; cloud: verifying,
+    every position's logits), edge and cloud and all widths interleaved, `reps` times each;
+    appended to out[role][w] (lists of seconds). `ids`: generated ids to fill the cache with
+    after the prompt (padded by repeating the last one)."""
+    out = out if out is not None else {"edge": {}, "cloud": {}}
+    need = cache_len - prompt.length + 1 + max(widths)
+    fill = (list(ids) or [int(prompt.input_ids[0, -1])])
+    fill = (fill + [fill[-1]] * need)[:need]
+    head = [int(prompt.input_ids[0, -1])] + fill
+    base = cache_len - (prompt.length - 1)            # ids fed after the prompt prefill
+    runners = {}
+    for role, model, last in (("edge", backend.edge, True), ("cloud", backend.cloud, False)):
+        r = backend.make_runner(model, role)
+        r.prefill(prompt)
+        r.feed(head[:base], last_only=True)
+        runners[role] = (r, last)
+    for _ in range(reps):
+        for w in widths:
+            for role, (r, last) in runners.items():
+                block = head[base: base + w]
+                t0 = time.perf_counter()
+                r.feed(block, last_only=last)
+                dt = time.perf_counter() - t0
+                r.crop(cache_len)
+                out[role].setdefault(w, []).append(dt)
+    return out
+
+
+def decode_overheads(events: list[Fwd], t0: float, t1: float) -> dict:
+    """A decode's time outside the forwards, from its forward events (forward_timer) and its
+    start/end: `rounds` — for each interior span between the ends of two consecutive cloud
+    decode forwards (one classic round: commit and resync of the previous round, drafting,
+    draft records, the verify call), the span minus the forwards in it; `fixed` — the rest of
+    the decode outside forwards (set-up, the first round's and the last round's remainder,
+    finish) minus one round's median overhead; `prefill` — each model's prompt-prefill forward.
+    For a cloud-only loop every cloud forward ends a "round" of one token."""
+    cloud = [i for i, e in enumerate(events) if e.role == "cloud" and e.cache_len > 0]
+    prefill = {e.role: e.dt for e in events if e.cache_len == 0 and e.width > 1}
+    spans = []
+    for a, b in zip(cloud, cloud[1:]):
+        inside = sum(e.dt for e in events[a + 1: b + 1])
+        spans.append(events[b].t1 - events[a].t1 - inside)
+    outside = (t1 - t0) - sum(e.dt for e in events)
+    rest = outside - sum(spans)
+    return {"rounds": spans, "outside": outside, "rest": rest, "prefill": prefill,
+            "n_rounds": len(cloud)}
+
+
+# ------------------------------------------------------------------------- the bench's probe
+def _median(xs, default=0.0):
+    return statistics.median(xs) if xs else default
+
+
+def _mean(xs, default=0.0):
+    """The estimator of a cost: the MEAN of its samples. On a shared machine preemption spikes
+    hit the many short edge forwards of a round more than the cloud loop's long forwards, and a
+    median, which ignores them, predicted SD 25% too fast under load; the mean is what adds up
+    to a wall time (on a quiet machine the two agree)."""
+    return statistics.fmean(xs) if xs else default
+
+
+class CostProbe:
+    """A job of the bench's interleaved timing loop (bench.time_jobs calls it once per prompt per
+    repeat, in the rotating order of the other methods): per prompt it (1) decodes with the
+    traced decoder under forward_timer (rounds' time outside the forwards, prefills, the trace's
+    acceptance), (2) runs the minimal cloud loop the same way (its time per token outside the
+    forward), (3) times forwards of every width at the run's typical cache length (measure_widths).
+    `summary` turns each repeat's samples into Costs and a prediction."""
+
+    def __init__(self, prompts: list, outputs: list[list[int]], widths, reps: int = 1):
+        self.prompts, self.outputs = prompts, outputs
+        self.widths, self.reps = sorted(set(widths)), reps
+        self.index = {id(p): i for i, p in enumerate(prompts)}
+        # typical cache length at a verify forward: the prompt plus half the generated tokens
+        self.cache_len = round(statistics.fmean(p.length + len(o) / 2 for p, o in zip(prompts, outputs)))
+        self.calls = 0
+        self.samples: list[dict] = []      # one per repeat
+        self.rounds: list = []             # the traced decodes' rounds (first repeat)
+
+    def _repeat(self) -> dict:
+        rep = self.calls // max(1, len(self.prompts))
+        while len(self.samples) <= rep:
+            self.samples.append({"widths": {"edge": {}, "cloud": {}}, "sd": [], "loop": [], "in_run": {}})
+        return self.samples[rep]
+
+    def __call__(self, backend, prompt, cfg):
+        from specdec_core.decoding.decoder import SpeculativeDecoder
+        from specdec_core.evaluation.bench import cloud_loop
+
+        s = self._repeat()
+        self.calls += 1
+        with forward_timer(backend) as ev:
+            t0 = time.perf_counter()
+            tr = SpeculativeDecoder(backend, cfg).run(prompt)
+            t1 = time.perf_counter()
+        s["sd"].append(decode_overheads(ev, t0, t1))
+        for e in ev:
+            if e.cache_len > 0:
+                s["in_run"].setdefault(e.role, {}).setdefault(e.width, []).append(e.dt)
+        if len(self.samples) == 1:
+            self.rounds.append(tr.rounds)
+        with forward_timer(backend) as ev:
+            t0 = time.perf_counter()
+            cloud_loop(backend, prompt, cfg)
+            t1 = time.perf_counter()
+        s["loop"].append(decode_overheads(ev, t0, t1))
+        i = self.index.get(id(prompt), 0)
+        measure_widths(backend, prompt, self.outputs[i], max(self.cache_len, prompt.length), self.widths,
+                       self.reps, s["widths"])
+        return tr.token_ids
+
+    @staticmethod
+    def costs_of(s: dict, k: int) -> Costs:
+        """One repeat's samples -> Costs (means, see _mean)."""
+        w = {role: {x: _mean(v) for x, v in d.items()} for role, d in s["widths"].items()}
+        o_r = _mean([x for d in s["sd"] for x in d["rounds"]])
+        o_t = _mean([x for d in s["loop"] for x in d["rounds"]])
+        pre = {role: _mean([d["prefill"][role] for d in s["sd"] if role in d["prefill"]])
+               for role in ("edge", "cloud")}
+        pre_loop = _mean([d["prefill"]["cloud"] for d in s["loop"] if "cloud" in d["prefill"]])
+        f_sd = _mean([d["rest"] for d in s["sd"]]) - o_r + pre["edge"] + pre["cloud"]
+        f_loop = _mean([d["rest"] for d in s["loop"]]) - o_t + pre_loop
+        return Costs(edge=w["edge"], cloud=w["cloud"], round_overhead=o_r, k_ref=k, token_overhead=o_t,
+                     decode_sd=max(0.0, f_sd), decode_loop=max(0.0, f_loop))
+
+    def median_costs(self, k: int) -> Costs:
+        """Costs from all repeats: medians of the per-repeat (mean) values."""
+        per = [self.costs_of(s, k) for s in self.samples]
+        med = lambda f: statistics.median(f(c) for c in per)  # noqa: E731
+        roles = {role: {w: med(lambda c, w=w, role=role: getattr(c, role)[w]) for w in getattr(per[0], role)}
+                 for role in ("edge", "cloud")}
+        return Costs(edge=roles["edge"], cloud=roles["cloud"], k_ref=k,
+                     round_overhead=med(lambda c: c.round_overhead), token_overhead=med(lambda c: c.token_overhead),
+                     decode_sd=med(lambda c: c.decode_sd), decode_loop=med(lambda c: c.decode_loop))
+
+    def in_run_forwards(self) -> dict:
+        """Forward time by width as the traced decodes really ran them, pooled over
+        repeats (a check on the microbenchmark; cache lengths vary around `cache_len` there):
+        role -> {width: [mean s, median s, count]}."""
+        pooled: dict = {}
+        for s in self.samples:
+            for role, d in s["in_run"].items():
+                for w, xs in d.items():
+                    pooled.setdefault(role, {}).setdefault(w, []).extend(xs)
+        return {role: {w: [round(statistics.fmean(xs), 7), round(statistics.median(xs), 7), len(xs)]
+                       for w, xs in sorted(d.items())}
+                for role, d in pooled.items()}
+
+    def acceptance(self) -> dict:
+        return conditional_acceptance(r for rounds in self.rounds for r in rounds)
+
+    def summary(self, k: int, achieved: list[float]) -> dict:
+        """bench JSON `cost_model`: the measured costs (medians over repeats, and per repeat),
+        the acceptance profile, and the prediction per repeat against that repeat's achieved
+        speedup over the cloud loop."""
+        acc = self.acceptance()
+        tokens = sum(len(o) for o in self.outputs)
+        n = tokens / max(1, len(self.outputs))
+        per = [self.costs_of(s, k) for s in self.samples]
+        preds = [predict_speedup(acc["profile"], k, c, n) for c in per]
+        ratios = [a / p for a, p in zip(achieved, preds)]
+        costs = self.median_costs(k)
+        rng = lambda xs: [round(min(xs), 4), round(max(xs), 4)]  # noqa: E731
+        return {**costs.to_dict(), "cache_len": self.cache_len, "estimator": "mean over samples, median over repeats",
+                "edge_logits": "last position (drafting)", "cloud_logits": "every position (verify)",
+                "acceptance_profile": acc["profile"], "acceptance_judged": acc["judged"],
+                "acceptance_accepted": acc["accepted"],
+                "tokens_per_round": round(tokens_per_round(acc["profile"], k), 4),
+                "tokens_per_decode": round(n, 2),
+                "round_time_s": round(round_time(acc["profile"], k, costs), 7),
+                "cloud_token_s": round(cloud_token_time(costs), 7),
+                "predicted_speedup": round(statistics.median(preds), 4), "predicted_range": rng(preds),
+                "predicted_long_decode": round(predict_speedup(acc["profile"], k, costs), 4),
+                "achieved_over_predicted": round(statistics.median(ratios), 4),
+                "achieved_over_predicted_range": rng(ratios),
+                "in_run_forwards": self.in_run_forwards(),
+                "per_repeat": [{"predicted": round(p, 4), "achieved_vs_loop": round(a, 4),
+                                "round_overhead_s": round(c.round_overhead, 7),
+                                "cloud_s": [round(c.cloud[w], 7) for w in sorted(c.cloud)],
+                                "edge_s": [round(c.edge[w], 7) for w in sorted(c.edge)]}
+                               for p, a, c in zip(preds, achieved, per)],
+                "formula": FORMULA}
