@@ -75,7 +75,8 @@ def test_bench_and_sweeps_report_every_field(tmp_path):
         lo, hi = res[key + "_range"]
         assert lo <= res[key] <= hi, key
     for key in ("alpha", "alpha_leviathan", "mean_accepted_length", "c", "predicted_speedup",
-                "predicted_from_forwards", "achieved_over_predicted", "cloud_calls_per_token"):
+                "leviathan_predicted", "predicted_from_forwards", "achieved_over_predicted",
+                "achieved_over_leviathan", "cloud_calls_per_token"):
         assert isinstance(res[key], float), key
 
     # the counted decode forwards are the trace's own counts: one cloud forward per verified
@@ -87,7 +88,7 @@ def test_bench_and_sweeps_report_every_field(tmp_path):
     # ... and on a classic run the Leviathan formula at the measured α agrees with it (here
     # within 1%; accepted / drafted as α would be 25% low)
     assert 0.2 < res["alpha_leviathan"] < 0.9
-    assert abs(res["predicted_from_forwards"] / res["predicted_speedup"] - 1) < 0.05
+    assert abs(res["predicted_from_forwards"] / res["leviathan_predicted"] - 1) < 0.05
 
     sw = run_sweeps(backend, prompts, res["c"], k=3, ks=(1, 2), thresholds=None, repeats=1, **QUIET)
     res.update(sw)
@@ -130,8 +131,9 @@ def test_bench_command_ends_with_the_summary(tmp_path, monkeypatch, capsys):
                "--json", str(out)])
     lines = capsys.readouterr().out.strip().splitlines()
     assert rc == 0
-    assert SUMMARY.search(lines[-2]), lines[-2]
-    assert lines[-1].startswith("k = 4, c = ") and "Leviathan prediction" in lines[-1]
+    assert SUMMARY.search(lines[-3]), lines[-3]
+    assert lines[-2].startswith("k = 4, c = ") and "Leviathan prediction" in lines[-2]
+    assert "measured cost model" in lines[-2] and lines[-1].startswith("advice: k = ")
     res = json.loads(out.read_text())
     assert [r["threshold"] for r in res["threshold_sweep"]] == [None, 0.5, "inf"]
     assert res["threshold_sweep"][-1]["cloud_calls_per_token"] == 0.0

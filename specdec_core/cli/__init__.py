@@ -103,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--sweep-repeats", type=int, default=None, help="repeats of the sweeps "
                     "(default: --repeats)")
     be.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    be.add_argument("--quality-budget", type=float, default=0.10, help="largest quality cost "
+                    "(1 - prefix agreement with the cloud's greedy output) an advised entropy "
+                    "threshold may have (default 0.10)")
+    be.add_argument("--no-advice", action="store_true", help="skip the k / threshold advice and "
+                    "its rerun")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
     recorder_cli.add_parser(sub)

@@ -96,7 +96,9 @@ def cmd_bench(args) -> int:
         return cmd_remote_bench(args)
     import torch
 
+    from specdec_core.evaluation.advice import advise, check_advice
     from specdec_core.evaluation.bench import bench_config, run_bench, sample_prompts
+    from specdec_core.evaluation.cost_model import Costs
     from specdec_core.evaluation.bench_sweep import DEFAULT_KS, plot_sweeps, run_sweeps
 
     # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
@@ -104,6 +106,8 @@ def cmd_bench(args) -> int:
     torch.set_num_threads(args.threads)
     if args.repeats < 1 or (args.sweep_repeats is not None and args.sweep_repeats < 1):
         raise UserError("--repeats and --sweep-repeats must be at least 1")
+    if not 0 <= args.quality_budget <= 1:
+        raise UserError("--quality-budget must be between 0 and 1")
     for x in args.ks or ():          # bad sweep points fail now, not after the main run
         bench_config(k=x)
     for t in args.thresholds or ():
@@ -116,11 +120,19 @@ def cmd_bench(args) -> int:
     if not prompts:
         raise UserError("no prompts to benchmark")
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
-    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log)
+    ks = list(args.ks or DEFAULT_KS)
+    widths = sorted(set(range(1, max(ks + [args.k]) + 2)) | {12, 16})   # wider: catch-up after gated rounds
+    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log, widths=widths)
+    costs = Costs.from_dict(res["cost_model"])
+    if not args.no_advice:
+        res["advice"] = advise(backend, prompts, costs, None, ks, thresholds=args.thresholds,
+                               budget=args.quality_budget, log=log)
+        res["cost_model"]["overhead_per_k_s"] = round(costs.overhead_per_k, 7)
+        res["advice_check"] = check_advice(backend, prompts, res["advice"], repeats=args.repeats, log=log)
     if args.sweep:
         res.update(run_sweeps(backend, prompts, res["c"], k=args.k, ks=args.ks or DEFAULT_KS,
                               thresholds=args.thresholds, repeats=args.sweep_repeats or args.repeats,
-                              log=log))
+                              log=log, costs=costs))
     res["backend"] = args.backend
     res["torch_threads"] = torch.get_num_threads()
     print(reports.bench_report(res))

@@ -58,13 +58,14 @@ def bench_report(r: dict) -> str:
         lines.append(f"{key:26s} {r[key]}")
     if r.get("k_sweep"):
         lines.append(f"k sweep (classic greedy; alpha = accepted/drafted, alpha_L = per judged draft, "
-                     f"leviathan = formula with alpha_L, predicted = cost model from counted forwards; "
+                     f"leviathan = formula with alpha_L, predicted = cost model from counted forwards, "
+                     f"measured = measured cost model (forward cost by width + overhead); "
                      f"speedups over the cloud alone, median (range) of {r['sweep_repeats']} repeats):")
-        lines.append(f"  {'k':>3s} {'alpha':>6s} {'alpha_L':>7s} {'leviathan':>9s} {'predicted':>9s} "
+        lines.append(f"  {'k':>3s} {'alpha':>6s} {'alpha_L':>7s} {'leviathan':>9s} {'predicted':>9s} {'measured':>8s} "
                      f"{'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s} {'identical':>9s}")
         for x in r["k_sweep"]:
             lines.append(f"  {x['k']:>3d} {x['alpha']:6.3f} {x['alpha_leviathan']:7.3f} {x['leviathan']:9.3f} "
-                         f"{x['predicted']:9.3f} "
+                         f"{x['predicted']:9.3f} {_num(x.get('cost_model'), '', '8.3f'):>8s} "
                          f"{_rng(x, 'achieved_vs_loop'):>21s} {_rng(x, 'achieved_vs_cloud_only'):>21s} "
                          f"{x['identical_clips']:>4d}/{r['clips']}")
     if r.get("threshold_sweep"):
@@ -72,14 +73,24 @@ def bench_report(r: dict) -> str:
                      f"{r.get('thresholds_from')}); lossy: identical = clips token-identical to the "
                      f"cloud's greedy output, prefix = share of it reproduced before the first difference:")
         lines.append(f"  {'threshold':>9s} {'frac':>6s} {'calls/tok':>9s} {'alpha':>6s} {'alpha_L':>7s} "
-                     f"{'edge-only':>9s} {'predicted':>9s} {'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s} "
+                     f"{'edge-only':>9s} {'predicted':>9s} {'measured':>8s} {'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s} "
                      f"{'identical':>9s} {'prefix':>6s}")
         for x in r["threshold_sweep"]:
             t, f = _num(x["threshold"], "null", "g"), _num(x["threshold_frac"], "", ".3f")
             lines.append(f"  {t:>9s} {f:>6s} {x['cloud_calls_per_token']:9.3f} {x['alpha']:6.3f} "
                          f"{x['alpha_leviathan']:7.3f} {x['edge_only_share']:9.3f} {x['predicted']:9.3f} "
+                         f"{_num(x.get('cost_model'), '', '8.3f'):>8s} "
                          f"{_rng(x, 'achieved_vs_loop'):>21s} {_rng(x, 'achieved_vs_cloud_only'):>21s} "
                          f"{x['identical_clips']:>4d}/{r['clips']} {x['prefix_agreement']:6.3f}")
+    if r.get("advice"):
+        a = r["advice"]
+        lines.append("advice (measured cost model; k: classic greedy, lossless; thresholds at the advised k, "
+                     "quality cost = 1 − prefix agreement with the cloud's greedy output):")
+        lines.append("  " + "  ".join(f"k={x['k']}: {x['predicted']:.3f}" for x in a["by_k"]))
+        for x in a["thresholds"]:
+            t = "null" if x["threshold"] is None else _num(x["threshold"], "", "g")
+            lines.append(f"  threshold {t:>6s}: predicted {x['predicted']:.3f}, quality cost "
+                         f"{x['quality_cost']:.3f}, identical {x['identical_clips']}/{r['clips']}")
     return "\n".join(lines)
 
 
@@ -100,10 +111,42 @@ def bench_summary(r: dict) -> str:
              f"over {r['repeats']} repeats), vs minimal cloud loop: {r['achieved_speedup_vs_loop']:.2f}× "
              f"(range {llo:.2f}–{lhi:.2f}), identical outputs: {same} ({r['identical_clips']}/{r['clips']} clips)",
              f"k = {r['k']}, c = {r['c']:.3f} (edge forward / cloud forward), alpha = {r['alpha_leviathan']:.3f} "
-             f"per judged draft ({r['alpha']:.3f} accepted/drafted): Leviathan prediction "
-             f"{r['predicted_speedup']:.2f}×, cost model from counted forwards {r['predicted_from_forwards']:.2f}×, "
-             f"achieved (vs cloud loop) / Leviathan {r['achieved_over_predicted']:.2f}"]
+             f"per judged draft ({r['alpha']:.3f} accepted/drafted): measured cost model "
+             f"{r['predicted_speedup']:.2f}×, achieved (vs cloud loop) / predicted {r['achieved_over_predicted']:.2f} "
+             f"(range {_pair(r.get('achieved_over_predicted_range'))}); Leviathan prediction "
+             f"{r['leviathan_predicted']:.2f}×, achieved / Leviathan {r['achieved_over_leviathan']:.2f}; "
+             f"cost model from counted forwards {r['predicted_from_forwards']:.2f}×"]
+    if r.get("advice"):
+        lines.append(advice_line(r["advice"], r.get("advice_check")))
     bad = classic_sweep_mismatches(r)
     if bad:
         lines.append("classic sweep points whose output differs from the cloud's greedy output: " + ", ".join(bad))
     return "\n".join(lines)
+
+
+def _pair(x) -> str:
+    return f"{x[0]:.2f}–{x[1]:.2f}" if x else "n/a"
+
+
+def advice_line(a: dict, check: dict | None) -> str:
+    """`advice: k = …` — the advised k and threshold with their predictions and the rerun."""
+    def rerun(job):
+        c = (check or {}).get(job)
+        if not c:
+            return ""
+        ok = "yes" if c["within_tolerance"] else "NO"
+        return (f"; rerun {c['achieved_vs_loop']:.2f}× vs cloud loop, achieved/predicted "
+                f"{c['achieved_over_predicted']:.2f} (range {_pair(c['achieved_over_predicted_range'])}), "
+                f"within {check['tolerance']:.0%}: {ok}")
+    line = (f"advice: k = {a['k']} (greedy, same output at every k; predicted {a['predicted']:.2f}× over "
+            f"the cloud loop{rerun('advised_k')})")
+    if a.get("threshold") is None:
+        line += (f"; entropy threshold: none (no threshold with quality cost ≤ {a['quality_budget']:.2f} "
+                 f"is predicted faster than classic)")
+    else:
+        t = a["threshold"]
+        t = f"{t:g}" if isinstance(t, (int, float)) else str(t)
+        line += (f"; entropy threshold {t} nats at k = {a['k']}: predicted {a['threshold_predicted']:.2f}× "
+                 f"at quality cost {a['threshold_quality_cost']:.3f} ≤ {a['quality_budget']:.2f}"
+                 f"{rerun('advised_threshold')}")
+    return line

@@ -79,9 +79,11 @@ def _nats(t: float):
 
 
 def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thresholds=None,
-               repeats: int = 3, log=print) -> dict:
+               repeats: int = 3, log=print, costs=None) -> dict:
     """k sweep (classic greedy SD, k in `ks`) and threshold sweep at k (classic, then each
-    threshold in nats; None = auto_thresholds). `c` is bench.forward_cost_ratio's."""
+    threshold in nats; None = auto_thresholds). `c` is bench.forward_cost_ratio's; with `costs`
+    (cost_model.Costs, measured by the main run) every row also gets `cost_model`, the measured
+    model's prediction from that row's own traces."""
     base, classic = bench_config(k=k), f"k={k}"
     configs = {f"k={x}": bench_config(k=x) for x in ks}
     configs.setdefault(classic, base)
@@ -100,11 +102,18 @@ def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thre
     # counts from the traces of the first timed repeat (greedy decoding is deterministic)
     stats = {lab: decode_stats(backend, prompts, cfg, first[lab]) for lab, cfg in configs.items()}
     lnv = ln_vocab(backend)
+
+    def measured(lab, x):
+        if costs is None:
+            return None
+        from specdec_core.evaluation.advice import trace_speedup
+        return round(trace_speedup([tr.rounds for tr in first[lab]], ref, costs, x), 4)
     k_rows = []
     for x in ks:
         st = stats[f"k={x}"]
         row = {"k": x, **_row(st, ref, times, f"k={x}", c),
-               "leviathan": round(predicted_speedup(st["alpha_leviathan"], x, c), 4)}
+               "leviathan": round(predicted_speedup(st["alpha_leviathan"], x, c), 4),
+               "cost_model": measured(f"k={x}", x)}
         k_rows.append(row)
         log(f"k={x}: alpha={row['alpha']:.3f} alpha_leviathan={row['alpha_leviathan']:.3f} "
             f"leviathan={row['leviathan']:.3f} predicted={row['predicted']:.3f} achieved={row['achieved_vs_loop']:.3f}")
@@ -114,7 +123,8 @@ def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thre
         row = {"threshold": None if t is None else _nats(t),
                "threshold_frac": None if t is None or lnv is None else _nats(round(t / lnv, 4)),
                **_row(st, ref, times, lab, c),
-               "leviathan": round(predicted_speedup(st["alpha_leviathan"], k, c), 4) if t is None else None}
+               "leviathan": round(predicted_speedup(st["alpha_leviathan"], k, c), 4) if t is None else None,
+               "cost_model": measured(lab, k)}
         t_rows.append(row)
         log(f"threshold={row['threshold']}: calls/token={row['cloud_calls_per_token']:.3f} "
             f"predicted={row['predicted']:.3f} achieved={row['achieved_vs_loop']:.3f} "

@@ -95,6 +95,16 @@ class Costs:
     def overhead(self, k: int) -> float:
         return max(0.0, self.round_overhead + self.overhead_per_k * (k - self.k_ref))
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Costs":
+        """The inverse of to_dict (bench JSON `cost_model` -> Costs)."""
+        pts = {role: {w: v for w, v in zip(d["widths"], d[f"{role}_s"]) if v is not None} for role in ("edge", "cloud")}
+        fixed = d.get("decode_fixed_s", {})
+        return cls(edge=pts["edge"], cloud=pts["cloud"], round_overhead=d.get("round_overhead_s", 0.0),
+                   k_ref=d.get("k_ref", 1), overhead_per_k=d.get("overhead_per_k_s", 0.0),
+                   token_overhead=d.get("loop_token_overhead_s", 0.0),
+                   decode_sd=fixed.get("sd", 0.0), decode_loop=fixed.get("loop", 0.0))
+
     def to_dict(self) -> dict:
         ws = sorted(set(self.edge) | set(self.cloud))
         fit = {r: dict(zip(("a_s", "b_s_per_token"), (round(v, 7) for v in self.fit(r)))) for r in ("edge", "cloud")}

@@ -1,0 +1,137 @@
+"""`bench` advice (issue 20 item 3): the k and entropy threshold the measured cost model says are
+fastest, and a rerun that checks the prediction.
+
+Greedy verification is lossless: every k gives the cloud's own greedy tokens, so the advised k
+is pure speed — the argmax over candidate k of cost_model.predict_speedup with the measured costs
+and the per-position acceptance pooled over one traced pass per candidate k. An entropy threshold
+is lossy (blocks whose drafts all stay under it are committed without the cloud, design.md), so a
+threshold is advised only within a stated quality cost: `quality_cost` = 1 − prefix agreement,
+the mean share of the cloud's greedy output lost before the first differing token (0 = the same
+text, 1 = differs from the first token). Each candidate threshold is decoded once at the advised
+k and its predicted speedup is the measured costs summed over its real rounds
+(cost_model.trace_time: edge forwards, the cloud forward at the width it fed, overhead per round).
+`check_advice` then times the advised configurations against the cloud loop, interleaved, and
+reports measured / predicted (the prediction holds when within 15%).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.evaluation import cost_model as cm
+from specdec_core.evaluation.bench import RUNNERS, bench_config, cloud_loop, ratio, time_jobs
+
+QUALITY_BUDGET = 0.10
+TOLERANCE = 0.15
+
+
+def _pass(backend, prompts, cfg) -> dict:
+    """One traced decode per prompt under forward_timer: rounds, outputs, time outside forwards."""
+    rounds, outputs, spans = [], [], []
+    for p in prompts:
+        with cm.forward_timer(backend) as ev:
+            t0 = time.perf_counter()
+            tr = SpeculativeDecoder(backend, cfg).run(p)
+            t1 = time.perf_counter()
+        rounds.append(tr.rounds)
+        outputs.append(tr.token_ids)
+        spans += cm.decode_overheads(ev, t0, t1)["rounds"]
+    return {"rounds": rounds, "outputs": outputs, "overhead": cm._mean(spans)}
+
+
+def quality(outputs: list, ref: list) -> dict:
+    """Identical clips and quality cost (1 − mean prefix agreement) against the cloud's output."""
+    def prefix(o, r):
+        n = next((i for i, (a, b) in enumerate(zip(o, r)) if a != b), min(len(o), len(r)))
+        return n / max(1, len(r))
+    agree = sum(prefix(o, r) for o, r in zip(outputs, ref)) / max(1, len(ref))
+    return {"identical_clips": sum(o == r for o, r in zip(outputs, ref)),
+            "quality_cost": round(1 - agree, 4)}
+
+
+def trace_speedup(rounds_per_decode: list, ref: list, costs: cm.Costs, k: int) -> float:
+    """Predicted speedup of decodes with these rounds over the cloud loop producing `ref`."""
+    loop = sum(cm.loop_time(len(r), costs) for r in ref)
+    sd = sum(cm.trace_time(rs, costs, k) for rs in rounds_per_decode)
+    return loop / sd if sd > 0 else float("inf")
+
+
+def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=None,
+           budget: float = QUALITY_BUDGET, log=print) -> dict:
+    """The advised k (classic greedy) and entropy threshold (within `budget`), with predictions.
+    `costs`: the main run's (k_ref = its k); `ref`: the cloud's greedy output per prompt (None:
+    decoded here with the minimal cloud loop);
+    `thresholds`: nats (None: quantiles of the blocks' highest draft entropy at the advised k)."""
+    from specdec_core.evaluation.bench_sweep import auto_thresholds
+
+    ks = sorted(set(ks) | {costs.k_ref})
+    if ref is None:
+        ref = [cloud_loop(backend, p, bench_config(k=costs.k_ref)) for p in prompts]
+    passes = {k: _pass(backend, prompts, bench_config(k=k)) for k in ks}
+    # o(k): the slope of the passes' mean round overhead, through the main run's own value at k_ref
+    a, b = cm.fit_line(ks, [passes[k]["overhead"] for k in ks])
+    scale = costs.round_overhead / passes[costs.k_ref]["overhead"] if passes[costs.k_ref]["overhead"] else 1.0
+    costs.overhead_per_k = b * scale
+    acc = cm.conditional_acceptance(r for k in ks for rs in passes[k]["rounds"] for r in rs)
+    n = sum(len(r) for r in ref) / max(1, len(ref))
+    best = cm.advise_k(acc["profile"], costs, ks, n)
+    for row in best["by_k"]:
+        row["round_overhead_s"] = round(costs.overhead(row["k"]), 7)
+        row["pass_overhead_s"] = round(passes[row["k"]]["overhead"], 7)
+        row["identical_clips"] = sum(o == r for o, r in zip(passes[row["k"]]["outputs"], ref))
+    k = best["k"]
+    log(f"advice: k={k} predicted {best['predicted']:.3f} (" + ", ".join(
+        f"k={r['k']}: {r['predicted']:.3f}" for r in best["by_k"]) + ")")
+    # thresholds at the advised k, judged by quality cost and predicted speed
+    rows = [{"threshold": None, **quality(passes[k]["outputs"], ref),
+             "predicted": round(trace_speedup(passes[k]["rounds"], ref, costs, k), 4)}]
+    if thresholds is None:
+        thresholds = auto_thresholds([r.max_entropy for rs in passes[k]["rounds"] for r in rs
+                                      if r.max_entropy is not None])
+    for t in thresholds:
+        if t is None:
+            continue
+        ps = _pass(backend, prompts, bench_config(k=k, entropy_threshold=float(t)))
+        calls = sum(r.verified for rs in ps["rounds"] for r in rs)
+        toks = sum(len(o) for o in ps["outputs"])
+        rows.append({"threshold": float(t) if math.isfinite(float(t)) else "inf", **quality(ps["outputs"], ref),
+                     "cloud_calls_per_token": round(calls / max(1, toks), 4),
+                     "predicted": round(trace_speedup(ps["rounds"], ref, costs, k), 4)})
+        log(f"advice: threshold {t:g} at k={k}: predicted {rows[-1]['predicted']:.3f}, "
+            f"quality cost {rows[-1]['quality_cost']:.3f}, identical {rows[-1]['identical_clips']}/{len(ref)}")
+    ok = [r for r in rows if r["quality_cost"] <= budget]
+    pick = max(ok, key=lambda r: r["predicted"]) if ok else rows[0]
+    return {"k": k, "predicted": best["predicted"], "by_k": best["by_k"],
+            "acceptance_profile": acc["profile"], "acceptance_judged": acc["judged"],
+            "overhead_fit": {"a_s": round(a, 7), "b_s_per_k": round(b, 7), "scale_to_main_run": round(scale, 4),
+                             "overhead_per_k_s": round(costs.overhead_per_k, 7)},
+            "tokens_per_decode": round(n, 2), "lossless": "greedy verification: every k gives the same tokens",
+            "quality_budget": budget,
+            "quality_cost": "1 − mean prefix agreement with the cloud's greedy output",
+            "threshold": pick["threshold"], "threshold_predicted": pick["predicted"],
+            "threshold_quality_cost": pick["quality_cost"], "thresholds": rows}
+
+
+def check_advice(backend, prompts, advice: dict, repeats: int = 3, log=print) -> dict:
+    """Rerun the advised k (and the advised threshold, when one is advised) interleaved with the
+    cloud loop; measured speedup over the loop vs the prediction."""
+    k = advice["k"]
+    base = bench_config(k=k)
+    jobs = {"cloud_loop": (cloud_loop, base), "advised_k": (RUNNERS["ours_traced"], base)}
+    t = advice.get("threshold")
+    if t is not None:
+        jobs["advised_threshold"] = (RUNNERS["ours_traced"], bench_config(k=k, entropy_threshold=float(t)))
+    times, _ = time_jobs(backend, prompts, jobs, repeats, log, tag="advice check ")
+    out = {"repeats": repeats, "tolerance": TOLERANCE}
+    for job, pred, label in (("advised_k", advice["predicted"], {"k": k}),
+                             ("advised_threshold", advice.get("threshold_predicted"), {"k": k, "threshold": t})):
+        if job not in times:
+            continue
+        got, rng = ratio(times["cloud_loop"], times[job])
+        over, orng = ratio(times["cloud_loop"], [x * pred for x in times[job]])
+        out[job] = {**label, "predicted": pred, "achieved_vs_loop": got, "achieved_vs_loop_range": rng,
+                    "achieved_over_predicted": over, "achieved_over_predicted_range": orng,
+                    "within_tolerance": abs(over - 1) <= TOLERANCE}
+    out["within_tolerance"] = out["advised_k"]["within_tolerance"]
+    return out
