@@ -16,7 +16,6 @@ reports measured / predicted (the prediction holds when within 15%).
 from __future__ import annotations
 
 import math
-import time
 
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation import cost_model as cm
@@ -27,13 +26,15 @@ TOLERANCE = 0.15
 
 
 def _pass(backend, prompts, cfg) -> dict:
-    """One traced decode per prompt under forward_timer: rounds, outputs, time outside forwards."""
+    """One traced decode per prompt under forward_timer: rounds, outputs, time outside forwards
+    (on the clock the cost probe uses, cost_model.default_clock)."""
     rounds, outputs, spans = [], [], []
+    clock = cm.default_clock(backend)[0]
     for p in prompts:
-        with cm.forward_timer(backend) as ev:
-            t0 = time.perf_counter()
+        with cm.forward_timer(backend, clock) as ev:
+            t0 = clock()
             tr = SpeculativeDecoder(backend, cfg).run(p)
-            t1 = time.perf_counter()
+            t1 = clock()
         rounds.append(tr.rounds)
         outputs.append(tr.token_ids)
         spans += cm.decode_overheads(ev, t0, t1)["rounds"]

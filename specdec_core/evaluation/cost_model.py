@@ -212,6 +212,18 @@ def conditional_acceptance(rounds) -> dict:
 
 
 # ---------------------------------------------------------------------------------- measuring
+def default_clock(backend):
+    """The clock costs are measured with: the process's CPU time when both models run on the
+    CPU, wall time otherwise (a GPU forward is mostly waiting for the device). On a shared CPU
+    the wall time of a short forward is its CPU time plus, now and then, a whole scheduler
+    slice spent waiting for another process: a median misses those waits and a mean over a few
+    dozen samples is at the mercy of one of them, while under a fair scheduler the waits are in
+    proportion to the CPU time used — so CPU time predicts the RATIO of two wall times (the
+    speedup) on a loaded machine, and equals wall time on a quiet one."""
+    devs = {p.device.type for m in (backend.edge, backend.cloud) for p in list(m.parameters())[:1]}
+    return (time.process_time, "cpu") if devs == {"cpu"} else (time.perf_counter, "wall")
+
+
 @dataclass
 class Fwd:
     role: str
@@ -226,9 +238,10 @@ class Fwd:
 
 
 @contextmanager
-def forward_timer(backend):
+def forward_timer(backend, clock=time.perf_counter):
     """Times every forward of the backend's two models while open (forward hooks, removed on
-    exit): a list of Fwd in call order. A model that is both edge and cloud is `cloud`."""
+    exit): a list of Fwd in call order, times from `clock`. A model that is both edge and cloud
+    is `cloud`."""
     events: list[Fwd] = []
     handles = []
     roles = {"edge": backend.edge, "cloud": backend.cloud}
@@ -240,10 +253,10 @@ def forward_timer(backend):
         def pre(mod, args, kw, start=start):
             cache = kw.get("past_key_values")
             start["n"] = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
-            start["t0"] = time.perf_counter()
+            start["t0"] = clock()
 
         def post(mod, args, kw, out, role=role, start=start):
-            t1 = time.perf_counter()
+            t1 = clock()
             ids = kw.get("input_ids", args[0] if args else None)
             events.append(Fwd(role, int(ids.shape[-1]) if ids is not None else 0, start["n"], start["t0"], t1))
         handles += [model.register_forward_pre_hook(pre, with_kwargs=True),
@@ -257,7 +270,7 @@ def forward_timer(backend):
 
 @torch.inference_mode()
 def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps: int = 2,
-                   out: dict | None = None) -> dict:
+                   out: dict | None = None, clock=time.perf_counter) -> dict:
     """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
     the mode the decoder uses it (edge: drafting, last position's logits only; cloud: verifying,
     every position's logits), edge and cloud and all widths interleaved, `reps` times each;
@@ -279,9 +292,9 @@ def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps
         for w in widths:
             for role, (r, last) in runners.items():
                 block = head[base: base + w]
-                t0 = time.perf_counter()
+                t0 = clock()
                 r.feed(block, last_only=last)
-                dt = time.perf_counter() - t0
+                dt = clock() - t0
                 r.crop(cache_len)
                 out[role].setdefault(w, []).append(dt)
     return out
@@ -328,8 +341,9 @@ class CostProbe:
     forward), (3) times forwards of every width at the run's typical cache length (measure_widths).
     `summary` turns each repeat's samples into Costs and a prediction."""
 
-    def __init__(self, prompts: list, outputs: list[list[int]], widths, reps: int = 1):
+    def __init__(self, prompts: list, outputs: list[list[int]], widths, reps: int = 1, clock=None):
         self.prompts, self.outputs = prompts, outputs
+        self.clock = clock        # (function, name); None: default_clock of the first backend
         self.widths, self.reps = sorted(set(widths)), reps
         self.index = {id(p): i for i, p in enumerate(prompts)}
         # typical cache length at a verify forward: the prompt plus half the generated tokens
@@ -350,24 +364,27 @@ class CostProbe:
 
         s = self._repeat()
         self.calls += 1
-        with forward_timer(backend) as ev:
-            t0 = time.perf_counter()
+        if self.clock is None:
+            self.clock = default_clock(backend)
+        clock = self.clock[0]
+        with forward_timer(backend, clock) as ev:
+            t0 = clock()
             tr = SpeculativeDecoder(backend, cfg).run(prompt)
-            t1 = time.perf_counter()
+            t1 = clock()
         s["sd"].append(decode_overheads(ev, t0, t1))
         for e in ev:
             if e.cache_len > 0:
                 s["in_run"].setdefault(e.role, {}).setdefault(e.width, []).append(e.dt)
         if len(self.samples) == 1:
             self.rounds.append(tr.rounds)
-        with forward_timer(backend) as ev:
-            t0 = time.perf_counter()
+        with forward_timer(backend, clock) as ev:
+            t0 = clock()
             cloud_loop(backend, prompt, cfg)
-            t1 = time.perf_counter()
+            t1 = clock()
         s["loop"].append(decode_overheads(ev, t0, t1))
         i = self.index.get(id(prompt), 0)
         measure_widths(backend, prompt, self.outputs[i], max(self.cache_len, prompt.length), self.widths,
-                       self.reps, s["widths"])
+                       self.reps, s["widths"], clock)
         return tr.token_ids
 
     @staticmethod
@@ -423,6 +440,7 @@ class CostProbe:
         costs = self.median_costs(k)
         rng = lambda xs: [round(min(xs), 4), round(max(xs), 4)]  # noqa: E731
         return {**costs.to_dict(), "cache_len": self.cache_len, "estimator": "mean over samples, median over repeats",
+                "clock": self.clock[1] if self.clock else None,
                 "edge_logits": "last position (drafting)", "cloud_logits": "every position (verify)",
                 "acceptance_profile": acc["profile"], "acceptance_judged": acc["judged"],
                 "acceptance_accepted": acc["accepted"],
