@@ -56,6 +56,12 @@ def test_advised_k_is_the_argmax_and_moves_with_the_costs():
     # a much wider verify forward makes long blocks expensive: the advice moves to a smaller k
     steep = cm.Costs(edge=COSTS.edge, cloud={1: 4.0, 2: 6.0}, round_overhead=0.8, k_ref=4)
     assert cm.advise_k(profile, steep, ks)["k"] < adv["k"]
+    # one profile per k (each measured at its k): still the argmax, each k with its own
+    per_k = {k: [0.5 + 0.05 * k] * k for k in ks}
+    adv2 = cm.advise_k(per_k, COSTS, ks)
+    want = {k: cm.predict_speedup(per_k[k], k, COSTS) for k in ks}
+    assert adv2["k"] == max(want, key=want.get)
+    assert [r["predicted"] for r in adv2["by_k"]] == [round(want[k], 4) for k in ks]
     # a free draft and perfect acceptance: the longest k wins
     assert cm.advise_k([1.0] * 8, cm.Costs(edge={1: 0.0, 2: 0.0}, cloud={1: 1.0, 2: 1.0}), ks)["k"] == 8
 
@@ -158,6 +164,7 @@ def test_bench_json_carries_the_cost_model_and_the_advice(tmp_path, monkeypatch,
                 "acceptance_profile", "predicted_range", "achieved_over_predicted_range", "per_repeat", "formula"):
         assert key in m, key
     assert set(m["fit"]) == {"edge", "cloud"} and m["k_ref"] == 3
+    assert m["clock"] == "cpu"          # both models on the CPU: CPU time (cost_model.default_clock)
     assert res["predicted_speedup"] == m["predicted_speedup"]
     assert res["achieved_over_predicted"] == m["achieved_over_predicted"]
     # the JSON's own numbers reproduce its prediction (pure function of profile, costs, k)

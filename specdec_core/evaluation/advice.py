@@ -3,7 +3,7 @@ fastest, and a rerun that checks the prediction.
 
 Greedy verification is lossless: every k gives the cloud's own greedy tokens, so the advised k
 is pure speed — the argmax over candidate k of cost_model.predict_speedup with the measured costs
-and the per-position acceptance pooled over one traced pass per candidate k. An entropy threshold
+and the per-position acceptance of one traced pass per candidate k (each k its own). An entropy threshold
 is lossy (blocks whose drafts all stay under it are committed without the cloud, design.md), so a
 threshold is advised only within a stated quality cost: `quality_cost` = 1 − prefix agreement,
 the mean share of the cloud's greedy output lost before the first differing token (0 = the same
@@ -74,13 +74,16 @@ def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=N
     a, b = cm.fit_line(ks, [passes[k]["overhead"] for k in ks])
     scale = costs.round_overhead / passes[costs.k_ref]["overhead"] if passes[costs.k_ref]["overhead"] else 1.0
     costs.overhead_per_k = b * scale
-    acc = cm.conditional_acceptance(r for k in ks for rs in passes[k]["rounds"] for r in rs)
+    # each k's own acceptance profile: where rounds start (after a correction or a bonus token)
+    # depends on k, and so does the acceptance at the first positions
+    acc = {k: cm.conditional_acceptance(r for rs in passes[k]["rounds"] for r in rs) for k in ks}
     n = sum(len(r) for r in ref) / max(1, len(ref))
-    best = cm.advise_k(acc["profile"], costs, ks, n)
+    best = cm.advise_k({k: a["profile"] for k, a in acc.items()}, costs, ks, n)
     for row in best["by_k"]:
         row["round_overhead_s"] = round(costs.overhead(row["k"]), 7)
         row["pass_overhead_s"] = round(passes[row["k"]]["overhead"], 7)
         row["identical_clips"] = sum(o == r for o, r in zip(passes[row["k"]]["outputs"], ref))
+        row["acceptance_profile"] = acc[row["k"]]["profile"]
     k = best["k"]
     log(f"advice: k={k} predicted {best['predicted']:.3f} (" + ", ".join(
         f"k={r['k']}: {r['predicted']:.3f}" for r in best["by_k"]) + ")")
@@ -104,7 +107,6 @@ def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=N
     ok = [r for r in rows if r["quality_cost"] <= budget]
     pick = max(ok, key=lambda r: r["predicted"]) if ok else rows[0]
     return {"k": k, "predicted": best["predicted"], "by_k": best["by_k"],
-            "acceptance_profile": acc["profile"], "acceptance_judged": acc["judged"],
             "overhead_fit": {"a_s": round(a, 7), "b_s_per_k": round(b, 7), "scale_to_main_run": round(scale, 4),
                              "overhead_per_k_s": round(costs.overhead_per_k, 7)},
             "tokens_per_decode": round(n, 2), "lossless": "greedy verification: every k gives the same tokens",
