@@ -19,7 +19,7 @@ import torch
 from specdec_core.decoding.baseline import cloud_only, id_criteria, stopper_for
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation import cost_model as cm
+from specdec_core.evaluation.cost_probe import CostProbe
 
 METHODS = ("cloud_only", "cloud_loop", "hf_assisted", "ours_traced", "ours_untraced")
 
@@ -210,7 +210,7 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
     outputs = [{m: RUNNERS[m](backend, p, cfg) for m in METHODS} for p in prompts]  # + warm-up
     st = decode_stats(backend, prompts, cfg)
     mismatches = [(i, m) for i, o in enumerate(outputs) for m in METHODS if o[m] != o["cloud_only"]]
-    probe = cm.CostProbe(prompts, [o["cloud_only"] for o in outputs], widths or range(1, k + 2))
+    probe = CostProbe(prompts, [o["cloud_only"] for o in outputs], widths or range(1, k + 2))
     jobs = {m: (RUNNERS[m], cfg) for m in METHODS}
     jobs["cost_probe"] = (probe, cfg)
     times, _ = time_jobs(backend, prompts, jobs, repeats, log)
