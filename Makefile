@@ -43,8 +43,9 @@ test: install-test
 
 # Greedy SD vs cloud-only and HF assisted generation on the 18 sample clips, 3 interleaved
 # repeats, k (1-4, 6, 8) and entropy-threshold sweeps: results/bench.json and
-# results/bench.sweep.png. The last two lines are the summary; exits 1 if any lossless method's
-# output differs (docs/benchmarks.md).
+# results/bench.sweep.png. The last three lines are the summary (speedups; measured cost model vs
+# Leviathan; advice on k / threshold and its rerun); exits 1 if any lossless method's output
+# differs (docs/benchmarks.md).
 BENCH_ARGS ?= --repeats 3 --sweep --ks 1,2,3,4,6,8
 bench: install-test
 	$(BIN)/python -m specdec_core bench $(BENCH_ARGS) --json results/bench.json

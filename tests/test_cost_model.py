@@ -11,6 +11,7 @@ from specdec_core.api import load_backend
 from specdec_core.cli import main
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation import cost_model as cm
+from specdec_core.evaluation import cost_probe
 from specdec_core.evaluation.bench import bench_config, sample_prompts
 
 COSTS = cm.Costs(edge={1: 1.0, 2: 1.5}, cloud={1: 4.0, 2: 4.5, 3: 5.0, 4: 5.5, 5: 6.0, 6: 6.5},
@@ -103,12 +104,12 @@ def test_trace_time_and_loop_time_by_hand():
 
 
 def test_decode_overheads_split_rounds_from_forwards():
-    F = cm.Fwd
+    F = cost_probe.Fwd
     ev = [F("edge", 5, 0, 0.0, 1.0), F("edge", 1, 5, 1.0, 2.0), F("cloud", 5, 0, 2.0, 4.0),
           F("cloud", 2, 5, 4.0, 5.0),                                  # round 1 ends at 5.0
           F("edge", 1, 6, 5.5, 6.0), F("cloud", 2, 6, 6.5, 7.5),      # round 2: 2.5 s, 1.5 forwards
           F("edge", 1, 7, 8.0, 8.5), F("cloud", 2, 7, 9.0, 10.0)]     # round 3: 2.5 s, 1.5 forwards
-    o = cm.decode_overheads(ev, -1.0, 11.0)
+    o = cost_probe.decode_overheads(ev, -1.0, 11.0)
     assert o["rounds"] == pytest.approx([1.0, 1.0])
     assert o["prefill"] == {"edge": 1.0, "cloud": 2.0}
     assert o["outside"] == pytest.approx(12.0 - 8.0)         # 8 s of forwards in 12 s
@@ -164,7 +165,7 @@ def test_bench_json_carries_the_cost_model_and_the_advice(tmp_path, monkeypatch,
                 "acceptance_profile", "predicted_range", "achieved_over_predicted_range", "per_repeat", "formula"):
         assert key in m, key
     assert set(m["fit"]) == {"edge", "cloud"} and m["k_ref"] == 3
-    assert m["clock"] == "cpu"          # both models on the CPU: CPU time (cost_model.default_clock)
+    assert m["clock"] == "cpu"          # both models on the CPU: CPU time (cost_probe.default_clock)
     assert res["predicted_speedup"] == m["predicted_speedup"]
     assert res["achieved_over_predicted"] == m["achieved_over_predicted"]
     # the JSON's own numbers reproduce its prediction (pure function of profile, costs, k)

@@ -19,8 +19,9 @@ import math
 
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation import cost_model as cm
-from specdec_core.evaluation.cost_probe import mean
+from specdec_core.evaluation.cost_probe import decode_overheads, default_clock, forward_timer, mean
 from specdec_core.evaluation.bench import RUNNERS, bench_config, cloud_loop, ratio, time_jobs
+from specdec_core.evaluation.bench_sweep import auto_thresholds
 
 QUALITY_BUDGET = 0.10
 TOLERANCE = 0.15
@@ -32,17 +33,17 @@ MIN_GAIN = 0.05
 
 def _pass(backend, prompts, cfg) -> dict:
     """One traced decode per prompt under forward_timer: rounds, outputs, time outside forwards
-    (on the clock the cost probe uses, cost_model.default_clock)."""
+    (on the clock the cost probe uses, cost_probe.default_clock)."""
     rounds, outputs, spans = [], [], []
-    clock = cm.default_clock(backend)[0]
+    clock = default_clock(backend)[0]
     for p in prompts:
-        with cm.forward_timer(backend, clock) as ev:
+        with forward_timer(backend, clock) as ev:
             t0 = clock()
             tr = SpeculativeDecoder(backend, cfg).run(p)
             t1 = clock()
         rounds.append(tr.rounds)
         outputs.append(tr.token_ids)
-        spans += cm.decode_overheads(ev, t0, t1)["rounds"]
+        spans += decode_overheads(ev, t0, t1)["rounds"]
     return {"rounds": rounds, "outputs": outputs, "overhead": mean(spans)}
 
 
@@ -56,21 +57,12 @@ def quality(outputs: list, ref: list) -> dict:
             "quality_cost": round(1 - agree, 4)}
 
 
-def trace_speedup(rounds_per_decode: list, ref: list, costs: cm.Costs, k: int) -> float:
-    """Predicted speedup of decodes with these rounds over the cloud loop producing `ref`."""
-    loop = sum(cm.loop_time(len(r), costs) for r in ref)
-    sd = sum(cm.trace_time(rs, costs, k) for rs in rounds_per_decode)
-    return loop / sd if sd > 0 else float("inf")
-
-
 def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=None,
            budget: float = QUALITY_BUDGET, log=print) -> dict:
     """The advised k (classic greedy) and entropy threshold (within `budget`), with predictions.
     `costs`: the main run's (k_ref = its k); `ref`: the cloud's greedy output per prompt (None:
     decoded here with the minimal cloud loop);
     `thresholds`: nats (None: quantiles of the blocks' highest draft entropy at the advised k)."""
-    from specdec_core.evaluation.bench_sweep import auto_thresholds
-
     ks = sorted(set(ks) | {costs.k_ref})
     if ref is None:
         ref = [cloud_loop(backend, p, bench_config(k=costs.k_ref)) for p in prompts]
@@ -94,7 +86,7 @@ def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=N
         f"k={r['k']}: {r['predicted']:.3f}" for r in best["by_k"]) + ")")
     # thresholds at the advised k, judged by quality cost and predicted speed
     rows = [{"threshold": None, **quality(passes[k]["outputs"], ref),
-             "predicted": round(trace_speedup(passes[k]["rounds"], ref, costs, k), 4)}]
+             "predicted": round(cm.trace_speedup(passes[k]["rounds"], ref, costs, k), 4)}]
     if thresholds is None:
         thresholds = auto_thresholds([r.max_entropy for rs in passes[k]["rounds"] for r in rs
                                       if r.max_entropy is not None])
@@ -106,7 +98,7 @@ def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=N
         toks = sum(len(o) for o in ps["outputs"])
         rows.append({"threshold": float(t) if math.isfinite(float(t)) else "inf", **quality(ps["outputs"], ref),
                      "cloud_calls_per_token": round(calls / max(1, toks), 4),
-                     "predicted": round(trace_speedup(ps["rounds"], ref, costs, k), 4)})
+                     "predicted": round(cm.trace_speedup(ps["rounds"], ref, costs, k), 4)})
         log(f"advice: threshold {t:g} at k={k}: predicted {rows[-1]['predicted']:.3f}, "
             f"quality cost {rows[-1]['quality_cost']:.3f}, identical {rows[-1]['identical_clips']}/{len(ref)}")
     classic = rows[0]["predicted"]

@@ -210,7 +210,7 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
     outputs = [{m: RUNNERS[m](backend, p, cfg) for m in METHODS} for p in prompts]  # + warm-up
     st = decode_stats(backend, prompts, cfg)
     mismatches = [(i, m) for i, o in enumerate(outputs) for m in METHODS if o[m] != o["cloud_only"]]
-    probe = CostProbe(prompts, [o["cloud_only"] for o in outputs], widths or range(1, k + 2))
+    probe = CostProbe(prompts, [o["cloud_only"] for o in outputs], widths or range(1, k + 2), cloud_loop)
     jobs = {m: (RUNNERS[m], cfg) for m in METHODS}
     jobs["cost_probe"] = (probe, cfg)
     times, _ = time_jobs(backend, prompts, jobs, repeats, log)

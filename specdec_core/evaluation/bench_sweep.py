@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.evaluation.cost_model import trace_speedup
 from specdec_core.evaluation.bench import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
                                            decode_stats, predicted_speedup, ratio, time_jobs)
 
@@ -106,7 +107,6 @@ def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thre
     def measured(lab, x):
         if costs is None:
             return None
-        from specdec_core.evaluation.advice import trace_speedup
         return round(trace_speedup([tr.rounds for tr in first[lab]], ref, costs, x), 4)
     k_rows = []
     for x in ks:

@@ -7,13 +7,13 @@ loop around the forwards (sampling, stops, trace records, cache crops) is a real
 round. This module measures those costs on the machine the benchmark runs on and predicts the
 speedup from them and from the measured per-position acceptance:
 
-  measurement (impure):  `forward_timer` (forward hooks: what each model's forward took, how
-                         wide it was), `measure_widths` (microbenchmark: a forward of w new
-                         tokens at a fixed cache length, w = 1..W, both models interleaved),
-                         `decode_overheads` (a traced decode's time outside the forwards, per
-                         round and per decode);
-  model (pure):          `Costs`, `conditional_acceptance`, `tokens_per_round`, `round_time`,
-                         `predict_speedup`, `advise_k`, `trace_time`.
+  model (pure, here):    `Costs`, `conditional_acceptance`, `tokens_per_round`, `round_time`,
+                         `predict_speedup`, `advise_k`, `trace_time`, `trace_speedup`;
+  measurement (impure, cost_probe.py): `forward_timer` (forward hooks: what each model's
+                         forward took, how wide it was), `measure_widths` (microbenchmark: a
+                         forward of w new tokens at a fixed cache length, both models
+                         interleaved), `decode_overheads` (a traced decode's time outside the
+                         forwards), `CostProbe` (all three inside the bench's timing loop).
 
 One round of classic greedy SD at k with conditional acceptances p_1..p_k (p_i: probability that
 draft i is accepted given drafts 1..i-1 were; s_i = p_1 ... p_i):
@@ -37,11 +37,7 @@ outside the forwards, F_sd and F_loop) are added on both sides:
 from __future__ import annotations
 
 import statistics
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-
-import torch
 
 FORMULA = ("speedup = (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round/E_tok); "
            "E_tok = 1 + Σ_i s_i, s_i = p_1·…·p_i; E_round = k·e(1) + s_k·(e(2) − e(1)) + v(k+1) + o(k)")
@@ -214,110 +210,9 @@ def conditional_acceptance(rounds) -> dict:
     return {"profile": profile, "judged": judged, "accepted": accepted}
 
 
-# ---------------------------------------------------------------------------------- measuring
-def default_clock(backend):
-    """The clock costs are measured with: the process's CPU time when both models run on the
-    CPU, wall time otherwise (a GPU forward is mostly waiting for the device). On a shared CPU
-    the wall time of a short forward is its CPU time plus, now and then, a whole scheduler
-    slice spent waiting for another process: a median misses those waits and a mean over a few
-    dozen samples is at the mercy of one of them, while under a fair scheduler the waits are in
-    proportion to the CPU time used — so CPU time predicts the RATIO of two wall times (the
-    speedup) on a loaded machine, and equals wall time on a quiet one."""
-    devs = {p.device.type for m in (backend.edge, backend.cloud) for p in list(m.parameters())[:1]}
-    return (time.process_time, "cpu") if devs == {"cpu"} else (time.perf_counter, "wall")
-
-
-@dataclass
-class Fwd:
-    role: str
-    width: int
-    cache_len: int
-    t0: float
-    t1: float
-
-    @property
-    def dt(self) -> float:
-        return self.t1 - self.t0
-
-
-@contextmanager
-def forward_timer(backend, clock=time.perf_counter):
-    """Times every forward of the backend's two models while open (forward hooks, removed on
-    exit): a list of Fwd in call order, times from `clock`. A model that is both edge and cloud
-    is `cloud`."""
-    events: list[Fwd] = []
-    handles = []
-    roles = {"edge": backend.edge, "cloud": backend.cloud}
-    if backend.edge is backend.cloud:
-        roles.pop("edge")
-    for role, model in roles.items():
-        start: dict = {}
-
-        def pre(mod, args, kw, start=start):
-            cache = kw.get("past_key_values")
-            start["n"] = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
-            start["t0"] = clock()
-
-        def post(mod, args, kw, out, role=role, start=start):
-            t1 = clock()
-            ids = kw.get("input_ids", args[0] if args else None)
-            events.append(Fwd(role, int(ids.shape[-1]) if ids is not None else 0, start["n"], start["t0"], t1))
-        handles += [model.register_forward_pre_hook(pre, with_kwargs=True),
-                    model.register_forward_hook(post, with_kwargs=True)]
-    try:
-        yield events
-    finally:
-        for h in handles:
-            h.remove()
-
-
-@torch.inference_mode()
-def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps: int = 2,
-                   out: dict | None = None, clock=time.perf_counter) -> dict:
-    """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
-    the mode the decoder uses it (edge: drafting, last position's logits only; cloud: verifying,
-    every position's logits), edge and cloud and all widths interleaved, `reps` times each;
-    appended to out[role][w] (lists of seconds). `ids`: generated ids to fill the cache with
-    after the prompt (padded by repeating the last one)."""
-    out = out if out is not None else {"edge": {}, "cloud": {}}
-    need = cache_len - prompt.length + 1 + max(widths)
-    fill = (list(ids) or [int(prompt.input_ids[0, -1])])
-    fill = (fill + [fill[-1]] * need)[:need]
-    head = [int(prompt.input_ids[0, -1])] + fill
-    base = cache_len - (prompt.length - 1)            # ids fed after the prompt prefill
-    runners = {}
-    for role, model, last in (("edge", backend.edge, True), ("cloud", backend.cloud, False)):
-        r = backend.make_runner(model, role)
-        r.prefill(prompt)
-        r.feed(head[:base], last_only=True)
-        runners[role] = (r, last)
-    for _ in range(reps):
-        for w in widths:
-            for role, (r, last) in runners.items():
-                block = head[base: base + w]
-                t0 = clock()
-                r.feed(block, last_only=last)
-                dt = clock() - t0
-                r.crop(cache_len)
-                out[role].setdefault(w, []).append(dt)
-    return out
-
-
-def decode_overheads(events: list[Fwd], t0: float, t1: float) -> dict:
-    """A decode's time outside the forwards, from its forward events (forward_timer) and its
-    start/end: `rounds` — for each interior span between the ends of two consecutive cloud
-    decode forwards (one classic round: commit and resync of the previous round, drafting,
-    draft records, the verify call), the span minus the forwards in it; `fixed` — the rest of
-    the decode outside forwards (set-up, the first round's and the last round's remainder,
-    finish) minus one round's median overhead; `prefill` — each model's prompt-prefill forward.
-    For a cloud-only loop every cloud forward ends a "round" of one token."""
-    cloud = [i for i, e in enumerate(events) if e.role == "cloud" and e.cache_len > 0]
-    prefill = {e.role: e.dt for e in events if e.cache_len == 0 and e.width > 1}
-    spans = []
-    for a, b in zip(cloud, cloud[1:]):
-        inside = sum(e.dt for e in events[a + 1: b + 1])
-        spans.append(events[b].t1 - events[a].t1 - inside)
-    outside = (t1 - t0) - sum(e.dt for e in events)
-    rest = outside - sum(spans)
-    return {"rounds": spans, "outside": outside, "rest": rest, "prefill": prefill,
-            "n_rounds": len(cloud)}
+def trace_speedup(rounds_per_decode: list, ref: list, costs: Costs, k: int) -> float:
+    """Predicted speedup of decodes with these rounds (one list per decode) over the cloud loop
+    producing `ref` (its output per decode): sums of trace_time and loop_time."""
+    loop = sum(loop_time(len(r), costs) for r in ref)
+    sd = sum(trace_time(rs, costs, k) for rs in rounds_per_decode)
+    return loop / sd if sd > 0 else float("inf")

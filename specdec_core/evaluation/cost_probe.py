@@ -1,16 +1,128 @@
-"""The bench's cost probe: measures the cost model's inputs inside the interleaved timing loop.
-
-See cost_model.py for the model and docs/benchmarks.md ("The measured cost model") for how the
-numbers are used.
-"""
+"""Measuring the cost model's inputs (cost_model.py is the model): forward hooks that time each
+forward, a forward-width microbenchmark, a decode's time outside its forwards, and the bench's
+CostProbe that runs all three inside the interleaved timing loop (docs/benchmarks.md, "The
+measured cost model")."""
 from __future__ import annotations
 
 import statistics
 
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation.cost_model import (FORMULA, Costs, cloud_token_time, conditional_acceptance,
-                                                decode_overheads, default_clock, forward_timer,
-                                                measure_widths, predict_speedup, round_time,
-                                                tokens_per_round)
+                                                predict_speedup, round_time, tokens_per_round)
+
+
+def default_clock(backend):
+    """The clock costs are measured with: the process's CPU time when both models run on the
+    CPU, wall time otherwise (a GPU forward is mostly waiting for the device). On a shared CPU
+    the wall time of a short forward is its CPU time plus, now and then, a whole scheduler
+    slice spent waiting for another process: a median misses those waits and a mean over a few
+    dozen samples is at the mercy of one of them, while under a fair scheduler the waits are in
+    proportion to the CPU time used — so CPU time predicts the RATIO of two wall times (the
+    speedup) on a loaded machine, and equals wall time on a quiet one."""
+    devs = {p.device.type for m in (backend.edge, backend.cloud) for p in list(m.parameters())[:1]}
+    return (time.process_time, "cpu") if devs == {"cpu"} else (time.perf_counter, "wall")
+
+
+@dataclass
+class Fwd:
+    role: str
+    width: int
+    cache_len: int
+    t0: float
+    t1: float
+
+    @property
+    def dt(self) -> float:
+        return self.t1 - self.t0
+
+
+@contextmanager
+def forward_timer(backend, clock=time.perf_counter):
+    """Times every forward of the backend's two models while open (forward hooks, removed on
+    exit): a list of Fwd in call order, times from `clock`. A model that is both edge and cloud
+    is `cloud`."""
+    events: list[Fwd] = []
+    handles = []
+    roles = {"edge": backend.edge, "cloud": backend.cloud}
+    if backend.edge is backend.cloud:
+        roles.pop("edge")
+    for role, model in roles.items():
+        start: dict = {}
+
+        def pre(mod, args, kw, start=start):
+            cache = kw.get("past_key_values")
+            start["n"] = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
+            start["t0"] = clock()
+
+        def post(mod, args, kw, out, role=role, start=start):
+            t1 = clock()
+            ids = kw.get("input_ids", args[0] if args else None)
+            events.append(Fwd(role, int(ids.shape[-1]) if ids is not None else 0, start["n"], start["t0"], t1))
+        handles += [model.register_forward_pre_hook(pre, with_kwargs=True),
+                    model.register_forward_hook(post, with_kwargs=True)]
+    try:
+        yield events
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@torch.inference_mode()
+def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps: int = 2,
+                   out: dict | None = None, clock=time.perf_counter) -> dict:
+    """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
+    the mode the decoder uses it (edge: drafting, last position's logits only; cloud: verifying,
+    every position's logits), edge and cloud and all widths interleaved, `reps` times each;
+    appended to out[role][w] (lists of seconds). `ids`: generated ids to fill the cache with
+    after the prompt (padded by repeating the last one)."""
+    out = out if out is not None else {"edge": {}, "cloud": {}}
+    need = cache_len - prompt.length + 1 + max(widths)
+    fill = (list(ids) or [int(prompt.input_ids[0, -1])])
+    fill = (fill + [fill[-1]] * need)[:need]
+    head = [int(prompt.input_ids[0, -1])] + fill
+    base = cache_len - (prompt.length - 1)            # ids fed after the prompt prefill
+    runners = {}
+    for role, model, last in (("edge", backend.edge, True), ("cloud", backend.cloud, False)):
+        r = backend.make_runner(model, role)
+        r.prefill(prompt)
+        r.feed(head[:base], last_only=True)
+        runners[role] = (r, last)
+    for _ in range(reps):
+        for w in widths:
+            for role, (r, last) in runners.items():
+                block = head[base: base + w]
+                t0 = clock()
+                r.feed(block, last_only=last)
+                dt = clock() - t0
+                r.crop(cache_len)
+                out[role].setdefault(w, []).append(dt)
+    return out
+
+
+def decode_overheads(events: list[Fwd], t0: float, t1: float) -> dict:
+    """A decode's time outside the forwards, from its forward events (forward_timer) and its
+    start/end: `rounds` — for each interior span between the ends of two consecutive cloud
+    decode forwards (one classic round: commit and resync of the previous round, drafting,
+    draft records, the verify call), the span minus the forwards in it; `fixed` — the rest of
+    the decode outside forwards (set-up, the first round's and the last round's remainder,
+    finish) minus one round's median overhead; `prefill` — each model's prompt-prefill forward.
+    For a cloud-only loop every cloud forward ends a "round" of one token."""
+    cloud = [i for i, e in enumerate(events) if e.role == "cloud" and e.cache_len > 0]
+    prefill = {e.role: e.dt for e in events if e.cache_len == 0 and e.width > 1}
+    spans = []
+    for a, b in zip(cloud, cloud[1:]):
+        inside = sum(e.dt for e in events[a + 1: b + 1])
+        spans.append(events[b].t1 - events[a].t1 - inside)
+    outside = (t1 - t0) - sum(e.dt for e in events)
+    rest = outside - sum(spans)
+    return {"rounds": spans, "outside": outside, "rest": rest, "prefill": prefill,
+            "n_rounds": len(cloud)}
 
 
 def median(xs, default=0.0):
@@ -33,8 +145,8 @@ class CostProbe:
     forward), (3) times forwards of every width at the run's typical cache length (measure_widths).
     `summary` turns each repeat's samples into Costs and a prediction."""
 
-    def __init__(self, prompts: list, outputs: list[list[int]], widths, reps: int = 1, clock=None):
-        self.prompts, self.outputs = prompts, outputs
+    def __init__(self, prompts: list, outputs: list[list[int]], widths, loop, reps: int = 1, clock=None):
+        self.prompts, self.outputs, self.loop = prompts, outputs, loop   # loop: bench.cloud_loop
         self.clock = clock        # (function, name); None: default_clock of the first backend
         self.widths, self.reps = sorted(set(widths)), reps
         self.index = {id(p): i for i, p in enumerate(prompts)}
@@ -51,9 +163,6 @@ class CostProbe:
         return self.samples[rep]
 
     def __call__(self, backend, prompt, cfg):
-        from specdec_core.decoding.decoder import SpeculativeDecoder
-        from specdec_core.evaluation.bench import cloud_loop
-
         s = self._repeat()
         self.calls += 1
         if self.clock is None:
@@ -71,7 +180,7 @@ class CostProbe:
             self.rounds.append(tr.rounds)
         with forward_timer(backend, clock) as ev:
             t0 = clock()
-            cloud_loop(backend, prompt, cfg)
+            self.loop(backend, prompt, cfg)
             t1 = clock()
         s["loop"].append(decode_overheads(ev, t0, t1))
         i = self.index.get(id(prompt), 0)
