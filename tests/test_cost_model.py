@@ -32,6 +32,10 @@ def test_predicted_speedup_matches_a_hand_computation():
     n = 40
     want = (2.0 + n * 4.2) / (3.0 + n * round_s / tokens)
     assert cm.predict_speedup(profile, k, c, tokens_per_decode=n) == pytest.approx(want)
+    # the drafts after a round's first one at the warm edge cost, when one is measured
+    warm = cm.Costs(**{**vars(COSTS), "_fits": {}, "edge_warm": 0.6})
+    assert cm.round_time(profile, k, warm) == pytest.approx(round_s - 3 * (1.0 - 0.6))
+    assert cm.Costs.from_dict(json.loads(json.dumps(warm.to_dict()))).edge_warm == 0.6
     # o(k) moves by overhead_per_k per draft token away from k_ref; k = 2 uses cloud(3)
     assert cm.round_time(profile, 2, COSTS) == pytest.approx(2 * 1.0 + 0.72 * 0.5 + 5.0 + 0.6)
 
@@ -100,6 +104,8 @@ def test_trace_time_and_loop_time_by_hand():
               R(4, 1, True, 9)]
     want = 2.0 + (4 + 6.0 + 0.5) + (4 + 0.5 + 0.5) + (4 + 8.0 + 0.5)
     assert cm.trace_time(rounds, c, 4) == pytest.approx(want)
+    c.edge_warm = 0.5                # drafts after the first of a round: 3 per round at 0.5
+    assert cm.trace_time(rounds, c, 4) == pytest.approx(want - 3 * 3 * 0.5)
     assert cm.loop_time(10, c) == pytest.approx(1.0 + 10 * 4.25)
 
 
@@ -161,6 +167,7 @@ def test_bench_json_carries_the_cost_model_and_the_advice(tmp_path, monkeypatch,
     assert m["widths"] == [1, 2, 3, 4, 12, 16]       # 1..max k + 1, and two catch-up widths
     assert len(m["edge_s"]) == len(m["cloud_s"]) == len(m["widths"])
     assert all(isinstance(x, float) and x > 0 for x in m["edge_s"] + m["cloud_s"])
+    assert isinstance(m["edge_warm_s"], float) and m["edge_warm_s"] > 0
     for key in ("fit", "round_overhead_s", "loop_token_overhead_s", "decode_fixed_s", "cache_len",
                 "acceptance_profile", "predicted_range", "achieved_over_predicted_range", "per_repeat", "formula"):
         assert key in m, key

@@ -19,10 +19,11 @@ One round of classic greedy SD at k with conditional acceptances p_1..p_k (p_i: 
 draft i is accepted given drafts 1..i-1 were; s_i = p_1 ... p_i):
 
   tokens per round  E_tok   = 1 + s_1 + ... + s_k             (accepted drafts + correction/bonus)
-  round time        E_round = k·e(1) + s_k·(e(2) − e(1)) + v(k+1) + o(k)
+  round time        E_round = e(1) + s_k·(e(2) − e(1)) + (k − 1)·e_w + v(k+1) + o(k)
 
-e(w), v(w): edge / cloud forward of w new tokens (the edge's first forward of a round feeds two
-tokens, the last draft and the bonus, after a fully accepted round; the cloud verifies the
+e(w), v(w): edge / cloud forward of w new tokens (the edge's first forward of a round follows a
+cloud forward, and feeds two tokens, the last draft and the bonus, after a fully accepted round;
+e_w: the next k − 1 edge forwards, right after an edge forward; the cloud verifies the
 correction or bonus of the previous round plus k drafts); o(k): the round's time outside the
 forwards. The cloud alone spends v(1) + o_tok per token (o_tok: its loop's own time outside the
 forward), so the predicted speedup over it is
@@ -40,7 +41,7 @@ import statistics
 from dataclasses import dataclass, field
 
 FORMULA = ("speedup = (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round/E_tok); "
-           "E_tok = 1 + Σ_i s_i, s_i = p_1·…·p_i; E_round = k·e(1) + s_k·(e(2) − e(1)) + v(k+1) + o(k)")
+           "E_tok = 1 + Σ_i s_i, s_i = p_1·…·p_i; E_round = e(1) + s_k·(e(2) − e(1)) + (k−1)·e_w + v(k+1) + o(k)")
 
 
 # ---------------------------------------------------------------------------------- the model
@@ -73,6 +74,7 @@ class Costs:
     token_overhead: float = 0.0
     decode_sd: float = 0.0
     decode_loop: float = 0.0
+    edge_warm: float | None = None   # edge 1-token forward right after an edge forward (None: e(1))
     _fits: dict = field(default_factory=dict, repr=False, compare=False)
 
     def fit(self, role: str) -> tuple[float, float]:
@@ -88,6 +90,10 @@ class Costs:
         a, b = self.fit(role)
         return max(0.0, a + b * width)
 
+    def warm(self) -> float:
+        """An edge draft forward after the first of a round (its weights still in cache)."""
+        return self.forward("edge", 1) if self.edge_warm is None else self.edge_warm
+
     def overhead(self, k: int) -> float:
         return max(0.0, self.round_overhead + self.overhead_per_k * (k - self.k_ref))
 
@@ -99,13 +105,15 @@ class Costs:
         return cls(edge=pts["edge"], cloud=pts["cloud"], round_overhead=d.get("round_overhead_s", 0.0),
                    k_ref=d.get("k_ref", 1), overhead_per_k=d.get("overhead_per_k_s", 0.0),
                    token_overhead=d.get("loop_token_overhead_s", 0.0),
-                   decode_sd=fixed.get("sd", 0.0), decode_loop=fixed.get("loop", 0.0))
+                   decode_sd=fixed.get("sd", 0.0), decode_loop=fixed.get("loop", 0.0),
+                   edge_warm=d.get("edge_warm_s"))
 
     def to_dict(self) -> dict:
         ws = sorted(set(self.edge) | set(self.cloud))
         fit = {r: dict(zip(("a_s", "b_s_per_token"), (round(v, 7) for v in self.fit(r)))) for r in ("edge", "cloud")}
         return {"widths": ws,
                 "edge_s": [round(self.edge[w], 7) if w in self.edge else None for w in ws],
+                "edge_warm_s": None if self.edge_warm is None else round(self.edge_warm, 7),
                 "cloud_s": [round(self.cloud[w], 7) if w in self.cloud else None for w in ws],
                 "fit": fit,
                 "round_overhead_s": round(self.round_overhead, 7), "k_ref": self.k_ref,
@@ -133,7 +141,8 @@ def round_time(profile, k: int, costs: Costs) -> float:
     """Expected wall time of one classic round at k (see the module docstring)."""
     s_k = survival(profile, k)[-1] if k else 0.0
     e1, e2 = costs.forward("edge", 1), costs.forward("edge", 2)
-    return k * e1 + s_k * (e2 - e1) + costs.forward("cloud", k + 1) + costs.overhead(k)
+    edge = e1 + s_k * (e2 - e1) + (k - 1) * costs.warm() if k else 0.0
+    return edge + costs.forward("cloud", k + 1) + costs.overhead(k)
 
 
 def cloud_token_time(costs: Costs) -> float:
@@ -175,7 +184,7 @@ def trace_time(rounds, costs: Costs, k: int) -> float:
         g = r.get if isinstance(r, dict) else (lambda key, _r=r: getattr(_r, key))
         drafted = g("drafted")
         if drafted:
-            t += drafted * e1 + (e2 - e1) * bonus
+            t += e1 + (e2 - e1) * bonus + (drafted - 1) * costs.warm()
         if g("verified"):
             t += costs.forward("cloud", max(1, g("cloud_fed")))
             bonus = g("accepted") == drafted

@@ -78,7 +78,9 @@ def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps
                    out: dict | None = None, clock=time.perf_counter) -> dict:
     """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
     the mode the decoder uses it (edge: drafting, last position's logits only; cloud: verifying,
-    every position's logits), edge and cloud and all widths interleaved, `reps` times each;
+    every position's logits), edge and cloud and all widths interleaved, `reps` times each
+    (after the edge's one-token forward, which follows a cloud forward as a round's first draft
+    does, a second one is timed into out["edge_warm"][1]: the rest of a round's drafts);
     appended to out[role][w] (lists of seconds). `ids`: generated ids to fill the cache with
     after the prompt (padded by repeating the last one)."""
     out = out if out is not None else {"edge": {}, "cloud": {}}
@@ -100,6 +102,10 @@ def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps
                 t0 = clock()
                 r.feed(block, last_only=last)
                 dt = clock() - t0
+                if role == "edge" and w == 1:   # and the next draft forward, weights now warm
+                    t0 = clock()
+                    r.feed(head[base + 1: base + 2], last_only=True)
+                    out.setdefault("edge_warm", {}).setdefault(1, []).append(clock() - t0)
                 r.crop(cache_len)
                 out[role].setdefault(w, []).append(dt)
     return out
@@ -192,6 +198,7 @@ class CostProbe:
     def costs_of(s: dict, k: int) -> Costs:
         """One repeat's samples -> Costs (means, see _mean)."""
         w = {role: {x: mean(v) for x, v in d.items()} for role, d in s["widths"].items()}
+        warm = w.get("edge_warm", {}).get(1)
         o_r = mean([x for d in s["sd"] for x in d["rounds"]])
         o_t = mean([x for d in s["loop"] for x in d["rounds"]])
         pre = {role: mean([d["prefill"][role] for d in s["sd"] if role in d["prefill"]])
@@ -200,7 +207,7 @@ class CostProbe:
         f_sd = mean([d["rest"] for d in s["sd"]]) - o_r + pre["edge"] + pre["cloud"]
         f_loop = mean([d["rest"] for d in s["loop"]]) - o_t + pre_loop
         return Costs(edge=w["edge"], cloud=w["cloud"], round_overhead=o_r, k_ref=k, token_overhead=o_t,
-                     decode_sd=max(0.0, f_sd), decode_loop=max(0.0, f_loop))
+                     decode_sd=max(0.0, f_sd), decode_loop=max(0.0, f_loop), edge_warm=warm)
 
     def median_costs(self, k: int) -> Costs:
         """Costs from all repeats: medians of the per-repeat (mean) values."""
@@ -210,7 +217,8 @@ class CostProbe:
                  for role in ("edge", "cloud")}
         return Costs(edge=roles["edge"], cloud=roles["cloud"], k_ref=k,
                      round_overhead=med(lambda c: c.round_overhead), token_overhead=med(lambda c: c.token_overhead),
-                     decode_sd=med(lambda c: c.decode_sd), decode_loop=med(lambda c: c.decode_loop))
+                     decode_sd=med(lambda c: c.decode_sd), decode_loop=med(lambda c: c.decode_loop),
+                     edge_warm=None if per[0].edge_warm is None else med(lambda c: c.edge_warm))
 
     def in_run_forwards(self) -> dict:
         """Forward time by width as the traced decodes really ran them, pooled over
