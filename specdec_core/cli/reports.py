@@ -147,7 +147,7 @@ def advice_line(a: dict, check: dict | None) -> str:
     if a.get("threshold") is None:
         b = a.get("best_within_budget")
         best = "" if not b else (f"; best: {_t(b['threshold'])} nats, {b['predicted']:.2f}×, "
-                                 f"{b['gain_over_classic']:+.0%}, quality cost {b['quality_cost']:.3f}")
+                                 f"{b['gain_over_classic']:+.1%}, quality cost {b['quality_cost']:.3f}")
         line += (f"; entropy threshold: none (none with quality cost ≤ {a['quality_budget']:.2f} is "
                  f"predicted ≥ {a.get('min_gain', 0):.0%} faster than classic at k = {a['k']}{best})")
     else:
