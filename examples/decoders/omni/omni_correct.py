@@ -17,6 +17,8 @@ def mrope_prompt(model, input_ids, model_inputs):
     """The prompt's [3, 1, L] positions and the rope delta, as the thinker computes them."""
     fam = model_inputs.get("feature_attention_mask")
     pos, delta = model.get_rope_index(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                      image_grid_thw=model_inputs.get("image_grid_thw"),
+                                      video_grid_thw=model_inputs.get("video_grid_thw"),
                                       audio_seqlens=None if fam is None else fam.sum(-1))
     return pos, int(delta.reshape(-1)[0])
 
