@@ -51,7 +51,7 @@ def analyze(rec: dict, tokenizer, info=None):
     d = rec.get("declared", {})
     found = []
     found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))
-    found += omni_checks.check_mrope(t, rec)
+    found += omni_checks.check_mrope(t, rec) + omni_checks.check_audio(t, rec)
     found += checks.check_contexts(t, rounds)
     found += checks.check_lossless(t, rounds, d, texts)
     found += checks.check_stops(t, rec, texts)

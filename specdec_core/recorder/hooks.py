@@ -160,7 +160,7 @@ class Recorder:
                    "inputs_embeds": embeds is not None}
             if rows3 is not None:
                 rec["mrope"] = rows3
-            if kwargs.get("input_features") is not None:
+            if kwargs.get("input_features") is not None or kwargs.get("mm_encoder_outputs") is not None:
                 rec["input_features"] = True
             if any(kwargs.get(k) is not None for k in mrope.MM_INPUTS):
                 self._mm = self._mm or mrope.multimodal_kwargs(kwargs)

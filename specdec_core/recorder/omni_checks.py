@@ -105,3 +105,26 @@ def check_vocab(t, rec: dict) -> list[dict]:
             "", "compare the two models on the shared vocabulary, logits[..., :min(widths)]",
             _ev(None, None, None, widths=widths, tokenizer=tok_n))]
     return []
+
+
+def check_audio(t, rec: dict) -> list[dict]:
+    """A model that wrote the prompt's audio span into its cache from plain ids (no
+    input_features, no inputs_embeds) never heard the clip: the <|AUDIO|> placeholders were
+    embedded as ordinary tokens. Lossless still (the cloud verifies), but the drafts are deaf."""
+    span = (rec.get("audio") or {}).get("span")
+    if not span:
+        return []
+    deaf = [f for f in t.fwds if f.raw.get("ids") and not f.raw.get("input_features")
+            and not f.raw.get("inputs_embeds") and f.L <= span[0] < f.L + f.n]
+    if not deaf:
+        return []
+    f = deaf[0]
+    return [finding(
+        "audio_missing", "warning" if f.model == "edge" else "error",
+        f"the {f.model} never heard the audio",
+        f"{f.model} forward {f.i} fed the audio span {span[0]}..{span[1]} as plain <|AUDIO|> ids, "
+        "without input_features (or audio embeddings)",
+        "the audio features were not passed with the forward that first fed the audio tokens "
+        "(e.g. assisted generation does not hand input_features to the assistant)",
+        "pass input_features and feature_attention_mask with the prefill of both models",
+        _ev(f, span[0], None, span=span))]
