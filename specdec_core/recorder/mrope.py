@@ -44,18 +44,26 @@ def multimodal_ids(model) -> set[int]:
 
 
 def ids_of_embeds(model, embeds, prompt: list[int], start: int) -> list[int] | None:
-    """The prompt ids an `inputs_embeds` forward fed (prompt[start:start+n]), when its rows equal
-    the model's own embeddings of those ids at every text position (audio/image rows are the
-    encoder's and are not compared); None when they do not."""
-    n = embeds.shape[1]
-    ids = prompt[start:start + n]
+    """The ids an `inputs_embeds` forward fed: each row that is the model's own embedding of an
+    id is that id (the prompt's id at that cache position is tried first, then the table is
+    searched); a row at a prompt position holding an audio/image placeholder is the encoder's
+    and counts as the placeholder. None when a row is neither."""
     table = getattr(model, "get_input_embeddings", lambda: None)()
-    if len(ids) != n or table is None or n == 0:
+    if table is None:
         return None
-    mm = multimodal_ids(model)
-    keep = torch.tensor([i not in mm for i in ids], device=embeds.device)
-    ref = table(torch.tensor(ids, device=table.weight.device)).to(embeds.device, embeds.dtype)
-    return ids if torch.equal(embeds[0][keep], ref[keep]) else None
+    w, e = table.weight, embeds[0].to(table.weight.device, table.weight.dtype)
+    mm, out = multimodal_ids(model), []
+    for j in range(e.shape[0]):
+        p = prompt[start + j] if start + j < len(prompt) else None
+        if p is not None and (p in mm or torch.equal(w[p], e[j])):
+            out.append(p)
+            continue
+        cand = (w[:, 0] == e[j, 0]).nonzero().flatten().tolist()
+        hit = next((c for c in cand if torch.equal(w[c], e[j])), None)
+        if hit is None:
+            return None
+        out.append(hit)
+    return out
 
 
 def multimodal_kwargs(kwargs: dict) -> dict:
