@@ -90,12 +90,12 @@ def check_vocab(t, rec: dict) -> list[dict]:
             "vocab_mismatch", "error",
             f"output id {past_tok[0]} is outside the tokenizer ({tok_n} ids)",
             f"edge head {e}, cloud head {c}, tokenizer {tok_n}; {len(past_tok)} output id(s) past "
-            f"the tokenizer (first at index {t.out.index(past_tok[0])}): padding rows of the head, "
-            f"they decode to nothing",
-            "a token was picked from the head's padding rows (the rows past the tokenizer): sampling "
-            "or an argmax over the full head where the padding rows are not negligible, or an id "
-            "computed past the vocabulary",
-            "pick only among real tokens: logits[..., :len(tokenizer)]", ev(past_tok))]
+            f"the tokenizer (first at index {t.out.index(past_tok[0])}); they decode to nothing",
+            "an id that is no token: picked from a head's padding rows (the rows past the "
+            "tokenizer, e.g. sampling or an argmax over the full head), or made up by the loop "
+            "(a marker or pad id such as len(tokenizer) / vocab_size)",
+            "pick only among real tokens, logits[..., :len(tokenizer)], and return only ids the "
+            "models chose", ev(past_tok))]
     if differ or (tok_n and shared != tok_n):
         return [finding(
             "vocab_widths", "info",
