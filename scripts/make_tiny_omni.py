@@ -16,14 +16,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.backends.omni_tiny import make_tiny_pair  # noqa: E402
-
 
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0].startswith("-"):
         print("usage: python scripts/make_tiny_omni.py OUT_DIR", file=sys.stderr)
         return 2
+    from specdec_core.backends.omni_tiny import make_tiny_pair   # torch + transformers: slow
+
     try:
         paths = make_tiny_pair(args[0])
     except OSError as e:

@@ -105,7 +105,7 @@ def test_correct_loop_through_the_cli_has_no_error_and_rebuilt_rounds(folders, t
     assert rebuilt(res["trace"])
     assert [f["code"] for f in res["findings"]] == ["vocab_widths"]         # 160-row heads, 149 ids
     rec = res["recording"]
-    assert rec["vocab"]["tokenizer"] == 149
+    assert rec["vocab"] == {"tokenizer": 149, "edge": 160, "cloud": 160}
     s, e = rec["audio"]["span"]
     assert rec["audio"]["rope_delta"] == 0 and e - s > 10
     assert set(rec["audio"]["prefill"].values()) == {"input_features"}

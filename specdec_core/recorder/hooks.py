@@ -220,7 +220,8 @@ class Recorder:
             vocab["tokenizer"] = len(tok)
         for role, m in self.models.items():
             cfg = getattr(m, "config", None)
-            vocab[role] = getattr(cfg, "vocab_size", None)
+            text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg   # thinkers
+            vocab[role] = getattr(text, "vocab_size", None)
         rec = {"schema": SCHEMA, "prompt_ids": self.prompt_ids, "stop_ids": self.stop_ids,
                "declared": dict(self.declared), "out_ids": out, "vocab": vocab,
                "same_model": self.models["edge"] is self.models["cloud"],
