@@ -1,7 +1,7 @@
 """From a recording to (trace, findings): reconstruction plus every blind check."""
 from __future__ import annotations
 
-from specdec_core.recorder import checks, sampling
+from specdec_core.recorder import checks, sampling, speed
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
@@ -71,6 +71,7 @@ def analyze(rec: dict, tokenizer, info=None):
     found += checks.check_stops(t, rec, texts)
     found += checks.check_draft_rule(t, rounds, d, texts)
     found += check_structure(t, rounds, rec, texts)
+    found += speed.check_speed(rec, t)
     found = sampling.dedupe(found + sampling.check_sampling(rec))
     found += text_findings(trace)
     found.sort(key=lambda f: SEVERITY.get(f["severity"], 9))

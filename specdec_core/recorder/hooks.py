@@ -141,6 +141,7 @@ class Recorder:
     # -- hooks -----------------------------------------------------------------------------------
     def _pre(self, role):
         def hook(module, args, kwargs):
+            h0 = time.perf_counter()
             ids = kwargs.get("input_ids", args[0] if args else None)
             cache = kwargs.get("past_key_values")
             mask = kwargs.get("attention_mask")
@@ -164,6 +165,8 @@ class Recorder:
                     prev["fed_next"] = {"forward": rec["i"], "token": tok,
                                         "rank": int((logp > logp[tok]).sum()) + 1,
                                         "logp": round(float(logp[tok]), 5)}
+            t = time.perf_counter()     # the forward starts now: the hook's own cost is "pre"
+            rec["time"] = {"t": t - self._t0, "dur": None, "pre": t - h0, "post": None}
         return hook
 
     def _post(self, role):
@@ -174,6 +177,9 @@ class Recorder:
             logits = getattr(output, "logits", None)
             if logits is None and isinstance(output, tuple) and output:
                 logits = output[0]
+            if isinstance(logits, torch.Tensor) and logits.is_cuda:
+                torch.cuda.synchronize(logits.device)   # the GPU's time is the forward's
+            t_end = time.perf_counter()
             cache = getattr(output, "past_key_values", None)
             if rec["cache"] is None and cache is not None:
                 rec["cache"] = self._keys.key(cache)
@@ -186,6 +192,11 @@ class Recorder:
                 self._held[role] = (rec["i"], last)
             else:
                 rec["rows"] = None
+            tm = rec.get("time")
+            if tm is not None:
+                tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
+                tm["t"], tm["pre"] = round(tm["t"], 6), round(tm["pre"], 6)
+                tm["post"] = round(time.perf_counter() - t_end, 6)
         return hook
 
     # -- result ----------------------------------------------------------------------------------
