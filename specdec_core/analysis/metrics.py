@@ -74,7 +74,7 @@ def time_split(rounds, wall_s: float, edge_s: float | None = None, cloud_s: floa
     remote = summed("request_s")
     other = total - edge - cloud - remote - caller_s - rec
     own = total - caller_s - rec
-    d = {"edge_s": round(edge, 6), "cloud_s": round(cloud, 6), "remote_s": round(remote, 6),
+    d = {"edge_s": round(edge, 6), "cloud_s": round(cloud, 6), "remote_s": round(float(remote), 6),
          "other_s": round(other, 6), "total_s": round(total, 6)}
     if caller_s:
         d["caller_s"] = round(caller_s, 6)

@@ -66,11 +66,26 @@ def round_times(rec: dict, rounds) -> list[dict]:
     recording's start, the last to its end), so the rounds add up to the wall."""
     if not timed(rec):
         return [{} for _ in rounds]
+    return _by_stops(rec, [r.cloud.i if r.cloud is not None else None for r in rounds])
+
+
+def loop_round_times(rec: dict) -> list[dict]:
+    """Per round as the loop ran it (the edge forwards up to and including each cloud forward,
+    as in the Inspect drill-down): no reconstruction needed, so any recording dict has it."""
+    if not timed(rec):
+        return []
+    stops = [f["i"] for f in rec["forwards"] if f["model"] == "cloud"]
+    if not stops or stops[-1] != len(rec["forwards"]) - 1:
+        stops.append(None)
+    return _by_stops(rec, stops)
+
+
+def _by_stops(rec: dict, stops: list) -> list[dict]:
     fw = rec["forwards"]
     out, start, first = [], 0.0, 0
-    for n, r in enumerate(rounds):
-        last = n == len(rounds) - 1
-        stop = len(fw) - 1 if last or r.cloud is None else r.cloud.i
+    for n, stop in enumerate(stops):
+        last = n == len(stops) - 1
+        stop = len(fw) - 1 if last or stop is None else stop
         d = {"edge_s": 0.0, "cloud_s": 0.0, "recorder_s": 0.0}
         for f in fw[first: stop + 1]:
             tm = _time(f)
