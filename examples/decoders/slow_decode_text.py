@@ -1,9 +1,10 @@
 """A correct greedy speculative loop that is slow for a reason outside the models.
 
 `correct.py` plus a live chat display written the naive way: after EVERY drafted token it
-rebuilds the shown conversation from scratch, decoding each token of the whole sequence on its
-own (for per-token colouring) and every prefix of it (to find the longest prefix that decodes
-to whole characters, so that a half-decoded multi-byte character is never shown).
+rebuilds the display from scratch: each token's text as the difference of two prefix decodes
+(for per-token colouring), and every prefix of the conversation and of the reply decoded to find the
+longest one made of whole characters (so that a half-decoded multi-byte character is never
+shown in the chat pane or the reply box).
 That is quadratic in the text length and runs once per drafted token, also for drafts that are
 rejected a moment later. The output is right (equal to the cloud's greedy decode); the time is
 spent between the forwards, which the recorder reports as `loop_overhead`.
@@ -28,14 +29,23 @@ def rollback(cache, keep):
         cache.crop(-drop)
 
 
-def show(tokenizer, ids, n_prompt):  # SLOW: the whole conversation, from scratch, every token
-    pieces = [tokenizer.decode([t]) for t in ids]                # per-token colouring
+def whole_characters(tokenizer, ids):
+    """The longest prefix of `ids` that decodes without a half character (U+FFFD)."""
     stable = ""
-    for j in range(1, len(ids) + 1):                            # longest whole-character prefix
+    for j in range(1, len(ids) + 1):                            # SLOW: every prefix, every time
         text = tokenizer.decode(ids[:j])
         if "\ufffd" not in text:
             stable = text
-    return pieces, stable[len(tokenizer.decode(ids[:n_prompt])):]
+    return stable
+
+
+def show(tokenizer, ids, n_prompt):  # SLOW: the whole display, from scratch, every token
+    # per-token colouring: each token's text as the difference of two prefix decodes, so a
+    # token that completes a multi-byte character gets that character
+    pieces = [tokenizer.decode(ids[:j + 1])[len(tokenizer.decode(ids[:j])):] for j in range(len(ids))]
+    chat = whole_characters(tokenizer, ids)                      # the chat pane: conversation
+    reply = whole_characters(tokenizer, ids[n_prompt:])          # the reply box
+    return pieces, chat, reply
 
 
 @torch.no_grad()

@@ -7,6 +7,9 @@ here). Post hook: per scored row, argmax, top-5 ids and log-probs, entropy, voca
 the rank/log-prob of the token that follows the row in the input (what a verifier needs). The
 last row's log-probs are held until the next forward of the same model, which gives the rank
 of the token it was fed next (what a drafter needs). No full logits are stored.
+Timing (recorder/speed.py): each forward's start offset from the recording's start and its
+duration, read with perf_counter at the end of the pre hook and the start of the post hook, and
+the hooks' own cost (`pre`, `post`) so that it is never charged to the user's loop.
 """
 from __future__ import annotations
 
