@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_core.analysis.metrics import time_line
+from specdec_core.analysis.metrics import round_split, time_line, time_split
 from specdec_core.api import load_backend, prepare
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
@@ -55,6 +55,19 @@ def test_our_decoder_splits_its_wall_per_round_and_in_total(demo):
     assert sum(r.edge_s + r.cloud_s for r in tr.rounds) == pytest.approx(
         split["edge_s"] + split["cloud_s"], abs=1e-3)
     assert time_line(split).startswith(f"time: {split['total_s']:.3f} s = edge ")
+
+
+def test_remote_requests_are_their_own_part():
+    """--cloud-url: the request's round trip (request_s) is `remote`, not cloud nor other."""
+    from components.timing_plot import timing_figure
+
+    rounds = [{"round": 1, "round_s": 0.5, "edge_s": 0.1, "cloud_s": 0.0, "request_s": 0.3},
+              {"round": 2, "round_s": 0.2, "edge_s": 0.1, "cloud_s": 0.0, "request_s": None}]
+    split = time_split(rounds, 0.8)
+    assert (split["remote_s"], split["other_s"]) == (0.3, pytest.approx(0.3)), split
+    assert round_split(rounds[0])["other_s"] == pytest.approx(0.1)
+    fig = timing_figure({"rounds": rounds, "metrics": {"time_split": split}})
+    assert "remote cloud requests" in {t.name for t in fig.data} and "· remote 3" in fig.layout.title.text
 
 
 def test_recording_time_split_adds_up_per_rebuilt_round(recorded):
