@@ -30,7 +30,8 @@ class SpeculativeDecoder:
                  cancel: threading.Event | None = None):
         self.backend, self.tokenizer = backend, backend.tokenizer
         self.faults = FaultSet(cfg.faults)
-        self.cfg = self.faults.configure(cfg)
+        self.declared = cfg          # the knobs as set: what the trace's config says
+        self.cfg = self.faults.configure(cfg)   # what the (possibly faulty) code runs with
         self.detail = trace          # False: no per-token alternatives (benchmarks)
         self.debug = debug           # True: assert the cache invariant after every round
         self.classes = TokenClasses.for_tokenizer(self.tokenizer)
@@ -106,7 +107,7 @@ class SpeculativeDecoder:
             stopper=f.wrap_stopper(build_stopper(cfg, self.classes, b.stop_ids, plen), self.tokenizer),
             verify=f.wrap_verify(steps.verify), commit=f.wrap_commit(steps.commit),
             gen=gen,
-            trace=Trace(prompt_len=plen, config=cfg.to_dict(), backend=b.name, info=info),
+            trace=Trace(prompt_len=plen, config=self.declared.to_dict(), backend=b.name, info=info),
             text=TextLookup(self.classes.texts), detail=self.detail, cancel=cancel,
             deadline=t0 + limit if limit > 0 else None,
             # the draft loop needs each token's distribution (not only for the trace) to sample,

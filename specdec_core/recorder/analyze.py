@@ -1,6 +1,7 @@
 """From a recording to (trace, findings): reconstruction plus every blind check."""
 from __future__ import annotations
 
+from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.recorder import checks, sampling, speed
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
@@ -68,6 +69,8 @@ def analyze(rec: dict, tokenizer, info=None):
     found += checks.check_positions(t)
     found += checks.check_contexts(t, rounds)
     found += checks.check_lossless(t, rounds, d, texts)
+    if d.get("verify") == "rank" and not d.get("temperature"):   # a declared rank window:
+        found += rank_findings(trace.tokens, d, t.P)  # the built-in decoder's rule (acceptance.py)
     found += checks.check_stops(t, rec, texts)
     found += checks.check_draft_rule(t, rounds, d, texts)
     found += check_structure(t, rounds, rec, texts)
