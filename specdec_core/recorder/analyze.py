@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from specdec_core.analysis.acceptance import rank_findings
-from specdec_core.recorder import checks, omni_checks, sampling
+from specdec_core.recorder import checks, omni_checks, sampling, speed
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
@@ -61,6 +61,7 @@ def analyze(rec: dict, tokenizer, info=None):
     found += checks.check_draft_rule(t, rounds, d, texts)
     found += omni_checks.check_vocab(t, rec)
     found = omni_checks.fold_vocab(found) + check_structure(t, rounds, rec, texts)
+    found += speed.check_speed(rec, t)
     found = sampling.dedupe(found + sampling.check_sampling(rec))
     found += text_findings(trace)
     found.sort(key=lambda f: SEVERITY.get(f["severity"], 9))

@@ -133,7 +133,8 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     recording["backend"] = backend.name
     trace, found = analyze(recording, backend.tokenizer, prompt.info)
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
-           "trace": trace.to_dict(), "recording": recording}
+           "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
+           "recording": recording}
     if reference:
         res["reference"] = reference_diff(backend, prompt, out, trace, knobs)
     return res
@@ -172,6 +173,7 @@ def pooled_findings(results: list[dict]) -> list[dict]:
 
 
 def cmd_record(args) -> int:
+    from specdec_core.analysis.metrics import time_line
     from specdec_core.api import open_backend
 
     knobs = parse_sets(args.sets)
@@ -184,6 +186,8 @@ def cmd_record(args) -> int:
         codes = ", ".join(f["code"] for f in res.get("findings", [])) or "no findings"
         print(f"{res['audio']}: " + (f"ok ({codes})" if res["ok"] else f"error: {res['error']}"),
               file=sys.stderr)
+        if line := time_line(res.get("time_split")):
+            print(f"  {line}", file=sys.stderr)
     pooled = pooled_findings(results)
     for f in pooled:
         print(f"all {len(results)} clips pooled: {f['code']} ({f['severity']}): {f['title']}",

@@ -7,6 +7,9 @@ here). Post hook: per scored row, argmax, top-5 ids and log-probs, entropy, voca
 the rank/log-prob of the token that follows the row in the input (what a verifier needs). The
 last row's log-probs are held until the next forward of the same model, which gives the rank
 of the token it was fed next (what a drafter needs). No full logits are stored.
+Timing (recorder/speed.py): each forward's start offset from the recording's start and its
+duration, read with perf_counter at the end of the pre hook and the start of the post hook, and
+the hooks' own cost (`pre`, `post`) so that it is never charged to the user's loop.
 """
 from __future__ import annotations
 
@@ -144,6 +147,7 @@ class Recorder:
     # -- hooks -----------------------------------------------------------------------------------
     def _pre(self, role):
         def hook(module, args, kwargs):
+            h0 = time.perf_counter()
             ids = kwargs.get("input_ids", args[0] if args else None)
             cache = kwargs.get("past_key_values")
             mask = kwargs.get("attention_mask")
@@ -181,6 +185,8 @@ class Recorder:
                     prev["fed_next"] = {"forward": rec["i"], "token": tok,
                                         "rank": int((logp > logp[tok]).sum()) + 1,
                                         "logp": round(float(logp[tok]), 5)}
+            t = time.perf_counter()     # the forward starts now: the hook's own cost is "pre"
+            rec["time"] = {"t": t - self._t0, "dur": None, "pre": t - h0, "post": None}
         return hook
 
     def _post(self, role):
@@ -191,6 +197,9 @@ class Recorder:
             logits = getattr(output, "logits", None)
             if logits is None and isinstance(output, tuple) and output:
                 logits = output[0]
+            if isinstance(logits, torch.Tensor) and logits.is_cuda:
+                torch.cuda.synchronize(logits.device)   # the GPU's time is the forward's
+            t_end = time.perf_counter()
             cache = getattr(output, "past_key_values", None)
             if rec["cache"] is None and cache is not None:
                 rec["cache"] = self._keys.key(cache)
@@ -206,6 +215,11 @@ class Recorder:
                 self._held[role] = (rec["i"], last)
             else:
                 rec["rows"] = None
+            tm = rec.get("time")
+            if tm is not None:
+                tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
+                tm["t"], tm["pre"] = round(tm["t"], 6), round(tm["pre"], 6)
+                tm["post"] = round(time.perf_counter() - t_end, 6)
         return hook
 
     # -- result ----------------------------------------------------------------------------------
