@@ -137,7 +137,8 @@ def diagnostics_html(findings: list[dict] | None) -> str:
         detail = f'<div class="ss-finding-detail">{esc(f.get("detail"))}</div>' if f.get("detail") else ""
         fix = f'<div class="ss-finding-fix"><b>Fix:</b> {esc(f.get("fix"))}</div>' if f.get("fix") else ""
         rows.append(
-            f'<div class="ss-finding ss-sev-{cls}" data-severity="{esc(cls)}">'
+            f'<div class="ss-finding ss-sev-{cls}" data-severity="{esc(cls)}" '
+            f'data-code="{esc(f.get("code") or f.get("key"))}">'
             f'<div class="ss-finding-icon" aria-label="{esc(cls)}">{icon}</div>'
             f'<div class="ss-finding-title">{esc(f.get("title"))}</div>{detail}{fix}</div>'
         )

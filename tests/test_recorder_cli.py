@@ -57,7 +57,8 @@ def test_a_decoder_that_raises_is_ok_false_with_one_line(tmp_path):
 
 
 def test_bad_file_or_function_is_a_usage_error(tmp_path):
-    for target in (f"{tmp_path / 'nope.py'}:decode", f"{CORRECT}:nope", CORRECT):
+    # (FILE.py alone is FILE.py:decode: tests/test_recorder_omni.py records that way)
+    for target in (f"{tmp_path / 'nope.py'}:decode", f"{CORRECT}:nope", f"{tmp_path / 'notes.txt'}"):
         p = cli(target, CLIP)
         assert p.returncode == 2, (target, p.stderr)
         assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

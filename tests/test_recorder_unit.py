@@ -119,10 +119,60 @@ def test_more_than_k_drafts_is_off_by_one():
     assert "off_by_one" in codes(rec)
 
 
-def test_vocab_widths_that_differ():
+def _widths(fw, edge, cloud):
+    for f in fw:
+        f["rows"]["vocab"] = edge if f["model"] == "edge" else cloud
+    return fw
+
+
+def test_heads_wider_than_the_tokenizer_or_each_other_are_only_info():
+    for edge, cloud in ((12, 12), (12, 14), (10, 12)):
+        found = analyze(recording(_widths(round1() + round2(4), edge, cloud), [4, 6, 9]), None)[1]
+        assert [(f["code"], f["severity"]) for f in found] == [("vocab_widths", "info")], found
+
+
+def test_vocab_mismatch_is_an_error_only_for_what_shows_a_bug_and_says_which():
+    # (b) an output id only the wider (cloud) head has: logits compared at different widths
+    fw = _widths(round1() + round2(4), 12, 14)
+    fw[2]["rows"]["argmax"][1] = 12
+    found = analyze(recording(fw, [4, 12, 9]), None)[1]
+    f = next(f for f in found if f["code"] == "vocab_mismatch")
+    assert f["severity"] == "error" and "different widths" in f["title"] and "cloud" in f["title"]
+    assert f["evidence"]["tokens"] == [12] and f["evidence"]["index"] == 1
+    # (a) same widths, an output id past the tokenizer: picked from padding rows
+    fw = _widths(round1() + round2(4), 12, 12)
+    fw[2]["rows"]["argmax"][1] = 11
+    f = next(f for f in analyze(recording(fw, [4, 11, 9]), None)[1] if f["code"] == "vocab_mismatch")
+    assert f["severity"] == "error" and "outside the tokenizer" in f["title"]
+
+
+def mrope_recording(edge_positions, delta):
+    """round1 + round2 of a 3-token prompt placed at 0, 0, 1 (a prompt whose positions end
+    below its length: rope delta = 2 - 3 = -1 when delta is -1) with three mrope rows."""
+    prompt_rows = [[0, 1, 2 + delta]] * 3 if delta else [[0, 1, 2]] * 3
     fw = round1() + round2(4)
-    fw[0]["rows"]["vocab"] = fw[1]["rows"]["vocab"] = fw[3]["rows"]["vocab"] = 12
-    assert "vocab_mismatch" in codes(recording(fw, [4, 6, 9]))
+    for f in fw:
+        n, L = len(f["ids"]), f["cache_len"]
+        f["mrope"] = [[(j if j < 2 else j + delta) for j in range(L, L + n)]] * 3
+    fw[3]["mrope"] = [edge_positions] * 3
+    rec = recording(fw, [4, 6, 9])
+    rec["mrope"] = {"prompt": prompt_rows, "rope_delta": delta}
+    return rec
+
+
+def test_mrope_positions_continue_cache_len_plus_rope_delta():
+    assert codes(mrope_recording([4 - 1], -1)) == []            # edge forward 3 at cache 4
+    assert codes(mrope_recording([4], 0)) == []
+
+
+@pytest.mark.parametrize("got, delta, words", [([0], 0, "restarted at 0"), ([4], -1, "rope delta (-1) was dropped"),
+                                               ([-1], -1, "restarted at -1")])
+def test_mrope_reset_or_dropped_delta_is_a_position_error_naming_forward_and_delta(got, delta, words):
+    found = analyze(mrope_recording(got, delta), None)[1]
+    f = next(f for f in found if f["code"] == "position_error")
+    assert words in f["cause"], f["cause"]
+    assert f["evidence"]["forward"] == 3 and f["evidence"]["rope_delta"] == delta
+    assert "forward 3" in f["detail"] and f"rope delta {delta}" in f["detail"]
 
 
 def test_not_a_recording_is_a_one_line_user_error():

@@ -256,6 +256,8 @@ def _free_port() -> int:
     (("--engine", "local", "--workers", "2"), "use --engine ray for --workers N"),
     (("--engine", "ray", "--workers", "0"), "--workers must be >= 1"),
     (("--cloud-url", "DEAD1", "DEAD2"), "no cloud server is reachable"),
+    (("--engine", "ray", "--ray-address", "127.0.0.1:1"), "cannot reach the Ray cluster at 127.0.0.1:1"),
+    (("--engine", "ray", "--ray-address", "nohost"), "--ray-address must be host:port"),
 ])
 def test_batch_usage_errors_are_one_line_and_exit_2(tmp_path, args, needle):
     args = [a.replace("DEAD1", f"http://127.0.0.1:{_free_port()}").replace(
@@ -292,3 +294,32 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
     assert ran2 == len(clips) - len(seen)
     assert [r["name"] for r in res2.rows] == [c.name for c in clips] and all(r["ok"] for r in res2.rows)
     assert len(jsonl_lines(tmp_path)) == len(clips)
+
+
+def test_joins_a_running_ray_cluster_and_leaves_it_running(tmp_path):
+    """`ray start --head` (what a user runs on the head node), then `batch --ray-address`: the
+    rows run on that cluster's workers, equal to the local engine, and the cluster is still up
+    afterwards (the batch leaves it as it was)."""
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    port = _free_port()
+    env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
+    start = subprocess.run([ray_bin, "start", "--head", "--port", str(port), "--num-cpus", "2",
+                            "--include-dashboard=false", "--disable-usage-stats"],
+                           capture_output=True, text=True, timeout=180, env=env)
+    assert start.returncode == 0, start.stderr[-2000:]
+    try:
+        manifest = broken_manifest(tmp_path)
+        p = cli(manifest, "--engine", "ray", "--ray-address", f"127.0.0.1:{port}", "--workers", "2",
+                *KNOBS, "--out", tmp_path / "cluster")
+        assert p.returncode == 1, p.stderr[-3000:]            # the broken clip's row failed
+        assert "ran 4 of 4 rows (ray engine)" in p.stdout
+        rows = json.loads((tmp_path / "cluster" / "results.json").read_text(encoding="utf-8"))["rows"]
+        assert [r["ok"] for r in rows] == [True, True, False, True]
+        local, _ = run_batch_dir(SPEC, read_manifest(manifest), {"A": CFG}, tmp_path / "local")
+        assert [r.get("token_ids") for r in rows] == [r.get("token_ids") for r in local.rows]
+        status = subprocess.run([ray_bin, "status", "--address", f"127.0.0.1:{port}"],
+                                capture_output=True, text=True, timeout=120,
+                                env=env | {"RAY_AUTH_MODE": "token"})    # `ray start` made a token
+        assert "CPU" in status.stdout, status.stdout + status.stderr   # still up after the batch
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, timeout=120, env=env)

@@ -15,6 +15,7 @@ from components.findings import config_badges, findings_html
 from components.inspect_view import (pooled_findings_html, pooled_html, pooled_trace, round_choices,
                                      round_html)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
+from components.timing_plot import timing_figure
 from components.token_view import render_tokens
 from specdec_core.errors import UserError
 
@@ -186,6 +187,7 @@ class InspectTab:
         with gr.Row(equal_height=True):
             self.entropy = gr.Plot(entropy_figure(None), show_label=False)
             self.acclen = gr.Plot(accepted_length_figure(None), show_label=False)
+        self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="inspect-timing")
         gr.Markdown("### Per-round drill-down", elem_classes="ss-h")
         self.round = gr.Dropdown([], label="cloud call (round as the loop ran it)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
@@ -209,7 +211,7 @@ class InspectTab:
                                 api_visibility="private")
 
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
-                self.acclen, self.round, self.drill, self.download, self.state]
+                self.acclen, self.round, self.drill, self.download, self.state, self.timing]
         self.record.click(self.on_record, [self.decoder, self.sample], outs,
                           api_visibility="private", concurrency_id="decode")
         self.upload.upload(self.on_upload, [self.upload], outs, api_visibility="private")
@@ -234,12 +236,12 @@ class InspectTab:
                 findings_html(res["findings"]), render_tokens(tr), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
-                round_html(rec, 1, _texts()), path, rec]
+                round_html(rec, 1, _texts()), path, rec, timing_figure(tr)]
 
     def _fail(self, e: Exception) -> list:
         if not isinstance(e, UserError):
             traceback.print_exc()
-        return [status_html("err", "could not inspect", common.user_message(e))] + [gr.skip()] * 10
+        return [status_html("err", "could not inspect", common.user_message(e))] + [gr.skip()] * 11
 
     def on_record(self, decoder, sample):
         try:

@@ -9,6 +9,7 @@ import gradio as gr
 
 from components.cards import diagnostics_html
 from components.status import prompt_info_md, status_html
+from components.timing_plot import timing_figure
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
 from specdec_core.api import with_cloud
 from specdec_core.decoding.config import DecodeConfig
@@ -78,6 +79,7 @@ class LiveTab:
                 self.view = TraceView()
                 self.baseline_text = gr.Textbox(label="cloud-only baseline text", lines=2,
                                                 interactive=False, visible=False, buttons=["copy"])
+                self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="live-timing")
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3):
                         gr.Markdown("### Diagnostics", elem_classes="ss-h")
@@ -92,7 +94,7 @@ class LiveTab:
     @property
     def outputs(self) -> list:
         return [self.status, *self.view.outputs, self.baseline_text, self.diagnostics, self.info,
-                self.dl_trace, self.dl_results]
+                self.dl_trace, self.dl_results, self.timing]
 
     def _wire(self):
         ins = [self.sample, self.audio, self.backend, self.baseline, self.cloud_url, *self.panel.inputs]
@@ -169,13 +171,13 @@ class LiveTab:
         return q
 
     def _pack(self, status=None, view=None, baseline=None, diagnostics=None, info=None,
-              dl_trace=None, dl_results=None):
+              dl_trace=None, dl_results=None, timing=None):
         sk = gr.skip()
         return [sk if status is None else status,
                 *(view if view is not None else [sk] * len(self.view.outputs)),
                 sk if baseline is None else baseline, sk if diagnostics is None else diagnostics,
                 sk if info is None else info, sk if dl_trace is None else dl_trace,
-                sk if dl_results is None else dl_results]
+                sk if dl_results is None else dl_results, sk if timing is None else timing]
 
     def run(self, request: gr.Request, sample, audio, backend_name, baseline_on, cloud_url, *knobs):
         hidden = gr.update(visible=False)
@@ -226,7 +228,8 @@ class LiveTab:
                 status_html(kind, head, detail), self.view.values(live, cfg.prompt_type, plots=True),
                 base, diagnostics_html(tr.get("diagnostics")), prompt_info_md(tr.get("info")),
                 gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
-                gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True))
+                gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
+                timing_figure(tr))
         except Exception as e:  # noqa: BLE001 - the page must stay usable; bugs are logged
             if not isinstance(e, UserError):
                 traceback.print_exc()

@@ -1,11 +1,14 @@
-"""Bug: the edge's head is padded to a multiple of 64 and drafts are picked over all of it.
+"""Bug: an id past the vocabulary in the output (an end marker that is no token).
 
-Padding the embedding matrix "for speed" (resize_token_embeddings(pad_to_multiple_of=64))
-makes the edge score 832 ids while the tokenizer and the cloud have 772; the extra rows mean
-nothing, and the draft is an argmax over a vocabulary the cloud does not share (the same
-mistake as comparing Qwen2.5-Omni 3B and 7B heads, 151936 vs 152064, without slicing).
-Fix: pick and compare only on the shared vocabulary, logits[..., :len(tokenizer)].
-(This example restores the edge's head when it returns.)
+The loop marks the end of its output with `END = len(tokenizer)`, "an id no real token has, so
+it can never clash", in place of the stop token the cloud chose (the same pattern as padding
+batched outputs with `config.vocab_size`). Whatever reads the ids next (the tokenizer, a
+detokenizer in C++, a second model) gets an id no table has: the tokenizer decodes it to
+nothing, an embedding lookup fails. On Qwen heads, which are wider than the tokenizer, such
+ids also come from picking over the head's padding rows.
+Fix: return the stop id the cloud chose (or cut the output before it); never invent ids.
+(Before issue 18 this example padded the edge's head to 832 rows and drafted over all of it:
+harmless in practice, since the padding rows never win an argmax, so it is no longer an error.)
 """
 import torch
 from transformers import DynamicCache
@@ -27,22 +30,15 @@ def rollback(cache, keep):
         cache.crop(-drop)
 
 
-def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=()):
-    width = edge.get_input_embeddings().weight.shape[0]
-    edge.resize_token_embeddings(width, pad_to_multiple_of=64)   # BUG: padded edge head
-    try:
-        return _decode(edge, cloud, tokenizer, input_ids, k, max_new_tokens, stop_ids)
-    finally:
-        edge.resize_token_embeddings(width)      # undo, so the shared model is left as it was
-
-
 @torch.no_grad()
-def _decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=()):
+def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=()):
     stop_ids = {int(s) for s in stop_ids}
     seq = input_ids[0].tolist()                 # committed sequence: prompt + generated
     n_prompt = len(seq)
     edge_cache, cloud_cache = DynamicCache(), DynamicCache()
     edge_seen = cloud_seen = 0                  # how many tokens of seq each cache holds
+
+    END = len(tokenizer)                        # BUG: an "end" id past the vocabulary
 
     while True:
         # 1. draft: the edge proposes k tokens greedily, feeding what its cache has not seen
@@ -76,4 +72,5 @@ def _decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids
         for tok in new:
             seq.append(tok)
             if tok in stop_ids or len(seq) - n_prompt >= max_new_tokens:
+                seq[-1] = END if tok in stop_ids else tok   # BUG: the marker instead of the stop id
                 return seq[n_prompt:]

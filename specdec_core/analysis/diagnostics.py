@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import re
 
+from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.metrics import threshold_nats
 from specdec_core.audio.conditions import LENGTH_BANDS
 
@@ -23,6 +24,16 @@ def _f(severity, key, title, detail, cause, fix):
 
 
 def diagnose(trace) -> list[dict]:
+    """Findings ({severity, key, title, detail, cause, fix}) from what the run did.
+
+    Severities: error = a bug (the decoder did something the knobs do not allow: a cycle, a
+    cache desync, a hidden draft processor, a premature stop, or a draft accepted that the
+    declared rule forbids); warning = allowed but probably not what the user wants; info = the
+    cost of a choice the user made (e.g. `lossy_accept`: verify=rank with rank_threshold > 1 did
+    accept drafts the cloud ranked 2nd or lower, and by how much the text left the cloud's).
+    `trace.config` holds the knobs as the user set them, so a run whose code accepts by rank
+    while greedy was declared (the `lenient_rank` fault) is an error, `lossless_violation`, the
+    recorder's code for the same thing (analysis/acceptance.py)."""
     m, cfg, out = trace.metrics, trace.config, []
     # Enabled faults are a config badge in the views, never a finding: every finding here is
     # computed from what the run did.
@@ -99,11 +110,12 @@ def diagnose(trace) -> list[dict]:
                       "the edge drafts from a wrong context or a distorted distribution",
                       "check cache resync, positions and draft-side penalties; lower k"))
 
-    lenient = [t for t in trace.tokens if t.source == "accepted" and (t.target_rank or 0) > 5]
-    if lenient:
-        out.append(_f("warning", "lenient_accept", f"{len(lenient)} accepted tokens ranked below top-5 by the cloud",
-                      f"worst cloud rank accepted: {max(t.target_rank for t in lenient)}",
-                      "rank acceptance threshold too lenient (seed 000 C)", "rank_threshold 3-5, or verify=greedy"))
+    # Accepted drafts the cloud ranked 2nd or lower, judged against the acceptance rule the
+    # trace's config declares (the knobs as the user set them): lossless_violation (error) under
+    # a lossless declaration, rank_window_exceeded (error) past a declared rank window,
+    # lossy_accept (info; warning past the cloud's top-5) inside a window the user chose. The
+    # rule and its severities are shared with the recorder: analysis/acceptance.py.
+    out += rank_findings(trace.tokens, cfg, trace.prompt_len)
 
     thr = threshold_nats(trace)
     if thr is not None and m.get("rounds", 0) >= 3:
@@ -120,7 +132,8 @@ def diagnose(trace) -> list[dict]:
                           "lower entropy_threshold (entropy_unit=frac gives it as a share of ln|V|, "
                           "the same on any vocabulary)"))
     if not out:
-        out.append(_f("ok", "clean", "no problems found", "stops, cache, cycles, punctuation and leakage look fine",
+        out.append(_f("ok", "clean", "no problems found",
+                      "stops, cache, cycles, acceptance ranks, punctuation and leakage look fine",
                       "", ""))
     return out
 

@@ -45,9 +45,68 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
         "entropy_threshold_nats": threshold_nats(trace),
         "share_above_threshold": share_above_threshold(trace),
     }
+    m["time_split"] = time_split(rounds, wall_s)
     m.update(link_metrics(trace, wall_s))
     m.update(text_metrics(trace.text))
     return m
+
+
+# ---- where the time goes ----------------------------------------------------------------------
+def time_split(rounds, wall_s: float, edge_s: float | None = None, cloud_s: float | None = None,
+               caller_s: float = 0.0, recorder_s: float | None = None) -> dict:
+    """A decode's wall time split: inside the edge's forwards, the cloud's forwards, remote
+    cloud requests (request_s: the round trip with the server's forward), and everything else
+    (`other_s`: the loop's Python, sampling, logits processing, tracing). Totals default to the
+    sums over the rounds (RoundRecords or trace dicts); the decoder passes its runners' totals
+    (which also count forwards outside a finished round). `caller_s` (time the caller of a
+    streamed decode held it between events, e.g. the UI rendering) and `recorder_s` (the flight
+    recorder's hooks) are measured apart, so that `other_s` is the loop's own.
+    edge + cloud + remote + other (+ caller + recorder) = total = wall_s. `other_share` =
+    other / (total - caller - recorder): the share of the decode that is not model work."""
+    total = float(wall_s or 0.0)
+
+    def summed(key):
+        return sum(_number(_get(r, key)) or 0.0 for r in rounds or [])
+
+    edge = summed("edge_s") if edge_s is None else edge_s
+    cloud = summed("cloud_s") if cloud_s is None else cloud_s
+    rec = summed("recorder_s") if recorder_s is None else recorder_s
+    remote = summed("request_s")
+    other = total - edge - cloud - remote - caller_s - rec
+    own = total - caller_s - rec
+    d = {"edge_s": round(edge, 6), "cloud_s": round(cloud, 6), "remote_s": round(float(remote), 6),
+         "other_s": round(other, 6), "total_s": round(total, 6)}
+    if caller_s:
+        d["caller_s"] = round(caller_s, 6)
+    if rec:
+        d["recorder_s"] = round(rec, 6)
+    d["other_share"] = round(other / own, 4) if own > 0 else None
+    return d
+
+
+def round_split(r) -> dict:
+    """One round's time split (a RoundRecord or a trace dict round): edge, cloud, remote,
+    recorder and other = round_s minus those."""
+    g = lambda k: _number(_get(r, k)) or 0.0  # noqa: E731
+    out = {"edge_s": g("edge_s"), "cloud_s": g("cloud_s"), "remote_s": g("request_s"),
+           "recorder_s": g("recorder_s")}
+    out["other_s"] = g("round_s") - sum(out.values())
+    out["round_s"] = g("round_s")
+    return out
+
+
+def time_line(split: dict | None) -> str:
+    """`time: 0.81 s = edge 0.32 s (39%) · cloud 0.41 s (51%) · other 0.08 s (9%)`: where a
+    decode's wall time went (analysis.metrics.time_split); empty without one."""
+    if not split or not split.get("total_s"):
+        return ""
+    total = split["total_s"]
+    parts = [(name, split.get(f"{name}_s") or 0.0) for name in ("edge", "cloud", "remote")]
+    parts = [p for p in parts if p[1] or p[0] != "remote"]
+    parts += [("other", split.get("other_s") or 0.0)]
+    parts += [(n, split[f"{n}_s"]) for n in ("recorder", "caller") if split.get(f"{n}_s")]
+    body = " · ".join(f"{n} {v:.3f} s ({v / total:.0%})" for n, v in parts)
+    return f"time: {total:.3f} s = {body}"
 
 
 # ---- the entropy threshold (Trace objects and trace dicts alike) ------------------------------

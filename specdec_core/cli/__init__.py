@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"specscope: error: {message}\n")
 
 
-def _add_backend_args(p, cloud_url: bool = True):
+def _add_backend_args(p, cloud_url: bool = True, prompt: bool = True):
     p.add_argument("--backend", default="demo", help="demo (default) | omni | hf")
     p.add_argument("--edge-model", help="edge model folder or hub id (omni/hf)")
     p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf); with "
@@ -31,7 +31,8 @@ def _add_backend_args(p, cloud_url: bool = True):
     if cloud_url:
         p.add_argument("--cloud-url", help="verify with a cloud behind an OpenAI-compatible server "
                        "(vLLM; `make cloud`), e.g. http://127.0.0.1:8000")
-    p.add_argument("--prompt", help="text prompt (hf backend)")
+    if prompt:
+        p.add_argument("--prompt", help="text prompt (hf backend)")
     p.add_argument("--device", help="cuda | cpu (omni)")
 
 
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "its rerun")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
-    recorder_cli.add_parser(sub)
+    _add_backend_args(recorder_cli.add_parser(sub), cloud_url=False, prompt=False)
     return ap
 
 

@@ -59,6 +59,10 @@ def cmd_run(args) -> int:
         results.append(res)
         status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
         print(f"{res['audio']}: {status}", file=sys.stderr)
+        if res["ok"] and (line := reports.time_line(res["metrics"].get("time_split"))):
+            print(f"  {line}", file=sys.stderr)
+        for d in (res.get("trace") or {}).get("diagnostics") or []:
+            print(f"  {d.get('severity')}: {d.get('key')}: {d.get('title')}", file=sys.stderr)
     out = {"backend": args.backend, "config": cfg.to_dict(), "results": results}
     text = json.dumps(out, ensure_ascii=False, indent=1)
     if args.out:

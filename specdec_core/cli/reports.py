@@ -1,6 +1,7 @@
 """Plain-text reports the CLI prints (batch summary + checklist, benchmark ratios)."""
 from __future__ import annotations
 
+from specdec_core.analysis.metrics import time_line  # noqa: F401  (the run/record `time:` line)
 from specdec_core.evaluation.batch import KEY_METRICS, BatchResult
 from specdec_core.evaluation.bench import METHODS
 

@@ -12,7 +12,7 @@ from typing import Iterator
 import torch
 
 from specdec_core.analysis.diagnostics import diagnose
-from specdec_core.analysis.metrics import compute_metrics
+from specdec_core.analysis.metrics import compute_metrics, time_split
 from specdec_core.decoding import checks, steps
 from specdec_core.decoding.checks import CacheInvariantError  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
@@ -30,7 +30,8 @@ class SpeculativeDecoder:
                  cancel: threading.Event | None = None):
         self.backend, self.tokenizer = backend, backend.tokenizer
         self.faults = FaultSet(cfg.faults)
-        self.cfg = self.faults.configure(cfg)
+        self.declared = cfg          # the knobs as set: what the trace's config says
+        self.cfg = self.faults.configure(cfg)   # what the (possibly faulty) code runs with
         self.detail = trace          # False: no per-token alternatives (benchmarks)
         self.debug = debug           # True: assert the cache invariant after every round
         self.classes = TokenClasses.for_tokenizer(self.tokenizer)
@@ -51,22 +52,32 @@ class SpeculativeDecoder:
         round with ended_by="cancelled"; cfg.time_limit_s ends it with "time_limit"."""
         t0 = time.perf_counter()
         run = self._start(prompt, cancel or self.cancel_event, t0)
+        caller = 0.0        # time the caller held the stream between events (e.g. UI rendering)
         if events:
+            t = time.perf_counter()
             yield {"type": "start", "prompt_len": run.seq.prompt_len, "info": run.trace.info}
+            caller += time.perf_counter() - t
         while not run.ended_by:
             if (stop := run.interrupted()) is not None:
                 run.end(stop)
                 break
             n_tok, n_rej = len(run.trace.tokens), len(run.trace.rejected)
+            t, e, c = time.perf_counter(), _busy(run.edge), _busy(run.cloud)
             rnd = steps.play_round(run)
+            if rnd is not None:
+                rnd.round_s = time.perf_counter() - t
+                rnd.edge_s, rnd.cloud_s = _busy(run.edge) - e, _busy(run.cloud) - c
             if self.debug:
                 checks.cache_invariant(run)
             if events and rnd is not None:
-                yield {"type": "round", "round": rnd.to_dict(),
-                       "tokens": [t.to_dict() for t in run.trace.tokens[n_tok:]],
-                       "rejected": [t.to_dict() for t in run.trace.rejected[n_rej:]],
-                       "warnings": run.take_warnings()}
-        yield {"type": "done", "trace": self._finish(run, time.perf_counter() - t0)}
+                ev = {"type": "round", "round": rnd.to_dict(),
+                      "tokens": [t.to_dict() for t in run.trace.tokens[n_tok:]],
+                      "rejected": [t.to_dict() for t in run.trace.rejected[n_rej:]],
+                      "warnings": run.take_warnings()}
+                t = time.perf_counter()
+                yield ev
+                caller += time.perf_counter() - t
+        yield {"type": "done", "trace": self._finish(run, time.perf_counter() - t0, caller)}
 
     def run(self, prompt, cancel: threading.Event | None = None) -> Trace:
         for ev in self.stream(prompt, events=False, cancel=cancel):
@@ -96,7 +107,7 @@ class SpeculativeDecoder:
             stopper=f.wrap_stopper(build_stopper(cfg, self.classes, b.stop_ids, plen), self.tokenizer),
             verify=f.wrap_verify(steps.verify), commit=f.wrap_commit(steps.commit),
             gen=gen,
-            trace=Trace(prompt_len=plen, config=cfg.to_dict(), backend=b.name, info=info),
+            trace=Trace(prompt_len=plen, config=self.declared.to_dict(), backend=b.name, info=info),
             text=TextLookup(self.classes.texts), detail=self.detail, cancel=cancel,
             deadline=t0 + limit if limit > 0 else None,
             # the draft loop needs each token's distribution (not only for the trace) to sample,
@@ -107,7 +118,7 @@ class SpeculativeDecoder:
         run.cloud.prefill(prompt)
         return run
 
-    def _finish(self, run: Run, wall: float) -> Trace:
+    def _finish(self, run: Run, wall: float, caller: float = 0.0) -> Trace:
         tr = run.trace
         tr.ended_by = run.ended_by
         if run.ended_by == "time_limit":
@@ -115,5 +126,12 @@ class SpeculativeDecoder:
                       f"{self.cfg.time_limit_s:g} s after {len(tr.tokens)} tokens (time_limit_s)"})
         tr.text = self.tokenizer.decode(tr.token_ids, skip_special_tokens=True)
         tr.metrics = compute_metrics(tr, wall, run.edge.forwards, run.cloud.forwards)
+        tr.metrics["time_split"] = time_split(tr.rounds, wall, _busy(run.edge), _busy(run.cloud),
+                                              caller_s=caller)
         tr.diagnostics = diagnose(tr)
         return tr
+
+
+def _busy(runner) -> float:
+    """Seconds inside the runner's forwards so far (a remote cloud has none: request_s)."""
+    return getattr(runner, "busy_s", 0.0)

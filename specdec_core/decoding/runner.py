@@ -6,6 +6,8 @@ the cache length and the next position must agree, and being explicit makes that
 """
 from __future__ import annotations
 
+import time
+
 import torch
 from transformers import DynamicCache
 
@@ -21,6 +23,7 @@ class ModelRunner:
         self.history: list[int] = []   # the ids the cache holds, for the debug invariant
         self.forwards = 0
         self.check_forwards = 0   # cache-free recomputes, kept out of the speed metrics
+        self.busy_s = 0.0         # wall time inside feed() (the forwards): the run's time split
         self._prefill_kwargs: dict = {}
         self._prompt_ids: torch.Tensor | None = None
         self._pending = False
@@ -40,6 +43,7 @@ class ModelRunner:
     def feed(self, ids: list[int], last_only: bool = False) -> torch.Tensor:
         """Feed tokens at positions seen..seen+n-1; returns [n, V] float32 next-token logits
         ([1, V] for the last position only with last_only, which drafting needs)."""
+        t0 = time.perf_counter()
         if self._pending:
             self._pending = False
             self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True)
@@ -47,6 +51,9 @@ class ModelRunner:
         logits = self._forward(t, self.cache_len(), prefill=False, last_only=last_only)
         self.seen += len(ids)
         self.history.extend(ids)
+        if logits.is_cuda:      # the forward's GPU time belongs here, not to the next .item()
+            torch.cuda.synchronize(logits.device)
+        self.busy_s += time.perf_counter() - t0
         return logits
 
     def crop(self, n: int) -> None:

@@ -61,6 +61,13 @@ class RoundRecord:
     cloud_fed: int = 0          # tokens the cloud consumed in its forward (catch-up + block)
     draft_s: float = 0.0
     verify_s: float = 0.0
+    # Where the round's wall time went (analysis/metrics.time_split): round_s = the whole round,
+    # edge_s / cloud_s = inside the models' forwards; recorder_s = the flight recorder's hooks
+    # (recorded runs only). The rest (minus request_s for a remote cloud) is the loop's own time.
+    round_s: float = 0.0
+    edge_s: float = 0.0
+    cloud_s: float = 0.0
+    recorder_s: float = 0.0
     # The cloud call on the link (decoding/link.py): measured for a remote cloud (request_s set),
     # modelled for a local one (link_s: modelled transfer time, 0 with the link model off).
     bytes_up: int = 0

@@ -55,6 +55,7 @@ class RayEdges:
                      runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
         self.owns = not ray.is_initialized()
         if self.owns and address:
+            _probe(address)      # Ray itself retries an unreachable address for minutes
             try:
                 ray.init(address=address, **quiet)
             except (ConnectionError, ValueError, RuntimeError) as e:
@@ -171,6 +172,28 @@ class RayEdges:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """A usage error now when nothing listens at `address` (host:port or ray://host:port;
+    "auto" is left to Ray)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address == "auto":
+        return
+    try:
+        parts = urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise UserError(f"--ray-address must be host:port or ray://host:port (or auto), got {address!r}")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise UserError(f"cannot reach the Ray cluster at {address}: "
+                        f"{e.strerror or type(e).__name__} (is `ray start --head` running there?)") from None
 
 
 def _one_line(e: BaseException) -> str:

@@ -1,7 +1,8 @@
 """From a recording to (trace, findings): reconstruction plus every blind check."""
 from __future__ import annotations
 
-from specdec_core.recorder import checks, sampling
+from specdec_core.analysis.acceptance import rank_findings
+from specdec_core.recorder import checks, omni_checks, sampling, speed
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
@@ -13,21 +14,6 @@ SEVERITY = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
     out, k = [], rec.get("declared", {}).get("k")
-    widths = {m: sorted({f.rows["vocab"] for f in t.fwds if f.model == m and f.rows})
-              for m in ("edge", "cloud")}
-    tok_n = (rec.get("vocab") or {}).get("tokenizer")
-    e, c = widths["edge"], widths["cloud"]
-    big = [x for x in t.out if tok_n and x >= tok_n]
-    if (e and c and e != c) or big:
-        out.append(finding(
-            "vocab_mismatch", "error" if big else "warning",
-            f"vocabulary widths differ: edge {e}, cloud {c}, tokenizer {tok_n}",
-            (f"{len(big)} output id(s) outside the tokenizer (first {big[0]})" if big else
-             "ids are compared across heads of different width"),
-            "the two heads (or the tokenizer) do not share one vocabulary; ids past the shared "
-            "part mean nothing to the other model",
-            "compare and pick only on the shared vocabulary: logits[..., :len(tokenizer)]",
-            _ev(None, None, big[:5], widths=widths, tokenizer=tok_n)))
     if k:
         long = [r for r in rounds if r.verified and len(r.block) > k]
         runs = [r for r in rounds if r.verified and (r.end - r.block_start) > k + 1]
@@ -65,12 +51,17 @@ def analyze(rec: dict, tokenizer, info=None):
     trace = build_trace(rec, t, rounds, tokenizer, info)
     d = rec.get("declared", {})
     found = []
-    found += checks.check_positions(t)
+    found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))
+    found += omni_checks.check_mrope(t, rec) + omni_checks.check_audio(t, rec)
     found += checks.check_contexts(t, rounds)
     found += checks.check_lossless(t, rounds, d, texts)
+    if d.get("verify") == "rank" and not d.get("temperature"):   # a declared rank window:
+        found += rank_findings(trace.tokens, d, t.P)  # the built-in decoder's rule (acceptance.py)
     found += checks.check_stops(t, rec, texts)
     found += checks.check_draft_rule(t, rounds, d, texts)
-    found += check_structure(t, rounds, rec, texts)
+    found += omni_checks.check_vocab(t, rec)
+    found = omni_checks.fold_vocab(found) + check_structure(t, rounds, rec, texts)
+    found += speed.check_speed(rec, t)
     found = sampling.dedupe(found + sampling.check_sampling(rec))
     found += text_findings(trace)
     found.sort(key=lambda f: SEVERITY.get(f["severity"], 9))

@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from specdec_core.analysis.acceptance import NOT_GREEDY_FIX, not_greedy_cause
 from specdec_core.recorder.rounds import Round
 from specdec_core.recorder.tape import Fwd, Tapes
 
@@ -31,13 +32,16 @@ def _greedy(d: dict) -> bool:
 
 
 # -- the cache / context / position family --------------------------------------------------------
-def check_positions(t: Tapes) -> list[dict]:
+def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
+    """skip_2d: an mrope model, whose 2-D position_ids are its three rows (omni_checks)."""
     bad_pos, bad_mask = [], []
     for f in t.fwds:
         raw, n = f.raw, f.n
         want = list(range(f.L, f.L + n))
         for key in ("position_ids", "cache_position"):
             got = raw.get(key)
+            if key == "position_ids" and skip_2d and not raw.get("mrope"):
+                continue
             if got is not None and n and got != want:
                 bad_pos.append((f, key, got))
                 break
@@ -154,10 +158,8 @@ def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
                  "a block was appended to the sequence twice (seed 004 input corruption, or a "
                  "duplicated bonus)")
         fix = "append each verified token once, from one committed sequence"
-    elif rank is None or rank > 1:
-        cause = (f"a draft the cloud ranks {rank or '>5'} was accepted: the acceptance rule is not "
-                 "greedy equality (rank/threshold acceptance, seed 000 C)")
-        fix = "accept a draft only if it equals the cloud's argmax (or use rejection sampling)"
+    elif rank is None or rank > 1:   # the built-in decoder's diagnosis says the same
+        cause, fix = not_greedy_cause(rank), NOT_GREEDY_FIX
     else:
         cause = "a committed token the cloud did not choose"
         fix = "commit only accepted drafts and the cloud's correction/bonus"

@@ -1,6 +1,7 @@
-"""`python -m specdec_core record FILE.py:FUNCTION AUDIO [AUDIO ...] [--backend demo]
-[--set k=4 ...] [--reference] [--out rec.json]`: run the user's own decoder under the Recorder
-and diagnose it blind. Exit codes as for `run`: 0 ok, 1 some clip failed, 2 usage error."""
+"""`python -m specdec_core record FILE.py[:FUNCTION] AUDIO [AUDIO ...] [--backend demo]
+[--edge-model DIR --cloud-model DIR] [--set k=4 ...] [--reference] [--out rec.json]`: run the
+user's own decoder under the Recorder and diagnose it blind. FUNCTION defaults to `decode`.
+Exit codes as for `run`: 0 ok, 1 some clip failed, 2 usage error."""
 from __future__ import annotations
 
 import importlib.util
@@ -17,22 +18,26 @@ DEFAULTS = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy
             "prompt_type": "detailed"}
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("record", help="record and diagnose your own decoder (FILE.py:FUNCTION)")
-    p.add_argument("target", metavar="FILE.py:FUNCTION")
+def add_parser(sub):
+    """The record subparser; the backend options (--backend, --edge-model, ...) are added by
+    the CLI from the same definitions as `run`'s."""
+    p = sub.add_parser("record", help="record and diagnose your own decoder (FILE.py[:FUNCTION])")
+    p.add_argument("target", metavar="FILE.py[:FUNCTION]", help="FUNCTION defaults to decode")
     p.add_argument("audio", nargs="+")
-    p.add_argument("--backend", default="demo")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help=f"declared knobs: {', '.join(KNOBS)}")
     p.add_argument("--reference", action="store_true",
                    help="also run the cloud's greedy decode and report the first divergence")
     p.add_argument("--out", help="output JSON (default: stdout)")
+    return p
 
 
 def load_function(target: str):
     file, sep, name = target.rpartition(":")
-    if not sep or not file.endswith(".py") or not name.isidentifier():
-        raise UserError(f"expected FILE.py:FUNCTION, got {target!r}")
+    if not sep and target.endswith(".py"):
+        file, name = target, "decode"
+    if not file.endswith(".py") or not name.isidentifier():
+        raise UserError(f"expected FILE.py or FILE.py:FUNCTION, got {target!r}")
     path = Path(file).resolve()
     if not path.is_file():
         raise UserError(f"no such file: {file}")
@@ -76,16 +81,23 @@ def _where(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}{loc}"
 
 
-def _extra_knobs(fn, knobs: dict) -> dict:
-    """The declared temperature, for decoders whose function takes it (sampling loops)."""
+def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None) -> dict:
+    """What a decoder's signature asks for beyond the contract: the declared temperature
+    (sampling loops) and `model_inputs`, the prompt's model inputs besides the ids (Omni:
+    input_features, feature_attention_mask), each only when there is one."""
     import inspect
 
     try:
         ps = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return {}
-    takes = "temperature" in ps or any(p.kind is p.VAR_KEYWORD for p in ps.values())
-    return {"temperature": knobs["temperature"]} if takes and knobs.get("temperature") else {}
+    anything = any(p.kind is p.VAR_KEYWORD for p in ps.values())
+    extra = {}
+    if ("temperature" in ps or anything) and knobs.get("temperature"):
+        extra["temperature"] = knobs["temperature"]
+    if ("model_inputs" in ps or anything) and model_inputs:
+        extra["model_inputs"] = dict(model_inputs)
+    return extra
 
 
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False) -> dict:
@@ -110,7 +122,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         with rec, torch.no_grad():
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(),
                      k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops,
-                     **_extra_knobs(fn, knobs))
+                     **_extra_knobs(fn, knobs, prompt.prefill_kwargs))
         out = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
     except Exception as e:
         return {"audio": label, "ok": False, "error": f"decoder failed: {_where(e)}",
@@ -121,7 +133,8 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     recording["backend"] = backend.name
     trace, found = analyze(recording, backend.tokenizer, prompt.info)
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
-           "trace": trace.to_dict(), "recording": recording}
+           "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
+           "recording": recording}
     if reference:
         res["reference"] = reference_diff(backend, prompt, out, trace, knobs)
     return res
@@ -160,11 +173,12 @@ def pooled_findings(results: list[dict]) -> list[dict]:
 
 
 def cmd_record(args) -> int:
-    from specdec_core.backends import load_backend
+    from specdec_core.analysis.metrics import time_line
+    from specdec_core.api import open_backend
 
     knobs = parse_sets(args.sets)
     fn, path = load_function(args.target)
-    backend = load_backend(args.backend)
+    backend = open_backend(args)
     results = []
     for src in args.audio:
         res = record_clip(fn, path, backend, src, knobs, args.reference)
@@ -172,6 +186,8 @@ def cmd_record(args) -> int:
         codes = ", ".join(f["code"] for f in res.get("findings", [])) or "no findings"
         print(f"{res['audio']}: " + (f"ok ({codes})" if res["ok"] else f"error: {res['error']}"),
               file=sys.stderr)
+        if line := time_line(res.get("time_split")):
+            print(f"  {line}", file=sys.stderr)
     pooled = pooled_findings(results)
     for f in pooled:
         print(f"all {len(results)} clips pooled: {f['code']} ({f['severity']}): {f['title']}",

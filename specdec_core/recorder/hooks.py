@@ -7,6 +7,9 @@ here). Post hook: per scored row, argmax, top-5 ids and log-probs, entropy, voca
 the rank/log-prob of the token that follows the row in the input (what a verifier needs). The
 last row's log-probs are held until the next forward of the same model, which gives the rank
 of the token it was fed next (what a drafter needs). No full logits are stored.
+Timing (recorder/speed.py): each forward's start offset from the recording's start and its
+duration, read with perf_counter at the end of the pre hook and the start of the post hook, and
+the hooks' own cost (`pre`, `post`) so that it is never charged to the user's loop.
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import time
 import weakref
 
 import torch
+
+from specdec_core.recorder import mrope
 
 SCHEMA = "specscope.recording/1"
 TOP = 5
@@ -114,6 +119,7 @@ class Recorder:
         self._pending: dict[str, list] = {"edge": [], "cloud": []}
         self._held: dict[str, tuple] = {}     # model -> (forward index, last row log-probs)
         self._keys = _Keys()
+        self._mm: dict = {}                   # the prefill's audio lengths / vision grids
         self._t0 = self.wall_s = 0.0
         self.error: str | None = None
 
@@ -141,18 +147,33 @@ class Recorder:
     # -- hooks -----------------------------------------------------------------------------------
     def _pre(self, role):
         def hook(module, args, kwargs):
+            h0 = time.perf_counter()
             ids = kwargs.get("input_ids", args[0] if args else None)
             cache = kwargs.get("past_key_values")
             mask = kwargs.get("attention_mask")
+            embeds = kwargs.get("inputs_embeds") if ids is None else None
+            text_pos, rows3 = mrope.split_positions(kwargs.get("position_ids"))
             rec = {"i": len(self.forwards), "model": role,
                    "ids": _ints(ids[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else _ints(ids),
                    "batch": int(ids.shape[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else None,
-                   "position_ids": _ints(kwargs["position_ids"][0]) if isinstance(kwargs.get("position_ids"), torch.Tensor) else None,
+                   "position_ids": text_pos,
                    "cache_position": _ints(kwargs.get("cache_position")),
                    "mask_shape": list(mask.shape) if isinstance(mask, torch.Tensor) else None,
                    "cache_len": _cache_len(cache), "cache": self._keys.key(cache),
                    "use_cache": kwargs.get("use_cache"),
-                   "inputs_embeds": ids is None and kwargs.get("inputs_embeds") is not None}
+                   "inputs_embeds": embeds is not None}
+            if rows3 is not None:
+                rec["mrope"] = rows3
+            if kwargs.get("input_features") is not None or kwargs.get("mm_encoder_outputs") is not None:
+                rec["input_features"] = True
+            if any(kwargs.get(k) is not None for k in mrope.MM_INPUTS):
+                self._mm = self._mm or mrope.multimodal_kwargs(kwargs)
+            if isinstance(embeds, torch.Tensor) and embeds.dim() == 3:
+                # an inputs_embeds forward (e.g. an audio prefill built by hand) fed these ids
+                # if its text rows are the model's own embeddings of the prompt at this offset
+                rec["ids"] = mrope.ids_of_embeds(module, embeds, self.prompt_ids,
+                                                 rec["cache_len"] or 0)
+                rec["batch"] = int(embeds.shape[0])
             self.forwards.append(rec)
             self._pending[role].append(rec)
             held = self._held.pop(role, None)
@@ -164,6 +185,8 @@ class Recorder:
                     prev["fed_next"] = {"forward": rec["i"], "token": tok,
                                         "rank": int((logp > logp[tok]).sum()) + 1,
                                         "logp": round(float(logp[tok]), 5)}
+            t = time.perf_counter()     # the forward starts now: the hook's own cost is "pre"
+            rec["time"] = {"t": t - self._t0, "dur": None, "pre": t - h0, "post": None}
         return hook
 
     def _post(self, role):
@@ -174,18 +197,29 @@ class Recorder:
             logits = getattr(output, "logits", None)
             if logits is None and isinstance(output, tuple) and output:
                 logits = output[0]
+            if isinstance(logits, torch.Tensor) and logits.is_cuda:
+                torch.cuda.synchronize(logits.device)   # the GPU's time is the forward's
+            t_end = time.perf_counter()
             cache = getattr(output, "past_key_values", None)
             if rec["cache"] is None and cache is not None:
                 rec["cache"] = self._keys.key(cache)
                 rec["cache_len"] = 0
             if cache is not None and rec.get("use_cache") is not False:
                 self._keys.written(cache, rec["cache"])
+            delta = kwargs.get("rope_deltas", getattr(getattr(module, "model", None), "rope_deltas", None))
+            if isinstance(delta, torch.Tensor) and delta.numel():
+                rec["rope_deltas"] = int(delta.reshape(-1)[0])   # what the model itself holds
             if isinstance(logits, torch.Tensor) and logits.dim() == 3:
                 rec["rows"], last = _rows(logits[0], rec["ids"] or [],
                                           self.declared.get("temperature"))
                 self._held[role] = (rec["i"], last)
             else:
                 rec["rows"] = None
+            tm = rec.get("time")
+            if tm is not None:
+                tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
+                tm["t"], tm["pre"] = round(tm["t"], 6), round(tm["pre"], 6)
+                tm["post"] = round(time.perf_counter() - t_end, 6)
         return hook
 
     # -- result ----------------------------------------------------------------------------------
@@ -200,12 +234,23 @@ class Recorder:
             vocab["tokenizer"] = len(tok)
         for role, m in self.models.items():
             cfg = getattr(m, "config", None)
-            vocab[role] = getattr(cfg, "vocab_size", None)
-        return {"schema": SCHEMA, "prompt_ids": self.prompt_ids, "stop_ids": self.stop_ids,
-                "declared": dict(self.declared), "out_ids": out, "vocab": vocab,
-                "same_model": self.models["edge"] is self.models["cloud"],
-                "wall_s": round(self.wall_s, 4), "error": self.error,
-                "forwards": self.forwards}
+            text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg   # thinkers
+            vocab[role] = getattr(text, "vocab_size", None)
+        rec = {"schema": SCHEMA, "prompt_ids": self.prompt_ids, "stop_ids": self.stop_ids,
+               "declared": dict(self.declared), "out_ids": out, "vocab": vocab,
+               "same_model": self.models["edge"] is self.models["cloud"],
+               "wall_s": round(self.wall_s, 4), "error": self.error,
+               "forwards": self.forwards}
+        model = next((m for m in (self.models["cloud"], self.models["edge"]) if mrope.is_mrope(m)), None)
+        layout = mrope.prompt_layout(model, self.prompt_ids, self._mm) if model is not None else None
+        if layout:
+            span = layout.pop("audio")
+            rec["mrope"] = layout
+            prefill = {f["model"]: ("input_features" if f.get("input_features") else "inputs_embeds")
+                       for f in self.forwards if f.get("input_features") or f.get("inputs_embeds")}
+            rec["audio"] = span and {"span": span, "rope_delta": layout["rope_delta"],
+                                     "prefill": prefill}
+        return rec
 
 
 @torch.no_grad()

@@ -7,6 +7,7 @@ import math
 from specdec_core.analysis.metrics import compute_metrics
 from specdec_core.decoding.cycles import CycleDetector
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
+from specdec_core.recorder import speed
 from specdec_core.recorder.rounds import Round
 from specdec_core.recorder.tape import Tapes
 
@@ -75,8 +76,8 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
     fw = {f.i: f for f in t.fwds}
     tr = Trace(prompt_len=P, config=_config(rec.get("declared", {})),
                backend=rec.get("backend", "recorded"), info=dict(info or {}))
-    for rnd in rounds:
-        rr = RoundRecord(rnd.n, start=len(tr.tokens), drafted=0, verified=rnd.verified)
+    for rnd, times in zip(rounds, speed.round_times(rec, rounds)):
+        rr = RoundRecord(rnd.n, start=len(tr.tokens), drafted=0, verified=rnd.verified, **times)
         for p in range(rnd.start, rnd.end):
             if rnd.verified:
                 if p < rnd.block_start:
@@ -117,6 +118,7 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
     tr.text = tokenizer.decode(tr.token_ids, skip_special_tokens=True) if tokenizer else ""
     n_edge = sum(f.model == "edge" for f in t.fwds)
     tr.metrics = compute_metrics(tr, rec.get("wall_s") or 0.0, n_edge, len(t.fwds) - n_edge)
+    tr.metrics["time_split"] = speed.recording_split(rec)   # None: recorded without timings
     return tr
 
 

@@ -1,4 +1,6 @@
-"""Tiny random-init Qwen2.5-Omni thinkers and a locally built Omni processor (no downloads).
+"""Tiny random-init Qwen2.5-Omni thinkers and a locally built Omni processor (no downloads):
+the test suite's Omni models, and `make_tiny_pair` (scripts/make_tiny_omni.py) for users who
+want to try the Omni backend or the recorder without weights.
 
 The shapes follow transformers' own Omni tests (a couple of layers, small hidden sizes, a small
 audio encoder) except the mel bins: 128, as in the real checkpoints, so that the real Whisper
@@ -113,3 +115,25 @@ def save_published_layout(model, processor, folder: Path) -> Path:
     weights = {"thinker." + k: v.contiguous() for k, v in model.state_dict().items()}
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
+
+
+def quiet_padding(model, n_tokens: int) -> None:
+    """Zero the head rows past the tokenizer (logit 0: never a greedy choice against the real
+    rows' positive maximum), like the never-emitted padding rows of published Qwen heads."""
+    with torch.no_grad():
+        model.get_output_embeddings().weight[n_tokens:] = 0
+
+
+def make_tiny_pair(out_dir, vocab: int = 160, perturbation: float = 0.02, seed: int = 1) -> dict:
+    """Write OUT/cloud (a random-init tiny thinker) and OUT/edge (a perturbed copy, so that some
+    drafts are rejected) as published-style thinker folders; heads `vocab` rows wide, wider
+    than the 149-token tokenizer as in every real Qwen pair. Returns {"edge": Path, "cloud": Path}."""
+    out = Path(out_dir)
+    tok = omni_tokenizer()
+    proc = omni_processor(tok)
+    cfg = tiny_thinker_config(tok, vocab, hidden=64, layers=2, init=0.3)
+    cloud, edge = tiny_thinker(cfg, seed), tiny_thinker(cfg, seed)
+    perturb(edge, perturbation, seed=seed + 6)
+    for m in (cloud, edge):
+        quiet_padding(m, len(tok))
+    return {"cloud": save_folder(cloud, proc, out / "cloud"), "edge": save_folder(edge, proc, out / "edge")}

@@ -1,0 +1,75 @@
+"""Where the time goes: one stacked bar per round (edge forwards, cloud forwards, remote cloud
+requests, the recorder's hooks, everything else), from a trace dict (our decoder's, or one
+rebuilt from a recording) or from a recording dict (rounds as the loop ran them). A pure
+function of the dict: the timings were measured by the decoder or the recorder's hooks."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from specdec_core.analysis.metrics import round_split
+from specdec_core.recorder.speed import loop_round_times, recording_split
+
+from .formatting import is_number
+from .palette import CLOUD_CALL_COLOR, SOURCE_COLORS
+from .plots import _empty, _layout
+
+# (key, label, colour): the stacking order, bottom to top
+PARTS = [("edge_s", "edge forwards", SOURCE_COLORS["draft"]),
+         ("cloud_s", "cloud forwards", CLOUD_CALL_COLOR),
+         ("remote_s", "remote cloud requests", "#E69F00"),
+         ("recorder_s", "recorder hooks", "#C8CDD2"),
+         ("other_s", "other (loop Python, sampling, tracing)", SOURCE_COLORS["corrected"])]
+
+
+def _is_recording(d: dict) -> bool:
+    return str(d.get("schema", "")).startswith("specscope.recording/") and "forwards" in d
+
+
+def timing_rows(obj: dict | None) -> tuple[list[dict], dict | None]:
+    """(per-round splits, total split) of a trace dict or a recording dict; ([], None) when it
+    carries no timings (older files)."""
+    obj = obj or {}
+    if _is_recording(obj):
+        rows = [{**r, "remote_s": 0.0, "other_s": r["round_s"] - r["edge_s"] - r["cloud_s"]
+                 - r["recorder_s"]} for r in loop_round_times(obj)]
+        return rows, recording_split(obj)
+    rounds = [r for r in obj.get("rounds") or [] if isinstance(r, dict)]
+    total = (obj.get("metrics") or {}).get("time_split")
+    if not any(is_number(r.get("round_s")) and r.get("round_s") for r in rounds):
+        return [], total if isinstance(total, dict) else None
+    return [round_split(r) for r in rounds], total if isinstance(total, dict) else None
+
+
+def _title(total: dict | None) -> str:
+    if not total or not total.get("total_s"):
+        return "Where the time goes, per round"
+    t = total["total_s"]
+    parts = [(lab.split(" (")[0].replace(" forwards", "").replace("remote cloud requests", "remote"),
+              total.get(key) or 0.0) for key, lab, _ in PARTS]
+    if total.get("caller_s"):
+        parts.append(("caller (UI)", total["caller_s"]))   # the UI held the stream between rounds
+    body = " · ".join(f"{n} {v / t:.0%}" for n, v in parts if v / t >= 0.005)
+    return f"Where the time goes: {t:.2f} s = {body}"
+
+
+def timing_figure(obj: dict | None) -> go.Figure:
+    """Stacked bar per round, in milliseconds; the title gives the whole run's shares."""
+    rows, total = timing_rows(obj)
+    fig = go.Figure()
+    _layout(fig, _title(total), "round", "ms")
+    if not rows:
+        return _empty(fig, "no timings in this run (recorded before timings were kept)"
+                      if (obj or {}).get("rounds") or (obj or {}).get("forwards") else "no rounds yet")
+    xs = list(range(1, len(rows) + 1))
+    for key, label, color in PARTS:
+        ys = [max(r.get(key) or 0.0, 0.0) * 1e3 for r in rows]
+        if not any(ys):
+            continue
+        fig.add_trace(go.Bar(x=xs, y=ys, name=label, marker_color=color,
+                             customdata=[[(r.get(key) or 0.0) / r["round_s"] if r.get("round_s") else 0.0]
+                                         for r in rows],
+                             hovertemplate=f"round %{{x}}: %{{y:.2f}} ms {label} "
+                                           f"(%{{customdata[0]:.0%}} of the round)<extra></extra>"))
+    fig.update_layout(barmode="stack", bargap=0.2, legend_traceorder="normal")
+    fig.update_xaxes(dtick=1 if len(rows) <= 30 else None)
+    return fig
