@@ -160,17 +160,19 @@ def prepared_masks(model) -> bool:
     checked once per model object: a prefill and a two-token step with the runner's masks must
     give exactly the model's own logits. A model with forward hooks (a recording) is not
     probed and keeps building its own masks."""
-    ok = _PREPARED.get(model)
-    if ok is not None:
-        return ok
     cfg = getattr(model, "config", None)
-    if (getattr(cfg, "_attn_implementation", None) != "sdpa" or not getattr(cfg, "is_causal", True)
+    impl = getattr(cfg, "_attn_implementation", None)
+    known = _PREPARED.get(model)
+    if known is not None and known[0] == impl:   # asked again after set_attn_implementation
+        return known[1]
+    if (impl != "sdpa" or not getattr(cfg, "is_causal", True)
             or set(getattr(cfg, "layer_types", None) or ()) != {"full_attention"}):
-        _PREPARED[model] = False
+        ok = False
+    elif model._forward_hooks or model._forward_pre_hooks:
         return False
-    if model._forward_hooks or model._forward_pre_hooks:
-        return False
-    _PREPARED[model] = ok = _same_logits(model)
+    else:
+        ok = _same_logits(model)
+    _PREPARED[model] = (impl, ok)
     return ok
 
 
