@@ -85,9 +85,9 @@ def test_cancel_is_checked_inside_the_draft_loop(demo):
         assert tr["metrics"]["target_forwards"] == 0          # the cloud never ran
         assert_consistent(tr)
         forwards.append(tr["metrics"]["draft_forwards"])
-    # one more check before stopping = exactly one more edge step (the first one also feeds
-    # the prompt: prefill + step)
-    assert forwards == [2, 3, 4]
+    # one more check before stopping = exactly one more edge step (the first step carries the
+    # prompt in the same forward)
+    assert forwards == [1, 2, 3]
 
 
 def test_time_limit_ends_the_run_cleanly(demo):

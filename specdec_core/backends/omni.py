@@ -42,6 +42,10 @@ class OmniRunner(ModelRunner):
     inherits another's delta.
     """
 
+    # The prefill carries the audio features: a first step merged into it would also scatter
+    # them over any drafted id that happens to be an audio placeholder (the model then raises).
+    merge_prefill = False
+
     def __init__(self, model, vocab_size=None):
         super().__init__(model, vocab_size)
         self.rope_delta = 0
@@ -75,7 +79,7 @@ class OmniRunner(ModelRunner):
             pos[..., : end - start] = self._prompt_pos[..., start:end]
         return pos
 
-    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, last_only: bool = False) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, keep: int = 0) -> torch.Tensor:
         n = ids.shape[1]
         extra = dict(self._prefill_kwargs) if prefill else {}
         if prefill:
@@ -85,9 +89,8 @@ class OmniRunner(ModelRunner):
         out = self.model(input_ids=ids, position_ids=self.positions(start, n),
                          past_key_values=self.cache, use_cache=True, **extra)
         self.cache = out.past_key_values
-        self.forwards += 1
         # the 5.23 thinker has no logits_to_keep: slice after the head
-        return self._cut(out.logits[0, -1:] if last_only else out.logits[0])
+        return self._cut(out.logits[0, -keep:] if keep else out.logits[0])
 
 
 # -- backend ------------------------------------------------------------------------------------

@@ -63,7 +63,8 @@ class SpeculativeDecoder:
                 break
             n_tok, n_rej = len(run.trace.tokens), len(run.trace.rejected)
             t, e, c = time.perf_counter(), _busy(run.edge), _busy(run.cloud)
-            rnd = steps.play_round(run)
+            with torch.inference_mode():     # once per round, not per forward
+                rnd = steps.play_round(run)
             if rnd is not None:
                 rnd.round_s = time.perf_counter() - t
                 rnd.edge_s, rnd.cloud_s = _busy(run.edge) - e, _busy(run.cloud) - c

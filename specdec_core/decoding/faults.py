@@ -121,8 +121,10 @@ class NoResyncRunner:
 class ResetPositionRunner:
     """Incremental steps get positions 0..n-1, as with a 1x1 attention mask (seed 001 B)."""
 
-    def _forward(self, ids, start, prefill, last_only=False):
-        return super()._forward(ids, start if prefill else 0, prefill, last_only)
+    merge_prefill = False   # the prompt's last token is the first incremental step
+
+    def _forward(self, ids, start, prefill, keep=0):
+        return super()._forward(ids, start if prefill else 0, prefill, keep)
 
 
 # --- draft processor faults -----------------------------------------------------------------

@@ -7,12 +7,17 @@ the cache length and the next position must agree, and being explicit makes that
 from __future__ import annotations
 
 import time
+import weakref
 
 import torch
 from transformers import DynamicCache
 
 
 class ModelRunner:
+    # The prompt is fed together with the first feed() in ONE forward (as HF generate does); a
+    # runner whose prefill must stay a forward of its own (Omni, a fault) sets False.
+    merge_prefill = True
+
     def __init__(self, model, vocab_size: int | None = None):
         self.model = model
         self.device = next(model.parameters()).device
@@ -20,11 +25,14 @@ class ModelRunner:
         self.vocab_size = vocab_size
         self.cache = None
         self.seen = 0
+        self._len = 0                  # positions the KV cache holds (kept by feed and crop)
         self.history: list[int] = []   # the ids the cache holds, for the debug invariant
-        self.forwards = 0
+        self.forwards = 0         # decode forwards (feed() calls)
         self.check_forwards = 0   # cache-free recomputes, kept out of the speed metrics
         self.busy_s = 0.0         # wall time inside feed() (the forwards): the run's time split
         self._prefill_kwargs: dict = {}
+        self._pos = torch.zeros(1, 0, dtype=torch.long)
+        self._masks: bool | None = None   # hand the model its causal mask (prepared_masks)
         self._prompt_ids: torch.Tensor | None = None
         self._pending = False
 
@@ -35,21 +43,36 @@ class ModelRunner:
         self._prompt_ids = prompt.input_ids.to(self.device)
         self._prefill_kwargs = dict(prompt.prefill_kwargs)
         self.cache = DynamicCache()
+        self._len = 0
         self.seen = self._prompt_ids.shape[1] - 1
         self.history = self._prompt_ids[0, : self.seen].tolist()
         self._pending = self.seen > 0
 
-    @torch.inference_mode()
     def feed(self, ids: list[int], last_only: bool = False) -> torch.Tensor:
         """Feed tokens at positions seen..seen+n-1; returns [n, V] float32 next-token logits
-        ([1, V] for the last position only with last_only, which drafting needs)."""
+        ([1, V] for the last position only with last_only, which drafting needs). The first
+        feed also carries the prompt: one forward, prefill and step together."""
+        if not torch.is_inference_mode_enabled():   # the decoder enters it once per round
+            with torch.inference_mode():
+                return self.feed(ids, last_only)
         t0 = time.perf_counter()
+        n = len(ids)
+        keep = 1 if last_only else n
+        t = torch.tensor([ids], dtype=torch.long, device=self.device)
         if self._pending:
             self._pending = False
-            self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True)
-        t = torch.tensor([ids], dtype=torch.long, device=self.device)
-        logits = self._forward(t, self.cache_len(), prefill=False, last_only=last_only)
-        self.seen += len(ids)
+            if self.merge_prefill:
+                t = torch.cat([self._prompt_ids[:, : self.seen], t], dim=1)
+                logits = self._forward(t, 0, prefill=True, keep=keep)
+            else:
+                self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True, keep=1)
+                self._len = self.seen
+                logits = self._forward(t, self._len, prefill=False, keep=keep)
+        else:
+            logits = self._forward(t, self._len, prefill=False, keep=keep)
+        self._len += t.shape[1]
+        self.forwards += 1        # decode forwards: a prompt-only prefill is not counted
+        self.seen += n
         self.history.extend(ids)
         if logits.is_cuda:      # the forward's GPU time belongs here, not to the next .item()
             torch.cuda.synchronize(logits.device)
@@ -58,14 +81,17 @@ class ModelRunner:
 
     def crop(self, n: int) -> None:
         """Keep only the first n positions of the cache (transformers 5 crop takes -removed)."""
-        drop = self.cache_len() - n
+        drop = self._len - n
         if drop > 0:
             self.cache.crop(-drop)
+            self._len = n
         self.seen = n
         del self.history[n:]
 
     # -- introspection ------------------------------------------------------------------------
     def cache_len(self) -> int:
+        """What the cache object holds (the debug invariant reads it; the hot path keeps
+        `_len` instead of asking the cache every step)."""
         if self._pending:
             return self.seen
         return 0 if self.cache is None else self.cache.get_seq_length()
@@ -83,19 +109,87 @@ class ModelRunner:
 
     # -- hooks for backends (Omni: mrope positions) and faults -------------------------------
     def positions(self, start: int, n: int) -> torch.Tensor:
-        return torch.arange(start, start + n, device=self.device).unsqueeze(0)
+        """[1, n] positions start..start+n-1 (a view of one arange that grows when needed)."""
+        end = start + n
+        if end > self._pos.shape[1]:
+            with torch.inference_mode(False):   # usable in and out of inference mode
+                self._pos = torch.arange(max(end, 2 * self._pos.shape[1]), device=self.device)[None]
+        return self._pos[:, start:end]
 
-    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, last_only: bool = False) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, keep: int = 0) -> torch.Tensor:
+        """One model call on `ids` at positions start..; logits of the last `keep` positions
+        (0 = all)."""
         extra = dict(self._prefill_kwargs) if prefill else {}
-        if last_only or prefill:
-            extra["logits_to_keep"] = 1
+        if keep:
+            extra["logits_to_keep"] = keep
+        if self._masks is None:
+            self._masks = prepared_masks(self.model)
+        if self._masks and "attention_mask" not in extra:
+            extra["attention_mask"] = {"full_attention": causal_mask(self._len, ids.shape[1], self.device)}
         out = self.model(input_ids=ids, position_ids=self.positions(start, ids.shape[1]),
                          past_key_values=self.cache, use_cache=True, **extra)
         self.cache = out.past_key_values
-        self.forwards += 1
         return self._cut(out.logits[0])
 
     def _cut(self, logits: torch.Tensor) -> torch.Tensor:
-        if self.vocab_size is not None:
+        if self.vocab_size is not None and logits.shape[-1] > self.vocab_size:
             logits = logits[..., : self.vocab_size]
-        return logits.float()
+        return logits if logits.dtype == torch.float32 else logits.float()
+
+
+# -- the causal mask, handed to the model ------------------------------------------------------
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def causal_mask(past: int, n: int, device) -> torch.Tensor | None:
+    """The mask a transformers sdpa model builds for n new tokens after `past` cached ones, for
+    one unpadded sequence: None (sdpa's own causal rule) for a prefill or a single token, else
+    [1, 1, n, past + n] bool, True where position j may attend to key i (i <= past + j)."""
+    if past == 0 or n == 1:
+        return None
+    kv = torch.arange(past + n, device=device)
+    return (kv[None, :] <= kv[past:, None])[None, None]
+
+
+def prepared_masks(model) -> bool:
+    """Whether the runner may hand `model` its causal mask as {"full_attention": mask}.
+
+    transformers 5 decoder models rebuild the mask in Python on every forward unless they are
+    given a prepared mapping (as `generate` may); for one unpadded sequence fed in order the
+    runner knows it already. Only for sdpa attention with full attention on every layer, and
+    checked once per model object: a prefill and a two-token step with the runner's masks must
+    give exactly the model's own logits. A model with forward hooks (a recording) is not
+    probed and keeps building its own masks."""
+    cfg = getattr(model, "config", None)
+    impl = getattr(cfg, "_attn_implementation", None)
+    known = _PREPARED.get(model)
+    if known is not None and known[0] == impl:   # asked again after set_attn_implementation
+        return known[1]
+    if (impl != "sdpa" or not getattr(cfg, "is_causal", True)
+            or set(getattr(cfg, "layer_types", None) or ()) != {"full_attention"}):
+        ok = False
+    elif model._forward_hooks or model._forward_pre_hooks:
+        return False
+    else:
+        ok = _same_logits(model)
+    _PREPARED[model] = (impl, ok)
+    return ok
+
+
+def _same_logits(model) -> bool:
+    dev = next(model.parameters()).device
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]], device=dev) % int(model.config.vocab_size)
+    pos = torch.arange(7, device=dev)[None]
+    try:
+        with torch.inference_mode():
+            got = []
+            for mine in (False, True):
+                cache, out = DynamicCache(), []
+                for a, b in ((0, 4), (4, 6), (6, 7)):     # prefill, two tokens, one token
+                    kw = {"attention_mask": {"full_attention": causal_mask(a, b - a, dev)}} if mine else {}
+                    out.append(model(input_ids=ids[:, a:b], position_ids=pos[:, a:b],
+                                     past_key_values=cache, use_cache=True, **kw).logits)
+                got.append(out)
+        return all(torch.equal(x, y) for x, y in zip(*got))
+    except Exception:   # noqa: BLE001 - any model that does not take the mapping keeps its own
+        return False

@@ -9,8 +9,9 @@ import torch
 def probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """The distribution a token is drawn from. Temperature is applied here and only here;
     at temperature 0 the reported distribution is the untempered softmax (the pick is argmax)."""
-    t = temperature if temperature > 0 else 1.0
-    return torch.softmax(logits / t, dim=-1)
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    return torch.softmax(logits, dim=-1)
 
 
 def entropy(p: torch.Tensor) -> torch.Tensor:
@@ -47,6 +48,8 @@ def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Te
     draft: n drafted ids; q: [n, V] draft distributions they were drawn from (sampling rule);
     logits: [n + 1, V] cloud logits, row j = distribution for draft position j, row n = bonus.
     """
+    if temperature <= 0 and rule != "rank":
+        return verify_greedy(draft, logits)
     n = len(draft)
     p = probs(logits, temperature)
     d = torch.tensor(draft, dtype=torch.long)
@@ -77,3 +80,20 @@ def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Te
     checked = min(a + 1, n)
     return Verdict(a, nxt, ranks[:checked].tolist(), p_d[:checked].tolist(),
                    next_prob=float(p[a, nxt]), next_rank=rank_of(logits[a], nxt))
+
+
+def verify_greedy(draft: list[int], logits: torch.Tensor) -> Verdict:
+    """The greedy rule (and sampling at temperature 0, where both distributions are one-hot):
+    accept while the draft is the cloud's argmax. One argmax over all rows decides, in Python;
+    probabilities are computed only for the rows the cloud judged. An accepted draft and the
+    next token are argmaxes, so their rank is 1; only a rejected draft needs counting."""
+    top = logits.argmax(-1).tolist()
+    n, a = len(draft), 0
+    while a < n and draft[a] == top[a]:
+        a += 1
+    nxt = top[a]
+    judged = draft[: a + 1]                    # the accepted drafts and the rejected one
+    p = probs(logits[: a + 1], 0.0)
+    got = p[list(range(len(judged))) + [a], judged + [nxt]].tolist()
+    ranks = [1] * a + ([rank_of(logits[a], draft[a])] if a < n else [])
+    return Verdict(a, nxt, ranks, got[:-1], next_prob=got[-1], next_rank=1)

@@ -51,9 +51,7 @@ class LogitsVerifier:
             self._prompt_sent = True
         logits = r.feed(catch_up + block)[len(catch_up) - 1:]
         v = sampling.verify(cfg.verify, block, q, logits, cfg.temperature, cfg.rank_threshold, self.gen)
-        p_next = sampling.probs(logits[v.accepted], cfg.temperature)
         return Checked(v.accepted, v.next_token, v.ranks, v.target_probs,
-                       next_prob=float(p_next[v.next_token]),
-                       next_rank=sampling.rank_of(logits[v.accepted], v.next_token),
+                       next_prob=v.next_prob, next_rank=v.next_rank,
                        cloud_fed=len(catch_up) + len(block),
                        cost=self.link.call(n_ids, self._with_probs))

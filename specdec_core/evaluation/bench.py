@@ -159,12 +159,12 @@ def decode_stats(backend, prompts, cfg: DecodeConfig, traces: list | None = None
     s = {"outputs": [], "tokens": 0, "accepted": 0, "drafted": 0, "calls": 0, "committed": 0, "rejections": 0,
          "edge_only": 0, "target_forwards": 0, "draft_forwards": 0, "block_entropies": []}
     for p, tr in zip(prompts, traces or [SpeculativeDecoder(backend, cfg).run(p) for p in prompts]):
-        m, pre = tr.metrics, int(p.length > 1)    # runners prefill the prompt but its last token
+        m = tr.metrics     # runners count decode forwards only (the prompt rides in the first)
         s["outputs"].append(tr.token_ids)
         s["tokens"] += len(tr.tokens)
         s["edge_only"] += m["draft_only_tokens"]
-        s["target_forwards"] += max(0, m["target_forwards"] - pre)
-        s["draft_forwards"] += max(0, m["draft_forwards"] - pre)
+        s["target_forwards"] += m["target_forwards"]
+        s["draft_forwards"] += m["draft_forwards"]
         for r in tr.rounds:
             if r.verified:
                 s["accepted"] += r.accepted
