@@ -117,11 +117,16 @@ def save_published_layout(model, processor, folder: Path) -> Path:
     return folder
 
 
-def quiet_padding(model, n_tokens: int) -> None:
-    """Zero the head rows past the tokenizer (logit 0: never a greedy choice against the real
-    rows' positive maximum), like the never-emitted padding rows of published Qwen heads."""
+def quiet_padding(model, n_tokens: int, placeholders=()) -> None:
+    """Zero the head rows past the tokenizer and those of the audio/image/video placeholders
+    (logit 0: never a greedy choice against the real rows' positive maximum), like the
+    never-emitted padding and placeholder rows of published Qwen heads. A random head does emit
+    them: a drafted <|AUDIO|> then makes the verify forward scatter audio features into it."""
     with torch.no_grad():
-        model.get_output_embeddings().weight[n_tokens:] = 0
+        w = model.get_output_embeddings().weight
+        w[n_tokens:] = 0
+        for i in placeholders:
+            w[i] = 0
 
 
 def make_tiny_pair(out_dir, vocab: int = 160, perturbation: float = 0.02, seed: int = 1) -> dict:
@@ -134,6 +139,7 @@ def make_tiny_pair(out_dir, vocab: int = 160, perturbation: float = 0.02, seed: 
     cfg = tiny_thinker_config(tok, vocab, hidden=64, layers=2, init=0.3)
     cloud, edge = tiny_thinker(cfg, seed), tiny_thinker(cfg, seed)
     perturb(edge, perturbation, seed=seed + 6)
+    placeholders = tok.convert_tokens_to_ids(SPECIALS[3:])      # <|AUDIO|> ... <|VIDEO|>
     for m in (cloud, edge):
-        quiet_padding(m, len(tok))
+        quiet_padding(m, len(tok), placeholders)
     return {"cloud": save_folder(cloud, proc, out / "cloud"), "edge": save_folder(edge, proc, out / "edge")}

@@ -172,6 +172,20 @@ def pooled_findings(results: list[dict]) -> list[dict]:
     return pooled_sampling(recs, pooled_temperature(recs)) if len(recs) > 1 else []
 
 
+def _by_severity(findings: list[dict]) -> str:
+    """'2 errors: stale_cache, context_mismatch · info: vocab_widths' (codes once each)."""
+    parts = []
+    for sev, name in (("error", "error"), ("warning", "warning"), ("info", "info")):
+        codes = list(dict.fromkeys(f["code"] for f in findings if f["severity"] == sev))
+        if codes:
+            label = f"{len(codes)} {name}s" if sev != "info" and len(codes) > 1 else (
+                f"1 {name}" if sev != "info" else "info")
+            parts.append(f"{label}: {', '.join(codes)}")
+    if not any(f["severity"] == "error" for f in findings):
+        parts.insert(0, "no error finding")
+    return " · ".join(parts)
+
+
 def cmd_record(args) -> int:
     from specdec_core.analysis.metrics import time_line
     from specdec_core.api import open_backend
@@ -183,9 +197,8 @@ def cmd_record(args) -> int:
     for src in args.audio:
         res = record_clip(fn, path, backend, src, knobs, args.reference)
         results.append(res)
-        codes = ", ".join(f["code"] for f in res.get("findings", [])) or "no findings"
-        print(f"{res['audio']}: " + (f"ok ({codes})" if res["ok"] else f"error: {res['error']}"),
-              file=sys.stderr)
+        print(f"{res['audio']}: " + (f"recorded; {_by_severity(res.get('findings', []))}"
+                                     if res["ok"] else f"error: {res['error']}"), file=sys.stderr)
         if line := time_line(res.get("time_split")):
             print(f"  {line}", file=sys.stderr)
     pooled = pooled_findings(results)
