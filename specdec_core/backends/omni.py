@@ -21,6 +21,7 @@ from specdec_core.backends.omni_loading import (  # noqa: F401  (re-exported for
     ENV_FORCE_CPU, HEADROOM_BYTES, audio_only_processor, check_config_ids, check_gpu_memory,
     check_same_tokenizer, count_parameters, load_processor, load_thinker, memory_needed,
     pick_device, read_thinker_config, resolve_path)
+from specdec_core.compat import output_cache, with_cache
 from specdec_core.decoding.runner import ModelRunner
 from specdec_core.errors import AudioError, BackendError
 
@@ -87,8 +88,8 @@ class OmniRunner(ModelRunner):
         if self._cache_position:
             extra["cache_position"] = torch.arange(start, start + n, device=self.device)
         out = self.model(input_ids=ids, position_ids=self.positions(start, n),
-                         past_key_values=self.cache, use_cache=True, **extra)
-        self.cache = out.past_key_values
+                         use_cache=True, **with_cache(self.model, self.cache), **extra)
+        self.cache = output_cache(out)
         # the 5.23 thinker has no logits_to_keep: slice after the head
         return self._cut(out.logits[0, -keep:] if keep else out.logits[0])
 

@@ -12,6 +12,8 @@ import weakref
 import torch
 from transformers import DynamicCache
 
+from specdec_core.compat import output_cache, with_cache
+
 
 class ModelRunner:
     # The prompt is fed together with the first feed() in ONE forward (as HF generate does); a
@@ -127,8 +129,8 @@ class ModelRunner:
         if self._masks and "attention_mask" not in extra:
             extra["attention_mask"] = {"full_attention": causal_mask(self._len, ids.shape[1], self.device)}
         out = self.model(input_ids=ids, position_ids=self.positions(start, ids.shape[1]),
-                         past_key_values=self.cache, use_cache=True, **extra)
-        self.cache = out.past_key_values
+                         use_cache=True, **with_cache(self.model, self.cache), **extra)
+        self.cache = output_cache(out)
         return self._cut(out.logits[0])
 
     def _cut(self, logits: torch.Tensor) -> torch.Tensor:
@@ -188,7 +190,7 @@ def _same_logits(model) -> bool:
                 for a, b in ((0, 4), (4, 6), (6, 7)):     # prefill, two tokens, one token
                     kw = {"attention_mask": {"full_attention": causal_mask(a, b - a, dev)}} if mine else {}
                     out.append(model(input_ids=ids[:, a:b], position_ids=pos[:, a:b],
-                                     past_key_values=cache, use_cache=True, **kw).logits)
+                                     use_cache=True, **with_cache(model, cache), **kw).logits)
                 got.append(out)
         return all(torch.equal(x, y) for x, y in zip(*got))
     except Exception:   # noqa: BLE001 - any model that does not take the mapping keeps its own

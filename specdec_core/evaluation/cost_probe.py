@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec_core.compat import forward_cache
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation.cost_model import (FORMULA, Costs, cloud_token_time, conditional_acceptance,
                                                 predict_speedup, round_time, tokens_per_round)
@@ -56,7 +57,7 @@ def forward_timer(backend, clock=time.perf_counter):
         start: dict = {}
 
         def pre(mod, args, kw, start=start):
-            cache = kw.get("past_key_values")
+            cache = forward_cache(mod, args, kw)
             start["n"] = cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
             start["t0"] = clock()
 

@@ -18,6 +18,7 @@ import weakref
 
 import torch
 
+from specdec_core.compat import forward_cache, output_cache
 from specdec_core.recorder import mrope
 
 SCHEMA = "specscope.recording/1"
@@ -149,7 +150,7 @@ class Recorder:
         def hook(module, args, kwargs):
             h0 = time.perf_counter()
             ids = kwargs.get("input_ids", args[0] if args else None)
-            cache = kwargs.get("past_key_values")
+            cache = forward_cache(module, args, kwargs)
             mask = kwargs.get("attention_mask")
             embeds = kwargs.get("inputs_embeds") if ids is None else None
             text_pos, rows3 = mrope.split_positions(kwargs.get("position_ids"))
@@ -200,7 +201,7 @@ class Recorder:
             if isinstance(logits, torch.Tensor) and logits.is_cuda:
                 torch.cuda.synchronize(logits.device)   # the GPU's time is the forward's
             t_end = time.perf_counter()
-            cache = getattr(output, "past_key_values", None)
+            cache = output_cache(output)
             if rec["cache"] is None and cache is not None:
                 rec["cache"] = self._keys.key(cache)
                 rec["cache_len"] = 0

@@ -1,0 +1,76 @@
+"""The one adapter between SpecScope and the transformers API that changed under us.
+
+transformers 5.24 takes the KV cache as `cache=` and returns it as `out.cache`; older releases
+(and user code written for them) use `past_key_values`. A model's own forward signature says
+which name it takes, so nothing here depends on a version number. Everything of ours that passes
+or reads a cache (runners, the Omni backend, the cost probe, the recorder's hooks) goes through
+these four functions.
+"""
+from __future__ import annotations
+
+import inspect
+
+NAMES = ("cache", "past_key_values")
+_KW: dict[type, str] = {}       # model class -> the cache keyword its forward takes
+_POS: dict[type, int | None] = {}
+
+
+def _params(model) -> list:
+    try:
+        return list(inspect.signature(type(model).forward).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def cache_kw(model) -> str:
+    """The keyword `model.forward` takes its KV cache by: 'cache' (transformers >= 5.24) or
+    'past_key_values' (older releases, and models that still declare it)."""
+    cls = type(model)
+    kw = _KW.get(cls)
+    if kw is None:
+        params = _params(model)
+        kw = "cache" if "cache" in params else "past_key_values"
+        _KW[cls] = kw
+    return kw
+
+
+def with_cache(model, cache) -> dict:
+    """Keyword arguments that hand `cache` to `model`'s forward (or generate's model call)."""
+    return {cache_kw(model): cache}
+
+
+def forward_cache(model, args: tuple = (), kwargs: dict | None = None):
+    """The cache a forward call was given: by keyword (`cache` or `past_key_values`), by
+    position (as the forward's signature places it, counting `self`), or None when absent."""
+    kwargs = kwargs or {}
+    for name in NAMES:
+        if kwargs.get(name) is not None:
+            return kwargs[name]
+    if args:
+        cls = type(model)
+        if cls not in _POS:
+            params = [p for p in _params(model) if p != "self"]
+            _POS[cls] = next((i for i, p in enumerate(params) if p in NAMES), None)
+        i = _POS[cls]
+        if i is not None and i < len(args):
+            return args[i]
+    return None
+
+
+def output_cache(out):
+    """The cache a forward returned: `out.cache` (>= 5.24) or `out.past_key_values`, read
+    without touching the deprecated alias; None for outputs without one."""
+    if out is None:
+        return None
+    if isinstance(out, dict) or hasattr(out, "keys"):
+        for name in NAMES:
+            try:
+                c = out[name] if name in out else None
+            except Exception:   # noqa: BLE001 - ModelOutput raises on missing string keys
+                c = None
+            if c is not None:
+                return c
+        return None
+    if isinstance(out, tuple) and len(out) > 1:   # return_dict=False: (logits, cache, ...)
+        return out[1]
+    return None
