@@ -1,0 +1,70 @@
+"""One source of truth for what every number SpecScope shows means: a label a person reads, its
+unit, and a one-line definition (the app's hover text, the CLI reports and docs/metrics.md use
+these). Definitions follow the serving engines (vLLM / SGLang speculative-decoding metrics)
+where they have one. Add an entry here rather than writing a label or a unit in a view.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Term(NamedTuple):
+    label: str
+    unit: str          # "" for plain counts; "%" for shares shown as percentages
+    meaning: str
+
+
+GLOSSARY: dict[str, Term] = {
+    "acceptance_rate": Term(
+        "draft acceptance rate", "%",
+        "accepted drafts / drafts the cloud judged (vLLM's draft acceptance rate)"),
+    "mean_accepted_length": Term(
+        "mean acceptance length", "tokens per cloud call",
+        "1 + accepted / drafts per verify step: tokens committed per cloud call, the cloud's "
+        "correction or bonus token included (vLLM's mean acceptance length)"),
+    "per_position_acceptance": Term(
+        "per-position acceptance", "%",
+        "for draft position i: P(draft i accepted | drafts 1..i-1 accepted)"),
+    "cloud_calls": Term("cloud calls", "calls", "verify forwards of the cloud model (or server requests)"),
+    "cloud_call_rate": Term("cloud call rate", "%", "rounds that called the cloud / all rounds"),
+    "target_forwards": Term("cloud forwards", "forwards", "forward passes of the cloud (target) model"),
+    "draft_forwards": Term("edge forwards", "forwards", "forward passes of the edge (draft) model"),
+    "corrections": Term("corrections", "tokens", "cloud tokens that replaced a rejected draft"),
+    "bonus_tokens": Term("bonus tokens", "tokens", "cloud tokens added after a fully accepted block"),
+    "draft_only_tokens": Term("edge-only tokens", "tokens",
+                              "drafts committed without a cloud call (entropy gate below threshold)"),
+    "accepted_tokens": Term("accepted tokens", "tokens", "drafts the cloud accepted"),
+    "rejected_tokens": Term("rejected drafts", "tokens", "drafts dropped after the first rejection"),
+    "new_tokens": Term("new tokens", "tokens", "tokens generated after the prompt"),
+    "rounds": Term("rounds", "rounds", "draft (and verify) rounds played"),
+    "tokens_per_s": Term("speed", "tokens/s", "new tokens / wall-clock time of the decode"),
+    "wall_s": Term("wall time", "s", "wall-clock time of the decode"),
+    "speedup": Term("speed-up over cloud-only", "×",
+                    "cloud-only decode time / this decode's time (same clip, same stops)"),
+    "cycles": Term("cycles", "cycles", "repeating token loops found in the output"),
+    "cache_desyncs": Term("cache desyncs", "checks", "cache checks where cached and recomputed logits differ"),
+    "entropy_threshold_nats": Term("entropy threshold", "nats",
+                                   "draft entropy above which the cloud is called"),
+    "share_above_threshold": Term("above threshold", "%", "drafted tokens whose entropy exceeded the threshold"),
+    "hanzi_count": Term("汉字", "characters", "Chinese characters in the output"),
+    "punct_density": Term("punctuation", "%", "punctuation characters / all characters"),
+    "repeat_rate": Term("repeats", "%", "content 2/3-grams that occur more than once"),
+    "adjacent_repeats": Term("adjacent repeats", "pairs", "the same CJK character twice in a row"),
+    "bytes_up": Term("uplink", "bytes", "bytes sent to the cloud server"),
+    "bytes_down": Term("downlink", "bytes", "bytes received from the cloud server"),
+    "audio_dependence": Term("audio dependence", "nats",
+                             "KL divergence of the cloud's next-token distribution with vs without "
+                             "the audio, teacher-forced on the output"),
+}
+
+
+def term(key: str) -> Term:
+    """The entry for `key`; an unknown key reads as itself with underscores as spaces."""
+    return GLOSSARY.get(key) or Term(key.replace("_", " "), "", "")
+
+
+def hover(key: str) -> str:
+    """One line for a tooltip: 'label (unit): meaning'."""
+    t = term(key)
+    unit = f" ({t.unit})" if t.unit else ""
+    return f"{t.label}{unit}: {t.meaning}" if t.meaning else f"{t.label}{unit}"
