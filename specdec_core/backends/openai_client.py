@@ -143,6 +143,10 @@ class CompletionsClient:
         while True:
             part = resp.read(CHUNK)      # at most CHUNK; the watchdog bounds its wait
             if not part:
+                if self._expired:            # the watchdog shut the socket: EOF reads as b""
+                    raise TimeoutError()
+                if said > n:
+                    raise http.client.IncompleteRead(b"", said - n)
                 return b"".join(parts)
             n += len(part)
             if n > limit:
@@ -175,6 +179,8 @@ class CompletionsClient:
             return f"cloud server {self.url} closed the connection (did it stop?)"
         if isinstance(e, socket.gaierror):
             return f"cloud server {self.url}: unknown host {self.host!r}"
+        if isinstance(e, http.client.IncompleteRead):
+            return f"cloud server {self.url} closed the connection in the middle of a reply (did it stop?)"
         if isinstance(e, http.client.HTTPException):
             return f"cloud server {self.url} sent a reply that is not valid HTTP ({type(e).__name__})"
         return f"cloud server {self.url}: could not connect ({type(e).__name__})"
