@@ -255,3 +255,115 @@ def test_a_reply_cut_short_is_a_closed_connection_not_a_short_body():
     srv, msg, _, dt = call(behave)
     assert msg == f"cloud server {srv.url} closed the connection in the middle of a reply (did it stop?)"
     assert dt < 5
+
+
+# --- the judged scenario: the app on 0.0.0.0, a real browser, real listeners ----------------
+def live_args(client, cloud: str, sample: str = "angry_01") -> list:
+    """The Live run's inputs at the page's defaults, with this sample and cloud field value."""
+    dep = next(d for d in client.config["dependencies"] if d.get("api_name") == "live_run")
+    comps = {c["id"]: c["props"] for c in client.config["components"]}
+    args = []
+    for cid in dep["inputs"]:
+        props = comps[cid]
+        if props.get("elem_id") == "live-cloud-url":
+            args.append(cloud)
+        elif props.get("elem_id") == "live-sample":
+            args.append(sample)
+        elif props.get("label", "").startswith("or upload"):
+            args.append(None)
+        else:
+            args.append(props.get("value"))
+    return args
+
+
+def live_status(client, cloud: str) -> str:
+    """The status line a crafted Live run call ends with (its first output), as text."""
+    import re
+
+    out = client.predict(*live_args(client, cloud), api_name="/live_run")
+    return re.sub(r"<[^>]+>", " ", out[0])
+
+
+def settle(*counters, seconds: float = 0.5):
+    time.sleep(seconds)        # a connection in flight would be counted by now
+
+
+@pytest.mark.browser
+def test_served_on_0000_a_url_from_the_page_or_the_api_reaches_no_listener(artifacts):
+    from urllib.parse import urlencode
+
+    from gradio_client import Client, handle_file
+    from playwright.sync_api import sync_playwright
+
+    from browser_util import app_process, launch_chromium, wait_state
+    from openai_stub import Listener
+
+    env = {"GRADIO_SERVER_NAME": "0.0.0.0", ENV_URLS: "", ENV_ANY: ""}
+    with Listener() as target, app_process(env, log_name="app-cloud-off.log") as (url, _), \
+            sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        # a share link carrying a cloud URL restores nothing of it
+        page.goto(url + "?" + urlencode({"cloud_url": target.url, "sample": "sad_01"}))
+        page.wait_for_selector("#live-run")
+        box = page.locator("#live-cloud-url input, #live-cloud-url textarea").first
+        assert box.is_disabled() and box.input_value() == ""
+        info = page.inner_text("#live-cloud-url")
+        assert "off: this app serves the network (0.0.0.0)" in info and ENV_URLS in info, info
+        # a visitor who re-enables the box and types: the value reaches the server, is refused
+        box.evaluate("e => { e.disabled = false; }")
+        box.fill(target.url)
+        page.click("#live-run")
+        assert wait_state(page, "live-status") == "err"
+        status = page.inner_text("#live-status")
+        assert "cloud server URLs are off on this server" in status, status
+        page.screenshot(path=str(artifacts / "cloud-url-off.png"), full_page=True)
+        browser.close()
+
+        client = Client(url, verbose=False, httpx_kwargs={"timeout": 120})
+        for crafted in (target.url, f"127.0.0.1:{target.port}", f"http://localhost:{target.port}/v1"):
+            assert "cloud server URLs are off on this server" in live_status(client, crafted), crafted
+        # the other URL the API takes, an audio file by URL: Gradio's own guard refuses loopback
+        with pytest.raises(Exception):
+            client.predict("", handle_file(f"{target.url}/clip.wav"), "", "demo", False, api_name="/run")
+        settle()
+        assert target.accepted == 0
+        socket.create_connection(("127.0.0.1", target.port), timeout=5).close()   # the counter counts
+        settle()
+        assert target.accepted == 1
+
+
+@pytest.mark.browser
+def test_with_an_allowlist_the_listed_server_is_used_and_no_other(artifacts):
+    from gradio_client import Client
+    from playwright.sync_api import sync_playwright
+
+    from browser_util import app_process, launch_chromium, wait_state
+    from openai_stub import Listener, OpenAIStub
+    from specdec_core.backends import load_backend
+
+    demo = load_backend("demo")
+    with OpenAIStub(demo.cloud, demo.tokenizer) as stub, Listener() as other:
+        env = {"GRADIO_SERVER_NAME": "0.0.0.0", ENV_URLS: stub.url, ENV_ANY: "1"}
+        with app_process(env, log_name="app-cloud-list.log") as (url, _), sync_playwright() as p:
+            browser = launch_chromium(p)
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.goto(url)
+            page.wait_for_selector("#live-run")
+            page.locator("#live-cloud-url input").first.click()
+            options = [o.split()[-1] for o in page.locator("#live-cloud-url [role=option]").all_inner_texts()]
+            assert options == [NONE, stub.url], options      # (the selected one carries a tick)
+            page.locator("#live-cloud-url [role=option]", has_text=stub.url).first.click()
+            page.click("#live-run")
+            assert wait_state(page, "live-status", timeout=240_000) == "ok", page.inner_text("#live-status")
+            page.screenshot(path=str(artifacts / "cloud-url-list.png"), full_page=True)
+            browser.close()
+            assert stub.connections >= 1 and "/v1/completions" in stub.paths, stub.paths
+
+            client = Client(url, verbose=False, httpx_kwargs={"timeout": 120})
+            before = (stub.connections, len(stub.paths))
+            for crafted in (other.url, f"http://localhost:{stub.port}", f"http://127.0.0.2:{stub.port}"):
+                status = live_status(client, crafted)
+                assert "verifies only on the cloud servers its operator listed" in status, status
+            settle()
+            assert other.accepted == 0 and (stub.connections, len(stub.paths)) == before
