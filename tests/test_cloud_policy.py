@@ -367,3 +367,22 @@ def test_with_an_allowlist_the_listed_server_is_used_and_no_other(artifacts):
                 assert "verifies only on the cloud servers its operator listed" in status, status
             settle()
             assert other.accepted == 0 and (stub.connections, len(stub.paths)) == before
+
+
+def test_the_cli_still_tells_its_user_what_their_server_said():
+    import sys
+
+    body = '{"message": "model is still loading\\u001b[2J"}'
+
+    def behave(srv, conn):
+        srv.send(conn, f"HTTP/1.1 503 Busy\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+    srv = RawServer(behave)
+    try:
+        p = subprocess.run([sys.executable, "-m", "specdec_core", "run", str(ROOT / "sample_audio" / "angry_01.wav"),
+                            "--cloud-url", srv.url], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    finally:
+        srv.close()
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert f"cloud server {srv.url} answered HTTP 503 to /v1/models" in lines[0]
+    assert lines[0].endswith("the server said: model is still loading?[2J"), lines[0]

@@ -248,4 +248,4 @@ def _error_text(data) -> str:
     if isinstance(data, dict) and isinstance(data.get("detail"), str):
         msg = msg or data["detail"]
     lines = [ln.strip() for ln in str(msg or data).splitlines() if ln.strip()]
-    return (lines[0] if lines else "no message")[:300]
+    return "".join(c if c.isprintable() else "?" for c in (lines[0] if lines else "no message")[:300])
