@@ -284,7 +284,7 @@ def live_status(client, cloud: str) -> str:
     return re.sub(r"<[^>]+>", " ", out[0])
 
 
-def settle(*counters, seconds: float = 0.5):
+def settle(seconds: float = 0.5):
     time.sleep(seconds)        # a connection in flight would be counted by now
 
 
@@ -323,6 +323,10 @@ def test_served_on_0000_a_url_from_the_page_or_the_api_reaches_no_listener(artif
         client = Client(url, verbose=False, httpx_kwargs={"timeout": 120})
         for crafted in (target.url, f"127.0.0.1:{target.port}", f"http://localhost:{target.port}/v1"):
             assert "cloud server URLs are off on this server" in live_status(client, crafted), crafted
+        # the named endpoints take no cloud URL: their config JSON refuses one as an unknown knob
+        with pytest.raises(Exception) as e:
+            client.predict("angry_01", None, f'{{"cloud_url": "{target.url}"}}', "demo", False, api_name="/run")
+        assert "unknown knob(s): cloud_url" in str(e.value)
         # the other URL the API takes, an audio file by URL: Gradio's own guard refuses loopback
         with pytest.raises(Exception):
             client.predict("", handle_file(f"{target.url}/clip.wav"), "", "demo", False, api_name="/run")
