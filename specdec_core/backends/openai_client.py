@@ -234,10 +234,10 @@ def _row(entry: dict, token: int) -> Row:
 
 
 _STATUS_HINT = {
-    400: " (the server refused the request: is the sequence longer than its max_model_len?)",
+    400: " (it refused the request; its log says why)", 422: " (it refused the request; its log says why)",
     401: " (it wants credentials)", 403: " (it wants credentials)",
     404: " (no such endpoint or model: is it vLLM's OpenAI server?)",
-    500: " (a server error: see the server's log)",
+    500: " (a server error; its log says why)",
 }
 
 
