@@ -34,8 +34,10 @@ system-deps:
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-wqy-microhei espeak-ng sox alsa-utils >/dev/null; fi; \
 	fi
 
+# on this machine only (loopback): app.py alone serves every interface, as on a Space, where
+# the Live tab's cloud server URL is the operator's choice (SPECSCOPE_CLOUD_URLS, docs/remote.md)
 demo: install
-	$(BIN)/python app.py
+	GRADIO_SERVER_NAME=$${GRADIO_SERVER_NAME:-127.0.0.1} $(BIN)/python app.py
 
 test: install-test
 	@scripts/cloud/cloud.sh venv >/dev/null || echo "cloud virtualenv not built: tests/test_remote.py will skip"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -206,7 +207,10 @@ def export_dir(stem: str) -> Path:
 
 
 def user_message(e: Exception) -> str:
-    """One line for the page: UserErrors as they are, anything else as an internal error."""
+    """One line for the page: UserErrors as they are, anything else as an internal error. What a
+    remote server said (RemoteError.detail) goes to the server's log only, never to the page."""
     if isinstance(e, UserError):
+        if getattr(e, "detail", ""):
+            print(f"specscope: {e} | the server said: {e.detail}", file=sys.stderr, flush=True)
         return str(e)
     return f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''}"

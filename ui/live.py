@@ -16,6 +16,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
 from . import common
+from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel
 from .runs import Run
 from .views import Clock, TraceView
@@ -46,10 +47,7 @@ class LiveTab:
                     spec = SPECS_BY_NAME["prompt_type"]
                     self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
                                                 label="prompt type", info="detailed 30–70 汉字 · concise 8–16")
-                self.cloud_url = gr.Textbox(
-                    value="", label="cloud server URL (optional)", max_lines=1, elem_id="live-cloud-url",
-                    placeholder="blank: cloud in this process · http://127.0.0.1:8000 (make cloud)",
-                    info="verify on a vLLM server: the edge stays here, one request per block")
+                self.cloud_url = cloud_url_widget()   # the operator's policy: ui/cloud.py
                 self.baseline = gr.Checkbox(value=False, label="compare with cloud-only",
                                             info="also decode with the cloud model alone (greedy)")
                 with gr.Row():
@@ -190,9 +188,10 @@ class LiveTab:
         yield self._pack(status_html("run", "Reading the clip…"), self.view.reset(),
                          "", diagnostics_html(None), None, hidden, hidden)
         try:
+            cloud_url = checked_cloud_url(cloud_url)      # refused here, before any connection
             src, name = common.resolve_audio(sample, audio)
-            if (cloud_url or "").strip():
-                yield self._pack(status_html("run", "Connecting to the cloud server…", cloud_url.strip()))
+            if cloud_url:
+                yield self._pack(status_html("run", "Connecting to the cloud server…", cloud_url))
             backend = with_cloud(common.get_backend(backend_name), cloud_url, cfg)
             run = Run(backend, src, cfg, common.session_of(request), name)
             cfg = run.cfg

@@ -2,13 +2,22 @@
 
 Only what the remote cloud needs: list the served models, tokenize a probe text, and score a
 token-id prompt with prompt logprobs. Every request is timed and its bytes counted (HTTP request
-line, headers and body each way). Every failure is a RemoteError with a one-line message.
+line, headers and body each way). Every failure is a RemoteError with a one-line message of our
+own: the remote's text (an error body, a bad status line) never reaches it, only `detail`.
+
+What a server can send back is bounded, so an allowed but misbehaving server cannot exhaust
+this process: a reply body over MAX_REPLY_BYTES (SPECSCOPE_CLOUD_MAX_REPLY_MB, default 16) is
+refused while it streams in, and a request that has not been answered in full `timeout` seconds
+after it was sent is cut off (a watchdog shuts the socket, so a server dripping bytes cannot
+stretch the per-read socket timeout). Redirects are not followed.
 """
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -16,8 +25,16 @@ from dataclasses import dataclass
 from specdec_core.errors import BackendError
 
 
+MAX_REPLY_BYTES = int(float(os.environ.get("SPECSCOPE_CLOUD_MAX_REPLY_MB", "16")) * 2**20)
+CHUNK = 64 * 1024
+
+
 class RemoteError(BackendError):
-    pass
+    """One line of ours; `detail`: what the remote said, for the server's log only."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
 
 
 @dataclass
@@ -74,16 +91,25 @@ class CompletionsClient:
         if self._conn is None:
             cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
             self._conn = cls(self.host, self.port, timeout=self.timeout)
+        conn, self._expired = self._conn, False
+        watchdog = threading.Timer(self.timeout, self._expire, (conn,))
+        watchdog.daemon = True
         t0 = time.perf_counter()
+        watchdog.start()
         try:
-            self._conn.request(method, path, body=payload or None, headers=headers)
-            resp = self._conn.getresponse()
-            raw = resp.read()
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            raise
+            conn.request(method, path, body=payload or None, headers=headers)
+            resp = conn.getresponse()
+            raw = self._read_body(resp)
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+            if self._expired:
+                self.close()
+                raise RemoteError(self._say(TimeoutError())) from None
+            raise e
         except (OSError, http.client.HTTPException) as e:
             self.close()
-            raise RemoteError(self._say(e)) from None
+            raise RemoteError(self._say(TimeoutError() if self._expired else e)) from None
+        finally:
+            watchdog.cancel()
         dt = time.perf_counter() - t0
         up = (len(f"{method} {path} HTTP/1.1\r\n") + len(f"Host: {self.host}:{self.port}\r\n")
               + len("Accept-Encoding: identity\r\n")
@@ -94,15 +120,56 @@ class CompletionsClient:
             self.close()
         try:
             data = json.loads(raw) if raw else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             raise RemoteError(f"cloud server {self.url} sent a reply that is not JSON "
                               f"(HTTP {resp.status})") from None
         if resp.status >= 400:
-            raise RemoteError(f"cloud server {self.url} answered HTTP {resp.status} to {path}: "
-                              f"{_error_text(data)}")
+            hint = _STATUS_HINT.get(500 if resp.status >= 500 else resp.status, "")
+            raise RemoteError(f"cloud server {self.url} answered HTTP {resp.status} to {path}{hint}",
+                              detail=_error_text(data))
         return Reply(data, dt, up, down)
 
+    def _read_body(self, resp) -> bytes:
+        """The reply body, refused once it passes MAX_REPLY_BYTES (said or streamed)."""
+        limit = MAX_REPLY_BYTES
+        try:
+            said = int(resp.getheader("Content-Length") or -1)
+        except ValueError:
+            said = -1
+        if said > limit:
+            self.close()
+            raise RemoteError(self._too_large(limit))
+        parts, n = [], 0
+        while True:
+            part = resp.read(CHUNK)      # at most CHUNK; the watchdog bounds its wait
+            if not part:
+                if self._expired:            # the watchdog shut the socket: EOF reads as b""
+                    raise TimeoutError()
+                if said > n:
+                    raise http.client.IncompleteRead(b"", said - n)
+                return b"".join(parts)
+            n += len(part)
+            if n > limit:
+                self.close()
+                raise RemoteError(self._too_large(limit))
+            parts.append(part)
+
+    def _too_large(self, limit: int) -> str:
+        return (f"cloud server {self.url} sent a reply over {limit / 2**20:g} MiB "
+                f"(SPECSCOPE_CLOUD_MAX_REPLY_MB); refused")
+
+    def _expire(self, conn) -> None:
+        """The watchdog: the request ran out of time; shut its socket so a blocked read ends."""
+        self._expired = True
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def _say(self, e: BaseException) -> str:
+        """A fixed one-line message per kind of failure; never the remote's (or the OS's) text."""
         if isinstance(e, (socket.timeout, TimeoutError)):
             return f"cloud server {self.url} did not answer within {self.timeout:g} s"
         if isinstance(e, ConnectionRefusedError):
@@ -112,8 +179,11 @@ class CompletionsClient:
             return f"cloud server {self.url} closed the connection (did it stop?)"
         if isinstance(e, socket.gaierror):
             return f"cloud server {self.url}: unknown host {self.host!r}"
-        text = getattr(e, "strerror", None) or str(e) or type(e).__name__
-        return f"cloud server {self.url}: {text}"
+        if isinstance(e, http.client.IncompleteRead):
+            return f"cloud server {self.url} closed the connection in the middle of a reply (did it stop?)"
+        if isinstance(e, http.client.HTTPException):
+            return f"cloud server {self.url} sent a reply that is not valid HTTP ({type(e).__name__})"
+        return f"cloud server {self.url}: could not connect ({type(e).__name__})"
 
     def close(self) -> None:
         if self._conn is not None:
@@ -163,6 +233,14 @@ def _row(entry: dict, token: int) -> Row:
     return Row(int(own["rank"]), float(own["logprob"]), int(top_key), float(entry[top_key]["logprob"]))
 
 
+_STATUS_HINT = {
+    400: " (it refused the request; its log says why)", 422: " (it refused the request; its log says why)",
+    401: " (it wants credentials)", 403: " (it wants credentials)",
+    404: " (no such endpoint or model: is it vLLM's OpenAI server?)",
+    500: " (a server error; its log says why)",
+}
+
+
 def _error_text(data) -> str:
     msg = data.get("message") if isinstance(data, dict) else None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
@@ -170,4 +248,4 @@ def _error_text(data) -> str:
     if isinstance(data, dict) and isinstance(data.get("detail"), str):
         msg = msg or data["detail"]
     lines = [ln.strip() for ln in str(msg or data).splitlines() if ln.strip()]
-    return (lines[0] if lines else "no message")[:300]
+    return "".join(c if c.isprintable() else "?" for c in (lines[0] if lines else "no message")[:300])

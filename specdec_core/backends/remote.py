@@ -131,15 +131,28 @@ def _pick_model(client: CompletionsClient, name: str | None) -> tuple[str, int |
         raise RemoteError(f"cloud server {client.url} serves no model")
     if name is None:
         if len(ids) > 1:
-            raise RemoteError(f"cloud server {client.url} serves several models ({', '.join(ids)});"
+            raise RemoteError(f"cloud server {client.url} serves several models ({_names(ids)});"
                               f" pick one with --cloud-model")
         name = ids[0]
     elif name not in ids:
         raise RemoteError(f"cloud server {client.url} does not serve {name!r}; it serves "
-                          f"{', '.join(ids)}")
+                          f"{_names(ids)}")
+    if not _printable(name):
+        raise RemoteError(f"cloud server {client.url} names its model {_names([name])}: "
+                          f"not a model name")
     entry = models[ids.index(name)]
     limit = entry.get("max_model_len")
     return name, int(limit) if isinstance(limit, int) else None
+
+
+def _printable(name: str) -> bool:
+    return 0 < len(name) <= 200 and name.isprintable()
+
+
+def _names(ids: list[str], most: int = 5) -> str:
+    """The server's model names for a message: a few, each short and printable."""
+    shown = [repr(i[:60]) if _printable(i) else "<unprintable>" for i in ids[:most]]
+    return ", ".join(shown) + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
 def _check_vocabulary(client: CompletionsClient, model: str, tokenizer) -> None:

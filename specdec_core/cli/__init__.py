@@ -120,7 +120,8 @@ def main(argv=None) -> int:
     try:
         return COMMANDS[args.cmd](args)
     except UserError as e:
-        print(f"specscope: error: {e}", file=sys.stderr)
+        said = getattr(e, "detail", "")     # the user's own server's words (the app keeps them off the page)
+        print(f"specscope: error: {e}" + (f"; the server said: {said}" if said else ""), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

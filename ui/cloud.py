@@ -1,0 +1,36 @@
+"""The Live tab's cloud server field, as the operator's policy allows it (issue 30).
+
+`cloud_url_widget()` builds it: a dropdown of the operator's servers (SPECSCOPE_CLOUD_URLS,
+"none" first), a free-form box for local use, or a disabled box saying why. `checked_cloud_url`
+is the guard every handler applies to the value it receives (the widget is no guard: a crafted
+request sends what it likes) before anything connects. Rules: specdec_core/backends/cloud_policy.py.
+"""
+from __future__ import annotations
+
+import gradio as gr
+
+from specdec_core.backends.cloud_policy import NONE, cloud_policy
+
+ELEM_ID = "live-cloud-url"
+LABEL = "cloud server URL (optional)"
+
+
+def cloud_url_widget(policy=None):
+    p = policy or cloud_policy()
+    if p.mode == "list":
+        # allow_custom_value: a value outside the list reaches checked_cloud_url, which refuses it
+        # with its own message (not typeable here: filterable=False)
+        return gr.Dropdown(p.choices(), value=NONE, label="cloud server", info=p.why,
+                           allow_custom_value=True, filterable=False, elem_id=ELEM_ID)
+    if p.mode == "free":
+        return gr.Textbox(value="", label=LABEL, max_lines=1, elem_id=ELEM_ID,
+                          placeholder="blank: cloud in this process · http://127.0.0.1:8000 (make cloud)",
+                          info="verify on a vLLM server: the edge stays here, one request per block")
+    return gr.Textbox(value="", label=LABEL, max_lines=1, elem_id=ELEM_ID, interactive=False,
+                      placeholder="off: the cloud runs in this process", info=f"off: {p.why}")
+
+
+def checked_cloud_url(value) -> str | None:
+    """The URL to connect to, or None (the cloud in the process); CloudURLRefused (a one-line
+    UserError) for a value the policy does not allow, before any connection."""
+    return cloud_policy().resolve(value)
