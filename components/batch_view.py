@@ -50,23 +50,27 @@ def checklist_html(items: list[dict] | None) -> str:
     return f'<div class="ss-checklist"><div class="ss-check-summary">{summary}</div>{"".join(lines)}</div>'
 
 
-# (column title, keys to look for: top level, then row["metrics"], then row["scores"]).
+# (column title, keys to look for: top level, then row["metrics"], then row["scores"]). The
+# short columns a reader checks first come before the long text, so that the table fits the
+# page without sideways scrolling; the titles' hover text is in COLUMN_HELP.
 COLUMNS = [
     ("name", ("name", "audio")),
     ("config", ("config_name", "config")),
     ("label", ("label",)),
     ("ok", ("ok",)),
-    ("text", ("text",)),
-    ("hanzi", ("hanzi_count",)),
-    ("acc rate", ("acceptance_rate",)),
-    ("mean acc len", ("mean_accepted_length",)),
-    ("punct density", ("punct_density",)),
-    ("tokens/s", ("tokens_per_s",)),
-    ("chrF", ("chrf", "chrF")),
     ("emotion hit", ("emotion_hit",)),
+    ("chrF", ("chrf", "chrF")),
+    ("汉字", ("hanzi_count",)),
+    ("acceptance", ("acceptance_rate",)),
+    ("acc. len", ("mean_accepted_length",)),
+    ("punct.", ("punct_density",)),
+    ("tokens/s", ("tokens_per_s",)),
     ("error", ("error",)),
+    ("text", ("text",)),
 ]
 _OPTIONAL = {"config"}  # only shown when some row has it (A/B batches)
+# percentages in the table, from the glossary's unit
+_PERCENT = {"acceptance", "punct."}
 
 
 def _lookup(row: dict, keys: tuple[str, ...]):
@@ -87,8 +91,12 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
             value = _lookup(row, keys)
             if title == "name" and isinstance(value, str) and "name" not in row:
                 value = os.path.basename(value)  # an audio path: the file name reads better
-            if is_number(value) and isinstance(value, float):
-                value = round(value, 3)
+            if title in _PERCENT and is_number(value):
+                value = f"{100 * value:.0f}%"
+            elif isinstance(value, bool):
+                value = "yes" if value else "no"
+            elif is_number(value) and isinstance(value, float):
+                value = round(value, 1 if title in ("chrF", "tokens/s") else 2)
             rec[title] = value
         records.append(rec)
     columns = [t for t, _ in COLUMNS if t not in _OPTIONAL or any(r.get(t) is not None for r in records)]
@@ -123,7 +131,29 @@ def aggregate_frame(result) -> pd.DataFrame:
         vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
         cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
     titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
-    return pd.DataFrame({"": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
+    return pd.DataFrame({"figure": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
+
+
+def aggregate_placeholder() -> pd.DataFrame:
+    """The aggregate table before a batch ran: its row titles, no numbers yet."""
+    titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
+    return pd.DataFrame({"figure": titles, "config A": ["—"] * len(titles)})
+
+
+def numeric_frame(rows: list[dict] | None) -> pd.DataFrame:
+    """Raw numbers per clip (config + the metrics the batch histograms draw), for plots."""
+    keys = ("mean_accepted_length", "punct_density", "hanzi_count", "tokens_per_s")
+    recs = []
+    for row in rows or []:
+        rec = {"config": _lookup(row, ("config_name",))}
+        for k in keys:
+            v = _lookup(row, (k,))
+            rec[k] = v if is_number(v) else None
+        recs.append(rec)
+    df = pd.DataFrame(recs, columns=["config", *keys])
+    if df["config"].isna().all():
+        df = df.drop(columns=["config"])
+    return df
 
 
 def checklists_html(result) -> str:

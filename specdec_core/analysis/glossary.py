@@ -52,6 +52,22 @@ GLOSSARY: dict[str, Term] = {
     "adjacent_repeats": Term("adjacent repeats", "pairs", "the same CJK character twice in a row"),
     "bytes_up": Term("uplink", "bytes", "bytes sent to the cloud server"),
     "bytes_down": Term("downlink", "bytes", "bytes received from the cloud server"),
+    "cloud_only_s": Term("cloud-only time", "s",
+                         "wall-clock time of the cloud model decoding alone (greedy, same stops)"),
+    "decode_s": Term("decode time", "s",
+                     "wall-clock time of the speculative decode, without the time the page spent "
+                     "drawing it between rounds"),
+    "ended_by": Term("ended by", "", "why decoding stopped: eos | sentence | max_tokens | cycle | "
+                     "fault | cancelled | time_limit"),
+    "template_leak": Term("template leak", "", "chat-template markers (<|im_end|> ...) in the output"),
+    "chrf": Term("chrF", "", "character F-score against the reference description (0-100)"),
+    "emotion_hit": Term("emotion hit", "", "the description names the clip's labelled emotion"),
+    "emotion_accuracy": Term("emotion accuracy", "%", "clips whose description names their label"),
+    "weighted_f1": Term("weighted F1", "", "MER2024's weighted F1 of the named emotions"),
+    "matches_baseline": Term("same as cloud-only", "", "token-for-token the cloud model's own greedy output"),
+    "text_vs_cloud": Term("text vs cloud-only", "% chars",
+                          "characters the text shares with the cloud-only text (difflib ratio)"),
+    "link_rtt_ms": Term("link round trip", "ms", "modelled network round trip per cloud call"),
     "audio_dependence": Term("audio dependence", "nats",
                              "KL divergence of the cloud's next-token distribution with vs without "
                              "the audio, teacher-forced on the output"),
