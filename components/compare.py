@@ -32,6 +32,10 @@ DIRECTION = {
     "cache_desyncs": -1,
     "rejected_tokens": -1,
     "draft_forwards": -1,
+    "speedup": +1,
+    "decode_s": -1,
+    "bytes_up": -1,
+    "bytes_down": -1,
 }
 
 # Display order: headline metrics first, the rest alphabetically after them.
@@ -85,7 +89,7 @@ def _scalar(value):
 # Cost and agreement metrics: fewer cloud calls (or a higher acceptance) is only better when the
 # two sides wrote the same text. A side that never called the cloud, or accepted drafts the cloud
 # would not have chosen, is cheaper because it is lossy, not because it is better.
-COST = {"acceptance_rate", "mean_accepted_length", "cloud_calls", "cloud_call_rate", "target_forwards",
+COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "cloud_calls", "cloud_call_rate", "target_forwards",
         "draft_forwards", "corrections", "rejected_tokens", "tokens_per_s", "wall_s", "bytes_up",
         "bytes_down", "speedup"}
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
@@ -170,8 +174,12 @@ def _delta(key: str, a, b) -> str:
     unit = term(key).unit
     sign = "+" if d > 0 else "−"
     if unit == "%":
-        return f"{sign}{abs(100 * d):.1f} pts"
-    return sign + fmt(key, abs(d)).lstrip("-")
+        text = f"{abs(100 * d):.1f} pts"
+    else:
+        text = fmt(key, abs(d)).lstrip("-")
+    if not any(ch in "123456789" for ch in text):   # rounds to zero at the shown precision
+        return "0"
+    return sign + text
 
 
 def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
@@ -232,9 +240,10 @@ def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = Non
     if sp:
         x = sp["speedup"]
         cls = "ss-vs-fast" if x >= 1 else "ss-vs-slow"
+        slower = "" if x >= 1 else " — slower than the cloud alone"
         head = (f'<div class="ss-vs-speed {cls}" data-speedup="{x:.4f}" title="{esc(hover("speedup"))}">'
                 f'<b>{x:.2f}×</b> speed-up over cloud-only · {sp["decode_s"]:.2f} s here vs '
-                f'{sp["cloud_only_s"]:.2f} s cloud-only</div>')
+                f'{sp["cloud_only_s"]:.2f} s cloud-only{slower}</div>')
     same = (text or "") == (base_text or "")
     verdict = ('<span class="ss-vs-same">same text as cloud-only</span>' if same else
                '<span class="ss-vs-diff">differs from cloud-only</span>')
@@ -258,6 +267,6 @@ def char_diff_html(text_a: str | None, text_b: str | None, names: tuple[str, str
             parts.append(f"<ins>{esc(b[j1:j2])}</ins>")
     same = f"{100 * matcher.ratio():.0f}% of characters in common" if (a or b) else "both texts are empty"
     return (
-        '<div class="ss-diff"><div class="ss-diff-legend"><del>only in {esc(names[0])}</del> · <ins>only in {esc(names[1])}</ins> · '
+        f'<div class="ss-diff"><div class="ss-diff-legend"><del>only in {esc(names[0])}</del> · <ins>only in {esc(names[1])}</ins> · '
         f'{same}</div><div class="ss-diff-text">{"".join(parts)}</div></div>'
     )

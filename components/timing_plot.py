@@ -73,9 +73,8 @@ def timing_figure(obj: dict | None) -> go.Figure:
     caller = (total or {}).get("caller_s")
     if caller and (total or {}).get("total_s"):
         # measured for the whole run, not per round: a legend entry so the title's share has a name
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"caller (UI): the page drawing "
-                                 f"the stream between rounds, {caller:.2f} s in all ({caller / total['total_s']:.0%}), "
-                                 "not in the bars", marker=dict(symbol="square", size=10, color="#E8E8E8",
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"caller (UI) {caller / total['total_s']:.0%}: "
+                                 "between rounds, not in the bars", marker=dict(symbol="square", size=10, color="#E8E8E8",
                                                                  line=dict(color="#8c959f", width=1)),
                                  hoverinfo="skip"))
     fig.update_layout(barmode="stack", bargap=0.2, legend_traceorder="normal")

@@ -179,9 +179,9 @@ class ABTab:
             ta, tb = runs[0].live.trace, runs[1].live.trace
             sps = [speedup(t, b) if b else None for t, b in zip((ta, tb), bases)]
             detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')}{_sp(sps[0])}"
-                      f"{findings_summary(ta.get('diagnostics')).replace(' — see Diagnostics', '')} · "
+                      f"{_fs(ta)} · "
                       f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}{_sp(sps[1])}"
-                      f"{findings_summary(tb.get('diagnostics')).replace(' — see Diagnostics', '')}")
+                      f"{_fs(tb)}")
             same_text = (ta.get("text") or "") == (tb.get("text") or "")
             extra = []
             if any(sps):
@@ -212,6 +212,11 @@ STOP_KNOBS = ("max_new_tokens", "min_new_tokens", "stop_at_first_sentence", "pro
 
 def _same_stops(a: DecodeConfig, b: DecodeConfig) -> bool:
     return all(getattr(a, k, None) == getattr(b, k, None) for k in STOP_KNOBS)
+
+
+def _fs(trace: dict) -> str:
+    """', ✖ 1 error (cache_desync)' for one side of the status line."""
+    return findings_summary(trace.get("diagnostics")).replace(" — see Diagnostics", "").replace(" · ", ", ")
 
 
 def _sp(sp: dict | None) -> str:

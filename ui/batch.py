@@ -87,11 +87,13 @@ class BatchTab:
             btn.click(self.live.knobs_to_json, knobs.inputs, target, queue=False, api_visibility="private")
         self.b_from_live.click(lambda: True, None, self.use_b, queue=False, api_visibility="private")
         outs = [self.status, self.aggregate, self.checklist, self.plot, self.table, self.dl_json, self.dl_csv]
-        self.run_btn.click(gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
+        # the status line goes blank first: the progress bar is drawn over it, never over a hint
+        self.run_btn.click(lambda: "", None, self.status, queue=False, api_visibility="private").then(
+            gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
                                       self.use_b, self.cfg_b, self.live.backend, self.engine,
                                       self.workers], outs,
                            api_visibility="private", api_name="batch_run", concurrency_id="decode", concurrency_limit=2,
-                           trigger_mode="once", show_progress_on=[self.status, self.table])
+                           trigger_mode="once", show_progress_on=[self.status])
         self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
 
     def run(self, request: gr.Request, source, limit, manifest, clips, cfg_a, use_b, cfg_b, backend_name,
