@@ -243,7 +243,8 @@ def batch_distributions(df) -> go.Figure:
             fig.add_trace(go.Histogram(
                 x=values, name=str(name) if name is not None else title, legendgroup=str(name),
                 showlegend=name is not None and n == 0, opacity=0.75 if name is not None else 1.0,
-                marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)], nbinsx=15,
+                marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)],
+                nbinsx=15 if len(values) > 10 else None,  # few clips: plotly's own bins (15 lost bars)
             ), row=row, col=col)
     for n, (_title, raw, _readable) in enumerate(BATCH_HISTS):
         t = term(raw)

@@ -189,7 +189,7 @@ class InspectTab:
             self.entropy = gr.Plot(entropy_figure(None), show_label=False)
             self.acclen = gr.Plot(accepted_length_figure(None), show_label=False)
         self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="inspect-timing")
-        gr.Markdown("### Per-round drill-down", elem_classes="ss-h")
+        gr.Markdown("### Drill-down: one step per cloud call", elem_classes="ss-h")
         self.round = gr.Dropdown([], label="step: one per cloud call of the loop (the edge forwards before it, "
                                  "and the call)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
