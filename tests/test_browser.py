@@ -135,6 +135,7 @@ def test_live_reads_without_contradictions(page, artifacts, tmp_path):
     # a non-audio file is refused when it is uploaded, not at Run
     bad = tmp_path / "notes.wav"
     bad.write_text("this is not audio", encoding="utf-8")
+    page.locator("#live-audio button[aria-label=Clear]").click()
     page.locator("#live-audio input[type=file]").set_input_files(str(bad))
     page.wait_for_selector("#live-status [data-state=err]", timeout=20_000)
     assert "Not a usable clip" in page.inner_text("#live-status")
@@ -145,6 +146,7 @@ def test_live_reads_without_contradictions(page, artifacts, tmp_path):
     page.get_by_label("compare with cloud-only").check()
     page.locator(".ss-faults").first.get_by_text("lenient_rank").click()
     page.click("#live-run")
+    page.wait_for_selector("#live-status [data-state=run]", timeout=20_000)   # not the upload's err
     assert wait_state(page, "live-status", timeout=120_000) == "ok", page.inner_text("#live-status")
     status = page.inner_text("#live-status")
     for badge in ("backend: demo", "dtype: float32", "cloud: in this process", "fault: lenient_rank"):
@@ -169,8 +171,8 @@ def test_live_reads_without_contradictions(page, artifacts, tmp_path):
     assert acc.get_attribute("data-status") == "warn" and "lossy" in acc.inner_text()
     # the timing legend names the caller's share that its title gives
     page.locator("#live-timing").scroll_into_view_if_needed()
-    legend = " ".join(page.locator("#live-timing .legendtext").all_inner_texts())
-    assert "caller (UI)" in legend and "caller (UI)" in page.inner_text("#live-timing"), legend
+    legend = " ".join(page.locator("#live-timing .legendtext").all_text_contents())
+    assert "caller (UI)" in legend and "caller (UI)" in page.locator("#live-timing .gtitle").text_content(), legend
     page.screenshot(path=str(artifacts / "live-cloud-only.png"), full_page=True)
 
 
@@ -227,7 +229,7 @@ def test_batch_tab_on_the_bundled_manifest(page, artifacts):
         assert box and box["x"] + box["width"] <= right + 1, col
     # histograms with axis titles
     plot = page.locator(".js-plotly-plot", has_text="Batch distributions").first
-    titles = plot.locator(".xtitle, .ytitle").all_inner_texts()
+    titles = plot.locator(".xtitle, .ytitle").all_text_contents()
     assert "clips" in titles and any("tokens/s" in t for t in titles), titles
     time.sleep(0.5)  # let the plot finish drawing before the screenshot
     page.screenshot(path=str(artifacts / "batch.png"), full_page=True)
