@@ -7,6 +7,8 @@ import os
 
 import pandas as pd
 
+from specdec_core.analysis.glossary import term
+
 from .formatting import esc, is_number
 
 BATCH_CSS = """
@@ -52,7 +54,7 @@ def checklist_html(items: list[dict] | None) -> str:
 
 # (column title, keys to look for: top level, then row["metrics"], then row["scores"]). The
 # short columns a reader checks first come before the long text, so that the table fits the
-# page without sideways scrolling; the titles' hover text is in COLUMN_HELP.
+# page without sideways scrolling (the full text is in the results JSON).
 COLUMNS = [
     ("name", ("name", "audio")),
     ("config", ("config_name", "config")),
@@ -71,6 +73,16 @@ COLUMNS = [
 _OPTIONAL = {"config"}  # only shown when some row has it (A/B batches)
 # percentages in the table, from the glossary's unit
 _PERCENT = {"acceptance", "punct."}
+
+
+def columns_help() -> str:
+    """One line naming each numeric column of the per-clip table, from the glossary."""
+    parts = []
+    for title, keys in COLUMNS:
+        t = term(keys[0])
+        if t.meaning and title not in ("name", "label", "ok", "error", "text", "config"):
+            parts.append(f"**{title}**: {t.meaning}")
+    return " · ".join(parts)
 
 
 def _lookup(row: dict, keys: tuple[str, ...]):
@@ -125,7 +137,10 @@ def aggregate_frame(result) -> pd.DataFrame:
         vals = []
         for _title, scope, key, digits in AGGREGATE_ROWS:
             v = (s.get(scope) or {}).get(key) if scope else s.get(key)
-            vals.append(round(v, digits) if isinstance(v, float) else v)
+            if term(key).unit == "%" and is_number(v):     # shares read as percentages, as on Live
+                vals.append(f"{100 * v:.{max(digits - 2, 0)}f}%")
+            else:
+                vals.append(round(v, digits) if isinstance(v, float) else v)
         per_label = s.get("per_label_accuracy") or {}
         vals.append(", ".join(f"{k} {v:.0%}" for k, v in per_label.items()) or "—")
         vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")

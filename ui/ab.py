@@ -39,8 +39,9 @@ class ABTab:
                     spec = SPECS_BY_NAME["prompt_type"]
                     self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
                                                 label="prompt type (both sides)")
-                self.reference = gr.Checkbox(value=True, label="cloud-only reference",
-                                             info="decode with the cloud model alone as well")
+                self.reference = gr.Checkbox(value=True, label="compare with cloud-only",
+                                             info="also decode with the cloud model alone (greedy): "
+                                                  "speed-up and text diff per side")
             with gr.Column(scale=2, min_width=320):
                 self.fault_vs_fixed = gr.Dropdown(
                     [NO_FAULT] + list(FAULTS), value=NO_FAULT, elem_id="ab-fault",
@@ -73,7 +74,7 @@ class ABTab:
                 self.view_b = TraceView("B", compact=True)
                 gr.Markdown("##### Diagnostics B", elem_classes="ss-h")
                 self.diag_b = gr.HTML(diagnostics_html(None), elem_id="ab-diag-b", js_on_load=None)
-        self.ref_text = gr.Textbox(label="cloud-only reference text", interactive=False, lines=2,
+        self.ref_text = gr.Textbox(label="cloud-only text", interactive=False, lines=2,
                                    buttons=["copy"])
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
@@ -171,7 +172,7 @@ class ABTab:
             ref, bases = "", [None, None]
             stopped = runs[0].stopped or runs[1].stopped
             if reference_on and not stopped:
-                yield pack(status_html("run", "Running the cloud-only reference…", "", ctx))
+                yield pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx))
                 bases[0] = runs[0].run_baseline()
                 # the same reference unless B's stops differ (then B's own, with B's stops)
                 bases[1] = bases[0] if _same_stops(cfg_a, cfg_b) else runs[1].run_baseline()

@@ -8,7 +8,7 @@ import traceback
 import gradio as gr
 
 from components.batch_view import (aggregate_frame, aggregate_placeholder, checklist_html, checklists_html,
-                                   numeric_frame, results_table)
+                                   columns_help, numeric_frame, results_table)
 from components.plots import batch_distributions
 from components.status import status_html
 from specdec_core.decoding.config import DecodeConfig
@@ -76,6 +76,7 @@ class BatchTab:
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
         self.table = gr.Dataframe(results_table(None), label="per clip (full texts and traces in the JSON)",
                                   interactive=False, elem_id="batch-table", max_height=600, max_chars=28)
+        gr.Markdown(columns_help(), elem_classes="ss-note", elem_id="batch-columns-help")
         self.plot = gr.Plot(batch_distributions(None), show_label=False)
         self._wire()
 
@@ -88,7 +89,8 @@ class BatchTab:
         self.b_from_live.click(lambda: True, None, self.use_b, queue=False, api_visibility="private")
         outs = [self.status, self.aggregate, self.checklist, self.plot, self.table, self.dl_json, self.dl_csv]
         # the status line goes blank first: the progress bar is drawn over it, never over a hint
-        self.run_btn.click(lambda: "", None, self.status, queue=False, api_visibility="private").then(
+        self.run_btn.click(lambda: status_html("run", ""), None, self.status, queue=False,
+                           api_visibility="private").then(
             gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
                                       self.use_b, self.cfg_b, self.live.backend, self.engine,
                                       self.workers], outs,

@@ -217,7 +217,7 @@ class LiveTab:
                                      self.view.values(live, cfg.prompt_type, clock=run.clock))
             base, sp, vs = "", None, ""
             if baseline_on and not run.stopped:
-                yield self._pack(status_html("run", "Running the cloud-only baseline…", "", ctx),
+                yield self._pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx),
                                  self.view.values(live, cfg.prompt_type, clock=run.clock))
                 bl = run.run_baseline()
                 base, sp = bl["text"], speedup(live.trace, bl)
