@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -219,6 +220,20 @@ BATCH_HISTS = [
 _GROUP_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
 
 
+def _bin_edges(values, most: int = 15):
+    """Histogram bin edges for a handful to a few hundred values: numpy's 'auto' rule, at most
+    `most` bins; one value (or all equal) gets one bin of width 1 around it."""
+    if len(values) == 0:
+        return np.array([0.0, 1.0])
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < 1e-12:
+        return np.array([lo - 0.5, lo + 0.5])
+    edges = np.histogram_bin_edges(values, bins="auto")
+    if len(edges) - 1 > most:
+        edges = np.linspace(lo, hi, most + 1)
+    return edges
+
+
 def batch_distributions(df) -> go.Figure:
     """2x2 histograms over clips; one colour per configuration when df has a "config" column."""
     fig = make_subplots(rows=2, cols=2, subplot_titles=[t for t, _, _ in BATCH_HISTS],
@@ -238,13 +253,24 @@ def batch_distributions(df) -> go.Figure:
             fig.add_annotation(text="no data", showarrow=False, row=row, col=col, x=0.5, y=0.5,
                                xref="x domain", yref="y domain", font=dict(color=NEUTRAL_COLOR))
             continue
+        # bins computed here (shared by the configurations of a panel) and drawn as bars:
+        # plotly.js's own binning of a handful of clips dropped most of them (issue 29)
+        every = pd.to_numeric(df[column], errors="coerce").dropna().astype(float).to_numpy()
+        edges = _bin_edges(every)
         for g, (name, sub) in enumerate(groups):
-            values = pd.to_numeric(sub[column], errors="coerce").dropna()
-            fig.add_trace(go.Histogram(
-                x=values, name=str(name) if name is not None else title, legendgroup=str(name),
+            values = pd.to_numeric(sub[column], errors="coerce").dropna().astype(float).to_numpy()
+            counts, _ = np.histogram(values, bins=edges)
+            pct = raw in ("punct_density",)
+            lo = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[:-1]]
+            hi = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[1:]]
+            fig.add_trace(go.Bar(
+                x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges) * 0.95,
+                name=str(name) if name is not None else title, legendgroup=str(name),
                 showlegend=name is not None and n == 0, opacity=0.75 if name is not None else 1.0,
                 marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)],
-                nbinsx=15 if len(values) > 10 else None,  # few clips: plotly's own bins (15 lost bars)
+                customdata=list(zip(lo, hi)),
+                hovertemplate="%{customdata[0]}–%{customdata[1]}: %{y} clip(s)<extra>" + (
+                    str(name) if name is not None else "") + "</extra>",
             ), row=row, col=col)
     for n, (_title, raw, _readable) in enumerate(BATCH_HISTS):
         t = term(raw)

@@ -231,7 +231,8 @@ class LiveTab:
                 same = run.baseline["token_ids"] == tr.get("token_ids")
                 detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only")
                 if sp:
-                    detail += f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s vs {sp['cloud_only_s']:.2f} s)"
+                    detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
+                               f"{sp['cloud_only_s']:.2f} s cloud-only)")
             detail += findings_summary(tr.get("diagnostics"))
             kind = "err" if run.stopped else "ok"
             head = f"Stopped: {name}" if kind == "err" else f"Done: {name}"
