@@ -38,6 +38,8 @@ CARDS_CSS = """
 .ss-warnings { list-style: none; padding: 0; margin: 0; font-family: system-ui, sans-serif; font-size: 13.5px; }
 .ss-warning { padding: 4px 8px; margin: 0 0 4px 0; border-radius: 5px; background: #fff8e6;
   border-left: 4px solid #E69F00; }
+.ss-warning-more { list-style: none; font-size: 12.5px; color: #7a5200; }
+.ss-warning-more summary { cursor: pointer; }
 .ss-warning-kind { font-weight: 600; margin-right: 6px; color: #7a5200; }
 .ss-warnings-head { font-size: 12.5px; color: #7a5200; margin: 0 0 4px 0; font-weight: 600; }
 .ss-none { color: #6e7781; font-style: italic; font-family: system-ui, sans-serif; font-size: 13.5px; }
@@ -177,17 +179,25 @@ def diagnostics_html(findings: list[dict] | None) -> str:
     return '<div class="ss-findings">' + "".join(rows) + "</div>"
 
 
+SHOWN_WARNINGS = 5
+
+
 def warnings_html(warnings: list[dict] | None) -> str:
     """Live warnings (cycles, gates, stops) as they arrive; the newest stays last. Nothing when
     there are none: the findings under Diagnostics are the run's verdict, and a "no warnings"
     line above an error finding would read as a contradiction."""
     if not warnings:
         return '<div class="ss-warnings-empty" data-count="0"></div>'
-    items = "".join(
-        f'<li class="ss-warning" data-kind="{esc(w.get("kind"))}">'
-        f'<span class="ss-warning-kind">{esc(w.get("kind") or "warning")}</span>{esc(w.get("message"))}</li>'
-        for w in warnings
-    )
+    def li(w):
+        return (f'<li class="ss-warning" data-kind="{esc(w.get("kind"))}">'
+                f'<span class="ss-warning-kind">{esc(w.get("kind") or "warning")}</span>{esc(w.get("message"))}</li>')
+
+    # whole lines only: the first few shown, the rest folded (never a scroll box cutting a line)
+    items = "".join(li(w) for w in warnings[:SHOWN_WARNINGS])
+    rest = warnings[SHOWN_WARNINGS:]
+    if rest:
+        items += (f'<li class="ss-warning-more"><details><summary>{len(rest)} more</summary>'
+                  f'<ul class="ss-warnings">{"".join(li(w) for w in rest)}</ul></details></li>')
     n = len(warnings)
     head = (f'<div class="ss-warnings-head">{n} warning{"s" if n != 1 else ""} while decoding '
             '(the findings under Diagnostics say what they mean)</div>')

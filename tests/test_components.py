@@ -273,6 +273,8 @@ def test_warnings_html(trace):
     # no "No warnings." line: it would stand above an error finding under Diagnostics
     assert "No warnings" not in warnings_html(None) and "<li" not in warnings_html(None)
     assert "2 warnings while decoding" in html
+    many = warnings_html([{"kind": "cache_desync", "message": f"round {i}: differ"} for i in range(8)])
+    assert "<details><summary>3 more</summary>" in many and many.count('class="ss-warning"') == 8
     assert "&lt;x&gt;" in warnings_html([{"kind": "stop", "message": "<x>"}])
 
 
