@@ -214,8 +214,11 @@ def test_batch_tab_on_the_bundled_manifest(page, artifacts):
     limit.fill("3")
     limit.press("Enter")
     page.click("#batch-run")
+    # while the progress bar is drawn over the status line, no hint text sits under it
+    page.wait_for_selector("#batch-status [data-state=run]", timeout=10_000)
+    assert page.locator("#batch-status .ss-status-text").inner_text().strip() == ""
     wait_state(page, "batch-status", timeout=120_000)
-    assert "3 runs" in page.inner_text("#batch-status")
+    assert "3 runs" in page.inner_text("#batch-status") and "backend: demo" in page.inner_text("#batch-status")
     checks = page.locator("#batch-checklist .ss-check")
     assert checks.count() >= 5
     assert page.locator("#batch-checklist [data-passed=pass], #batch-checklist [data-passed=fail]").count() >= 3

@@ -131,7 +131,9 @@ class BatchTab:
             where = f" on Ray ({int(workers)} workers)" if engine == "ray" else ""
             detail = f"{len(result.rows)} runs{where} · {failed} failed" + (
                 " (see the error column)" if failed else "")
-            return [status_html("err" if failed else "ok", "Batch done", detail), aggregate_frame(result),
+            ctx = [("backend", backend_name or "demo"), ("engine", f"ray × {int(workers)}" if engine == "ray" else "local")]
+            ctx += [("fault", f"{name} {f}" if len(configs) > 1 else f) for name, c in configs.items() for f in c.faults]
+            return [status_html("err" if failed else "ok", "Batch done", detail, ctx), aggregate_frame(result),
                     checklists_html(result), batch_distributions(numeric_frame(result.rows)), df,
                     gr.update(value=str(paths["json"]), visible=True),
                     gr.update(value=str(paths["csv"]), visible=True)]
