@@ -114,6 +114,8 @@ class LiveTab:
         for ev in (self.audio.upload, self.audio.stop_recording):
             ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
         self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
+        self.backend.change(lambda b: gr.update(visible=b == "demo"), self.backend, self.demo_note,
+                            queue=False, api_visibility="private")
         self.baseline.change(lambda on: (gr.update(visible=on),) * 2, self.baseline,
                              [self.baseline_text, self.vs_cloud], queue=False, api_visibility="private")
         self.to_json_btn.click(self.knobs_to_json, self.panel.inputs, self.config_json, queue=False,
