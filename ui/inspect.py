@@ -230,8 +230,10 @@ class InspectTab:
         tr, rec = res["trace"], res["recording"]
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
-        detail = res["error"] or f"{len(res['findings'])} finding(s), {errs} error(s); " \
-                                 f"{len(tr.get('tokens') or [])} tokens, {len(rec.get('forwards') or [])} forwards"
+        n = len(res["findings"])
+        found = "no findings" if n == 0 else f"{n} finding(s), {errs} error(s)"
+        detail = res["error"] or f"{found}; {len(tr.get('tokens') or [])} tokens, " \
+                                 f"{len(rec.get('forwards') or [])} forwards"
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
