@@ -194,6 +194,8 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
     items = [(k, a, b) for k, a, b in extra or []]
     items += [(k, a_all.get(k), b_all.get(k)) for k in _keys(a_all, b_all) if k not in HIDDEN]
     for key, ra, rb in items:
+        if ra is None and rb is None:      # neither side has it (e.g. no threshold, no server)
+            continue
         a, b = _scalar(ra), _scalar(rb)
         if isinstance(a, str) and " / " in a or isinstance(b, str) and " / " in (b or ""):
             a, b = ra, rb     # per-position lists: shown, not compared
@@ -201,7 +203,8 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
         cell = {"A": "A", "B": "B", "=": "tie", "": "—"}[win]
         rows.append(
             f'<tr data-key="{esc(key)}" data-better="{esc(win)}"><th title="{esc(hover(key))}">{esc(term(key).label)}</th>'
-            f'<td>{esc(fmt(key, ra))}</td><td>{esc(fmt(key, rb))}</td><td>{esc(_delta(key, a, b))}</td>'
+            f'<td>{esc(fmt(key, ra))}</td><td>{esc(fmt(key, rb))}</td>'
+            f'<td>{esc("" if isinstance(ra, bool) or isinstance(rb, bool) else _delta(key, a, b))}</td>'
             f'<td class="ss-ab-better ss-ab-better-{esc(cell)}" title="{esc(why)}">{esc(cell)}</td></tr>')
     note = ("" if same_text is not False else
             f'<div class="ss-ab-note">{esc(NOT_COMPARED)}; costs are shown without a winner.</div>')

@@ -496,6 +496,10 @@ def test_ab_table_reads_as_labels_with_units_and_judges_like_for_like():
     same = metric_diff_html(dict(a, cloud_calls=13), dict(b, cloud_calls=9), same_text=True)
     assert re.search(r'data-key="cloud_calls" data-better="B"', same)
     assert "title=" in html and "verify forwards of the cloud model" in html   # hover meaning
+    flags = metric_diff_html({"template_leak": False, "ttft_s": None}, {"template_leak": False, "ttft_s": None})
+    assert "ttft" not in flags and "time to first token" not in flags            # both sides lack it
+    row = flags[flags.index('data-key="template_leak"'):]
+    assert "<td>no</td><td>no</td><td></td>" in row                            # a flag has no delta
 
 
 def test_speedup_and_text_next_to_cloud_only():
