@@ -53,7 +53,7 @@ class LiveTab:
                     placeholder="blank: cloud in this process · http://127.0.0.1:8000 (make cloud)",
                     info="verify on a vLLM server: the edge stays here, one request per block")
                 self.baseline = gr.Checkbox(value=False, label="compare with cloud-only",
-                                            info="also decode with the cloud model alone (greedy)")
+                                            info="also decode with the cloud model alone (greedy): speed-up and text diff")
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2,
                                              min_width=90)
