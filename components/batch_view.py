@@ -115,15 +115,22 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
     return pd.DataFrame(records, columns=columns)
 
 
+def _agg(scope: str, key: str, digits: int) -> tuple:
+    """An aggregate row titled by the glossary: 'draft acceptance rate, mean (%)'."""
+    t = term(key)
+    unit = f", {t.unit}" if t.unit and t.unit != "%" else ""
+    return (f"{t.label} ({scope}{unit})", scope, key, digits)
+
+
 AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
     ("clips", None, "n", 0), ("ok", None, "ok", 0), ("failed", None, "failed", 0),
-    ("acceptance rate (mean)", "mean", "acceptance_rate", 3),
-    ("accepted length (median)", "median", "mean_accepted_length", 2),
-    ("cloud call rate (mean)", "mean", "cloud_call_rate", 3),
-    ("hanzi (median)", "median", "hanzi_count", 1),
-    ("punctuation density (median)", "median", "punct_density", 3),
-    ("repeat rate (median)", "median", "repeat_rate", 3),
-    ("tokens / s (mean)", "mean", "tokens_per_s", 1),
+    _agg("mean", "acceptance_rate", 3),
+    _agg("median", "mean_accepted_length", 2),
+    _agg("mean", "cloud_call_rate", 3),
+    _agg("median", "hanzi_count", 1),
+    _agg("median", "punct_density", 3),
+    _agg("median", "repeat_rate", 3),
+    _agg("mean", "tokens_per_s", 1),
     ("chrF vs reference (mean)", None, "chrf_mean", 1),
     ("emotion accuracy", None, "emotion_accuracy", 3),
     ("weighted F1 (MER2024)", None, "weighted_f1", 3),

@@ -212,10 +212,10 @@ def position_acceptance_figure(trace: dict | None) -> go.Figure:
 
 # Batch columns: (title, raw metric name, readable name used by batch_view.results_table).
 BATCH_HISTS = [
-    ("Mean accepted length", "mean_accepted_length", "acc. len"),
-    ("Punctuation density", "punct_density", "punct."),
-    ("Hanzi count", "hanzi_count", "汉字"),
-    ("Tokens / s", "tokens_per_s", "tokens/s"),
+    ("Mean acceptance length", "mean_accepted_length", "acc. len"),
+    ("Punctuation", "punct_density", "punct."),
+    ("汉字", "hanzi_count", "汉字"),
+    ("Speed", "tokens_per_s", "tokens/s"),
 ]
 _GROUP_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
 

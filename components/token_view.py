@@ -81,7 +81,7 @@ def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
     fields = [
         ("id", rec.get("id")),
         ("round", rec.get("round")),
-        ("entropy", num(rec.get("entropy"), 2)),
+        ("entropy", f"{num(rec.get('entropy'), 2)} nats" if rec.get("entropy") is not None else DASH),
         ("edge p", num(rec.get("draft_prob"))),
         ("cloud p", num(rec.get("target_prob"))),
         ("cloud rank", rec.get("target_rank")),
