@@ -118,7 +118,8 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
 def _agg(scope: str, key: str, digits: int) -> tuple:
     """An aggregate row titled by the glossary: 'draft acceptance rate, mean (%)'."""
     t = term(key)
-    unit = f", {t.unit}" if t.unit and t.unit != "%" else ""
+    unit = f", {t.unit}" if t.unit and t.unit != "%" and len(t.unit) <= 8 else ""   # short rows: the
+    # table is narrow, and a long title pushes the configurations' columns out of view
     return (f"{t.label} ({scope}{unit})", scope, key, digits)
 
 

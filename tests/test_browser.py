@@ -228,6 +228,10 @@ def test_batch_tab_on_the_bundled_manifest(page, artifacts):
     assert page.locator("#batch-checklist [data-passed=pass], #batch-checklist [data-passed=fail]").count() >= 3
     # the table is virtualised: the grid's aria-rowcount counts the header row too
     assert page.locator("#batch-table [role=grid]").get_attribute("aria-rowcount") == "4"
+    # the aggregate shows its configuration column next to the row titles
+    agg = page.locator("#batch-aggregate").first
+    col = page.locator("#batch-aggregate th", has_text="config A").first.bounding_box()
+    assert col and col["x"] + col["width"] <= agg.bounding_box()["x"] + agg.bounding_box()["width"] + 1
     # chrF, emotion hit and error are on screen without scrolling sideways
     table = page.locator("#batch-table").first
     right = table.bounding_box()["x"] + table.bounding_box()["width"]

@@ -68,11 +68,11 @@ class BatchTab:
             self.dl_json = gr.DownloadButton("results JSON", visible=False, size="sm", scale=0, min_width=130)
             self.dl_csv = gr.DownloadButton("results CSV", visible=False, size="sm", scale=0, min_width=130)
         with gr.Row(equal_height=False):
-            with gr.Column(scale=2):
+            with gr.Column(scale=1):
                 self.aggregate = gr.Dataframe(aggregate_placeholder(), label="aggregate over the clips",
-                                              interactive=False,
+                                              interactive=False, max_chars=40,
                                               elem_id="batch-aggregate", wrap=True, max_height=640)
-            with gr.Column(scale=3):
+            with gr.Column(scale=1):
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
         self.table = gr.Dataframe(results_table(None), label="per clip (full texts and traces in the JSON)",
                                   interactive=False, elem_id="batch-table", max_height=600, max_chars=28)
