@@ -85,8 +85,8 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
     fig.add_trace(go.Scatter(x=xs, y=ys, name="entropy", mode="lines", line=dict(color="#8c959f", width=1.5),
                              hoverinfo="skip"))
     for source in ("accepted", "corrected", "bonus", "draft"):
-        pts = [(x, y, t) for x, y, t in zip(xs, ys, tokens) if t.get("source") == source]
-        if not pts:
+        pts = [(x, y, t) for x, y, t in zip(xs, ys, tokens) if t.get("source") == source and y is not None]
+        if not pts:   # e.g. corrections: a cloud token has no draft entropy (the × marks show them)
             continue
         fig.add_trace(go.Scatter(
             x=[p[0] for p in pts], y=[p[1] for p in pts], name=SOURCE_LABELS.get(source, source),

@@ -59,7 +59,7 @@ TOKEN_CSS = f"""
 @keyframes ss-blink {{ to {{ visibility: hidden; }} }}
 /* Tooltip: hidden child, shown below its token on hover or keyboard focus. */
 .ss-tip {{ display: none; position: absolute; left: -4px; top: calc(100% + 6px); z-index: 1000;
-  min-width: 210px; max-width: 320px; padding: 8px 10px; border-radius: 6px; background: #1f2328;
+  min-width: 250px; max-width: 340px; padding: 8px 10px; border-radius: 6px; background: #1f2328;
   color: #f6f8fa; font-size: 12.5px; line-height: 1.45; font-weight: 400; white-space: normal; word-break: normal;
   text-align: left; box-shadow: 0 4px 14px rgba(0,0,0,.25); pointer-events: none;
   text-decoration: none; }}

@@ -173,14 +173,16 @@ def test_partial_and_empty_traces_render(trace):
 def test_entropy_figure_threshold_line_and_markers(trace):
     fig = entropy_figure(trace, 1.2)
     by = {t.name: t for t in fig.data}
-    sources = [s for s in ("accepted", "corrected", "bonus", "draft") if any(t["source"] == s for t in trace["tokens"])]
+    sources = [s for s in ("accepted", "corrected", "bonus", "draft")
+               if any(t["source"] == s and t.get("entropy") is not None for t in trace["tokens"])]
     # the line, one marker trace per source present (each its own colour, so the legend names the
     # colours the points have, draft-only included), then the cloud calls and corrections
     assert [t.name for t in fig.data] == ["entropy"] + [SOURCE_LABELS[s] for s in sources] + ["cloud call", "correction"]
     assert "draft" in sources
     for s in sources:
         assert by[SOURCE_LABELS[s]].marker.color == SOURCE_COLORS[s]
-        assert sorted(by[SOURCE_LABELS[s]].x) == [t["i"] for t in trace["tokens"] if t["source"] == s]
+        assert sorted(by[SOURCE_LABELS[s]].x) == [t["i"] for t in trace["tokens"]
+                                                  if t["source"] == s and t.get("entropy") is not None]
     shapes = fig.layout.shapes
     assert len(shapes) == 1 and shapes[0].y0 == pytest.approx(1.2) == shapes[0].y1
     # the threshold's label sits above the plot area, never over the markers
