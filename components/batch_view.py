@@ -7,6 +7,8 @@ import os
 
 import pandas as pd
 
+from specdec_core.analysis.glossary import term
+
 from .formatting import esc, is_number
 
 BATCH_CSS = """
@@ -50,23 +52,37 @@ def checklist_html(items: list[dict] | None) -> str:
     return f'<div class="ss-checklist"><div class="ss-check-summary">{summary}</div>{"".join(lines)}</div>'
 
 
-# (column title, keys to look for: top level, then row["metrics"], then row["scores"]).
+# (column title, keys to look for: top level, then row["metrics"], then row["scores"]). The
+# short columns a reader checks first come before the long text, so that the table fits the
+# page without sideways scrolling (the full text is in the results JSON).
 COLUMNS = [
     ("name", ("name", "audio")),
     ("config", ("config_name", "config")),
     ("label", ("label",)),
     ("ok", ("ok",)),
-    ("text", ("text",)),
-    ("hanzi", ("hanzi_count",)),
-    ("acc rate", ("acceptance_rate",)),
-    ("mean acc len", ("mean_accepted_length",)),
-    ("punct density", ("punct_density",)),
-    ("tokens/s", ("tokens_per_s",)),
-    ("chrF", ("chrf", "chrF")),
     ("emotion hit", ("emotion_hit",)),
+    ("chrF", ("chrf", "chrF")),
+    ("汉字", ("hanzi_count",)),
+    ("acceptance", ("acceptance_rate",)),
+    ("acc. len", ("mean_accepted_length",)),
+    ("punct.", ("punct_density",)),
+    ("tokens/s", ("tokens_per_s",)),
     ("error", ("error",)),
+    ("text", ("text",)),
 ]
 _OPTIONAL = {"config"}  # only shown when some row has it (A/B batches)
+# percentages in the table, from the glossary's unit
+_PERCENT = {"acceptance", "punct."}
+
+
+def columns_help() -> str:
+    """One line naming each numeric column of the per-clip table, from the glossary."""
+    parts = []
+    for title, keys in COLUMNS:
+        t = term(keys[0])
+        if t.meaning and title not in ("name", "label", "ok", "error", "text", "config"):
+            parts.append(f"**{title}**: {t.meaning}")
+    return " · ".join(parts)
 
 
 def _lookup(row: dict, keys: tuple[str, ...]):
@@ -87,23 +103,35 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
             value = _lookup(row, keys)
             if title == "name" and isinstance(value, str) and "name" not in row:
                 value = os.path.basename(value)  # an audio path: the file name reads better
-            if is_number(value) and isinstance(value, float):
-                value = round(value, 3)
+            if title in _PERCENT and is_number(value):
+                value = f"{100 * value:.0f}%"
+            elif isinstance(value, bool):
+                value = "yes" if value else "no"
+            elif is_number(value) and isinstance(value, float):
+                value = round(value, 1 if title in ("chrF", "tokens/s") else 2)
             rec[title] = value
         records.append(rec)
     columns = [t for t, _ in COLUMNS if t not in _OPTIONAL or any(r.get(t) is not None for r in records)]
     return pd.DataFrame(records, columns=columns)
 
 
+def _agg(scope: str, key: str, digits: int) -> tuple:
+    """An aggregate row titled by the glossary: 'draft acceptance rate, mean (%)'."""
+    t = term(key)
+    unit = f", {t.unit}" if t.unit and t.unit != "%" and len(t.unit) <= 8 else ""   # short rows: the
+    # table is narrow, and a long title pushes the configurations' columns out of view
+    return (f"{t.label} ({scope}{unit})", scope, key, digits)
+
+
 AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
     ("clips", None, "n", 0), ("ok", None, "ok", 0), ("failed", None, "failed", 0),
-    ("acceptance rate (mean)", "mean", "acceptance_rate", 3),
-    ("accepted length (median)", "median", "mean_accepted_length", 2),
-    ("cloud call rate (mean)", "mean", "cloud_call_rate", 3),
-    ("hanzi (median)", "median", "hanzi_count", 1),
-    ("punctuation density (median)", "median", "punct_density", 3),
-    ("repeat rate (median)", "median", "repeat_rate", 3),
-    ("tokens / s (mean)", "mean", "tokens_per_s", 1),
+    _agg("mean", "acceptance_rate", 3),
+    _agg("median", "mean_accepted_length", 2),
+    _agg("mean", "cloud_call_rate", 3),
+    _agg("median", "hanzi_count", 1),
+    _agg("median", "punct_density", 3),
+    _agg("median", "repeat_rate", 3),
+    _agg("mean", "tokens_per_s", 1),
     ("chrF vs reference (mean)", None, "chrf_mean", 1),
     ("emotion accuracy", None, "emotion_accuracy", 3),
     ("weighted F1 (MER2024)", None, "weighted_f1", 3),
@@ -117,13 +145,38 @@ def aggregate_frame(result) -> pd.DataFrame:
         vals = []
         for _title, scope, key, digits in AGGREGATE_ROWS:
             v = (s.get(scope) or {}).get(key) if scope else s.get(key)
-            vals.append(round(v, digits) if isinstance(v, float) else v)
+            if term(key).unit == "%" and is_number(v):     # shares read as percentages, as on Live
+                vals.append(f"{100 * v:.{max(digits - 2, 0)}f}%")
+            else:
+                vals.append(round(v, digits) if isinstance(v, float) else v)
         per_label = s.get("per_label_accuracy") or {}
         vals.append(", ".join(f"{k} {v:.0%}" for k, v in per_label.items()) or "—")
         vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
         cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
     titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
-    return pd.DataFrame({"": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
+    return pd.DataFrame({"figure": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
+
+
+def aggregate_placeholder() -> pd.DataFrame:
+    """The aggregate table before a batch ran: its row titles, no numbers yet."""
+    titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
+    return pd.DataFrame({"figure": titles, "config A": ["—"] * len(titles)})
+
+
+def numeric_frame(rows: list[dict] | None) -> pd.DataFrame:
+    """Raw numbers per clip (config + the metrics the batch histograms draw), for plots."""
+    keys = ("mean_accepted_length", "punct_density", "hanzi_count", "tokens_per_s")
+    recs = []
+    for row in rows or []:
+        rec = {"config": _lookup(row, ("config_name",))}
+        for k in keys:
+            v = _lookup(row, (k,))
+            rec[k] = v if is_number(v) else None
+        recs.append(rec)
+    df = pd.DataFrame(recs, columns=["config", *keys])
+    if df["config"].isna().all():
+        df = df.drop(columns=["config"])
+    return df
 
 
 def checklists_html(result) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .formatting import DASH, esc, is_number, num, pct
+from specdec_core.analysis.glossary import hover, term
+
+from .formatting import DASH, esc, fmt, is_number, num, pct
 
 # Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
 HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
@@ -36,7 +38,10 @@ CARDS_CSS = """
 .ss-warnings { list-style: none; padding: 0; margin: 0; font-family: system-ui, sans-serif; font-size: 13.5px; }
 .ss-warning { padding: 4px 8px; margin: 0 0 4px 0; border-radius: 5px; background: #fff8e6;
   border-left: 4px solid #E69F00; }
+.ss-warning-more { list-style: none; font-size: 12.5px; color: #7a5200; }
+.ss-warning-more summary { cursor: pointer; }
 .ss-warning-kind { font-weight: 600; margin-right: 6px; color: #7a5200; }
+.ss-warnings-head { font-size: 12.5px; color: #7a5200; margin: 0 0 4px 0; font-weight: 600; }
 .ss-none { color: #6e7781; font-style: italic; font-family: system-ui, sans-serif; font-size: 13.5px; }
 """
 
@@ -72,8 +77,25 @@ def _card(label: str, value: str, sub: str = "", status: str = "", help_text: st
     )
 
 
-def metric_cards(metrics: dict | None, prompt_type: str | None = None) -> str:
-    """Headline metrics as cards; tinted against the checklist targets where one exists."""
+LOSSY_CODES = ("lossless_violation", "lossy_accept", "rank_window_exceeded")
+
+
+def lossy_findings(findings: list[dict] | None) -> list[dict]:
+    """Findings saying the run accepted drafts the cloud would not have chosen (evidence from
+    the run's ranks, analysis/acceptance.py): its acceptance rate then measures leniency."""
+    return [f for f in findings or [] if (f.get("code") or f.get("key")) in LOSSY_CODES]
+
+
+def _gcard(key: str, value, sub: str = "", status: str = "", digits: int | None = None) -> str:
+    """A card labelled, united and explained by the glossary."""
+    return _card(term(key).label, fmt(key, value, digits), sub, status, hover(key))
+
+
+def metric_cards(metrics: dict | None, prompt_type: str | None = None,
+                 findings: list[dict] | None = None, speedup: dict | None = None) -> str:
+    """Headline metrics as cards; tinted against the checklist targets where one exists.
+    `findings`: the run's diagnostics (a lossy run's acceptance is not tinted good);
+    `speedup`: {"speedup", "decode_s", "cloud_only_s"} when the cloud-only baseline ran."""
     m = metrics or {}
     if not m:
         return '<div class="ss-none">No metrics yet.</div>'
@@ -81,30 +103,35 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None) -> str:
     mal = m.get("mean_accepted_length")
     calls = m.get("cloud_calls")
     rate = m.get("cloud_call_rate")
-    corr = m.get("corrections")
-    tps = m.get("tokens_per_s")
     punct = m.get("punct_density")
     hanzi = m.get("hanzi_count")
     ended = m.get("ended_by")
     band = HANZI_BANDS.get(prompt_type or "")
     hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
+    lossy = lossy_findings(findings)
+    if lossy and is_number(acc):
+        acc_card = _card(term("acceptance_rate").label, pct(acc), "lossy: drafts accepted off the cloud's choice",
+                         "warn", hover("acceptance_rate") + ". This run accepted drafts the cloud would not "
+                         "have chosen, so a high rate here measures leniency, not agreement.")
+    else:
+        acc_card = _gcard("acceptance_rate", acc, "target > 60%",
+                          _status(acc, lambda v: v > 0.6, lambda v: v < 0.3))
     cards = [
-        _card("acceptance rate", pct(acc), "target > 60%", _status(acc, lambda v: v > 0.6, lambda v: v < 0.3),
-              "accepted / drafted tokens over the rounds the cloud verified"),
-        _card("mean accepted length", num(mal, 2), "tokens per cloud call",
-              _status(mal, lambda v: v >= 3), "committed tokens per cloud call, correction/bonus included"),
-        _card("cloud calls", num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else "",
-              help_text="rounds in which the cloud model verified the draft block"),
-        _card("corrections", num(corr), "cloud replaced a draft", help_text="rejected draft positions"),
-        _card("tokens / s", num(tps, 1), f"{num(m.get('wall_s'), 2)} s wall" if is_number(m.get("wall_s")) else "",
-              help_text="committed tokens per second of wall time"),
-        _card("punctuation", pct(punct), "target 10–25%",
-              _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40),
-              "share of characters that are punctuation (> 40% is abnormal)"),
-        _card("hanzi", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters",
-              hanzi_status, "number of Chinese characters in the text"),
-        _card("ended by", str(ended) if ended else DASH, "", _ended_status(ended),
-              "why decoding stopped: eos | sentence | max_tokens | cycle | fault"),
+        acc_card,
+        _card(term("mean_accepted_length").label, num(mal, 2), "tokens per cloud call",
+              _status(mal, lambda v: v >= 3), hover("mean_accepted_length")),
+        _card(term("cloud_calls").label, num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else "",
+              help_text=hover("cloud_calls")),
+        _card(term("corrections").label, num(m.get("corrections")), "cloud replaced a draft",
+              help_text=hover("corrections")),
+        _card(term("tokens_per_s").label, num(m.get("tokens_per_s"), 1),
+              f"tokens/s · {num(m.get('wall_s'), 2)} s wall" if is_number(m.get("wall_s")) else "tokens/s",
+              help_text=hover("tokens_per_s")),
+        _gcard("punct_density", punct, "target 10–25%",
+               _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40)),
+        _card(term("hanzi_count").label, num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters",
+              hanzi_status, hover("hanzi_count")),
+        _card(term("ended_by").label, str(ended) if ended else DASH, "", _ended_status(ended), hover("ended_by")),
     ]
     share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
     if is_number(share):   # only runs with an entropy threshold have it
@@ -112,6 +139,13 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None) -> str:
                               f"of drafted tokens > {thr:.2f} nats" if is_number(thr) else "of drafted tokens",
                               help_text="share of all drafted tokens (rejected ones included) whose draft "
                                         "entropy exceeds the entropy threshold, resolved to nats"))
+    sp = speedup or {}
+    if is_number(sp.get("speedup")):
+        x = sp["speedup"]
+        cards.insert(0, _card(term("speedup").label, f"{x:.2f}×",
+                              f"{sp['decode_s']:.2f} s vs {sp['cloud_only_s']:.2f} s cloud-only",
+                              "good" if x >= 1.0 else "warn",
+                              hover("speedup") + "; decode time without the page's drawing between rounds"))
     return '<div class="ss-cards">' + "".join(cards) + "</div>"
 
 
@@ -145,13 +179,42 @@ def diagnostics_html(findings: list[dict] | None) -> str:
     return '<div class="ss-findings">' + "".join(rows) + "</div>"
 
 
+SHOWN_WARNINGS = 5
+
+
 def warnings_html(warnings: list[dict] | None) -> str:
-    """Live warnings (cycles, gates, stops) as they arrive; the newest stays last."""
+    """Live warnings (cycles, gates, stops) as they arrive; the newest stays last. Nothing when
+    there are none: the findings under Diagnostics are the run's verdict, and a "no warnings"
+    line above an error finding would read as a contradiction."""
     if not warnings:
-        return '<div class="ss-none">No warnings.</div>'
-    items = "".join(
-        f'<li class="ss-warning" data-kind="{esc(w.get("kind"))}">'
-        f'<span class="ss-warning-kind">{esc(w.get("kind") or "warning")}</span>{esc(w.get("message"))}</li>'
-        for w in warnings
-    )
-    return f'<ul class="ss-warnings">{items}</ul>'
+        return '<div class="ss-warnings-empty" data-count="0"></div>'
+    def li(w):
+        return (f'<li class="ss-warning" data-kind="{esc(w.get("kind"))}">'
+                f'<span class="ss-warning-kind">{esc(w.get("kind") or "warning")}</span>{esc(w.get("message"))}</li>')
+
+    # whole lines only: the first few shown, the rest folded (never a scroll box cutting a line)
+    items = "".join(li(w) for w in warnings[:SHOWN_WARNINGS])
+    rest = warnings[SHOWN_WARNINGS:]
+    if rest:
+        items += (f'<li class="ss-warning-more"><details><summary>{len(rest)} more</summary>'
+                  f'<ul class="ss-warnings">{"".join(li(w) for w in rest)}</ul></details></li>')
+    n = len(warnings)
+    head = (f'<div class="ss-warnings-head">{n} warning{"s" if n != 1 else ""} while decoding '
+            '(the findings under Diagnostics say what they mean)</div>')
+    return f'<div class="ss-warnings-box" data-count="{n}">{head}<ul class="ss-warnings">{items}</ul></div>'
+
+
+def findings_summary(findings: list[dict] | None) -> str:
+    """' · ✖ 1 error (lossless_violation) · ▲ 1 warning — see Diagnostics' for a status line;
+    empty when the findings are clean."""
+    counts: dict[str, list[str]] = {}
+    for f in findings or []:
+        cls = SEVERITY.get(str(f.get("severity", "")).lower(), ("", "info"))[1]
+        if cls in ("error", "warning"):
+            counts.setdefault(cls, []).append(str(f.get("code") or f.get("key") or ""))
+    parts = []
+    for cls, icon in (("error", "✖"), ("warning", "▲")):
+        codes = counts.get(cls)
+        if codes:
+            parts.append(f"{icon} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} ({', '.join(codes)})")
+    return (" · " + " · ".join(parts) + " — see Diagnostics") if parts else ""

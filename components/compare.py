@@ -7,7 +7,9 @@ import math
 
 import pandas as pd
 
-from .formatting import esc, is_number
+from specdec_core.analysis.glossary import hover, term
+
+from .formatting import esc, fmt, is_number
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
 # hanzi_count, which should sit inside the prompt type's band rather than grow or shrink).
@@ -30,6 +32,10 @@ DIRECTION = {
     "cache_desyncs": -1,
     "rejected_tokens": -1,
     "draft_forwards": -1,
+    "speedup": +1,
+    "decode_s": -1,
+    "bytes_up": -1,
+    "bytes_down": -1,
 }
 
 # Display order: headline metrics first, the rest alphabetically after them.
@@ -42,10 +48,26 @@ ORDER = [
 
 DIFF_CSS = """
 .ss-diff { font-family: system-ui, "Noto Sans CJK SC", "WenQuanYi Micro Hei", sans-serif; }
+.ss-diff-block h5 { margin: 6px 0 2px 0; font-size: 13px; color: #1f2328; }
 .ss-diff-legend { font-size: 12.5px; color: #57606a; margin-bottom: 6px; }
 .ss-diff-text { font-size: 18px; line-height: 1.9; word-break: break-all; white-space: pre-wrap; }
 .ss-diff del { background: #fbdcc6; color: #8a3200; text-decoration: line-through;
   text-decoration-color: #D55E00; border-radius: 2px; }
+.ss-ab-table table { border-collapse: collapse; width: 100%; font-family: system-ui, sans-serif; font-size: 13.5px; }
+.ss-ab-table th, .ss-ab-table td { border-bottom: 1px solid #eaeef2; padding: 4px 8px; text-align: right;
+  font-variant-numeric: tabular-nums; }
+.ss-ab-table th:first-child { text-align: left; font-weight: 500; cursor: help; }
+.ss-ab-table thead th { font-weight: 650; background: #f6f8fa; text-align: right; cursor: default; }
+.ss-ab-table thead th:first-child { text-align: left; }
+.ss-ab-better { font-weight: 650; text-align: center !important; cursor: help; }
+.ss-ab-better-A { color: #0072B2; } .ss-ab-better-B { color: #CC79A7; } .ss-ab-better-— { color: #8c959f; }
+.ss-ab-note { font-size: 12.5px; color: #7a5200; background: #fff8e6; padding: 4px 8px; border-radius: 5px; margin-bottom: 6px; }
+.ss-vs { font-family: system-ui, sans-serif; border: 1px solid #d8dee4; border-radius: 8px; padding: 8px 12px; }
+.ss-vs-speed { font-size: 15px; margin-bottom: 4px; }
+.ss-vs-speed b { font-size: 20px; }
+.ss-vs-fast b { color: #009E73; } .ss-vs-slow b { color: #B07800; }
+.ss-vs-verdict { font-size: 12.5px; font-weight: 600; margin-bottom: 2px; }
+.ss-vs-same { color: #009E73; } .ss-vs-diff { color: #B07800; }
 .ss-diff ins { background: #cfe6f7; color: #003f66; text-decoration: underline;
   text-decoration-color: #0072B2; text-underline-offset: 3px; border-radius: 2px; }
 """
@@ -64,38 +86,177 @@ def _scalar(value):
     return value
 
 
-def _better(key: str, a, b) -> str:
+# Cost and agreement metrics: fewer cloud calls (or a higher acceptance) is only better when the
+# two sides wrote the same text. A side that never called the cloud, or accepted drafts the cloud
+# would not have chosen, is cheaper because it is lossy, not because it is better.
+COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "cloud_calls", "cloud_call_rate", "target_forwards",
+        "draft_forwards", "corrections", "rejected_tokens", "tokens_per_s", "wall_s", "bytes_up",
+        "bytes_down", "speedup"}
+# Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
+BANDS = {"punct_density": (0.10, 0.25)}
+HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
+NOT_COMPARED = "texts differ: fewer cloud calls or a higher acceptance only counts at the same output"
+
+
+def _band(key: str, prompt_type: str | None):
+    if key == "hanzi_count":
+        return HANZI_BANDS.get(prompt_type or "")
+    return BANDS.get(key)
+
+
+def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None) -> tuple[str, str]:
+    """(winner, why): winner "A" | "B" | "=" | "" (no direction or not comparable).
+    same_text None = unknown (API callers without texts): cost metrics are judged as numbers."""
+    band = _band(key, prompt_type)
+    if band and is_number(a) and is_number(b):
+        lo, hi = band
+        ina, inb = lo <= a <= hi, lo <= b <= hi
+        target = f"target {lo:g}–{hi:g}" if key == "hanzi_count" else f"target {lo:.0%}–{hi:.0%}"
+        if ina and inb:
+            return "=", f"both inside the {target}"
+        if ina != inb:
+            return ("A" if ina else "B"), f"only {'A' if ina else 'B'} is inside the {target}"
+        da, db = min(abs(a - lo), abs(a - hi)), min(abs(b - lo), abs(b - hi))
+        if math.isclose(da, db):
+            return "=", f"both equally outside the {target}"
+        return ("A" if da < db else "B"), f"both outside the {target}; {'A' if da < db else 'B'} is closer"
     direction = DIRECTION.get(key)
     if direction is None or not (is_number(a) and is_number(b)):
-        return ""
+        return "", ""
+    if key in COST and same_text is False:
+        return "", NOT_COMPARED
     if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
-        return "="
-    return "B" if (b - a) * direction > 0 else "A"
+        return "=", "equal"
+    win = "B" if (b - a) * direction > 0 else "A"
+    return win, ("higher is better" if direction > 0 else "lower is better") + (
+        " (same text on both sides)" if key in COST and same_text else "")
 
 
-def metric_diff_table(metrics_a: dict | None, metrics_b: dict | None) -> pd.DataFrame:
-    """One row per metric: A, B, delta (B - A) and which side is better where that has a direction."""
-    a_all, b_all = metrics_a or {}, metrics_b or {}
+def _better(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None) -> str:
+    return judge(key, a, b, same_text, prompt_type)[0]
+
+
+def _keys(a_all: dict, b_all: dict) -> list[str]:
     keys = [k for k in ORDER if k in a_all or k in b_all]
     keys += sorted(k for k in set(a_all) | set(b_all) if k not in ORDER)
+    return [k for k in keys if not isinstance(a_all.get(k), dict) and not isinstance(b_all.get(k), dict)]
+
+
+def metric_diff_table(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
+                      prompt_type: str | None = None) -> pd.DataFrame:
+    """One row per metric (raw key): A, B, delta (B - A) and which side is better where that has
+    a direction. The data behind `metric_diff_html`, for scripts and tests."""
+    a_all, b_all = metrics_a or {}, metrics_b or {}
     rows = []
-    for key in keys:
+    for key in _keys(a_all, b_all):
         a, b = _scalar(a_all.get(key)), _scalar(b_all.get(key))
-        if isinstance(a_all.get(key), dict) or isinstance(b_all.get(key), dict):
-            continue
         delta = round(b - a, 4) if is_number(a) and is_number(b) else None
         rows.append({
             "metric": key,
             "A": round(a, 4) if isinstance(a, float) else a,
             "B": round(b, 4) if isinstance(b, float) else b,
             "delta": delta,
-            "better": _better(key, a, b),
+            "better": _better(key, a, b, same_text, prompt_type),
         })
     return pd.DataFrame(rows, columns=["metric", "A", "B", "delta", "better"])
 
 
-def char_diff_html(text_a: str | None, text_b: str | None) -> str:
-    """Character diff of two outputs: A-only text struck through, B-only text underlined."""
+# Rows the A/B table leaves out: internals a reader of the table has no use for.
+HIDDEN = {"entropy_threshold_nats", "leak_markers", "new_tokens_by_source"}
+
+
+def _delta(key: str, a, b) -> str:
+    if not (is_number(a) and is_number(b)) or isinstance(a, bool) or isinstance(b, bool):
+        return ""
+    d = b - a
+    if math.isclose(d, 0.0, abs_tol=1e-12):
+        return "0"
+    unit = term(key).unit
+    sign = "+" if d > 0 else "−"
+    if unit == "%":
+        text = f"{abs(100 * d):.1f} pts"
+    else:
+        text = fmt(key, abs(d)).lstrip("-")
+    if not any(ch in "123456789" for ch in text):   # rounds to zero at the shown precision
+        return "0"
+    return sign + text
+
+
+def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
+                     prompt_type: str | None = None, extra: list[tuple[str, object, object]] | None = None) -> str:
+    """The A/B table a person reads: glossary labels (hover: unit and meaning), rounded values
+    with units, the change B − A, and the better side with its reason on hover. `extra`: rows
+    (key, A, B) shown first, e.g. the speed-up over cloud-only."""
+    a_all, b_all = metrics_a or {}, metrics_b or {}
+    if not a_all and not b_all:
+        return '<div class="ss-none">Run A and B to compare their metrics.</div>'
+    rows = []
+    items = [(k, a, b) for k, a, b in extra or []]
+    items += [(k, a_all.get(k), b_all.get(k)) for k in _keys(a_all, b_all) if k not in HIDDEN]
+    for key, ra, rb in items:
+        if ra is None and rb is None:      # neither side has it (e.g. no threshold, no server)
+            continue
+        a, b = _scalar(ra), _scalar(rb)
+        if isinstance(a, str) and " / " in a or isinstance(b, str) and " / " in (b or ""):
+            a, b = ra, rb     # per-position lists: shown, not compared
+        win, why = judge(key, a, b, same_text, prompt_type)
+        cell = {"A": "A", "B": "B", "=": "tie", "": "—"}[win]
+        rows.append(
+            f'<tr data-key="{esc(key)}" data-better="{esc(win)}"><th title="{esc(hover(key))}">{esc(term(key).label)}</th>'
+            f'<td>{esc(fmt(key, ra))}</td><td>{esc(fmt(key, rb))}</td>'
+            f'<td>{esc("" if isinstance(ra, bool) or isinstance(rb, bool) else _delta(key, a, b))}</td>'
+            f'<td class="ss-ab-better ss-ab-better-{esc(cell)}" title="{esc(why)}">{esc(cell)}</td></tr>')
+    note = ("" if same_text is not False else
+            f'<div class="ss-ab-note">{esc(NOT_COMPARED)}; costs are shown without a winner.</div>')
+    return ('<div class="ss-ab-table">' + note + '<table><thead><tr><th>metric</th><th>A</th><th>B</th>'
+            '<th>change B − A</th><th>better</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></div>")
+
+
+def speedup(trace: dict | None, baseline: dict | None) -> dict | None:
+    """{"speedup", "decode_s", "cloud_only_s"}: the cloud-only decode's time over this decode's
+    own time (its wall time less what the page spent drawing it between rounds)."""
+    tr, base = trace or {}, baseline or {}
+    m = tr.get("metrics") or {}
+    split = m.get("time_split") if isinstance(m.get("time_split"), dict) else {}
+    total = split.get("total_s") or m.get("wall_s")
+    if not (is_number(total) and is_number(base.get("wall_s"))):
+        return None
+    own = total - (split.get("caller_s") or 0.0) - (split.get("recorder_s") or 0.0)
+    if own <= 0:
+        return None
+    return {"speedup": base["wall_s"] / own, "decode_s": own, "cloud_only_s": base["wall_s"]}
+
+
+def speedup_text(sp: dict | None) -> str:
+    if not sp:
+        return ""
+    x = sp["speedup"]
+    how = "faster" if x >= 1 else "slower"
+    return (f"{x:.2f}× over cloud-only ({sp['decode_s']:.2f} s vs {sp['cloud_only_s']:.2f} s; "
+            f"{how} than the cloud alone)")
+
+
+def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
+    """Next to the final text: the speed-up over cloud-only and a character diff of the text
+    against the cloud-only text (same tokens, or where they part)."""
+    head = ""
+    if sp:
+        x = sp["speedup"]
+        cls = "ss-vs-fast" if x >= 1 else "ss-vs-slow"
+        slower = "" if x >= 1 else " — slower than the cloud alone"
+        head = (f'<div class="ss-vs-speed {cls}" data-speedup="{x:.4f}" title="{esc(hover("speedup"))}">'
+                f'<b>{x:.2f}×</b> speed-up over cloud-only · {sp["decode_s"]:.2f} s here vs '
+                f'{sp["cloud_only_s"]:.2f} s cloud-only{slower}</div>')
+    same = (text or "") == (base_text or "")
+    verdict = ('<span class="ss-vs-same">same text as cloud-only</span>' if same else
+               '<span class="ss-vs-diff">differs from cloud-only</span>')
+    diff = char_diff_html(base_text, text, names=("cloud-only", label))
+    return f'<div class="ss-vs" data-same="{int(same)}">{head}<div class="ss-vs-verdict">{verdict}</div>{diff}</div>'
+
+
+def char_diff_html(text_a: str | None, text_b: str | None, names: tuple[str, str] = ("A", "B")) -> str:
+    """Character diff of two outputs: text only in the first struck through, text only in the
+    second underlined."""
     a, b = text_a or "", text_b or ""
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     parts = []
@@ -109,6 +270,6 @@ def char_diff_html(text_a: str | None, text_b: str | None) -> str:
             parts.append(f"<ins>{esc(b[j1:j2])}</ins>")
     same = f"{100 * matcher.ratio():.0f}% of characters in common" if (a or b) else "both texts are empty"
     return (
-        '<div class="ss-diff"><div class="ss-diff-legend"><del>only in A</del> · <ins>only in B</ins> · '
+        f'<div class="ss-diff"><div class="ss-diff-legend"><del>only in {esc(names[0])}</del> · <ins>only in {esc(names[1])}</ins> · '
         f'{same}</div><div class="ss-diff-text">{"".join(parts)}</div></div>'
     )

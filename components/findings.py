@@ -34,8 +34,16 @@ def _evidence(ev: dict | None) -> str:
 
 def findings_html(findings: list[dict] | None) -> str:
     """Error first; one card per finding, its colour and icon from the severity."""
-    if not findings:
+    if findings is None:
         return '<div class="ss-rf"><div class="ss-none">No findings yet: record or upload a run.</div></div>'
+    if not findings:
+        return ('<div class="ss-rf"><div class="ss-rf-card ss-rf-clean" data-clean="1" '
+                f'style="border-color:{SEV["ok"][1]};background:{SEV["ok"][2]}">'
+                f'<div class="ss-rf-head"><span style="color:{SEV["ok"][1]}">{SEV["ok"][0]}</span>'
+                '<span class="ss-rf-title">No findings: nothing was found in this recording</span></div>'
+                '<div class="ss-rf-row">None of the blind checks fired: caches, positions, context, '
+                'acceptance against the cloud, stops and the returned ids agree with what the two '
+                'models were fed and scored.</div></div></div>')
     cards = []
     for f in sorted(findings, key=lambda f: ORDER.get(str(f.get("severity")), 9)):
         sev = str(f.get("severity") or "info")

@@ -34,3 +34,37 @@ def num(value, digits: int = 3) -> str:
 
 def pct(value, digits: int = 1) -> str:
     return f"{100 * value:.{digits}f}%" if is_number(value) else DASH
+
+
+def fmt(key: str, value, digits: int | None = None) -> str:
+    """A metric value with its unit from the glossary (analysis/glossary.py): shares as
+    percentages, seconds with 's', counts with their unit word; rounded for reading."""
+    from specdec_core.analysis.glossary import term
+
+    if value is None:
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        if value and all(is_number(v) for v in value):
+            return " / ".join(f"{100 * v:.0f}%" if term(key).unit == "%" else f"{v:.2f}" for v in value)
+        return str(len(value))
+    if not is_number(value):
+        return str(value)
+    unit = term(key).unit
+    if unit == "%":
+        return pct(value, 1 if digits is None else digits)
+    if unit == "×":
+        return f"{value:.2f}×"
+    if unit == "% chars":
+        return f"{100 * value:.0f}%"
+    if isinstance(value, int) or float(value).is_integer() and unit not in ("s", "tokens per cloud call", "tokens/s"):
+        text = str(int(value))
+    elif unit == "s":
+        text = f"{value:.2f}"
+    elif unit == "tokens/s":
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.{2 if digits is None else digits}f}"
+    short_unit = {"tokens per cloud call": "tokens/call"}.get(unit, unit)
+    return f"{text} {short_unit}" if short_unit else text

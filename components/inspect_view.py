@@ -22,6 +22,7 @@ INSPECT_CSS = """
 .ss-rd .ss-rd-bad { color: #D55E00; font-weight: 600; }
 .ss-rd .ss-rd-mono { font-family: ui-monospace, monospace; }
 .ss-rd small { color: #57606a; margin: 0 8px 0 2px; }
+.ss-rd .ss-rd-note { color: #57606a; margin: 2px 0 4px 0; }
 .ss-rd h4 { margin: 6px 0 2px 0; font-size: 14px; }
 .ss-rd .ss-rd-audio { display: inline-block; background: #eef6fc; border: 1px solid #b6d4ea;
   border-radius: 10px; padding: 2px 10px; margin: 2px 0 6px 0; }
@@ -201,8 +202,24 @@ def audio_html(recording: dict | None) -> str:
     return f'<div class="ss-rd-audio" data-audio="1">🔊 {"; ".join(parts)}</div>' if parts else ""
 
 
-def round_html(recording: dict | None, n: int | None, texts: Texts | None = None) -> str:
-    """The drill-down of round n (1-based) of a recording."""
+def step_note(recording: dict | None, trace_rounds: int | None) -> str:
+    """How the drill-down's steps (one per cloud call of the loop) relate to the trace's rounds."""
+    groups = split_rounds(recording)
+    calls = sum(any(f.get("model") == "cloud" for f in g) for g in groups)
+    tail = len(groups) - calls
+    text = f"{calls} cloud call{'s' if calls != 1 else ''}" + (f" and a tail of edge forwards" if tail else "")
+    if trace_rounds is None:
+        return text
+    if trace_rounds == calls:
+        return text + f", one per trace round ({trace_rounds})"
+    return (text + f"; the trace above has {trace_rounds} round{'s' if trace_rounds != 1 else ''}: it is "
+            "rebuilt from what was committed, and a cloud forward that verified nothing new (a prefill, "
+            "a re-check) is a step here but not a round there")
+
+
+def round_html(recording: dict | None, n: int | None, texts: Texts | None = None,
+               trace_rounds: int | None = None) -> str:
+    """The drill-down of step n (1-based: the edge forwards up to the loop's n-th cloud call)."""
     groups = split_rounds(recording)
     if not groups:
         return '<div class="ss-rd"><p>No recording loaded.</p></div>'
@@ -214,9 +231,17 @@ def round_html(recording: dict | None, n: int | None, texts: Texts | None = None
             last_after[f.get("cache")] = _after(f)
     g = groups[n - 1]
     return (f'<div class="ss-rd" data-round="{n}">{audio_html(recording)}'
-            f'<h4>Step {n} of {len(groups)} (the edge forwards up to cloud call {n}): caches</h4>'
+            f'<div class="ss-rd-note">{esc(step_note(recording, trace_rounds))}</div>'
+            f'<h4>{_step_title(groups, n)}: caches</h4>'
             f'{_cache_summary(g, last_after)}<h4>Forwards</h4>{_forward_table(g, texts)}'
             f'<h4>Edge vs cloud at each drafted position</h4>{_top5_table(g, texts)}</div>')
+
+
+def _step_title(groups: list[list[dict]], n: int) -> str:
+    calls = sum(any(f.get("model") == "cloud" for f in g) for g in groups)
+    if any(f.get("model") == "cloud" for f in groups[n - 1]):
+        return f"Cloud call {n} of {calls} (the edge forwards before it, and the call)"
+    return f"Tail after cloud call {calls}: edge forwards with no cloud call"
 
 
 # ---- Pooled view over several recordings ---------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 import math
 
+from specdec_core.analysis.glossary import term
 from specdec_core.analysis.metrics import drafted_entropies, share_above, threshold_nats
 
 from .formatting import esc, is_number, visible
@@ -78,15 +80,22 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
 
     xs = [t.get("i", n) for n, t in enumerate(tokens)]
     ys = [t.get("entropy") if is_number(t.get("entropy")) else None for t in tokens]
-    fig.add_trace(go.Scatter(
-        x=xs, y=ys, name="entropy", mode="lines+markers",
-        line=dict(color="#8c959f", width=1.5),
-        marker=dict(size=7, color=[SOURCE_COLORS.get(t.get("source"), NEUTRAL_COLOR) for t in tokens]),
-        customdata=[[esc(visible(t.get("text"))), SOURCE_LABELS.get(t.get("source"), t.get("source")), t.get("round")]
-                    for t in tokens],
-        hovertemplate="#%{x} 「%{customdata[0]}」<br>%{customdata[1]}, round %{customdata[2]}"
-                      "<br>entropy %{y:.2f} nats<extra></extra>",
-    ))
+    # the line joins the tokens in order; one marker trace per source, so that the legend names
+    # each colour the points have (draft-only included) in that colour
+    fig.add_trace(go.Scatter(x=xs, y=ys, name="entropy", mode="lines", line=dict(color="#8c959f", width=1.5),
+                             hoverinfo="skip"))
+    for source in ("accepted", "corrected", "bonus", "draft"):
+        pts = [(x, y, t) for x, y, t in zip(xs, ys, tokens) if t.get("source") == source and y is not None]
+        if not pts:   # e.g. corrections: a cloud token has no draft entropy (the × marks show them)
+            continue
+        fig.add_trace(go.Scatter(
+            x=[p[0] for p in pts], y=[p[1] for p in pts], name=SOURCE_LABELS.get(source, source),
+            mode="markers", marker=dict(size=7, color=SOURCE_COLORS[source]),
+            customdata=[[esc(visible(p[2].get("text"))), SOURCE_LABELS.get(source, source), p[2].get("round")]
+                        for p in pts],
+            hovertemplate="#%{x} 「%{customdata[0]}」<br>%{customdata[1]}, round %{customdata[2]}"
+                          "<br>entropy %{y:.2f} nats<extra></extra>",
+        ))
 
     finite = [y for y in ys if y is not None]
     rej_by_at: dict[int, dict] = {}
@@ -116,10 +125,11 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
         ))
 
     if thr is not None and math.isfinite(thr):
-        fig.add_hline(y=thr, line=dict(color=SOURCE_COLORS["corrected"], dash="dash", width=1.5),
-                      annotation_text=threshold_label(trace, thr), annotation_position="top left",
-                      annotation_font=dict(size=11, color=SOURCE_COLORS["corrected"]),
-                      annotation_bgcolor="rgba(255,255,255,0.8)")
+        # the label sits above the plot area (right), never over the points and markers
+        fig.add_hline(y=thr, line=dict(color=SOURCE_COLORS["corrected"], dash="dash", width=1.5))
+        fig.add_annotation(text=threshold_label(trace, thr), showarrow=False, xref="paper", yref="paper",
+                           x=1.0, y=1.0, xanchor="right", yanchor="bottom",
+                           font=dict(size=11, color=SOURCE_COLORS["corrected"]))
     else:
         note = ("threshold inf: the cloud is never called" if thr is not None
                 else "threshold off: the cloud verifies every block")
@@ -202,19 +212,33 @@ def position_acceptance_figure(trace: dict | None) -> go.Figure:
 
 # Batch columns: (title, raw metric name, readable name used by batch_view.results_table).
 BATCH_HISTS = [
-    ("Mean accepted length", "mean_accepted_length", "mean acc len"),
-    ("Punctuation density", "punct_density", "punct density"),
-    ("Hanzi count", "hanzi_count", "hanzi"),
-    ("Tokens / s", "tokens_per_s", "tokens/s"),
+    ("Mean acceptance length", "mean_accepted_length", "acc. len"),
+    ("Punctuation", "punct_density", "punct."),
+    ("汉字", "hanzi_count", "汉字"),
+    ("Speed", "tokens_per_s", "tokens/s"),
 ]
 _GROUP_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
+
+
+def _bin_edges(values, most: int = 15):
+    """Histogram bin edges for a handful to a few hundred values: numpy's 'auto' rule, at most
+    `most` bins; one value (or all equal) gets one bin of width 1 around it."""
+    if len(values) == 0:
+        return np.array([0.0, 1.0])
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < 1e-12:
+        return np.array([lo - 0.5, lo + 0.5])
+    edges = np.histogram_bin_edges(values, bins="auto")
+    if len(edges) - 1 > most:
+        edges = np.linspace(lo, hi, most + 1)
+    return edges
 
 
 def batch_distributions(df) -> go.Figure:
     """2x2 histograms over clips; one colour per configuration when df has a "config" column."""
     fig = make_subplots(rows=2, cols=2, subplot_titles=[t for t, _, _ in BATCH_HISTS],
-                        horizontal_spacing=0.1, vertical_spacing=0.2)
-    fig.update_layout(template="plotly_white", height=2 * HEIGHT, margin=dict(l=40, r=16, t=80, b=30),
+                        horizontal_spacing=0.1, vertical_spacing=0.24)
+    fig.update_layout(template="plotly_white", height=2 * HEIGHT, margin=dict(l=56, r=16, t=80, b=50),
                       title=dict(text="Batch distributions", font=dict(size=14), x=0.01),
                       barmode="overlay", legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
     if df is None or len(df) == 0:
@@ -229,13 +253,31 @@ def batch_distributions(df) -> go.Figure:
             fig.add_annotation(text="no data", showarrow=False, row=row, col=col, x=0.5, y=0.5,
                                xref="x domain", yref="y domain", font=dict(color=NEUTRAL_COLOR))
             continue
+        # bins computed here (shared by the configurations of a panel) and drawn as bars:
+        # plotly.js's own binning of a handful of clips dropped most of them (issue 29)
+        every = pd.to_numeric(df[column], errors="coerce").dropna().astype(float).to_numpy()
+        edges = _bin_edges(every)
         for g, (name, sub) in enumerate(groups):
-            values = pd.to_numeric(sub[column], errors="coerce").dropna()
-            fig.add_trace(go.Histogram(
-                x=values, name=str(name) if name is not None else title, legendgroup=str(name),
+            values = pd.to_numeric(sub[column], errors="coerce").dropna().astype(float).to_numpy()
+            counts, _ = np.histogram(values, bins=edges)
+            pct = raw in ("punct_density",)
+            lo = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[:-1]]
+            hi = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[1:]]
+            fig.add_trace(go.Bar(
+                x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges) * 0.95,
+                name=str(name) if name is not None else title, legendgroup=str(name),
                 showlegend=name is not None and n == 0, opacity=0.75 if name is not None else 1.0,
-                marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)], nbinsx=15,
+                marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)],
+                customdata=list(zip(lo, hi)),
+                hovertemplate="%{customdata[0]}–%{customdata[1]}: %{y} clip(s)<extra>" + (
+                    str(name) if name is not None else "") + "</extra>",
             ), row=row, col=col)
+    for n, (_title, raw, _readable) in enumerate(BATCH_HISTS):
+        t = term(raw)
+        fig.update_xaxes(title_text=t.label + (f" ({t.unit})" if t.unit and t.unit != "%" else ""),
+                         title_font=dict(size=11), tickformat=".0%" if t.unit == "%" else None,
+                         row=n // 2 + 1, col=n % 2 + 1)
+        fig.update_yaxes(title_text="clips", title_font=dict(size=11), row=n // 2 + 1, col=n % 2 + 1)
     if groups[0][0] is None:
         fig.update_layout(showlegend=False)
     return fig

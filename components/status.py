@@ -4,12 +4,37 @@ from __future__ import annotations
 import html
 
 
-def status_html(kind: str, text: str, detail: str = "") -> str:
-    """kind: idle | run | ok | err."""
+def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
+    """kind: idle | run | ok | err. `context`: (what, value) badges after the text (run_context):
+    which backend, dtype, cloud and faults the run used; a fault badge stands out."""
     icon = {"idle": "●", "run": "◌", "ok": "✔", "err": "✖"}.get(kind, "●")
     d = f'<span class="ss-status-detail">{html.escape(detail)}</span>' if detail else ""
+    ctx = "".join(
+        f'<span class="ss-status-tag{" ss-status-fault" if what == "fault" else ""}" data-what="{html.escape(what)}">'
+        f'{html.escape(what)}: {html.escape(value)}</span>' for what, value in context or [])
+    ctx = f'<span class="ss-status-ctx">{ctx}</span>' if ctx else ""
     return (f'<div class="ss-status ss-status-{kind}" data-state="{kind}"><span class="ss-status-icon">'
-            f'{icon}</span><span class="ss-status-text">{html.escape(text)}</span>{d}</div>')
+            f'{icon}</span><span class="ss-status-text">{html.escape(text)}</span>{d}{ctx}</div>')
+
+
+def run_context(backend: str, dtype: str = "", device: str = "", cloud: str = "",
+                faults: list[str] | tuple = ()) -> list[tuple[str, str]]:
+    """The status line's badges: backend, dtype (and device), cloud, and each fault that is on."""
+    out = [("backend", backend)]
+    if dtype:
+        out.append(("dtype", dtype + (f" on {device}" if device else "")))
+    out.append(("cloud", cloud or "in this process"))
+    out += [("fault", f) for f in faults or ()]
+    return out
+
+
+STATUS_CSS = """
+.ss-status { flex-wrap: wrap; }
+.ss-status-ctx { display: inline-flex; flex-wrap: wrap; gap: 4px; margin-left: auto; }
+.ss-status-tag { font-size: 12px; padding: 1px 7px; border-radius: 9px; background: #fff; border: 1px solid #d8dee4;
+  color: #424a53; font-family: ui-monospace, monospace; }
+.ss-status-fault { background: #fff1e8; border-color: #D55E00; color: #8a3200; font-weight: 600; }
+"""
 
 
 def prompt_info_md(info: dict | None) -> str:

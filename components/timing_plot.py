@@ -70,6 +70,13 @@ def timing_figure(obj: dict | None) -> go.Figure:
                                          for r in rows],
                              hovertemplate=f"round %{{x}}: %{{y:.2f}} ms {label} "
                                            f"(%{{customdata[0]:.0%}} of the round)<extra></extra>"))
+    caller = (total or {}).get("caller_s")
+    if caller and (total or {}).get("total_s"):
+        # measured for the whole run, not per round: a legend entry so the title's share has a name
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"caller (UI) {caller / total['total_s']:.0%}: "
+                                 "between rounds, not in the bars", marker=dict(symbol="square", size=10, color="#E8E8E8",
+                                                                 line=dict(color="#8c959f", width=1)),
+                                 hoverinfo="skip"))
     fig.update_layout(barmode="stack", bargap=0.2, legend_traceorder="normal")
     fig.update_xaxes(dtick=1 if len(rows) <= 30 else None)
     return fig

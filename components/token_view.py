@@ -59,7 +59,7 @@ TOKEN_CSS = f"""
 @keyframes ss-blink {{ to {{ visibility: hidden; }} }}
 /* Tooltip: hidden child, shown below its token on hover or keyboard focus. */
 .ss-tip {{ display: none; position: absolute; left: -4px; top: calc(100% + 6px); z-index: 1000;
-  min-width: 210px; max-width: 320px; padding: 8px 10px; border-radius: 6px; background: #1f2328;
+  min-width: 250px; max-width: 340px; padding: 8px 10px; border-radius: 6px; background: #1f2328;
   color: #f6f8fa; font-size: 12.5px; line-height: 1.45; font-weight: 400; white-space: normal; word-break: normal;
   text-align: left; box-shadow: 0 4px 14px rgba(0,0,0,.25); pointer-events: none;
   text-decoration: none; }}
@@ -81,7 +81,7 @@ def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
     fields = [
         ("id", rec.get("id")),
         ("round", rec.get("round")),
-        ("entropy", num(rec.get("entropy"), 2)),
+        ("entropy", f"{num(rec.get('entropy'), 2)} nats" if rec.get("entropy") is not None else DASH),
         ("edge p", num(rec.get("draft_prob"))),
         ("cloud p", num(rec.get("target_prob"))),
         ("cloud rank", rec.get("target_rank")),
@@ -129,6 +129,7 @@ def _token_span(tok: dict, in_cycle: bool, dropped: list[dict]) -> str:
 
 def _rejected_span(rej: dict) -> str:
     at = rej.get("at")
+    head = f"draft of round {rej.get('round', DASH)}"   # the tooltip's kind label says "rejected"
     note = f"dropped: the cloud rejected it (rank {rej.get('target_rank', DASH)})"
     if at is not None:
         note += f"; replaced by token #{at}"
@@ -136,7 +137,7 @@ def _rejected_span(rej: dict) -> str:
         f'<span class="ss-tok ss-rej" tabindex="0" data-source="rejected" data-round="{esc(rej.get("round"))}" '
         f'data-at="{esc(at)}" data-id="{esc(rej.get("id"))}">'
         f'<span class="ss-t">{esc(visible(rej.get("text")))}</span>'
-        f"{_tooltip(rej, 'rejected', 'rejected', note)}</span>"
+        f"{_tooltip(rej, 'rejected', head, note)}</span>"
     )
 
 
@@ -175,7 +176,11 @@ def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int) -> str:
     return '<div class="ss-legend" aria-label="legend">' + "".join(parts) + "</div>"
 
 
-def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool = False) -> str:
+EMPTY_HINT = "No tokens yet. Pick a clip and press Run."
+
+
+def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool = False,
+                  empty: str = EMPTY_HINT) -> str:
     """HTML for the trace view (without CSS: inject TOKEN_CSS once in the page).
 
     `live` appends a blinking caret to show that tokens are still arriving.
@@ -223,7 +228,7 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
     if groups:
         body = "".join(groups)
     else:
-        body = '<span class="ss-empty">No tokens yet. Pick a clip and press Run.</span>'
+        body = f'<span class="ss-empty">{esc(empty)}</span>'
     caret = '<span class="ss-caret" aria-hidden="true">▍</span>' if live else ""
     return (
         '<div class="ss-trace">'

@@ -124,8 +124,9 @@ def test_token_text_is_escaped_everywhere(trace):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert 'onmouseover="x' not in html
     assert "&lt;/span&gt;&lt;b&gt;" in html
-    hover = entropy_figure(evil, None).data[0].customdata[3][0]
-    assert hover == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    fig = entropy_figure(evil, None)
+    hovers = [c[0] for t in fig.data if t.customdata is not None for c in t.customdata]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in hovers and not any("<script" in h for h in hovers)
 
 
 def test_legend_names_every_mark_with_counts(trace):
@@ -171,16 +172,28 @@ def test_partial_and_empty_traces_render(trace):
 
 def test_entropy_figure_threshold_line_and_markers(trace):
     fig = entropy_figure(trace, 1.2)
-    names = [t.name for t in fig.data]
-    assert names == ["entropy", "cloud call", "correction"]
+    by = {t.name: t for t in fig.data}
+    sources = [s for s in ("accepted", "corrected", "bonus", "draft")
+               if any(t["source"] == s and t.get("entropy") is not None for t in trace["tokens"])]
+    # the line, one marker trace per source present (each its own colour, so the legend names the
+    # colours the points have, draft-only included), then the cloud calls and corrections
+    assert [t.name for t in fig.data] == ["entropy"] + [SOURCE_LABELS[s] for s in sources] + ["cloud call", "correction"]
+    assert "draft" in sources
+    for s in sources:
+        assert by[SOURCE_LABELS[s]].marker.color == SOURCE_COLORS[s]
+        assert sorted(by[SOURCE_LABELS[s]].x) == [t["i"] for t in trace["tokens"]
+                                                  if t["source"] == s and t.get("entropy") is not None]
     shapes = fig.layout.shapes
     assert len(shapes) == 1 and shapes[0].y0 == pytest.approx(1.2) == shapes[0].y1
+    # the threshold's label sits above the plot area, never over the markers
+    (label,) = [a for a in fig.layout.annotations if "threshold" in a.text]
+    assert label.yref == "paper" and label.y >= 1.0 and label.yanchor == "bottom"
     calls = [r["start"] for r in trace["rounds"] if r["verified"]]
-    assert list(fig.data[1].x) == calls
+    assert list(by["cloud call"].x) == calls
     corrected = [t["i"] for t in trace["tokens"] if t["source"] == "corrected"]
-    assert list(fig.data[2].x) == corrected
+    assert list(by["correction"].x) == corrected
     # correction markers sit at the entropy of the draft the cloud rejected there
-    assert fig.data[2].y[0] == pytest.approx(trace["rejected"][0]["entropy"])
+    assert by["correction"].y[0] == pytest.approx(trace["rejected"][0]["entropy"])
     ys = list(fig.data[0].y)
     assert ys[4] is None and ys[0] == pytest.approx(trace["tokens"][0]["entropy"])
     assert fig.layout.template.layout.paper_bgcolor is not None and fig.layout.height <= 300
@@ -224,7 +237,7 @@ def test_batch_distributions_by_config():
         "punct_density": [0.1, 0.2, 0.4, 0.5], "hanzi_count": [40, 50, 20, 25], "tokens_per_s": [100, 120, 90, 95],
     })
     fig = batch_distributions(df)
-    assert [t.type for t in fig.data] == ["histogram"] * 8
+    assert [t.type for t in fig.data] == ["bar"] * 8
     assert {t.name for t in fig.data} == {"A", "B"}
     readable = results_table([{"name": "a", "metrics": {"hanzi_count": 40, "punct_density": 0.2}}])
     fig2 = batch_distributions(readable)
@@ -259,7 +272,11 @@ def test_diagnostics_sorted_with_icons_and_escaped(trace):
 def test_warnings_html(trace):
     html = warnings_html(trace["warnings"])
     assert html.count("<li") == 2 and 'data-kind="cycle"' in html and "音色中" in html
-    assert "No warnings" in warnings_html(None)
+    # no "No warnings." line: it would stand above an error finding under Diagnostics
+    assert "No warnings" not in warnings_html(None) and "<li" not in warnings_html(None)
+    assert "2 warnings while decoding" in html
+    many = warnings_html([{"kind": "cache_desync", "message": f"round {i}: differ"} for i in range(8)])
+    assert "<details><summary>3 more</summary>" in many and many.count('class="ss-warning"') == 8
     assert "&lt;x&gt;" in warnings_html([{"kind": "stop", "message": "<x>"}])
 
 
@@ -316,10 +333,12 @@ def test_results_table_flattens_rows():
         {"name": "bad.wav", "ok": False, "error": "bad.wav: not an audio file"},
     ]
     df = results_table(rows)
-    assert list(df.columns) == ["name", "label", "ok", "text", "hanzi", "acc rate", "mean acc len",
-                                "punct density", "tokens/s", "chrF", "emotion hit", "error"]
-    assert df.loc[0, "name"] == "angry_01.wav" and df.loc[0, "acc rate"] == 0.812
-    assert df.loc[0, "chrF"] == 41.5 and pd.isna(df.loc[1, "acc rate"])
+    # short columns first, the long text last: chrF, emotion hit and error fit without scrolling
+    assert list(df.columns) == ["name", "label", "ok", "emotion hit", "chrF", "汉字", "acceptance", "acc. len",
+                                "punct.", "tokens/s", "error", "text"]
+    assert df.loc[0, "name"] == "angry_01.wav" and df.loc[0, "acceptance"] == "81%"
+    assert df.loc[0, "emotion hit"] == "yes" and df.loc[0, "punct."] == "20%"
+    assert df.loc[0, "chrF"] == 41.5 and pd.isna(df.loc[1, "acceptance"])
     assert df.loc[1, "error"] == "bad.wav: not an audio file"
     ab = results_table([{"name": "x", "config_name": "A"}, {"name": "x", "config_name": "B"}])
     assert list(ab["config"]) == ["A", "B"]
@@ -452,3 +471,105 @@ def test_tooltip_appears_on_hover_in_chromium(trace, artifacts):
             page.screenshot(path=str(artifacts / "components_trace.png"), full_page=True)
         finally:
             browser.close()
+
+
+# --- issue 29: the page as a newcomer reads it -------------------------------------------
+
+
+def test_ab_table_reads_as_labels_with_units_and_judges_like_for_like():
+    from components.compare import metric_diff_html
+
+    a = {"acceptance_rate": 0.8, "cloud_calls": 13, "target_forwards": 13, "bytes_down": 936,
+         "mean_accepted_length": 4.076923, "punct_density": 0.132, "wall_s": 0.81234, "hanzi_count": 40}
+    b = {"acceptance_rate": None, "cloud_calls": 0, "target_forwards": 0, "bytes_down": 0,
+         "mean_accepted_length": None, "punct_density": 0.114, "wall_s": 0.5, "hanzi_count": 38}
+    html = metric_diff_html(a, b, same_text=False, prompt_type="detailed",
+                            extra=[("speedup", 1.31, 2.2)])
+    text = strip_tags(html)
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", text), text          # no raw snake_case keys
+    assert "4.08 tokens/call" in text and "936 bytes" in text and "0.81 s" in text
+    assert "4.0769" not in text and "1.31×" in text
+    better = dict(re.findall(r'data-key="(\w+)" data-better="([AB=]?)"', html))
+    assert better["cloud_calls"] == "" and better["target_forwards"] == ""   # B never verified
+    assert better["punct_density"] == "="                 # both inside 10-25%: no winner
+    assert better["hanzi_count"] == "="                   # both inside the detailed band
+    assert "texts differ" in html
+    # the same text on both sides: fewer cloud calls does win
+    same = metric_diff_html(dict(a, cloud_calls=13), dict(b, cloud_calls=9), same_text=True)
+    assert re.search(r'data-key="cloud_calls" data-better="B"', same)
+    assert "title=" in html and "verify forwards of the cloud model" in html   # hover meaning
+    flags = metric_diff_html({"template_leak": False, "ttft_s": None}, {"template_leak": False, "ttft_s": None})
+    assert "ttft" not in flags and "time to first token" not in flags            # both sides lack it
+    row = flags[flags.index('data-key="template_leak"'):]
+    assert "<td>no</td><td>no</td><td></td>" in row                            # a flag has no delta
+
+
+def test_speedup_and_text_next_to_cloud_only():
+    from components.compare import speedup, vs_cloud_html
+
+    tr = {"text": "语气低沉。", "metrics": {"wall_s": 1.5, "time_split": {"total_s": 1.5, "caller_s": 0.5}}}
+    sp = speedup(tr, {"wall_s": 2.0, "text": "语气很低沉。"})
+    assert sp == {"speedup": 2.0, "decode_s": 1.0, "cloud_only_s": 2.0}   # the page's drawing time is not the decoder's
+    html = vs_cloud_html(tr["text"], "语气很低沉。", sp)
+    assert "2.00×" in html and "1.00 s here vs 2.00 s cloud-only" in html and "<del>很</del>" in html
+    assert "differs from cloud-only" in html
+    assert "same text as cloud-only" in vs_cloud_html("同", "同", None)
+    assert speedup(tr, None) is None
+
+
+def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
+    lossy = [{"severity": "error", "code": "lossless_violation", "title": "t"}]
+    m = dict(trace["metrics"], acceptance_rate=1.0)
+    good = metric_cards(m, "detailed")
+    assert re.search(r'data-status="good"><div class="ss-card-label">draft acceptance rate', good)
+    bad = metric_cards(m, "detailed", findings=lossy)
+    card = bad[: bad.index("</div></div>")]
+    assert 'data-status="warn"' in card and "lossy" in card and "target &gt; 60%" not in card
+    sp = metric_cards(m, "detailed", speedup={"speedup": 1.4, "decode_s": 1.0, "cloud_only_s": 1.4})
+    assert "1.40×" in sp and "1.00 s vs 1.40 s cloud-only" in sp
+
+
+def test_clean_recording_says_nothing_was_found_and_steps_are_named():
+    from components.findings import findings_html
+    from components.inspect_view import round_html
+
+    assert "No findings yet" in findings_html(None)
+    clean = findings_html([])
+    assert "nothing was found" in clean and 'data-clean="1"' in clean and "yet" not in clean
+    rec = {"forwards": [{"model": "edge", "i": 0}, {"model": "cloud", "i": 1}, {"model": "cloud", "i": 2},
+                        {"model": "edge", "i": 3}]}
+    html = round_html(rec, 1, trace_rounds=1)
+    assert "Cloud call 1 of 2" in html and "the trace above has 1 round" in html
+    assert "Tail after cloud call 2" in round_html(rec, 3, trace_rounds=1)
+
+
+def test_rejected_tooltip_header_names_its_round_not_rejected_twice(trace):
+    html = render_tokens(trace)
+    rej = html[html.index('data-source="rejected"'):]
+    head = rej[rej.index('ss-tip-head">') + len('ss-tip-head">'):rej.index("</span></span>")]
+    assert strip_tags(head).count("rejected") == 1 and "draft of round" in head
+
+
+def test_fault_labels_say_what_the_demo_pair_shows():
+    from ui.knobs import fault_choices
+
+    labels = dict((v, k) for k, v in fault_choices())
+    assert "fractured" not in labels["no_resync"] and "text often identical" in labels["no_resync"]
+    assert "lossy" in labels["lenient_rank"]
+
+
+def test_batch_figures_have_axis_titles_and_placeholder_has_headers():
+    from components.batch_view import aggregate_placeholder, numeric_frame
+
+    df = numeric_frame([{"name": "a", "metrics": {"mean_accepted_length": 3.0, "punct_density": 0.2,
+                                                  "hanzi_count": 40, "tokens_per_s": 100.0}}])
+    fig = batch_distributions(df)
+    titles = [fig.layout[f"xaxis{n}"].title.text for n in ("", "2", "3", "4")]
+    assert all(titles) and fig.layout.yaxis.title.text == "clips"
+    assert list(aggregate_placeholder().columns) == ["figure", "config A"]
+    # every clip lands in a bar (plotly.js's own bins lost most of six clips)
+    six = [3.6, 3.6, 2.75, 4.0769, 4.0769, 2.5]
+    rows = [{"name": str(i), "metrics": {"mean_accepted_length": v, "punct_density": 0.1 + v / 100,
+                                         "hanzi_count": int(10 * v), "tokens_per_s": 100 * v}} for i, v in enumerate(six)]
+    fig6 = batch_distributions(numeric_frame(rows))
+    assert [int(sum(t.y)) for t in fig6.data] == [6, 6, 6, 6]

@@ -13,10 +13,29 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 def page(artifacts):
     with app_server() as url, playwright_api.sync_playwright() as p:
         browser = launch_chromium(p)
-        pg = browser.new_page(viewport={"width": 1440, "height": 1000})
+        pg = browser.new_page(viewport={"width": 1500, "height": 1000})
         pg.base_url = url
         yield pg
         browser.close()
+
+
+def test_clean_recording_says_nothing_was_found(page, artifacts):
+    """Issue 29: before a recording the trace says to press Record; after a clean one the
+    Findings box says that nothing was found, and the drill-down counts cloud calls."""
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_selector("#inspect-record")
+    empty = page.inner_text("#inspect-tokens")
+    assert "press Record" in empty and "press Run" not in empty, empty
+    pick_option(page, "inspect-decoder", "correct")
+    page.click("#inspect-record")
+    assert wait_state(page, "inspect-status", timeout=240_000) == "ok", page.inner_text("#inspect-status")
+    page.wait_for_selector("#inspect-findings [data-clean='1']", timeout=10_000)
+    text = page.inner_text("#inspect-findings")
+    assert "nothing was found" in text and "yet" not in text, text
+    drill = page.inner_text("#inspect-drill")
+    assert "Cloud call 1 of" in drill and "Step" not in drill, drill
+    page.screenshot(path=str(artifacts / "inspect-clean.png"), full_page=True)
 
 
 def test_record_example_decoder_shows_findings_trace_and_rounds(page, artifacts):

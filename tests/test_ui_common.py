@@ -15,7 +15,10 @@ def test_unheard_clips_are_listed_after_the_samples_and_open_by_default():
     assert len(unheard) == 6 and names[:18] == [n for n in names if "/" not in n]
     assert common.DEFAULT_SAMPLE in unheard
     labels = dict((v, k) for k, v in common.sample_choices())
-    assert labels[common.DEFAULT_SAMPLE].endswith("unheard voice")
+    # short enough for the dropdown box; no prompt type (that is the user's choice)
+    assert labels[common.DEFAULT_SAMPLE] == "unheard/angry_f3 · angry"
+    assert not any("detailed" in k or "concise" in k for k in labels.values())
+    assert common.manifest_size() == 18
     assert common.sample_path(common.DEFAULT_SAMPLE).parent.name == "unheard"
     assert common.sample_prompt_type(common.DEFAULT_SAMPLE) == "detailed"
 
@@ -33,3 +36,11 @@ def test_exports_stay_in_the_export_folder(stem, tmp_path, monkeypatch):
     assert path.parent == tmp_path and path.is_file()
     d = common.export_dir(stem)
     assert d.parent == tmp_path and d.is_dir()
+
+
+def test_a_non_audio_upload_is_refused_with_one_line(tmp_path):
+    bad = tmp_path / "notes.wav"
+    bad.write_text("not audio at all", encoding="utf-8")
+    msg = common.check_upload(str(bad))
+    assert msg and "\n" not in msg and "Traceback" not in msg
+    assert common.check_upload(str(common.sample_path("angry_01"))) is None

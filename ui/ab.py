@@ -6,7 +6,8 @@ import traceback
 
 import gradio as gr
 
-from components.compare import char_diff_html, metric_diff_table
+from components.cards import diagnostics_html, findings_summary
+from components.compare import char_diff_html, metric_diff_html, speedup
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
@@ -31,20 +32,21 @@ class ABTab:
                 self.sample = gr.Dropdown(common.sample_choices(), value=live.sample.value,
                                           label="sample clip (both sides)")
                 self.audio = gr.Audio(sources=["upload", "microphone"], type="filepath",
-                                      label="or upload / record a clip")
+                                      label="or upload / record a clip", elem_id="ab-audio")
             with gr.Column(scale=2, min_width=320):
                 with gr.Row():
                     self.backend = gr.Dropdown(common.backend_choices(), value="demo", label="backend")
                     spec = SPECS_BY_NAME["prompt_type"]
                     self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
                                                 label="prompt type (both sides)")
-                self.reference = gr.Checkbox(value=True, label="cloud-only reference",
-                                             info="decode with the cloud model alone as well")
+                self.reference = gr.Checkbox(value=True, label="compare with cloud-only",
+                                             info="also decode with the cloud model alone (greedy): "
+                                                  "speed-up and text diff per side")
             with gr.Column(scale=2, min_width=320):
                 self.fault_vs_fixed = gr.Dropdown(
                     [NO_FAULT] + list(FAULTS), value=NO_FAULT, elem_id="ab-fault",
-                    label="one click: fixed (A) vs fault (B)",
-                    info="B becomes A plus this fault, and the pair runs")
+                    label="one click: fault vs fixed (B = A + this fault)",
+                    info="B becomes a copy of A's knobs with this fault added; then A and B run")
                 with gr.Row():
                     self.copy_btn = gr.Button("copy A → B", size="sm", elem_id="ab-copy")
                     self.swap_btn = gr.Button("swap A ↔ B", size="sm")
@@ -65,17 +67,22 @@ class ABTab:
             with gr.Column(elem_id="ab-side-a"):
                 gr.Markdown("#### A", elem_classes="ss-ab-head")
                 self.view_a = TraceView("A", compact=True)
+                gr.Markdown("##### Diagnostics A", elem_classes="ss-h")
+                self.diag_a = gr.HTML(diagnostics_html(None), elem_id="ab-diag-a", js_on_load=None)
             with gr.Column(elem_id="ab-side-b"):
                 gr.Markdown("#### B", elem_classes="ss-ab-head")
                 self.view_b = TraceView("B", compact=True)
-        self.ref_text = gr.Textbox(label="cloud-only reference text", interactive=False, lines=2,
+                gr.Markdown("##### Diagnostics B", elem_classes="ss-h")
+                self.diag_b = gr.HTML(diagnostics_html(None), elem_id="ab-diag-b", js_on_load=None)
+        self.ref_text = gr.Textbox(label="cloud-only text", interactive=False, lines=2,
                                    buttons=["copy"])
         with gr.Row(equal_height=False):
             with gr.Column(scale=3):
-                self.diff = gr.Dataframe(metric_diff_table(None, None), label="metrics: A vs B "
-                                         "(delta = B − A; better = the side that wins where a metric "
-                                         "has a direction)", interactive=False, elem_id="ab-diff",
-                                         max_height=520, column_widths=["34%", "19%", "19%", "16%", "12%"])
+                gr.Markdown("#### Metrics: A vs B", elem_classes="ss-h")
+                gr.Markdown("Hover a metric for its unit and meaning, and a *better* cell for why. "
+                            "Fewer cloud calls or a higher acceptance wins only when A and B wrote the "
+                            "same text.", elem_classes="ss-note")
+                self.diff = gr.HTML(metric_diff_html(None, None), elem_id="ab-diff", js_on_load=None)
             with gr.Column(scale=2):
                 gr.Markdown("#### Text difference", elem_classes="ss-h")
                 self.char_diff = gr.HTML(char_diff_html("", ""), elem_id="ab-char-diff", js_on_load=None)
@@ -84,7 +91,7 @@ class ABTab:
     @property
     def outputs(self):
         return [self.status, *self.view_a.outputs, *self.view_b.outputs, self.ref_text, self.diff,
-                self.char_diff]
+                self.char_diff, self.diag_a, self.diag_b]
 
     def _wire(self):
         a, b = self.panel_a, self.panel_b
@@ -100,12 +107,13 @@ class ABTab:
         self.fault_vs_fixed.input(self.set_fault, [self.fault_vs_fixed, *a.inputs], b.inputs,
                                   queue=False, api_visibility="private").then(
             self.run, ins, self.outputs, api_name="ab_fault_run", **run_kw)
-        self.sample.input(lambda n: (str(common.sample_path(n)) if n else gr.skip(),
-                                     common.sample_prompt_type(n) or gr.skip()),
-                          self.sample, [self.audio, self.prompt_type], queue=False,
-                          api_visibility="private")
+        # picking a clip previews it; the prompt type stays the user's choice
+        self.sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(),
+                          self.sample, self.audio, queue=False, api_visibility="private")
         for ev in (self.audio.upload, self.audio.stop_recording):
             ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
+        from .live import check_upload_status
+        self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
 
     def swap(self, *values):
         n = len(self.panel_a.inputs)
@@ -133,8 +141,8 @@ class ABTab:
         sk = gr.skip()
         n_view = len(self.view_a.outputs)
 
-        def pack(status, va=None, vb=None, ref=sk, diff=sk, cdiff=sk):
-            return [status, *(va or [sk] * n_view), *(vb or [sk] * n_view), ref, diff, cdiff]
+        def pack(status, va=None, vb=None, ref=sk, diff=sk, cdiff=sk, da=sk, db=sk):
+            return [status, *(va or [sk] * n_view), *(vb or [sk] * n_view), ref, diff, cdiff, da, db]
 
         try:
             cfg_a, cfg_b = self._configs(values)
@@ -144,8 +152,10 @@ class ABTab:
             runs = [Run(backend, src, cfg_a, session, name), Run(backend, src, cfg_b, session, name)]
             cfg_a, cfg_b = runs[0].cfg, runs[1].cfg
             views = [self.view_a, self.view_b]
-            yield pack(status_html("run", f"Decoding {name} with A and B…"), self.view_a.reset(),
-                       self.view_b.reset(), "", metric_diff_table(None, None), char_diff_html("", ""))
+            ctx = common.run_context(backend, "", None) + ab_faults(cfg_a, cfg_b)
+            yield pack(status_html("run", f"Decoding {name} with A and B…", "", ctx), self.view_a.reset(),
+                       self.view_b.reset(), "", metric_diff_html(None, None), char_diff_html("", ""),
+                       diagnostics_html(None), diagnostics_html(None))
             # Interleave the two decodes round by round so both stream side by side.
             iters, done = [iter(r) for r in runs], [False, False]
             while not all(done):
@@ -156,29 +166,77 @@ class ABTab:
                 if runs[0].clock.tokens_due():   # one clock paces the pair's token views
                     lives = [r.live for r in runs]
                     yield pack(status_html("run", f"Decoding {name} with A and B…",
-                                           f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens"),
+                                           f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens", ctx),
                                views[0].values(lives[0], cfg_a.prompt_type, clock=runs[0].clock),
                                views[1].values(lives[1], cfg_b.prompt_type, clock=runs[1].clock))
-            ref = ""
+            ref, bases = "", [None, None]
             stopped = runs[0].stopped or runs[1].stopped
             if reference_on and not stopped:
-                yield pack(status_html("run", "Running the cloud-only reference…"))
-                ref = runs[0].run_baseline()["text"]
+                yield pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx))
+                bases[0] = runs[0].run_baseline()
+                # the same reference unless B's stops differ (then B's own, with B's stops)
+                bases[1] = bases[0] if _same_stops(cfg_a, cfg_b) else runs[1].run_baseline()
+                ref = bases[0]["text"]
             ta, tb = runs[0].live.trace, runs[1].live.trace
-            detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')} · "
-                      f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}")
+            sps = [speedup(t, b) if b else None for t, b in zip((ta, tb), bases)]
+            detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')}{_sp(sps[0])}"
+                      f"{_fs(ta)} · "
+                      f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}{_sp(sps[1])}"
+                      f"{_fs(tb)}")
+            same_text = (ta.get("text") or "") == (tb.get("text") or "")
+            extra = []
+            if any(sps):
+                extra.append(("speedup", (sps[0] or {}).get("speedup"), (sps[1] or {}).get("speedup")))
+                extra.append(("decode_s", (sps[0] or {}).get("decode_s"), (sps[1] or {}).get("decode_s")))
+                extra.append(("cloud_only_s", (sps[0] or {}).get("cloud_only_s"), (sps[1] or {}).get("cloud_only_s")))
+            if bases[0]:
+                extra.append(("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
+                              bases[1]["token_ids"] == tb.get("token_ids")))
             yield pack(status_html("err" if stopped else "ok", ("Stopped: " if stopped else "Done: ") + name,
-                                   detail),
-                       views[0].values(runs[0].live, cfg_a.prompt_type, plots=True),
-                       views[1].values(runs[1].live, cfg_b.prompt_type, plots=True),
-                       ref, metric_diff_table(ta.get("metrics"), tb.get("metrics")),
-                       char_diff_html(ta.get("text"), tb.get("text")))
+                                   detail, ctx),
+                       views[0].values(runs[0].live, cfg_a.prompt_type, plots=True, speedup=sps[0]),
+                       views[1].values(runs[1].live, cfg_b.prompt_type, plots=True, speedup=sps[1]),
+                       ref, metric_diff_html(ta.get("metrics"), tb.get("metrics"), same_text,
+                                             cfg_a.prompt_type, extra=extra),
+                       text_diffs_html(ta.get("text"), tb.get("text"), bases),
+                       diagnostics_html(ta.get("diagnostics")), diagnostics_html(tb.get("diagnostics")))
         except Exception as e:  # noqa: BLE001 - keep the page usable
             if not isinstance(e, UserError):
                 traceback.print_exc()
             msg = common.user_message(e)
             gr.Warning(msg)
             yield pack(status_html("err", "Could not run", msg))
+
+
+STOP_KNOBS = ("max_new_tokens", "min_new_tokens", "stop_at_first_sentence", "prompt_type", "time_limit_s")
+
+
+def _same_stops(a: DecodeConfig, b: DecodeConfig) -> bool:
+    return all(getattr(a, k, None) == getattr(b, k, None) for k in STOP_KNOBS)
+
+
+def _fs(trace: dict) -> str:
+    """', ✖ 1 error (cache_desync)' for one side of the status line."""
+    return findings_summary(trace.get("diagnostics")).replace(" — see Diagnostics", "").replace(" · ", ", ")
+
+
+def _sp(sp: dict | None) -> str:
+    return f", {sp['speedup']:.2f}× over cloud-only" if sp else ""
+
+
+def ab_faults(cfg_a: DecodeConfig, cfg_b: DecodeConfig) -> list[tuple[str, str]]:
+    """Status badges for the faults that are on, per side ('fault: B no_resync')."""
+    return [("fault", f"{side} {f}") for side, c in (("A", cfg_a), ("B", cfg_b)) for f in c.faults]
+
+
+def text_diffs_html(text_a: str | None, text_b: str | None, bases: list) -> str:
+    """A vs B, and each side against the cloud-only reference when it ran."""
+    parts = ['<div class="ss-diff-block" data-pair="A-B"><h5>A vs B</h5>' + char_diff_html(text_a, text_b) + "</div>"]
+    for side, text, base in (("A", text_a, bases[0]), ("B", text_b, bases[1])):
+        if base:
+            parts.append(f'<div class="ss-diff-block" data-pair="cloud-{side}"><h5>cloud-only vs {side}</h5>'
+                         + char_diff_html(base["text"], text, names=("cloud-only", side)) + "</div>")
+    return "".join(parts)
 
 
 def _stop(request: gr.Request):

@@ -7,7 +7,8 @@ import traceback
 
 import gradio as gr
 
-from components.batch_view import aggregate_frame, checklist_html, checklists_html, results_table
+from components.batch_view import (aggregate_frame, aggregate_placeholder, checklist_html, checklists_html,
+                                   columns_help, numeric_frame, results_table)
 from components.plots import batch_distributions
 from components.status import status_html
 from specdec_core.decoding.config import DecodeConfig
@@ -29,13 +30,14 @@ _RAY_LOCK = threading.Lock()
 class BatchTab:
     def __init__(self, live):
         self.live = live
-        n_samples = max(1, len(common.sample_names()))
+        n_samples = max(1, common.manifest_size())   # the bundled manifest's rows, no more
         default_json = DecodeConfig().to_json(indent=1)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
                 self.source = gr.Radio([BUNDLED, UPLOAD], value=BUNDLED, label="clips")
                 self.limit = gr.Slider(1, n_samples, value=min(DEFAULT_LIMIT, n_samples), step=1,
-                                       label="how many clips", info="the first N rows of the manifest",
+                                       label="how many clips",
+                                       info=f"the first N of the {n_samples} rows of the bundled manifest",
                                        elem_id="batch-limit")
                 self.manifest = gr.File(label="manifest CSV (name,path,label,prompt_type,reference)",
                                         file_types=[".csv"], type="filepath", visible=False)
@@ -66,13 +68,15 @@ class BatchTab:
             self.dl_json = gr.DownloadButton("results JSON", visible=False, size="sm", scale=0, min_width=130)
             self.dl_csv = gr.DownloadButton("results CSV", visible=False, size="sm", scale=0, min_width=130)
         with gr.Row(equal_height=False):
-            with gr.Column(scale=2):
-                self.aggregate = gr.Dataframe(label="aggregate over the clips", interactive=False,
+            with gr.Column(scale=1):
+                self.aggregate = gr.Dataframe(aggregate_placeholder(), label="aggregate over the clips",
+                                              interactive=False, max_chars=40,
                                               elem_id="batch-aggregate", wrap=True, max_height=640)
-            with gr.Column(scale=3):
+            with gr.Column(scale=1):
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
         self.table = gr.Dataframe(results_table(None), label="per clip (full texts and traces in the JSON)",
-                                  interactive=False, elem_id="batch-table", max_height=600, max_chars=24)
+                                  interactive=False, elem_id="batch-table", max_height=600, max_chars=28)
+        gr.Markdown(columns_help(), elem_classes="ss-note", elem_id="batch-columns-help")
         self.plot = gr.Plot(batch_distributions(None), show_label=False)
         self._wire()
 
@@ -84,11 +88,14 @@ class BatchTab:
             btn.click(self.live.knobs_to_json, knobs.inputs, target, queue=False, api_visibility="private")
         self.b_from_live.click(lambda: True, None, self.use_b, queue=False, api_visibility="private")
         outs = [self.status, self.aggregate, self.checklist, self.plot, self.table, self.dl_json, self.dl_csv]
-        self.run_btn.click(gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
+        # the status line goes blank first: the progress bar is drawn over it, never over a hint
+        self.run_btn.click(lambda: status_html("run", ""), None, self.status, queue=False,
+                           api_visibility="private").then(
+            gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
                                       self.use_b, self.cfg_b, self.live.backend, self.engine,
                                       self.workers], outs,
                            api_visibility="private", api_name="batch_run", concurrency_id="decode", concurrency_limit=2,
-                           trigger_mode="once", show_progress_on=[self.status, self.table])
+                           trigger_mode="once", show_progress_on=[self.status])
         self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
 
     def run(self, request: gr.Request, source, limit, manifest, clips, cfg_a, use_b, cfg_b, backend_name,
@@ -124,8 +131,10 @@ class BatchTab:
             where = f" on Ray ({int(workers)} workers)" if engine == "ray" else ""
             detail = f"{len(result.rows)} runs{where} · {failed} failed" + (
                 " (see the error column)" if failed else "")
-            return [status_html("err" if failed else "ok", "Batch done", detail), aggregate_frame(result),
-                    checklists_html(result), batch_distributions(df), df,
+            ctx = [("backend", backend_name or "demo"), ("engine", f"ray × {int(workers)}" if engine == "ray" else "local")]
+            ctx += [("fault", f"{name} {f}" if len(configs) > 1 else f) for name, c in configs.items() for f in c.faults]
+            return [status_html("err" if failed else "ok", "Batch done", detail, ctx), aggregate_frame(result),
+                    checklists_html(result), batch_distributions(numeric_frame(result.rows)), df,
                     gr.update(value=str(paths["json"]), visible=True),
                     gr.update(value=str(paths["csv"]), visible=True)]
         except Exception as e:  # noqa: BLE001 - keep the page usable

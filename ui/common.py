@@ -45,14 +45,18 @@ def sample_names() -> list[str]:
 
 
 def sample_choices() -> list[tuple[str, str]]:
-    """Dropdown entries: 'angry_01 · angry · detailed' -> 'angry_01'."""
+    """Dropdown entries: 'angry_01 · angry' -> 'angry_01' (clips in unheard voices are named
+    'unheard/...'). The prompt type is the user's choice, so the label does not carry one."""
     out = []
     for r in sample_rows():
-        bits = [r["name"]] + [r[k] for k in ("label", "prompt_type") if r.get(k)]
-        if r.get("unheard"):
-            bits.append("unheard voice")
+        bits = [r["name"]] + ([r["label"]] if r.get("label") else [])
         out.append((" · ".join(bits), r["name"]))
     return out
+
+
+def manifest_size() -> int:
+    """Rows of the bundled manifest (what the Batch tab runs)."""
+    return len(_manifest_rows(MANIFEST))
 
 
 def sample_path(name: str) -> Path:
@@ -81,6 +85,36 @@ def resolve_audio(sample: str | None, upload) -> tuple[object, str]:
         path = upload if isinstance(upload, str) else getattr(upload, "path", None) or upload
         return str(path), Path(str(path)).name
     raise AudioError("no audio given: pick a sample, upload a clip or record one")
+
+
+def check_upload(path) -> str | None:
+    """A one-line reason why an uploaded file is not a usable clip, or None when it is."""
+    if not path:
+        return None
+    from specdec_core.audio.loading import load_audio
+
+    try:
+        load_audio(str(path))
+    except UserError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - any reader failure is "not audio" to the user
+        return f"{Path(str(path)).name}: not a readable audio file ({type(e).__name__})"
+    return None
+
+
+def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None) -> list[tuple[str, str]]:
+    """The status line's badges for a run on `backend`: its name, dtype and device, the cloud
+    (a server URL or this process) and the faults that are on."""
+    from components.status import run_context as badges
+
+    dtype = device = ""
+    try:
+        p = next((backend.cloud or backend.edge).parameters())
+        dtype, device = str(p.dtype).replace("torch.", ""), str(p.device)
+    except Exception:  # noqa: BLE001 - a remote cloud has no local parameters
+        pass
+    cloud = (cloud_url or "").strip() or "in this process"
+    return badges(getattr(backend, "name", "?"), dtype, device, cloud, list(cfg.faults) if cfg else [])
 
 
 def backend_choices() -> list[str]:

@@ -23,6 +23,7 @@ from . import common
 from components.status import status_html
 
 EXAMPLES_DIR = common.ROOT / "examples" / "decoders"
+EMPTY = "No trace yet: pick a decoder and a clip, then press Record (or upload a recording)."
 
 
 def example_names() -> list[str]:
@@ -181,15 +182,16 @@ class InspectTab:
         gr.Markdown("### Findings", elem_classes="ss-h")
         self.findings = gr.HTML(findings_html(None), elem_id="inspect-findings")
         gr.Markdown("### Trace", elem_classes="ss-h")
-        self.tokens = gr.HTML(render_tokens(None), elem_classes="ss-panel ss-tokens-panel",
+        self.tokens = gr.HTML(render_tokens(None, empty=EMPTY), elem_classes="ss-panel ss-tokens-panel",
                               elem_id="inspect-tokens")
         self.text = gr.Textbox(label="final text", lines=2, interactive=False)
         with gr.Row(equal_height=True):
             self.entropy = gr.Plot(entropy_figure(None), show_label=False)
             self.acclen = gr.Plot(accepted_length_figure(None), show_label=False)
         self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="inspect-timing")
-        gr.Markdown("### Per-round drill-down", elem_classes="ss-h")
-        self.round = gr.Dropdown([], label="cloud call (round as the loop ran it)", elem_id="inspect-round")
+        gr.Markdown("### Drill-down: one step per cloud call", elem_classes="ss-h")
+        self.round = gr.Dropdown([], label="step: one per cloud call of the loop (the edge forwards before it, "
+                                 "and the call)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
         self.state = gr.State(None)
         gr.Markdown("### Pooled over several recordings", elem_classes="ss-h")
@@ -228,15 +230,18 @@ class InspectTab:
         tr, rec = res["trace"], res["recording"]
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
-        detail = res["error"] or f"{len(res['findings'])} finding(s), {errs} error(s); " \
-                                 f"{len(tr.get('tokens') or [])} tokens, {len(rec.get('forwards') or [])} forwards"
+        n = len(res["findings"])
+        found = "no findings" if n == 0 else f"{n} finding(s), {errs} error(s)"
+        detail = res["error"] or f"{found}; {len(tr.get('tokens') or [])} tokens, " \
+                                 f"{len(rec.get('forwards') or [])} forwards"
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
-                findings_html(res["findings"]), render_tokens(tr), tr.get("text") or "",
+                findings_html(list(res["findings"] or [])), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
-                round_html(rec, 1, _texts()), path, rec, timing_figure(tr)]
+                round_html(rec, 1, _texts(), len(tr.get("rounds") or [])), path,
+                {"recording": rec, "trace_rounds": len(tr.get("rounds") or [])}, timing_figure(tr)]
 
     def _fail(self, e: Exception) -> list:
         if not isinstance(e, UserError):
@@ -277,8 +282,9 @@ class InspectTab:
                 traceback.print_exc()
             return [status_html("err", "could not pool", common.user_message(e))] + [gr.skip()] * 3
 
-    def on_round(self, rec, n):
-        return round_html(rec, n, _texts())
+    def on_round(self, state, n):
+        state = state or {}
+        return round_html(state.get("recording"), n, _texts(), state.get("trace_rounds"))
 
 
 def api_record(decoder: str, sample: str) -> dict:

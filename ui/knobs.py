@@ -17,6 +17,10 @@ from specdec_core.decoding.config import PRESET_HELP, PRESETS
 from specdec_core.decoding.faults import FAULTS
 
 CUSTOM = "custom"
+# A nullable knob whose "off" means "the value of another knob" shows that value, greyed out
+# ("verify every: = k" shows k); any other nullable knob hides its slider while off, so a greyed
+# number never contradicts the "off" label.
+FOLLOWS = {"verify_every": "k"}
 # Widgets per group, in display order; prompt_type lives with the clip inputs, not here.
 LAYOUT = [
     ("Draft & verify", True, ["k", "verify", "rank_threshold", "entropy_threshold", "entropy_unit",
@@ -34,7 +38,9 @@ def preset_choices() -> list[tuple[str, str]]:
 
 
 def fault_choices() -> list[tuple[str, str]]:
-    return [(f"{f.name} — {f.symptom} (seed {f.seed})", f.name) for f in FAULTS.values()]
+    """'no_resync — what it shows on the demo pair (seed ...)': the symptom a user will see here,
+    which on a greedy, always-verified run is often not the text symptom of the seed note."""
+    return [(f"{f.name} — {f.seen or f.symptom} (seed {f.seed})", f.name) for f in FAULTS.values()]
 
 
 def preset_config(name: str, keep: dict | None = None) -> dict:
@@ -80,8 +86,16 @@ class KnobPanel:
         self.names = [s.name for s in KNOB_SPECS if s.name in self.widgets]
         self.inputs = [self.widgets[n] for n in self.names] + [self.off[n] for n in self.off]
         for name, box in self.off.items():
-            box.change(lambda off: gr.update(interactive=not off), box, self.widgets[name],
-                       queue=False, api_visibility="private")
+            lead = self.widgets.get(FOLLOWS.get(name, ""))
+            if lead is not None:
+                box.change(lambda off, v: gr.update(interactive=not off, value=v) if off
+                           else gr.update(interactive=True), [box, lead], self.widgets[name],
+                           queue=False, api_visibility="private")
+                lead.change(lambda v, off: gr.update(value=v) if off else gr.skip(), [lead, box],
+                            self.widgets[name], queue=False, api_visibility="private")
+            else:
+                box.change(lambda off: gr.update(interactive=not off, visible=not off), box,
+                           self.widgets[name], queue=False, api_visibility="private")
         self.preset.input(self._apply_preset, [self.preset, *self.inputs], self.inputs,
                           queue=False, api_visibility="private")
         for unit, names in UNIT_KNOBS.items():
@@ -108,9 +122,13 @@ class KnobPanel:
                                                   elem_classes="ss-off",
                                                   elem_id=f"{self.prefix}-{spec.name}-off")
                 mid = spec.start if spec.start is not None else spec.minimum
+                lead = FOLLOWS.get(spec.name)
+                if lead and spec.default is None:
+                    mid = SPECS_BY_NAME[lead].default
                 self.widgets[spec.name] = gr.Slider(spec.minimum, spec.maximum, value=mid,
                                                     step=spec.step, label=label, info=info,
                                                     interactive=spec.default is not None,
+                                                    visible=spec.default is not None or bool(lead),
                                                     elem_id=f"{self.prefix}-{spec.name}")
             return
         eid = f"{self.prefix}-{spec.name}"
@@ -156,9 +174,11 @@ class KnobPanel:
                 if v is None:
                     unit["value"] = widget_value(name, cfg, None)
             if name in self.off and v is None:
-                out.append(gr.update(interactive=False, **unit))
+                lead = FOLLOWS.get(name)
+                shown = {"value": cfg.get(lead, SPECS_BY_NAME[lead].default)} if lead else {"visible": False}
+                out.append(gr.update(interactive=False, **{**unit, **shown}))
             elif name in self.off:
-                out.append(gr.update(value=v, interactive=True, **unit))
+                out.append(gr.update(value=v, interactive=True, visible=True, **unit))
             else:
                 out.append(gr.update(value=list(v) if name == "faults" else v))
         out += [gr.update(value=cfg.get(name) is None) for name in self.off]

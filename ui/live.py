@@ -7,7 +7,8 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from components.cards import diagnostics_html
+from components.cards import diagnostics_html, findings_summary
+from components.compare import speedup, vs_cloud_html
 from components.status import prompt_info_md, status_html
 from components.timing_plot import timing_figure
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
@@ -22,10 +23,10 @@ from .runs import Run
 from .views import Clock, TraceView
 from .gpu import gpu
 
-# Warnings worth a toast while the run is going; at most this many per run, the rest are in
-# the warnings list under the trace.
-TOAST_KINDS = ("cycle", "cache_desync", "cycle_resample")
-MAX_TOASTS = 3
+# Warnings that arrive while decoding go to the list under the trace and are counted in the
+# status line, never into toasts: a toast would cover that list and cut its text.
+DEMO_NOTE = ("The **demo** pair hears the clip's *prosody* only (pitch, energy, speech rate, pauses), "
+             "not its words: a flat voice saying “happy” reads as calm.")
 
 SHARE_JS = """(q) => { const u = new URL(window.location.href); u.search = q ? '?' + q : '';
   u.hash = ''; return u.toString(); }"""
@@ -40,7 +41,8 @@ class LiveTab:
                                           label="sample clip", info="bundled clips, by name", elem_id="live-sample")
                 self.audio = gr.Audio(sources=["upload", "microphone"], type="filepath",
                                       label="or upload / record a clip (WAV, FLAC, OGG)",
-                                      value=_default_sample_path())
+                                      value=_default_sample_path(), elem_id="live-audio")
+                self.demo_note = gr.Markdown(DEMO_NOTE, elem_classes="ss-note", elem_id="live-demo-note")
                 with gr.Row():
                     self.backend = gr.Dropdown(common.backend_choices(), value="demo", label="backend",
                                                min_width=100)
@@ -49,7 +51,7 @@ class LiveTab:
                                                 label="prompt type", info="detailed 30–70 汉字 · concise 8–16")
                 self.cloud_url = cloud_url_widget()   # the operator's policy: ui/cloud.py
                 self.baseline = gr.Checkbox(value=False, label="compare with cloud-only",
-                                            info="also decode with the cloud model alone (greedy)")
+                                            info="also decode with the cloud model alone (greedy): speed-up and text diff")
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2,
                                              min_width=90)
@@ -74,9 +76,7 @@ class LiveTab:
             with gr.Column(scale=3, min_width=560):
                 self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
                                       elem_id="live-status", js_on_load=None)
-                self.view = TraceView()
-                self.baseline_text = gr.Textbox(label="cloud-only baseline text", lines=2,
-                                                interactive=False, visible=False, buttons=["copy"])
+                self.view = TraceView(after_text=self._vs_cloud_widgets)
                 self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="live-timing")
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3):
@@ -88,11 +88,18 @@ class LiveTab:
                             self.info = gr.Markdown(prompt_info_md(None))
         self._wire()
 
+    def _vs_cloud_widgets(self):
+        """Right under the final text: the speed-up over cloud-only and the text diff against it
+        (shown when "compare with cloud-only" is on), and the cloud-only text itself."""
+        self.vs_cloud = gr.HTML("", visible=False, elem_id="live-vs-cloud", js_on_load=None)
+        self.baseline_text = gr.Textbox(label="cloud-only text", lines=2, interactive=False,
+                                        visible=False, buttons=["copy"], elem_id="live-baseline-text")
+
     # ------------------------------------------------------------------ wiring
     @property
     def outputs(self) -> list:
         return [self.status, *self.view.outputs, self.baseline_text, self.diagnostics, self.info,
-                self.dl_trace, self.dl_results, self.timing]
+                self.dl_trace, self.dl_results, self.timing, self.vs_cloud]
 
     def _wire(self):
         ins = [self.sample, self.audio, self.backend, self.baseline, self.cloud_url, *self.panel.inputs]
@@ -101,12 +108,14 @@ class LiveTab:
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
         self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="undocumented",
                             api_name="live_stop")
-        self.sample.input(self.pick_sample, self.sample, [self.audio, self.prompt_type],
-                          queue=False, api_visibility="private")
+        self.sample.input(self.pick_sample, self.sample, self.audio, queue=False, api_visibility="private")
         for ev in (self.audio.upload, self.audio.stop_recording):
             ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
-        self.baseline.change(lambda on: gr.update(visible=on), self.baseline, self.baseline_text,
-                             queue=False, api_visibility="private")
+        self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
+        self.backend.change(lambda b: gr.update(visible=b == "demo"), self.backend, self.demo_note,
+                            queue=False, api_visibility="private")
+        self.baseline.change(lambda on: (gr.update(visible=on),) * 2, self.baseline,
+                             [self.baseline_text, self.vs_cloud], queue=False, api_visibility="private")
         self.to_json_btn.click(self.knobs_to_json, self.panel.inputs, self.config_json, queue=False,
                                api_visibility="private")
         self.from_json_btn.click(self.json_to_knobs, [self.config_json, *self.panel.inputs],
@@ -132,10 +141,10 @@ class LiveTab:
 
     # ------------------------------------------------------------------ handlers
     def pick_sample(self, name):
+        """Preview the picked clip; the prompt type stays what the user chose."""
         if not name:
-            return gr.skip(), gr.skip()
-        pt = common.sample_prompt_type(name)
-        return str(common.sample_path(name)), (pt or gr.skip())
+            return gr.skip()
+        return str(common.sample_path(name))
 
     def stop(self, request: gr.Request):
         if common.cancel_session(common.session_of(request)):
@@ -169,13 +178,14 @@ class LiveTab:
         return q
 
     def _pack(self, status=None, view=None, baseline=None, diagnostics=None, info=None,
-              dl_trace=None, dl_results=None, timing=None):
+              dl_trace=None, dl_results=None, timing=None, vs_cloud=None):
         sk = gr.skip()
         return [sk if status is None else status,
                 *(view if view is not None else [sk] * len(self.view.outputs)),
                 sk if baseline is None else baseline, sk if diagnostics is None else diagnostics,
                 sk if info is None else info, sk if dl_trace is None else dl_trace,
-                sk if dl_results is None else dl_results, sk if timing is None else timing]
+                sk if dl_results is None else dl_results, sk if timing is None else timing,
+                sk if vs_cloud is None else vs_cloud]
 
     def run(self, request: gr.Request, sample, audio, backend_name, baseline_on, cloud_url, *knobs):
         hidden = gr.update(visible=False)
@@ -186,7 +196,7 @@ class LiveTab:
             yield self._pack(status_html("err", "Invalid knobs", str(e)))
             return
         yield self._pack(status_html("run", "Reading the clip…"), self.view.reset(),
-                         "", diagnostics_html(None), None, hidden, hidden)
+                         "", diagnostics_html(None), None, hidden, hidden, vs_cloud="")
         try:
             cloud_url = checked_cloud_url(cloud_url)      # refused here, before any connection
             src, name = common.resolve_audio(sample, audio)
@@ -195,23 +205,24 @@ class LiveTab:
             backend = with_cloud(common.get_backend(backend_name), cloud_url, cfg)
             run = Run(backend, src, cfg, common.session_of(request), name)
             cfg = run.cfg
-            toasts = 0
-            for live, new in run:
-                for w in new:
-                    if w.get("kind") in TOAST_KINDS and toasts < MAX_TOASTS:
-                        gr.Warning(w.get("message", w.get("kind")), title=w.get("kind", "warning"))
-                        toasts += 1
+            ctx = common.run_context(backend, cloud_url, cfg)
+            for live, _new in run:
                 if live.done:
                     break
                 if live.n_tokens and run.clock.tokens_due():
+                    n_warn = len(live.trace.get("warnings") or [])
                     yield self._pack(status_html("run", f"Decoding {name}…",
-                                                 f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"),
+                                                 f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"
+                                                 + (f" · ⚠ {n_warn} warning(s), listed under the trace"
+                                                    if n_warn else ""), ctx),
                                      self.view.values(live, cfg.prompt_type, clock=run.clock))
-            base = ""
+            base, sp, vs = "", None, ""
             if baseline_on and not run.stopped:
-                yield self._pack(status_html("run", "Running the cloud-only baseline…"),
+                yield self._pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx),
                                  self.view.values(live, cfg.prompt_type, clock=run.clock))
-                base = run.run_baseline()["text"]
+                bl = run.run_baseline()
+                base, sp = bl["text"], speedup(live.trace, bl)
+                vs = vs_cloud_html(live.trace.get("text"), base, sp)
             tr = live.trace
             m = tr.get("metrics") or {}
             ended = tr.get("ended_by") or "—"
@@ -220,21 +231,35 @@ class LiveTab:
             if run.baseline is not None:
                 same = run.baseline["token_ids"] == tr.get("token_ids")
                 detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only")
+                if sp:
+                    detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
+                               f"{sp['cloud_only_s']:.2f} s cloud-only)")
+            detail += findings_summary(tr.get("diagnostics"))
             kind = "err" if run.stopped else "ok"
             head = f"Stopped: {name}" if kind == "err" else f"Done: {name}"
             stem = f"{name.rsplit('.', 1)[0]}"
             yield self._pack(
-                status_html(kind, head, detail), self.view.values(live, cfg.prompt_type, plots=True),
+                status_html(kind, head, detail, ctx),
+                self.view.values(live, cfg.prompt_type, plots=True, speedup=sp),
                 base, diagnostics_html(tr.get("diagnostics")), prompt_info_md(tr.get("info")),
                 gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
                 gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
-                timing_figure(tr))
+                timing_figure(tr), vs)
         except Exception as e:  # noqa: BLE001 - the page must stay usable; bugs are logged
             if not isinstance(e, UserError):
                 traceback.print_exc()
             msg = common.user_message(e)
             gr.Warning(msg)
             yield self._pack(status_html("err", "Could not run", msg))
+
+
+def check_upload_status(path):
+    """At upload time: a file that is not usable audio gets its one-line reason now, not at Run."""
+    msg = common.check_upload(path)
+    if msg is None:
+        return gr.skip()
+    gr.Warning(msg)
+    return status_html("err", "Not a usable clip", msg)
 
 
 def _default_sample():

@@ -29,8 +29,8 @@ PAGE_CSS = """
 /* gradio's prose colours override the tooltip's light text on its dark box */
 .ss-tip, .ss-tip .ss-tip-v, .ss-tip .ss-tip-head, .ss-tip .ss-tip-top { color: #f6f8fa !important; }
 .ss-tip .ss-tip-alt { color: #d0d7de !important; }
-.ss-warnings-panel { max-height: 150px; overflow-y: auto; }
-#ab-side-a .ss-tokens-panel, #ab-side-b .ss-tokens-panel { max-height: 560px; overflow-y: auto !important; }
+#batch-status .ss-status { min-height: 48px; box-sizing: border-box; }
+.ss-note p { font-size: 12.5px; color: #57606a; margin: 0; }
 .ss-batch-checks { display: flex; flex-direction: column; gap: 10px; }
 .ss-batch-check h4 { margin: 0 0 4px 0; font-size: 14px; }
 """

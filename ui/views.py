@@ -42,13 +42,17 @@ class Clock:
 class TraceView:
     """Token view, warnings, text, cards and plots of one run."""
 
-    def __init__(self, side: str = "", compact: bool = False):
+    def __init__(self, side: str = "", compact: bool = False, after_text=None):
+        """`after_text`: builds widgets that belong right under the final text (the Live tab's
+        comparison with cloud-only); they are the caller's, not among `outputs`."""
         suffix = f" {side}" if side else ""
         self.tokens = gr.HTML(render_tokens(None), elem_classes="ss-panel ss-tokens-panel",
                               js_on_load=None)
         self.warnings = gr.HTML(warnings_html(None), elem_classes="ss-warnings-panel", js_on_load=None)
         self.text = gr.Textbox(label="final text" + suffix, lines=2, interactive=False,
                                buttons=["copy"])
+        if after_text is not None:
+            after_text()
         self.cards = gr.HTML(metric_cards(None), elem_classes="ss-cards-panel", js_on_load=None)
         if compact:
             self.entropy = gr.Plot(entropy_figure(None), show_label=False)
@@ -73,7 +77,7 @@ class TraceView:
                 *[gr.skip()] * n_figs]
 
     def values(self, live, prompt_type: str | None = None, plots: bool | None = None,
-               clock: Clock | None = None) -> list:
+               clock: Clock | None = None, speedup: dict | None = None) -> list:
         """Output values for the current partial (or final) trace; with plots=None the run's
         clock decides whether the figures are due."""
         tr = live.trace
@@ -82,7 +86,8 @@ class TraceView:
             plots = clock.plots_due(done) if clock is not None else True
         text = tr.get("text") if done else live.text()
         outs = [render_tokens(tr, live=not done), warnings_html(tr.get("warnings")), text,
-                metric_cards(tr.get("metrics"), prompt_type or (tr.get("config") or {}).get("prompt_type"))
+                metric_cards(tr.get("metrics"), prompt_type or (tr.get("config") or {}).get("prompt_type"),
+                             findings=tr.get("diagnostics"), speedup=speedup)
                 if done else gr.skip()]
         n_figs = 2 if self.position is None else 3
         if not plots:

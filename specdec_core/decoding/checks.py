@@ -44,7 +44,7 @@ def cache_agrees(run, cached: torch.Tensor) -> None:
     if diff > tol:
         run.warn({"kind": "cache_desync", "round": run.round, "max_abs_diff": round(diff, 4),
                   "message": f"round {run.round}: edge logits from its KV cache differ from a "
-                             f"cache-free recompute by {diff:.3g} (tolerance {tol:.2g})"})
+                             f"cache-free recompute by {diff:.3g} logits (tolerance {tol:.2g} logits)"})
 
 
 def cache_invariant(run) -> None:
