@@ -131,7 +131,9 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         sys.path.remove(str(path.parent))
     recording = rec.finish(out)
     recording["backend"] = backend.name
-    trace, found = analyze(recording, backend.tokenizer, prompt.info)
+    from specdec_core.decoding.dependence import audio_dependence
+    dep = audio_dependence(backend, prompt, out)
+    trace, found = analyze(recording, backend.tokenizer, prompt.info, dep and dep["values"])
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
            "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
            "recording": recording}

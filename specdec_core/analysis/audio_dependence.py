@@ -1,0 +1,143 @@
+"""Acceptance split by audio dependence, and the `edge_mishears` finding (pure functions).
+
+Each committed token carries `audio_dependence` (nats; decoding/dependence.py). A drafted token
+is judged at the position it was drafted for: accepted drafts at their own position, and the
+first rejected draft of a round at the position its correction took (the same prefix, so the
+same value). Later drafts of a rejected block were dropped unjudged and count in `drafts` only.
+
+Definitions follow the serving engines (analysis/glossary.py):
+  acceptance rate     accepted / judged drafts of the class
+  mean accepted length 1 + accepted / verify steps, over the verified rounds whose judged drafts
+                      include one of the class (a round can count for both classes)
+  per-position        for draft slot j: P(accepted | slots before j accepted), by the class of
+                      the draft in slot j
+Works on Trace objects and trace dicts alike (the views and the recorder read both).
+"""
+from __future__ import annotations
+
+import math
+
+from scipy.stats import fisher_exact
+
+# A position is audio-dependent when taking the audio away moves the cloud's next-token
+# distribution by more than this (nats). Measured on the demo pair (18 sample clips): the
+# values are bimodal, median 0.0003, 75th percentile 0.05, 90th 2.0; emotion words 2.5 on
+# average, punctuation 0.001. 0.5 sits in the empty middle.
+THRESHOLD_NATS = 0.5
+
+# edge_mishears: rejection on audio-dependent drafts vs the others, one-sided Fisher exact test,
+# with at least this much evidence and this large an effect (measured: docs/metrics.md).
+MIN_JUDGED = 5          # judged audio-dependent drafts at least
+MAX_P = 0.01
+MIN_RATIO = 2.0         # audio rejection rate at least this many times the others'
+MIN_DIFF = 0.25         # and at least this many points above it
+
+
+def _get(obj, key, default=None):
+    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+
+
+def dependence_values(trace) -> list[float | None]:
+    return [_get(t, "audio_dependence") for t in _get(trace, "tokens") or []]
+
+
+def has_dependence(trace) -> bool:
+    return any(v is not None for v in dependence_values(trace))
+
+
+def attach(trace, values: list[float] | None) -> None:
+    """Set each committed token's audio_dependence (Trace objects) and the metric built on it."""
+    if not values:
+        return
+    for t, v in zip(trace.tokens, values):
+        t.audio_dependence = v
+    trace.metrics["acceptance_by_dependence"] = acceptance_by_dependence(trace)
+
+
+def judged_drafts(trace) -> list[tuple[int, int, bool, float]]:
+    """(round, slot, accepted, dependence) of every draft the cloud judged."""
+    out, slot, last = [], 0, None
+    for t in _get(trace, "tokens") or []:
+        rnd, src = _get(t, "round"), _get(t, "source")
+        if rnd != last:
+            slot, last = 0, rnd
+        dep = _get(t, "audio_dependence")
+        if src in ("accepted", "corrected") and dep is not None:
+            out.append((rnd, slot, src == "accepted", float(dep)))
+        slot += 1
+    return out
+
+
+def _class_stats(judged, rounds_drafted: dict) -> dict:
+    acc = sum(a for _, _, a, _ in judged)
+    n = len(judged)
+    rounds = {r for r, _, _, _ in judged}
+    k = max((s for _, s, _, _ in judged), default=-1) + 1
+    ppa = []
+    for j in range(k):
+        at = [a for _, s, a, _ in judged if s == j]
+        ppa.append(round(sum(at) / len(at), 4) if at else None)
+    return {"judged": n, "accepted": acc, "rejected": n - acc,
+            "drafts": sum(rounds_drafted.get(r, 0) for r in rounds),
+            "acceptance_rate": round(acc / n, 4) if n else None,
+            "mean_accepted_length": round(1 + acc / len(rounds), 4) if rounds else None,
+            "rounds": len(rounds), "per_position_acceptance": ppa}
+
+
+def acceptance_by_dependence(trace, threshold: float = THRESHOLD_NATS) -> dict | None:
+    """{"threshold_nats", "audio": {...}, "other": {...}} or None without audio dependence.
+    `drafts`: all drafted tokens of the rounds counted in the class (vLLM's num_draft_tokens)."""
+    if not has_dependence(trace):
+        return None
+    judged = judged_drafts(trace)
+    drafted = {_get(r, "round"): _get(r, "drafted", 0) for r in _get(trace, "rounds") or []
+               if _get(r, "verified")}
+    return {"threshold_nats": threshold,
+            "audio": _class_stats([j for j in judged if j[3] > threshold], drafted),
+            "other": _class_stats([j for j in judged if j[3] <= threshold], drafted)}
+
+
+def mishear_test(split: dict | None) -> dict | None:
+    """The evidence for `edge_mishears`: rejection rates of both classes, Fisher's one-sided p.
+    None when there is nothing to compare."""
+    if not split:
+        return None
+    a, o = split["audio"], split["other"]
+    if not a["judged"] or not o["judged"]:
+        return None
+    ra, ro = a["rejected"] / a["judged"], o["rejected"] / o["judged"]
+    _, p = fisher_exact([[a["rejected"], a["accepted"]], [o["rejected"], o["accepted"]]],
+                        alternative="greater")
+    return {"audio_rejection": round(ra, 4), "other_rejection": round(ro, 4),
+            "audio_judged": a["judged"], "other_judged": o["judged"], "p_value": float(p),
+            "ratio": round(ra / ro, 2) if ro else math.inf}
+
+
+def mishears(test: dict | None) -> bool:
+    return bool(test) and (test["audio_judged"] >= MIN_JUDGED and test["p_value"] <= MAX_P
+                           and test["audio_rejection"] - test["other_rejection"] >= MIN_DIFF
+                           and test["ratio"] >= MIN_RATIO)
+
+
+CAUSE = ("the edge does not hear the clip as well as the cloud, or does not get the audio at all "
+         "(HF assisted generation on Omni drops input_features for the assistant model)")
+FIX = ("share the cloud's audio encoding with the edge; verify every block on audio-dependent "
+       "spans; gate the cloud call on audio dependence instead of draft entropy")
+
+
+def check_edge_mishears(trace) -> list[dict]:
+    """[the warning] when drafts at audio-dependent positions are rejected much more often than
+    the others, with enough evidence; [] otherwise. Plain dicts: severity, key, title, detail,
+    cause, fix, evidence (the recorder adds its own fields)."""
+    split = acceptance_by_dependence(trace)
+    test = mishear_test(split)
+    if not mishears(test):
+        return []
+    t = test
+    title = (f"edge mishears: {t['audio_rejection']:.0%} of audio-dependent drafts rejected vs "
+             f"{t['other_rejection']:.0%} of the others")
+    detail = (f"{t['audio_judged']} judged drafts where the cloud depends on the audio "
+              f"(> {split['threshold_nats']:g} nats) vs {t['other_judged']} others; "
+              f"{t['ratio']:g}x the rejection rate, Fisher exact p = {t['p_value']:.1g}")
+    return [{"code": "edge_mishears", "severity": "warning", "key": "edge_mishears", "title": title, "detail": detail,
+             "cause": CAUSE, "fix": FIX, "evidence": t}]
