@@ -7,7 +7,8 @@ import traceback
 
 import gradio as gr
 
-from components.batch_view import aggregate_frame, checklist_html, checklists_html, results_table
+from components.batch_view import (aggregate_frame, checklist_html, checklists_html,
+                                   label_matrix_html, results_table)
 from components.plots import batch_distributions
 from components.status import status_html
 from specdec_core.decoding.config import DecodeConfig
@@ -125,7 +126,7 @@ class BatchTab:
             detail = f"{len(result.rows)} runs{where} · {failed} failed" + (
                 " (see the error column)" if failed else "")
             return [status_html("err" if failed else "ok", "Batch done", detail), aggregate_frame(result),
-                    checklists_html(result), batch_distributions(df), df,
+                    checklists_html(result) + label_matrix_html(result.by_label), batch_distributions(df), df,
                     gr.update(value=str(paths["json"]), visible=True),
                     gr.update(value=str(paths["csv"]), visible=True)]
         except Exception as e:  # noqa: BLE001 - keep the page usable

@@ -20,6 +20,7 @@ from components.token_view import render_tokens
 from specdec_core.errors import UserError
 
 from . import common
+from .live import colour_radio
 from components.status import status_html
 
 EXAMPLES_DIR = common.ROOT / "examples" / "decoders"
@@ -181,6 +182,7 @@ class InspectTab:
         gr.Markdown("### Findings", elem_classes="ss-h")
         self.findings = gr.HTML(findings_html(None), elem_id="inspect-findings")
         gr.Markdown("### Trace", elem_classes="ss-h")
+        self.colour = colour_radio("inspect-colour")   # issue 28: recolours in the browser
         self.tokens = gr.HTML(render_tokens(None), elem_classes="ss-panel ss-tokens-panel",
                               elem_id="inspect-tokens")
         self.text = gr.Textbox(label="final text", lines=2, interactive=False)

@@ -10,6 +10,7 @@ import gradio as gr
 from components.cards import diagnostics_html
 from components.status import prompt_info_md, status_html
 from components.timing_plot import timing_figure
+from components.token_view import COLOURINGS
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
 from specdec_core.api import with_cloud
 from specdec_core.decoding.config import DecodeConfig
@@ -28,6 +29,13 @@ MAX_TOASTS = 3
 
 SHARE_JS = """(q) => { const u = new URL(window.location.href); u.search = q ? '?' + q : '';
   u.hash = ''; return u.toString(); }"""
+
+
+def colour_radio(elem_id: str):
+    """The token colouring toggle (source | audio dependence | cloud rank); placed just before
+    a token panel, it recolours it by CSS alone (components.token_view.colour_radio_css)."""
+    return gr.Radio(list(COLOURINGS), value=COLOURINGS[0], label="colour tokens by",
+                    elem_id=elem_id, elem_classes="ss-colour-radio", container=False)
 
 
 class LiveTab:
@@ -76,6 +84,7 @@ class LiveTab:
             with gr.Column(scale=3, min_width=560):
                 self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
                                       elem_id="live-status", js_on_load=None)
+                self.colour = colour_radio("live-colour")   # issue 28: recolours in the browser
                 self.view = TraceView()
                 self.baseline_text = gr.Textbox(label="cloud-only baseline text", lines=2,
                                                 interactive=False, visible=False, buttons=["copy"])

@@ -31,6 +31,12 @@ MIN_JUDGED = 5          # judged audio-dependent drafts at least
 MAX_P = 0.01
 MIN_RATIO = 2.0         # audio rejection rate at least this many times the others'
 MIN_DIFF = 0.25         # and at least this many points above it
+# ... and the rejected audio-dependent drafts are the cloud's audio-free choice this often. On
+# the demo pair (12 clips) the correct loop's weaker edge rejects more on audio-dependent
+# tokens too (sad, surprise: p = 0.002), but its rejected drafts there match the audio-free
+# choice 0-1 of 5 times; the edge without audio: 7/8, 5/7, 2/5.
+MIN_MATCHES = 2
+MIN_MATCH_SHARE = 0.4
 
 
 def _get(obj, key, default=None):
@@ -45,12 +51,13 @@ def has_dependence(trace) -> bool:
     return any(v is not None for v in dependence_values(trace))
 
 
-def attach(trace, values: list[float] | None) -> None:
-    """Set each committed token's audio_dependence (Trace objects) and the metric built on it."""
-    if not values:
+def attach(trace, dep: dict | None) -> None:
+    """Set each committed token's audio_dependence and audio_free_id (Trace objects) from
+    decoding/dependence.py's result, and the metric built on them."""
+    if not dep:
         return
-    for t, v in zip(trace.tokens, values):
-        t.audio_dependence = v
+    for t, v, a in zip(trace.tokens, dep["values"], dep["audio_free_ids"]):
+        t.audio_dependence, t.audio_free_id = v, a
     trace.metrics["acceptance_by_dependence"] = acceptance_by_dependence(trace)
 
 
@@ -97,9 +104,29 @@ def acceptance_by_dependence(trace, threshold: float = THRESHOLD_NATS) -> dict |
             "other": _class_stats([j for j in judged if j[3] <= threshold], drafted)}
 
 
-def mishear_test(split: dict | None) -> dict | None:
-    """The evidence for `edge_mishears`: rejection rates of both classes, Fisher's one-sided p.
-    None when there is nothing to compare."""
+def audio_free_drafts(trace, threshold: float = THRESHOLD_NATS) -> tuple[int, int]:
+    """(rejected drafts at audio-dependent positions, how many of them are exactly the token
+    the cloud picks there WITHOUT the audio). An edge that hears the clip but less well misses
+    in many directions; an edge that never got the audio drafts the audio-free choice."""
+    toks = _get(trace, "tokens") or []
+    first = {}
+    for r in _get(trace, "rejected") or []:
+        first.setdefault((_get(r, "round"), _get(r, "at")), _get(r, "id"))
+    n = hit = 0
+    for (_, at), tid in first.items():
+        if at is None or not 0 <= at < len(toks):
+            continue
+        dep, free = _get(toks[at], "audio_dependence"), _get(toks[at], "audio_free_id")
+        if dep is not None and dep > threshold:
+            n += 1
+            hit += free is not None and tid == free
+    return n, hit
+
+
+def mishear_test(split: dict | None, trace=None) -> dict | None:
+    """The evidence for `edge_mishears`: rejection rates of both classes, Fisher's one-sided p,
+    and (given the trace) how many audio-dependent rejections were the cloud's audio-free
+    choice. None when there is nothing to compare."""
     if not split:
         return None
     a, o = split["audio"], split["other"]
@@ -108,15 +135,24 @@ def mishear_test(split: dict | None) -> dict | None:
     ra, ro = a["rejected"] / a["judged"], o["rejected"] / o["judged"]
     _, p = fisher_exact([[a["rejected"], a["accepted"]], [o["rejected"], o["accepted"]]],
                         alternative="greater")
+    n, hit = audio_free_drafts(trace, split["threshold_nats"]) if trace is not None else (0, 0)
     return {"audio_rejection": round(ra, 4), "other_rejection": round(ro, 4),
             "audio_judged": a["judged"], "other_judged": o["judged"], "p_value": float(p),
-            "ratio": round(ra / ro, 2) if ro else math.inf}
+            "ratio": round(ra / ro, 2) if ro else math.inf,
+            "audio_rejected": n, "audio_free_matches": hit}
 
 
-def mishears(test: dict | None) -> bool:
+def rejects_audio(test: dict | None) -> bool:
+    """Drafts at audio-dependent positions rejected much more often, with enough evidence."""
     return bool(test) and (test["audio_judged"] >= MIN_JUDGED and test["p_value"] <= MAX_P
                            and test["audio_rejection"] - test["other_rejection"] >= MIN_DIFF
                            and test["ratio"] >= MIN_RATIO)
+
+
+def mishears(test: dict | None) -> bool:
+    """rejects_audio, and the rejected drafts are what the cloud says without the audio."""
+    return rejects_audio(test) and (test["audio_free_matches"] >= MIN_MATCHES and
+                                    test["audio_free_matches"] >= MIN_MATCH_SHARE * test["audio_rejected"])
 
 
 CAUSE = ("the edge does not hear the clip as well as the cloud, or does not get the audio at all "
@@ -127,17 +163,19 @@ FIX = ("share the cloud's audio encoding with the edge; verify every block on au
 
 def check_edge_mishears(trace) -> list[dict]:
     """[the warning] when drafts at audio-dependent positions are rejected much more often than
-    the others, with enough evidence; [] otherwise. Plain dicts: severity, key, title, detail,
+    the others, with enough evidence, and the rejected ones are the cloud's audio-free choice
+    (the edge drafts as if it had not heard the clip); [] otherwise. Plain dicts: severity, key, title, detail,
     cause, fix, evidence (the recorder adds its own fields)."""
     split = acceptance_by_dependence(trace)
-    test = mishear_test(split)
-    if not mishears(test):
+    t = mishear_test(split, trace)
+    if not mishears(t):
         return []
-    t = test
     title = (f"edge mishears: {t['audio_rejection']:.0%} of audio-dependent drafts rejected vs "
              f"{t['other_rejection']:.0%} of the others")
     detail = (f"{t['audio_judged']} judged drafts where the cloud depends on the audio "
               f"(> {split['threshold_nats']:g} nats) vs {t['other_judged']} others; "
-              f"{t['ratio']:g}x the rejection rate, Fisher exact p = {t['p_value']:.1g}")
+              f"{t['ratio']:g}x the rejection rate, Fisher exact p = {t['p_value']:.1g}; "
+              f"{t['audio_free_matches']} of the {t['audio_rejected']} rejected ones are exactly "
+              "what the cloud says at that position without the audio")
     return [{"code": "edge_mishears", "severity": "warning", "key": "edge_mishears", "title": title, "detail": detail,
              "cause": CAUSE, "fix": FIX, "evidence": t}]

@@ -131,8 +131,8 @@ class SpeculativeDecoder:
                       f"{self.cfg.time_limit_s:g} s after {len(tr.tokens)} tokens (time_limit_s)"})
         tr.text = self.tokenizer.decode(tr.token_ids, skip_special_tokens=True)
         if dep:
-            for t, v in zip(tr.tokens, dep["values"]):
-                t.audio_dependence = v
+            for t, v, a in zip(tr.tokens, dep["values"], dep["audio_free_ids"]):
+                t.audio_dependence, t.audio_free_id = v, a
         tr.metrics = compute_metrics(tr, wall, run.edge.forwards, run.cloud.forwards)
         tr.metrics["time_split"] = time_split(tr.rounds, wall, _busy(run.edge), _busy(run.cloud),
                                               caller_s=caller)

@@ -55,7 +55,8 @@ def _logits(model, rows: list[tuple[torch.Tensor, dict]], width: int | None) -> 
 
 @torch.inference_mode()
 def audio_dependence(backend, prompt, token_ids: list[int]) -> dict | None:
-    """{"values": [nats per generated token], "seconds", "forwards", "method"} or None when the
+    """{"values": [nats per generated token], "audio_free_ids": [the cloud's argmax without the
+    audio], "seconds", "forwards", "method"} or None when the
     backend cannot take the audio away (text backends, a cloud behind a server)."""
     if not token_ids or backend.cloud is None:
         return None
@@ -72,5 +73,8 @@ def audio_dependence(backend, prompt, token_ids: list[int]) -> dict | None:
     kl = (lp.exp() * (lp - lq)).sum(-1).clamp_min(0.0)
     stacked = rows[0][0].shape == rows[1][0].shape
     return {"values": [round(float(v), 5) for v in kl.cpu()],
+            # what the cloud would say at each position without the audio (edge_mishears asks
+            # whether the edge's rejected drafts are these: an edge that never got the audio)
+            "audio_free_ids": lq.argmax(-1).tolist(),
             "seconds": round(time.perf_counter() - t0, 4), "forwards": 1 if stacked else 2,
             "method": cf.info.get("counterfactual", "audio removed")}

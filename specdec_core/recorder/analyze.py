@@ -46,7 +46,7 @@ def text_findings(trace) -> list[dict]:
 
 def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
-    audio dependence per output token (decoding/dependence.py), when the backend gives it."""
+    decoding/dependence.py's result for the output, when the backend gives one."""
     t = build_tapes(rec)
     rounds = build_rounds(t)
     texts = Texts(tokenizer)

@@ -133,7 +133,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     recording["backend"] = backend.name
     from specdec_core.decoding.dependence import audio_dependence
     dep = audio_dependence(backend, prompt, out)
-    trace, found = analyze(recording, backend.tokenizer, prompt.info, dep and dep["values"])
+    trace, found = analyze(recording, backend.tokenizer, prompt.info, dep)
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
            "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
            "recording": recording}
