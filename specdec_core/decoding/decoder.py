@@ -28,12 +28,13 @@ from specdec_core.decoding.vocab import TokenClasses
 
 class SpeculativeDecoder:
     def __init__(self, backend, cfg: DecodeConfig, trace: bool = True, debug: bool = False,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, dependence: bool = True):
         self.backend, self.tokenizer = backend, backend.tokenizer
         self.faults = FaultSet(cfg.faults)
         self.declared = cfg          # the knobs as set: what the trace's config says
         self.cfg = self.faults.configure(cfg)   # what the (possibly faulty) code runs with
         self.detail = trace          # False: no per-token alternatives (benchmarks)
+        self.dependence = dependence and trace   # the audio-dependence forward after the decode
         self.debug = debug           # True: assert the cache invariant after every round
         self.classes = TokenClasses.for_tokenizer(self.tokenizer)
         self.cancel_event = cancel or threading.Event()
@@ -123,8 +124,8 @@ class SpeculativeDecoder:
     def _finish(self, run: Run, wall: float, caller: float = 0.0, prompt=None) -> Trace:
         tr = run.trace
         # after the clock stopped, outside every round: one teacher-forced cloud forward over
-        # the output with and without the audio (not for benchmarks: trace=False)
-        dep = audio_dependence(self.backend, prompt, tr.token_ids) if self.detail and prompt else None
+        # the output with and without the audio (benchmarks turn it off: dependence=False)
+        dep = audio_dependence(self.backend, prompt, tr.token_ids) if self.dependence and prompt else None
         tr.ended_by = run.ended_by
         if run.ended_by == "time_limit":
             run.warn({"kind": "time_limit", "message": f"the decode hit its time limit of "
