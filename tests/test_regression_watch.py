@@ -126,3 +126,11 @@ def test_bad_baseline_folder_is_one_line(manifest, tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "no results.json" in err and "Traceback" not in err
+
+
+def test_docs_metrics_carries_the_glossary():
+    from specdec_core.analysis.glossary import markdown_table
+
+    doc = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    body = doc.split("<!-- glossary:start -->\n")[1].split("\n<!-- glossary:end -->")[0]
+    assert body == markdown_table()

@@ -92,3 +92,10 @@ def hover(key: str) -> str:
     t = term(key)
     unit = f" ({t.unit})" if t.unit else ""
     return f"{t.label}{unit}: {t.meaning}" if t.meaning else f"{t.label}{unit}"
+
+
+def markdown_table() -> str:
+    """The glossary as a Markdown table (docs/metrics.md carries it; a test keeps them equal)."""
+    rows = ["| key | label | unit | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{k}` | {t.label} | {t.unit or '–'} | {t.meaning} |" for k, t in GLOSSARY.items()]
+    return "\n".join(rows)
