@@ -208,3 +208,17 @@ def test_backends_without_a_counterfactual_give_none(demo):
         cloud, shared_vocab = demo.cloud, None
 
     assert audio_dependence(NoAudio(), None, [1, 2]) is None
+
+
+def test_pooled_over_clips_finds_what_one_clip_cannot():
+    from specdec_core.analysis.audio_dependence import pooled, pooled_edge_mishears
+
+    blocks = [["accepted", "accepted", "accepted", "corrected"]] * 3 + [["accepted"] * 4] * 3
+    deps = [0.0, 0.0, 0.0, 2.0] * 3 + [0.0] * 12
+    one = _trace(blocks, deps, rejected_ids={3: 7, 7: 7, 11: 7})
+    assert check_edge_mishears(one) == []                     # 3 audio-dependent drafts: too few
+    both = pooled([one, one])
+    assert len(both["tokens"]) == 48 and {r["at"] for r in both["rejected"]} == {3, 7, 11, 27, 31, 35}
+    [f] = pooled_edge_mishears([one, one])
+    assert f["key"] == "edge_mishears" and "over 2 clips" in f["title"]
+    assert pooled_edge_mishears([one]) == []

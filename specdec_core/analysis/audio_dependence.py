@@ -179,3 +179,30 @@ def check_edge_mishears(trace) -> list[dict]:
               "what the cloud says at that position without the audio")
     return [{"code": "edge_mishears", "severity": "warning", "key": "edge_mishears", "title": title, "detail": detail,
              "cause": CAUSE, "fix": FIX, "evidence": t}]
+
+
+def pooled(traces: list) -> dict:
+    """Several runs' trace dicts as one (tokens, rejected and rounds renumbered so that rounds and
+    positions never collide): the evidence of edge_mishears over a set of clips."""
+    out = {"tokens": [], "rejected": [], "rounds": []}
+    for tr in traces:
+        base, rbase = len(out["tokens"]), len(out["rounds"]) and max(r["round"] for r in out["rounds"]) + 1
+        out["tokens"] += [dict(t, i=base + n, round=rbase + _get(t, "round", 0))
+                          for n, t in enumerate(_get(tr, "tokens") or [])]
+        out["rejected"] += [dict(r, round=rbase + _get(r, "round", 0),
+                                 at=None if _get(r, "at") is None else base + r["at"])
+                            for r in _get(tr, "rejected") or []]
+        out["rounds"] += [dict(r, round=rbase + _get(r, "round", 0)) for r in _get(tr, "rounds") or []]
+    return out
+
+
+def pooled_edge_mishears(traces: list) -> list[dict]:
+    """edge_mishears over several clips together (one clip often has too few audio-dependent
+    drafts for the test); [] with fewer than two traces."""
+    traces = [t for t in traces if t and has_dependence(t)]
+    if len(traces) < 2:
+        return []
+    found = check_edge_mishears(pooled(traces))
+    for f in found:
+        f["title"] += f" (over {len(traces)} clips)"
+    return found
