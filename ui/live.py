@@ -35,7 +35,8 @@ def colour_radio(elem_id: str):
     """The token colouring toggle (source | audio dependence | cloud rank); placed just before
     a token panel, it recolours it by CSS alone (components.token_view.colour_radio_css)."""
     return gr.Radio(list(COLOURINGS), value=COLOURINGS[0], label="colour tokens by",
-                    elem_id=elem_id, elem_classes="ss-colour-radio", container=False)
+                    elem_id=elem_id, elem_classes="ss-colour-radio", container=False,
+                    interactive=True)
 
 
 class LiveTab:
