@@ -65,7 +65,9 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     recording = rec.finish(out)
     recording["backend"] = "demo"
     recording["error"] = error
-    trace, findings = analyze(recording, backend.tokenizer, prompt.info)
+    from specdec_core.decoding.dependence import audio_dependence   # issue 28
+    dep = audio_dependence(backend, prompt, out) if error is None else None
+    trace, findings = analyze(recording, backend.tokenizer, prompt.info, dep)
     td = trace.to_dict()
     return {"audio": sample, "decoder": decoder, "ok": error is None, "error": error,
             "text": td.get("text"), "token_ids": td.get("token_ids"), "findings": findings,
