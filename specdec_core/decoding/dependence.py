@@ -58,7 +58,9 @@ def audio_dependence(backend, prompt, token_ids: list[int]) -> dict | None:
     """{"values": [nats per generated token], "audio_free_ids": [the cloud's argmax without the
     audio], "seconds", "forwards", "method"} or None when the
     backend cannot take the audio away (text backends, a cloud behind a server)."""
-    if not token_ids or backend.cloud is None:
+    if isinstance(token_ids, torch.Tensor):
+        token_ids = token_ids.reshape(-1).tolist()
+    if not token_ids or getattr(backend, "cloud", None) is None:
         return None
     cf = counterfactual(backend, prompt)
     if cf is None:
