@@ -25,6 +25,9 @@ BATCH_CSS = """
 .ss-check-info .ss-check-icon { color: #8c959f; }
 .ss-check-value { font-variant-numeric: tabular-nums; font-weight: 600; }
 .ss-check-target { color: #6e7781; }
+.ss-label-matrix { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
+.ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; }
+.ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
 """
 
 _STATE = {True: ("✔", "pass", "pass"), False: ("✖", "fail", "fail"), None: ("–", "info", "reported")}
@@ -185,3 +188,31 @@ def checklists_html(result) -> str:
         title = f"Checklist — config {name}" if len(result.checklist) > 1 else "Checklist"
         parts.append(f'<div class="ss-batch-check"><h4>{title}</h4>{checklist_html(items)}</div>')
     return '<div class="ss-batch-checks">' + "".join(parts) + "</div>"
+
+
+LABEL_COLUMNS = ("clips", "acceptance_rate", "audio_acceptance_rate", "other_acceptance_rate",
+                 "mean_accepted_length", "cloud_calls_per_token")
+
+
+def label_matrix_html(by_label: dict | None) -> str:
+    """results.json["by_label"] as a table: one row per label (and configuration), the
+    acceptance columns with their glossary definition on hover."""
+    from specdec_core.analysis.glossary import hover, term
+
+    if not by_label:
+        return '<div class="ss-none">No acceptance by label yet: run a batch first.</div>'
+    head = "".join(f'<th title="{esc(hover(c))}">{esc(term(c).label)}</th>' for c in LABEL_COLUMNS)
+    rows = []
+    for label, row in by_label.items():
+        for cfg, cols in (row.get("configs") or {}).items():
+            cells = "".join(f"<td>{esc(_cell(cols.get(c)))}</td>" for c in LABEL_COLUMNS)
+            rows.append(f"<tr><th>{esc(label)}</th><td>{esc(cfg)}</td>{cells}</tr>")
+    return ('<div class="ss-batch-check ss-by-label" id="batch-by-label"><h4>Acceptance by label</h4>'
+            f'<table class="ss-label-matrix"><tr><th>label</th><th>config</th>{head}</tr>'
+            + "".join(rows) + "</table></div>")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)

@@ -137,7 +137,28 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
                            xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
                            font=dict(size=11, color=NEUTRAL_COLOR))
     fig.update_yaxes(range=[0, top * 1.05], rangemode="tozero")
+    add_dependence_curve(fig, tokens, xs)
     return fig
+
+
+DEPENDENCE_COLOR = "#7544BD"   # violet, as the token view's audio-dependence colouring
+
+
+def add_dependence_curve(fig: go.Figure, tokens: list[dict], xs: list) -> None:
+    """The cloud's audio dependence per token (nats) on a right-hand axis; nothing without it."""
+    ys = [t.get("audio_dependence") if is_number(t.get("audio_dependence")) else None for t in tokens]
+    if not any(y is not None for y in ys):
+        return
+    fig.add_trace(go.Scatter(
+        x=xs, y=ys, name="audio dependence", mode="lines", yaxis="y2",
+        line=dict(color=DEPENDENCE_COLOR, width=1.5, dash="dot"),
+        customdata=[esc(visible(t.get("text"))) for t in tokens],
+        hovertemplate="#%{x} 「%{customdata}」<br>audio dependence %{y:.2f} nats<extra></extra>",
+    ))
+    top = max(y for y in ys if y is not None)
+    fig.update_layout(yaxis2=dict(title=term("audio_dependence").label + " (nats)", overlaying="y",
+                                  side="right", rangemode="tozero", range=[0, max(top, 0.5) * 1.15],
+                                  showgrid=False, color=DEPENDENCE_COLOR))
 
 
 def _round_source_counts(trace: dict) -> dict[int, dict[str, int]]:

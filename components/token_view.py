@@ -85,6 +85,7 @@ def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
         ("edge p", num(rec.get("draft_prob"))),
         ("cloud p", num(rec.get("target_prob"))),
         ("cloud rank", rec.get("target_rank")),
+        ("audio dep", num(rec.get("audio_dependence"), 2)),
     ]
     grid = "".join(
         f'<span class="ss-tip-k">{esc(k)}</span><span class="ss-tip-v">{esc(DASH if v is None else v)}</span>'
@@ -106,7 +107,7 @@ def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
     )
 
 
-def _token_span(tok: dict, in_cycle: bool, dropped: list[dict]) -> str:
+def _token_span(tok: dict, in_cycle: bool, dropped: list[dict], colour: str = "source") -> str:
     source = str(tok.get("source") or "unknown")
     i = tok.get("i")
     note = ""
@@ -121,7 +122,7 @@ def _token_span(tok: dict, in_cycle: bool, dropped: list[dict]) -> str:
     classes = f"ss-tok ss-src-{esc(source)}" + (" ss-cycle" if in_cycle else "")
     return (
         f'<span class="{classes}" tabindex="0" data-i="{esc(i)}" data-source="{esc(source)}" '
-        f'data-round="{esc(tok.get("round"))}" data-id="{esc(tok.get("id"))}">'
+        f'data-round="{esc(tok.get("round"))}" data-id="{esc(tok.get("id"))}"{_fill(tok, colour)}>'
         f'<span class="ss-t">{esc(visible(tok.get("text")))}</span>'
         f"{_tooltip(tok, source, f'#{i}', note)}</span>"
     )
@@ -180,10 +181,11 @@ EMPTY_HINT = "No tokens yet. Pick a clip and press Run."
 
 
 def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool = False,
-                  empty: str = EMPTY_HINT) -> str:
+                  empty: str = EMPTY_HINT, colour: str = "source") -> str:
     """HTML for the trace view (without CSS: inject TOKEN_CSS once in the page).
 
-    `live` appends a blinking caret to show that tokens are still arriving.
+    `live` appends a blinking caret to show that tokens are still arriving. `colour`: one of
+    COLOURINGS ("source", "audio dependence", "cloud rank"); borders keep the source cues.
     """
     trace = trace or {}
     tokens = list(trace.get("tokens") or [])
@@ -205,7 +207,7 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
         i = tok.get("i", n)
         dropped = by_at.get(n, [])
         items += [(rej.get("round"), _rejected_span(rej)) for rej in dropped]
-        items.append((tok.get("round"), _token_span(tok, i in in_cycle, dropped)))
+        items.append((tok.get("round"), _token_span(tok, i in in_cycle, dropped, colour)))
     items += [(rej.get("round"), _rejected_span(rej)) for rej in trailing]
 
     groups: list[str] = []
@@ -233,8 +235,81 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
     return (
         '<div class="ss-trace">'
         + _legend(counts, len(rejected), n_cycle)
+        + "".join(colour_legend(c, hidden=c != colour) for c in COLOURINGS[1:])
         + f'<div class="ss-tokens">{body}{caret}</div></div>'
     )
+
+
+# ---- the colourings: by source (default), by audio dependence, by cloud rank (GLTR) ----------
+COLOURINGS = ("source", "audio dependence", "cloud rank")
+DEPENDENCE_FULL = 3.0     # nats at which the dependence tint is at full strength
+# GLTR (Gehrmann et al., 2019): the rank of the token under the judging model, in four buckets.
+RANK_BUCKETS = ((10, "#B7E4C7", "top 10"), (100, "#FFF3B0", "top 100"),
+                (1000, "#F8C1B8", "top 1000"), (None, "#D9C2F0", "beyond 1000"))
+UNRANKED = "#EEEEEE"
+
+
+def dependence_fill(nats) -> str | None:
+    """Background for a token's audio dependence: white (0 nats) to violet (>= 3 nats)."""
+    if not isinstance(nats, (int, float)) or isinstance(nats, bool) or nats != nats:
+        return None
+    a = max(0.0, min(1.0, float(nats) / DEPENDENCE_FULL))
+    return f"rgba(117, 68, 189, {0.08 + 0.62 * a:.2f})" if a > 0.01 else "#FFFFFF"
+
+
+def rank_fill(rank, source: str | None = None) -> str:
+    """GLTR colour of the cloud's rank of a token (1 = its top choice). The cloud's own tokens
+    (corrections, bonus) are its top choice under greedy verification when no rank is stored."""
+    if rank is None and source in ("corrected", "bonus"):
+        rank = 1
+    if not isinstance(rank, int) or isinstance(rank, bool):
+        return UNRANKED
+    for limit, colour, _ in RANK_BUCKETS:
+        if limit is None or rank <= limit:
+            return colour
+    return UNRANKED  # pragma: no cover
+
+
+def _fill(tok: dict, colour: str) -> str:
+    """The span's colouring attributes: both colours as CSS variables (the page's toggle picks
+    one with COLOUR_CSS, no re-render), and the background itself when `colour` asks for it."""
+    dep = dependence_fill(tok.get("audio_dependence")) or UNRANKED
+    rank = rank_fill(tok.get("target_rank"), tok.get("source"))
+    chosen = {"audio dependence": dep, "cloud rank": rank}.get(colour)
+    bg = f"; background: {chosen}" if chosen else ""
+    return f' style="--ss-dep: {dep}; --ss-rank: {rank}{bg}"'
+
+
+def colour_legend(colour: str, hidden: bool = False) -> str:
+    """The key of a non-source colouring ('' for source: the main legend says it)."""
+    def chip(c, label):
+        return (f'<span class="ss-legend-item"><span class="ss-tok" style="background: {c}">'
+                f'<span class="ss-t">字</span></span>{esc(label)}</span>')
+
+    if colour == "audio dependence":
+        parts = [chip(dependence_fill(v), f"{v:g} nats") for v in (0, 0.5, 1.5, 3)]
+        parts.append(chip(UNRANKED, "not measured"))
+        title = "audio dependence (KL with vs without the clip, cloud):"
+    elif colour == "cloud rank":
+        parts = [chip(c, label) for _, c, label in RANK_BUCKETS] + [chip(UNRANKED, "not verified")]
+        title = "cloud rank of the token (GLTR):"
+    else:
+        return ""
+    slug = "dep" if colour == "audio dependence" else "rank"
+    return (f'<div class="ss-legend ss-colour-legend ss-key-{slug}{" ss-hidden" if hidden else ""}" '
+            f'aria-label="colour key"><span class="ss-legend-item">{esc(title)}</span>'
+            + "".join(parts) + "</div>")
+
+
+def colour_radio_css(radio_class: str = "ss-colour-radio") -> str:
+    """CSS that lets a radio (elem_classes=radio_class, placed before the token panel in the same
+    container) recolour the tokens in the browser: no re-render, streaming keeps working."""
+    out = [".ss-colour-legend.ss-hidden { display: none; }"]
+    for value, var, slug in (("audio dependence", "--ss-dep", "dep"), ("cloud rank", "--ss-rank", "rank")):
+        on = f'.{radio_class}:has(input[value="{value}"]:checked) ~ .ss-tokens-panel'
+        out.append(f"{on} .ss-tokens .ss-tok:not(.ss-rej) {{ background: var({var}, {UNRANKED}) !important; }}")
+        out.append(f"{on} .ss-colour-legend.ss-key-{slug} {{ display: flex; }}")
+    return "\n".join(out)
 
 
 def _round_group(rnd, fragments: list[str], parity: int) -> str:
@@ -250,3 +325,7 @@ def standalone_page(*fragments: str, css: str = "", title: str = "SpecScope trac
         + "".join(fragments)
         + "</body></html>"
     )
+
+
+# the colour toggle's rules travel with the token view's CSS (ALL_CSS picks them up)
+TOKEN_CSS += colour_radio_css()

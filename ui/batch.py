@@ -8,7 +8,7 @@ import traceback
 import gradio as gr
 
 from components.batch_view import (aggregate_frame, aggregate_placeholder, checklist_html, checklists_html,
-                                   columns_help, numeric_frame, results_table)
+                                   columns_help, label_matrix_html, numeric_frame, results_table)
 from components.plots import batch_distributions
 from components.status import status_html
 from specdec_core.decoding.config import DecodeConfig
@@ -134,7 +134,8 @@ class BatchTab:
             ctx = [("backend", backend_name or "demo"), ("engine", f"ray × {int(workers)}" if engine == "ray" else "local")]
             ctx += [("fault", f"{name} {f}" if len(configs) > 1 else f) for name, c in configs.items() for f in c.faults]
             return [status_html("err" if failed else "ok", "Batch done", detail, ctx), aggregate_frame(result),
-                    checklists_html(result), batch_distributions(numeric_frame(result.rows)), df,
+                    checklists_html(result) + label_matrix_html(result.by_label),
+                    batch_distributions(numeric_frame(result.rows)), df,
                     gr.update(value=str(paths["json"]), visible=True),
                     gr.update(value=str(paths["csv"]), visible=True)]
         except Exception as e:  # noqa: BLE001 - keep the page usable

@@ -20,6 +20,7 @@ from components.token_view import render_tokens
 from specdec_core.errors import UserError
 
 from . import common
+from .live import colour_radio
 from components.status import status_html
 
 EXAMPLES_DIR = common.ROOT / "examples" / "decoders"
@@ -65,7 +66,9 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     recording = rec.finish(out)
     recording["backend"] = "demo"
     recording["error"] = error
-    trace, findings = analyze(recording, backend.tokenizer, prompt.info)
+    from specdec_core.decoding.dependence import audio_dependence   # issue 28
+    dep = audio_dependence(backend, prompt, out) if error is None else None
+    trace, findings = analyze(recording, backend.tokenizer, prompt.info, dep)
     td = trace.to_dict()
     return {"audio": sample, "decoder": decoder, "ok": error is None, "error": error,
             "text": td.get("text"), "token_ids": td.get("token_ids"), "findings": findings,
@@ -182,6 +185,7 @@ class InspectTab:
         gr.Markdown("### Findings", elem_classes="ss-h")
         self.findings = gr.HTML(findings_html(None), elem_id="inspect-findings")
         gr.Markdown("### Trace", elem_classes="ss-h")
+        self.colour = colour_radio("inspect-colour")   # issue 28: recolours in the browser
         self.tokens = gr.HTML(render_tokens(None, empty=EMPTY), elem_classes="ss-panel ss-tokens-panel",
                               elem_id="inspect-tokens")
         self.text = gr.Textbox(label="final text", lines=2, interactive=False)

@@ -11,6 +11,7 @@ from components.cards import diagnostics_html, findings_summary
 from components.compare import speedup, vs_cloud_html
 from components.status import prompt_info_md, status_html
 from components.timing_plot import timing_figure
+from components.token_view import COLOURINGS
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
 from specdec_core.api import with_cloud
 from specdec_core.decoding.config import DecodeConfig
@@ -30,6 +31,14 @@ DEMO_NOTE = ("The **demo** pair hears the clip's *prosody* only (pitch, energy, 
 
 SHARE_JS = """(q) => { const u = new URL(window.location.href); u.search = q ? '?' + q : '';
   u.hash = ''; return u.toString(); }"""
+
+
+def colour_radio(elem_id: str):
+    """The token colouring toggle (source | audio dependence | cloud rank); placed just before
+    a token panel, it recolours it by CSS alone (components.token_view.colour_radio_css)."""
+    return gr.Radio(list(COLOURINGS), value=COLOURINGS[0], label="colour tokens by",
+                    elem_id=elem_id, elem_classes="ss-colour-radio", container=False,
+                    interactive=True)
 
 
 class LiveTab:
@@ -76,6 +85,7 @@ class LiveTab:
             with gr.Column(scale=3, min_width=560):
                 self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
                                       elem_id="live-status", js_on_load=None)
+                self.colour = colour_radio("live-colour")   # issue 28: recolours in the browser
                 self.view = TraceView(after_text=self._vs_cloud_widgets)
                 self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="live-timing")
                 with gr.Row(equal_height=False):

@@ -5,6 +5,7 @@ import math
 import re
 
 from specdec_core.analysis.acceptance import rank_findings
+from specdec_core.analysis.audio_dependence import check_edge_mishears
 from specdec_core.analysis.metrics import threshold_nats
 from specdec_core.audio.conditions import LENGTH_BANDS
 
@@ -131,6 +132,7 @@ def diagnose(trace) -> list[dict]:
                           "the output is the edge model alone",
                           "lower entropy_threshold (entropy_unit=frac gives it as a share of ln|V|, "
                           "the same on any vocabulary)"))
+    out += check_edge_mishears(trace)
     if not out:
         out.append(_f("ok", "clean", "no problems found",
                       "stops, cache, cycles, acceptance ranks, punctuation and leakage look fine",

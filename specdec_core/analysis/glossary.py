@@ -83,6 +83,30 @@ GLOSSARY: dict[str, Term] = {
     "audio_dependence": Term("audio dependence", "nats",
                              "KL divergence of the cloud's next-token distribution with vs without "
                              "the audio, teacher-forced on the output"),
+    "acceptance_by_dependence": Term(
+        "acceptance by audio dependence", "",
+        "the acceptance metrics split between drafts at audio-dependent positions (dependence "
+        "above threshold_nats) and the others"),
+    "threshold_nats": Term("audio-dependence threshold", "nats",
+                           "a position is audio-dependent when its audio dependence exceeds this"),
+    "judged": Term("judged drafts", "tokens",
+                   "drafts the cloud decided on: the accepted ones and the first rejected one of "
+                   "each block (the rest of a rejected block is dropped unjudged)"),
+    "drafts": Term("drafted tokens", "tokens",
+                   "all tokens drafted in the verify steps counted (vLLM's num_draft_tokens)"),
+    "audio_acceptance_rate": Term("acceptance, audio-dependent", "%",
+                                  "accepted / judged drafts at audio-dependent positions"),
+    "other_acceptance_rate": Term("acceptance, other", "%",
+                                  "accepted / judged drafts at the other positions"),
+    "cloud_calls_per_token": Term("cloud calls per token", "calls/token",
+                                  "cloud verify calls / new tokens (lower: more tokens per call)"),
+    "audio_free_id": Term("cloud without audio", "token id",
+                          "the cloud's top token at this position when the audio is taken away"),
+    "speed_ratio": Term("speed ratio", "×",
+                        "tokens/s now / tokens/s in the baseline run (median over rows, with "
+                        "quartiles as its noise range)"),
+    "first_divergence": Term("first divergence", "token index",
+                             "index of the first token that differs from the baseline run's"),
 }
 
 
@@ -96,3 +120,10 @@ def hover(key: str) -> str:
     t = term(key)
     unit = f" ({t.unit})" if t.unit else ""
     return f"{t.label}{unit}: {t.meaning}" if t.meaning else f"{t.label}{unit}"
+
+
+def markdown_table() -> str:
+    """The glossary as a Markdown table (docs/metrics.md carries it; a test keeps them equal)."""
+    rows = ["| key | label | unit | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{k}` | {t.label} | {t.unit or '–'} | {t.meaning} |" for k, t in GLOSSARY.items()]
+    return "\n".join(rows)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from specdec_core.analysis.audio_dependence import acceptance_by_dependence
 from specdec_core.analysis.textmetrics import text_metrics
 from specdec_core.decoding.link import link_metrics
 
@@ -44,6 +45,8 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
         "ended_by": trace.ended_by,
         "entropy_threshold_nats": threshold_nats(trace),
         "share_above_threshold": share_above_threshold(trace),
+        # None where the backend cannot take the audio away (decoding/dependence.py)
+        "acceptance_by_dependence": acceptance_by_dependence(trace),
     }
     m["time_split"] = time_split(rounds, wall_s)
     m.update(link_metrics(trace, wall_s))

@@ -36,6 +36,11 @@ class Backend:
     def make_runner(self, model, role: str) -> ModelRunner:
         return ModelRunner(model, vocab_size=self.shared_vocab)
 
+    def counterfactual_inputs(self, prompt: PromptInputs) -> PromptInputs | None:
+        """`prompt` with the audio taken away (same length where possible), for the audio
+        dependence of each token (decoding/dependence.py). None: this backend cannot."""
+        return None
+
     def describe(self) -> dict:
         def n(m):
             return sum(p.numel() for p in m.parameters())

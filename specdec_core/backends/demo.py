@@ -67,3 +67,20 @@ class DemoBackend(Backend):
         ids = self.tokenizer(text, return_tensors="pt").input_ids
         return PromptInputs(ids, info={"prompt": text, "prompt_type": prompt_type,
                                        "condition_tokens": list(cond_tokens)})
+
+    def counterfactual_inputs(self, prompt: PromptInputs) -> PromptInputs:
+        """The prompt with every prosody condition token set to its feature's middle bin (the
+        clip tells nothing: label_for reads those bins as neutral). Same ids otherwise, so the
+        same length: the two rows go through the cloud as one batched forward."""
+        conv = self.tokenizer.convert_tokens_to_ids
+        ids = prompt.input_ids.clone()
+        for feat, values in conditions.FEATURES.items():
+            for v in values:
+                ids[prompt.input_ids == conv(conditions.token(feat, v))] = conv(
+                    conditions.token(feat, NEUTRAL_BINS[feat]))
+        return PromptInputs(ids, info={**prompt.info, "counterfactual":
+                                       "prosody tokens at their middle bins"})
+
+
+# Each feature's middle bin: what the demo prompt says when the clip tells nothing.
+NEUTRAL_BINS = {f: vals[len(vals) // 2] for f, vals in conditions.FEATURES.items()}

@@ -167,6 +167,23 @@ class OmniBackend(Backend):
             "instruction": omni_prompts.instruction(prompt_type), "audio_tokens": n_audio,
             "audio_seconds": round(duration, 3)})
 
+    def counterfactual_inputs(self, prompt: PromptInputs) -> PromptInputs | None:
+        """The same ids with the audio span's features silenced: every valid frame set to the
+        log-mel the feature extractor gives for silence (same shapes: one batched forward)."""
+        feats = prompt.prefill_kwargs.get("input_features")
+        if feats is None:
+            return None
+        fe = self.processor.feature_extractor
+        quiet = fe([np.zeros(1600, dtype=np.float32)], sampling_rate=16000,
+                   return_tensors="pt")["input_features"][0, :, 0]
+        silent = quiet.to(feats.device, feats.dtype).view(1, -1, 1).expand_as(feats).clone()
+        fam = prompt.prefill_kwargs.get("feature_attention_mask")
+        if fam is not None:          # padding frames stay as the processor wrote them
+            pad = ~fam.bool().to(feats.device).unsqueeze(1).expand_as(feats)
+            silent[pad] = feats[pad]
+        return PromptInputs(prompt.input_ids, {**prompt.prefill_kwargs, "input_features": silent},
+                            info={**prompt.info, "counterfactual": "audio features silenced"})
+
     def make_runner(self, model, role: str) -> ModelRunner:
         return OmniRunner(model, vocab_size=self.shared_vocab)
 

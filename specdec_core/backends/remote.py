@@ -63,6 +63,11 @@ class RemoteCloud:
             return RemoteRunner(self)
         return self.base.make_runner(model, role)
 
+    def counterfactual_inputs(self, prompt):
+        """None: the served cloud cannot be asked for the audio dependence from here (the local
+        model, if any, may not be the one served)."""
+        return None
+
     def describe(self) -> dict:
         d = self.base.describe()
         d.update(cloud_params=None, cloud=f"{self.model} at {self.url}")

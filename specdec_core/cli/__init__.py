@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--limit", type=int, help="only the first N clips")
+    b.add_argument("--baseline", metavar="DIR", help="compare row by row with a saved batch "
+                   "folder: results.json['baseline'] (tokens, acceptance, findings, speed)")
+    b.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when the --baseline comparison lists a regression")
     b.add_argument("--cloud-url", dest="cloud_urls", action="extend", nargs="+", metavar="URL",
                    help="verify with cloud servers (vLLM; `make cloud`); several spread the rows "
                    "over the servers (least busy first)")

@@ -17,6 +17,7 @@ from specdec_core.decoding.faults import FAULTS
 from specdec_core.errors import UserError
 from specdec_core.evaluation.edges import backend_spec
 from specdec_core.evaluation.manifest import read_manifest
+from specdec_core.evaluation import watch
 from specdec_core.evaluation.scale import run_batch_dir
 
 
@@ -83,15 +84,24 @@ def cmd_batch(args) -> int:
             raise UserError(f"--limit must be >= 1, got {args.limit}")
         clips = clips[:args.limit]
     engine = args.engine or ("ray" if (args.workers or 1) > 1 else "local")
+    base_rows = watch.load_rows(args.baseline) if args.baseline else None   # before --out is rewritten
+    if args.fail_on_regression and not args.baseline:
+        raise UserError("--fail-on-regression needs --baseline DIR")
     with RowProgress(args.out) as progress:
         result, ran = run_batch_dir(backend_spec(args), clips, configs, args.out, engine=engine,
                                     workers=args.workers, ray_address=args.ray_address,
                                     cloud_urls=args.cloud_urls, resume=args.resume, on_row=progress)
     result.backend = args.backend
+    if base_rows is not None:
+        result.baseline = watch.compare(result.rows, base_rows, args.baseline)
     paths = result.write(args.out)
     print(reports.batch_report(result))
+    if result.baseline is not None:
+        print(watch.baseline_report(result.baseline))
     print(f"ran {ran} of {len(result.rows)} rows ({engine} engine); "
           f"wrote {', '.join(str(p) for p in paths.values())}")
+    if args.fail_on_regression and result.baseline["regressions"]:
+        return 1
     return 0 if result.failed == 0 else 1
 
 

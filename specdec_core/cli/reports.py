@@ -31,6 +31,9 @@ def batch_report(result: BatchResult) -> str:
         for it in items:
             mark = {True: "PASS", False: "FAIL", None: "info"}[it["passed"]]
             out.append(f"   [{mark}] {it['name']:28s} {it['value']:40s} target: {it['target']}")
+    if result.by_label:
+        from specdec_core.evaluation.watch import label_report
+        out.append(label_report(result.by_label))
     return "\n".join(out)
 
 

@@ -16,6 +16,7 @@ from specdec_core.analysis.metrics import compute_metrics, time_split
 from specdec_core.decoding import checks, steps
 from specdec_core.decoding.checks import CacheInvariantError  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
 from specdec_core.decoding.run import Run, TextLookup, TokenSeq, logits_width
@@ -27,12 +28,13 @@ from specdec_core.decoding.vocab import TokenClasses
 
 class SpeculativeDecoder:
     def __init__(self, backend, cfg: DecodeConfig, trace: bool = True, debug: bool = False,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, dependence: bool = True):
         self.backend, self.tokenizer = backend, backend.tokenizer
         self.faults = FaultSet(cfg.faults)
         self.declared = cfg          # the knobs as set: what the trace's config says
         self.cfg = self.faults.configure(cfg)   # what the (possibly faulty) code runs with
         self.detail = trace          # False: no per-token alternatives (benchmarks)
+        self.dependence = dependence and trace   # the audio-dependence forward after the decode
         self.debug = debug           # True: assert the cache invariant after every round
         self.classes = TokenClasses.for_tokenizer(self.tokenizer)
         self.cancel_event = cancel or threading.Event()
@@ -78,7 +80,7 @@ class SpeculativeDecoder:
                 t = time.perf_counter()
                 yield ev
                 caller += time.perf_counter() - t
-        yield {"type": "done", "trace": self._finish(run, time.perf_counter() - t0, caller)}
+        yield {"type": "done", "trace": self._finish(run, time.perf_counter() - t0, caller, prompt)}
 
     def run(self, prompt, cancel: threading.Event | None = None) -> Trace:
         for ev in self.stream(prompt, events=False, cancel=cancel):
@@ -119,16 +121,24 @@ class SpeculativeDecoder:
         run.cloud.prefill(prompt)
         return run
 
-    def _finish(self, run: Run, wall: float, caller: float = 0.0) -> Trace:
+    def _finish(self, run: Run, wall: float, caller: float = 0.0, prompt=None) -> Trace:
         tr = run.trace
+        # after the clock stopped, outside every round: one teacher-forced cloud forward over
+        # the output with and without the audio (benchmarks turn it off: dependence=False)
+        dep = audio_dependence(self.backend, prompt, tr.token_ids) if self.dependence and prompt else None
         tr.ended_by = run.ended_by
         if run.ended_by == "time_limit":
             run.warn({"kind": "time_limit", "message": f"the decode hit its time limit of "
                       f"{self.cfg.time_limit_s:g} s after {len(tr.tokens)} tokens (time_limit_s)"})
         tr.text = self.tokenizer.decode(tr.token_ids, skip_special_tokens=True)
+        if dep:
+            for t, v, a in zip(tr.tokens, dep["values"], dep["audio_free_ids"]):
+                t.audio_dependence, t.audio_free_id = v, a
         tr.metrics = compute_metrics(tr, wall, run.edge.forwards, run.cloud.forwards)
         tr.metrics["time_split"] = time_split(tr.rounds, wall, _busy(run.edge), _busy(run.cloud),
                                               caller_s=caller)
+        if dep:
+            tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         tr.diagnostics = diagnose(tr)
         return tr
 

@@ -35,6 +35,8 @@ class TokenRecord:
     top: "list | TopK" = field(default_factory=list)   # edge alternatives; to_dict gives dicts
     cycle: bool = False
     at: int | None = None       # rejected only: index of the committed token that replaced it
+    audio_dependence: float | None = None   # nats; set after the decode (decoding/dependence.py)
+    audio_free_id: int | None = None        # the cloud's argmax here without the audio
 
     def to_dict(self) -> dict:
         # hand-written: dataclasses.asdict deep-copies recursively and showed up in profiles
@@ -42,7 +44,8 @@ class TokenRecord:
              "round": self.round, "entropy": self.entropy, "draft_prob": self.draft_prob,
              "target_prob": self.target_prob, "target_rank": self.target_rank,
              "top": self.top.to_list() if isinstance(self.top, TopK) else self.top,
-             "cycle": self.cycle}
+             "cycle": self.cycle, "audio_dependence": self.audio_dependence,
+             "audio_free_id": self.audio_free_id}
         if self.source == "rejected":
             d["at"] = self.at
         return d
@@ -118,7 +121,7 @@ class Trace:
         import pandas as pd
 
         cols = ["i", "id", "text", "source", "round", "entropy", "draft_prob", "target_prob",
-                "target_rank", "cycle"]
+                "target_rank", "cycle", "audio_dependence"]
         return pd.DataFrame([{c: getattr(t, c) for c in cols} for t in self.tokens], columns=cols)
 
 

@@ -138,6 +138,8 @@ class BatchResult:
     checklist: dict[str, list[dict]]         # name -> checklist items
     backend: str = ""
     cancelled: bool = False                  # stopped early: rows hold the clips finished
+    by_label: dict | None = None             # {label: {columns, "configs": {config: columns}}} (watch.py)
+    baseline: dict | None = None             # the comparison with a saved run (watch.compare)
 
     @classmethod
     def from_rows(cls, rows: list[dict], configs: dict[str, dict], backend: str = "") -> "BatchResult":
@@ -147,15 +149,21 @@ class BatchResult:
             summary[name] = summarize(mine)
             checks[name] = checklist(mine, min_new_tokens=cfg.get("min_new_tokens", 16),
                                      prompt_type=cfg.get("prompt_type", "detailed"))
-        return cls(rows=rows, configs=configs, summary=summary, checklist=checks, backend=backend)
+        from specdec_core.evaluation.watch import by_label
+
+        return cls(rows=rows, configs=configs, summary=summary, checklist=checks, backend=backend,
+                   by_label=by_label(rows))
 
     @property
     def failed(self) -> int:
         return sum(not r["ok"] for r in self.rows)
 
     def to_dict(self) -> dict:
-        return _finite({"backend": self.backend, "configs": self.configs, "summary": self.summary,
-                        "checklist": self.checklist, "cancelled": self.cancelled, "rows": self.rows})
+        d = {"backend": self.backend, "configs": self.configs, "summary": self.summary,
+             "checklist": self.checklist, "by_label": self.by_label, "cancelled": self.cancelled}
+        if self.baseline is not None:
+            d["baseline"] = self.baseline
+        return _finite({**d, "rows": self.rows})
 
     def to_json(self, **kw) -> str:
         kw.setdefault("indent", 1)

@@ -110,7 +110,7 @@ def cloud_loop(backend, prompt, cfg) -> list[int]:
 
 def _ours(traced: bool):
     def run(backend, prompt, cfg):
-        return SpeculativeDecoder(backend, cfg, trace=traced).run(prompt).token_ids
+        return SpeculativeDecoder(backend, cfg, trace=traced, dependence=False).run(prompt).token_ids
     return run
 
 

@@ -72,7 +72,7 @@ def _row(st: dict, ref: list, times: dict, label: str, c: float) -> dict:
 
 def _trace(backend, prompt, cfg):
     """Our decoder with its full trace (as `ours_traced`), returning the trace."""
-    return SpeculativeDecoder(backend, cfg).run(prompt)
+    return SpeculativeDecoder(backend, cfg, dependence=False).run(prompt)
 
 
 def _nats(t: float):

@@ -177,7 +177,7 @@ class CostProbe:
         clock = self.clock[0]
         with forward_timer(backend, clock) as ev:
             t0 = clock()
-            tr = SpeculativeDecoder(backend, cfg).run(prompt)
+            tr = SpeculativeDecoder(backend, cfg, dependence=False).run(prompt)
             t1 = clock()
         s["sd"].append(decode_overheads(ev, t0, t1))
         for e in ev:

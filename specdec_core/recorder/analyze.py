@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from specdec_core.analysis.acceptance import rank_findings
+from specdec_core.analysis.audio_dependence import attach, check_edge_mishears
 from specdec_core.recorder import checks, omni_checks, sampling, speed
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
@@ -43,12 +44,14 @@ def text_findings(trace) -> list[dict]:
     return out
 
 
-def analyze(rec: dict, tokenizer, info=None):
-    """recording -> (Trace, findings). The trace's diagnostics are the findings."""
+def analyze(rec: dict, tokenizer, info=None, dependence=None):
+    """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
+    decoding/dependence.py's result for the output, when the backend gives one."""
     t = build_tapes(rec)
     rounds = build_rounds(t)
     texts = Texts(tokenizer)
     trace = build_trace(rec, t, rounds, tokenizer, info)
+    attach(trace, dependence)
     d = rec.get("declared", {})
     found = []
     found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))
@@ -63,7 +66,7 @@ def analyze(rec: dict, tokenizer, info=None):
     found = omni_checks.fold_vocab(found) + check_structure(t, rounds, rec, texts)
     found += speed.check_speed(rec, t)
     found = sampling.dedupe(found + sampling.check_sampling(rec))
-    found += text_findings(trace)
+    found += text_findings(trace) + check_edge_mishears(trace)
     found.sort(key=lambda f: SEVERITY.get(f["severity"], 9))
     trace.diagnostics = found or [finding(
         "clean", "ok", "no problems found",

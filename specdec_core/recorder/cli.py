@@ -131,7 +131,9 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         sys.path.remove(str(path.parent))
     recording = rec.finish(out)
     recording["backend"] = backend.name
-    trace, found = analyze(recording, backend.tokenizer, prompt.info)
+    from specdec_core.decoding.dependence import audio_dependence
+    dep = audio_dependence(backend, prompt, out)
+    trace, found = analyze(recording, backend.tokenizer, prompt.info, dep)
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
            "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
            "recording": recording}
@@ -168,8 +170,11 @@ def pooled_findings(results: list[dict]) -> list[dict]:
     from specdec_core.recorder.checks import pooled_temperature
     from specdec_core.recorder.sampling import pooled_sampling
 
+    from specdec_core.analysis.audio_dependence import pooled_edge_mishears
+
     recs = [r["recording"] for r in results if r.get("ok") and r.get("recording")]
-    return pooled_sampling(recs, pooled_temperature(recs)) if len(recs) > 1 else []
+    mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
+    return (pooled_sampling(recs, pooled_temperature(recs)) if len(recs) > 1 else []) + mishears
 
 
 def _by_severity(findings: list[dict]) -> str:

@@ -1,0 +1,208 @@
+"""Acceptance split by audio dependence, and the `edge_mishears` finding (pure functions).
+
+Each committed token carries `audio_dependence` (nats; decoding/dependence.py). A drafted token
+is judged at the position it was drafted for: accepted drafts at their own position, and the
+first rejected draft of a round at the position its correction took (the same prefix, so the
+same value). Later drafts of a rejected block were dropped unjudged and count in `drafts` only.
+
+Definitions follow the serving engines (analysis/glossary.py):
+  acceptance rate     accepted / judged drafts of the class
+  mean accepted length 1 + accepted / verify steps, over the verified rounds whose judged drafts
+                      include one of the class (a round can count for both classes)
+  per-position        for draft slot j: P(accepted | slots before j accepted), by the class of
+                      the draft in slot j
+Works on Trace objects and trace dicts alike (the views and the recorder read both).
+"""
+from __future__ import annotations
+
+import math
+
+from scipy.stats import fisher_exact
+
+# A position is audio-dependent when taking the audio away moves the cloud's next-token
+# distribution by more than this (nats). Measured on the demo pair (18 sample clips): the
+# values are bimodal, median 0.0003, 75th percentile 0.05, 90th 2.0; emotion words 2.5 on
+# average, punctuation 0.001. 0.5 sits in the empty middle.
+THRESHOLD_NATS = 0.5
+
+# edge_mishears: rejection on audio-dependent drafts vs the others, one-sided Fisher exact test,
+# with at least this much evidence and this large an effect (measured: docs/metrics.md).
+MIN_JUDGED = 5          # judged audio-dependent drafts at least
+MAX_P = 0.01
+MIN_RATIO = 2.0         # audio rejection rate at least this many times the others'
+MIN_DIFF = 0.25         # and at least this many points above it
+# ... and the rejected audio-dependent drafts are the cloud's audio-free choice this often. On
+# the demo pair (12 clips) the correct loop's weaker edge rejects more on audio-dependent
+# tokens too (sad, surprise: p = 0.002), but its rejected drafts there match the audio-free
+# choice 0-1 of 5 times; the edge without audio: 7/8, 5/7, 2/5.
+MIN_MATCHES = 2
+MIN_MATCH_SHARE = 0.4
+
+
+def _get(obj, key, default=None):
+    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+
+
+def dependence_values(trace) -> list[float | None]:
+    return [_get(t, "audio_dependence") for t in _get(trace, "tokens") or []]
+
+
+def has_dependence(trace) -> bool:
+    return any(v is not None for v in dependence_values(trace))
+
+
+def attach(trace, dep: dict | None) -> None:
+    """Set each committed token's audio_dependence and audio_free_id (Trace objects) from
+    decoding/dependence.py's result, and the metric built on them."""
+    if not dep:
+        return
+    for t, v, a in zip(trace.tokens, dep["values"], dep["audio_free_ids"]):
+        t.audio_dependence, t.audio_free_id = v, a
+    trace.metrics["acceptance_by_dependence"] = acceptance_by_dependence(trace)
+
+
+def judged_drafts(trace) -> list[tuple[int, int, bool, float]]:
+    """(round, slot, accepted, dependence) of every draft the cloud judged."""
+    out, slot, last = [], 0, None
+    for t in _get(trace, "tokens") or []:
+        rnd, src = _get(t, "round"), _get(t, "source")
+        if rnd != last:
+            slot, last = 0, rnd
+        dep = _get(t, "audio_dependence")
+        if src in ("accepted", "corrected") and dep is not None:
+            out.append((rnd, slot, src == "accepted", float(dep)))
+        slot += 1
+    return out
+
+
+def _class_stats(judged, rounds_drafted: dict) -> dict:
+    acc = sum(a for _, _, a, _ in judged)
+    n = len(judged)
+    rounds = {r for r, _, _, _ in judged}
+    k = max((s for _, s, _, _ in judged), default=-1) + 1
+    ppa = []
+    for j in range(k):
+        at = [a for _, s, a, _ in judged if s == j]
+        ppa.append(round(sum(at) / len(at), 4) if at else None)
+    return {"judged": n, "accepted": acc, "rejected": n - acc,
+            "drafts": sum(rounds_drafted.get(r, 0) for r in rounds),
+            "acceptance_rate": round(acc / n, 4) if n else None,
+            "mean_accepted_length": round(1 + acc / len(rounds), 4) if rounds else None,
+            "rounds": len(rounds), "per_position_acceptance": ppa}
+
+
+def acceptance_by_dependence(trace, threshold: float = THRESHOLD_NATS) -> dict | None:
+    """{"threshold_nats", "audio": {...}, "other": {...}} or None without audio dependence.
+    `drafts`: all drafted tokens of the rounds counted in the class (vLLM's num_draft_tokens)."""
+    if not has_dependence(trace):
+        return None
+    judged = judged_drafts(trace)
+    drafted = {_get(r, "round"): _get(r, "drafted", 0) for r in _get(trace, "rounds") or []
+               if _get(r, "verified")}
+    return {"threshold_nats": threshold,
+            "audio": _class_stats([j for j in judged if j[3] > threshold], drafted),
+            "other": _class_stats([j for j in judged if j[3] <= threshold], drafted)}
+
+
+def audio_free_drafts(trace, threshold: float = THRESHOLD_NATS) -> tuple[int, int]:
+    """(rejected drafts at audio-dependent positions, how many of them are exactly the token
+    the cloud picks there WITHOUT the audio). An edge that hears the clip but less well misses
+    in many directions; an edge that never got the audio drafts the audio-free choice."""
+    toks = _get(trace, "tokens") or []
+    first = {}
+    for r in _get(trace, "rejected") or []:
+        first.setdefault((_get(r, "round"), _get(r, "at")), _get(r, "id"))
+    n = hit = 0
+    for (_, at), tid in first.items():
+        if at is None or not 0 <= at < len(toks):
+            continue
+        dep, free = _get(toks[at], "audio_dependence"), _get(toks[at], "audio_free_id")
+        if dep is not None and dep > threshold:
+            n += 1
+            hit += free is not None and tid == free
+    return n, hit
+
+
+def mishear_test(split: dict | None, trace=None) -> dict | None:
+    """The evidence for `edge_mishears`: rejection rates of both classes, Fisher's one-sided p,
+    and (given the trace) how many audio-dependent rejections were the cloud's audio-free
+    choice. None when there is nothing to compare."""
+    if not split:
+        return None
+    a, o = split["audio"], split["other"]
+    if not a["judged"] or not o["judged"]:
+        return None
+    ra, ro = a["rejected"] / a["judged"], o["rejected"] / o["judged"]
+    _, p = fisher_exact([[a["rejected"], a["accepted"]], [o["rejected"], o["accepted"]]],
+                        alternative="greater")
+    n, hit = audio_free_drafts(trace, split["threshold_nats"]) if trace is not None else (0, 0)
+    return {"audio_rejection": round(ra, 4), "other_rejection": round(ro, 4),
+            "audio_judged": a["judged"], "other_judged": o["judged"], "p_value": float(p),
+            "ratio": round(ra / ro, 2) if ro else math.inf,
+            "audio_rejected": n, "audio_free_matches": hit}
+
+
+def rejects_audio(test: dict | None) -> bool:
+    """Drafts at audio-dependent positions rejected much more often, with enough evidence."""
+    return bool(test) and (test["audio_judged"] >= MIN_JUDGED and test["p_value"] <= MAX_P
+                           and test["audio_rejection"] - test["other_rejection"] >= MIN_DIFF
+                           and test["ratio"] >= MIN_RATIO)
+
+
+def mishears(test: dict | None) -> bool:
+    """rejects_audio, and the rejected drafts are what the cloud says without the audio."""
+    return rejects_audio(test) and (test["audio_free_matches"] >= MIN_MATCHES and
+                                    test["audio_free_matches"] >= MIN_MATCH_SHARE * test["audio_rejected"])
+
+
+CAUSE = ("the edge does not hear the clip as well as the cloud, or does not get the audio at all "
+         "(HF assisted generation on Omni drops input_features for the assistant model)")
+FIX = ("share the cloud's audio encoding with the edge; verify every block on audio-dependent "
+       "spans; gate the cloud call on audio dependence instead of draft entropy")
+
+
+def check_edge_mishears(trace) -> list[dict]:
+    """[the warning] when drafts at audio-dependent positions are rejected much more often than
+    the others, with enough evidence, and the rejected ones are the cloud's audio-free choice
+    (the edge drafts as if it had not heard the clip); [] otherwise. Plain dicts: severity, key, title, detail,
+    cause, fix, evidence (the recorder adds its own fields)."""
+    split = acceptance_by_dependence(trace)
+    t = mishear_test(split, trace)
+    if not mishears(t):
+        return []
+    title = (f"edge mishears: {t['audio_rejection']:.0%} of audio-dependent drafts rejected vs "
+             f"{t['other_rejection']:.0%} of the others")
+    detail = (f"{t['audio_judged']} judged drafts where the cloud depends on the audio "
+              f"(> {split['threshold_nats']:g} nats) vs {t['other_judged']} others; "
+              f"{t['ratio']:g}x the rejection rate, Fisher exact p = {t['p_value']:.1g}; "
+              f"{t['audio_free_matches']} of the {t['audio_rejected']} rejected ones are exactly "
+              "what the cloud says at that position without the audio")
+    return [{"code": "edge_mishears", "severity": "warning", "key": "edge_mishears", "title": title, "detail": detail,
+             "cause": CAUSE, "fix": FIX, "evidence": t}]
+
+
+def pooled(traces: list) -> dict:
+    """Several runs' trace dicts as one (tokens, rejected and rounds renumbered so that rounds and
+    positions never collide): the evidence of edge_mishears over a set of clips."""
+    out = {"tokens": [], "rejected": [], "rounds": []}
+    for tr in traces:
+        base, rbase = len(out["tokens"]), len(out["rounds"]) and max(r["round"] for r in out["rounds"]) + 1
+        out["tokens"] += [dict(t, i=base + n, round=rbase + _get(t, "round", 0))
+                          for n, t in enumerate(_get(tr, "tokens") or [])]
+        out["rejected"] += [dict(r, round=rbase + _get(r, "round", 0),
+                                 at=None if _get(r, "at") is None else base + r["at"])
+                            for r in _get(tr, "rejected") or []]
+        out["rounds"] += [dict(r, round=rbase + _get(r, "round", 0)) for r in _get(tr, "rounds") or []]
+    return out
+
+
+def pooled_edge_mishears(traces: list) -> list[dict]:
+    """edge_mishears over several clips together (one clip often has too few audio-dependent
+    drafts for the test); [] with fewer than two traces."""
+    traces = [t for t in traces if t and has_dependence(t)]
+    if len(traces) < 2:
+        return []
+    found = check_edge_mishears(pooled(traces))
+    for f in found:
+        f["title"] += f" (over {len(traces)} clips)"
+    return found

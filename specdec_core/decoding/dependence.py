@@ -1,0 +1,82 @@
+"""Audio dependence per token: how much the cloud's next-token distribution depends on the clip.
+
+One extra cloud forward per run, after the decode (never inside a round, so it cannot change
+the output): teacher-forced over the run's own output, once with the prompt as heard and once
+with the backend's counterfactual prompt (the audio taken away: `Backend.counterfactual_inputs`).
+When both prompts have the same length (demo, Omni) the two are ONE batched forward of 2 rows.
+At generated position i the value is KL(p_with(. | prefix_i) || p_without(. | prefix_i)) in
+nats, on the vocabulary both models share. The prefix is the committed output, so a position's
+value is the same for the draft judged there and the token finally committed there.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def counterfactual(backend, prompt):
+    """The backend's prompt without the audio, or None where it cannot build one."""
+    fn = getattr(backend, "counterfactual_inputs", None)
+    try:
+        return fn(prompt) if fn is not None else None
+    except NotImplementedError:
+        return None
+
+
+def _batch_kwargs(a: dict, b: dict) -> dict:
+    """Stack two prompts' extra model inputs (Omni: input_features, feature_attention_mask)."""
+    out = {}
+    for key, va in a.items():
+        vb = b.get(key)
+        if isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor) and va.shape == vb.shape:
+            out[key] = torch.cat([va, vb], dim=0)
+        else:
+            return {}
+    return out
+
+
+def _logits(model, rows: list[tuple[torch.Tensor, dict]], width: int | None) -> list[torch.Tensor]:
+    """[T, V] float32 logits of each (ids [1, T], extra kwargs) row; one forward when they stack."""
+    dev = next(model.parameters()).device
+    ids = [r[0].to(dev) for r in rows]
+    extra = _batch_kwargs(rows[0][1], rows[1][1]) if len(rows) == 2 else {}
+    if len(rows) == 2 and ids[0].shape == ids[1].shape and (extra or not rows[0][1]):
+        x = torch.cat(ids, dim=0)
+        out = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **extra)
+        logits = [out.logits[0], out.logits[1]]
+    else:
+        logits = []
+        for x, kw in zip(ids, (r[1] for r in rows)):
+            out = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **kw)
+            logits.append(out.logits[0])
+    return [lg[:, :width].float() if width else lg.float() for lg in logits]
+
+
+@torch.inference_mode()
+def audio_dependence(backend, prompt, token_ids: list[int]) -> dict | None:
+    """{"values": [nats per generated token], "audio_free_ids": [the cloud's argmax without the
+    audio], "seconds", "forwards", "method"} or None when the
+    backend cannot take the audio away (text backends, a cloud behind a server)."""
+    if isinstance(token_ids, torch.Tensor):
+        token_ids = token_ids.reshape(-1).tolist()
+    if not token_ids or getattr(backend, "cloud", None) is None:
+        return None
+    cf = counterfactual(backend, prompt)
+    if cf is None:
+        return None
+    t0 = time.perf_counter()
+    gen = torch.tensor([token_ids[:-1]], dtype=torch.long)
+    rows = [(torch.cat([p.input_ids.cpu(), gen], dim=1), dict(p.prefill_kwargs)) for p in (prompt, cf)]
+    with_a, without = _logits(backend.cloud, rows, backend.shared_vocab)
+    n = len(token_ids)
+    lp = torch.log_softmax(with_a[prompt.length - 1: prompt.length - 1 + n], dim=-1)
+    lq = torch.log_softmax(without[cf.length - 1: cf.length - 1 + n], dim=-1)
+    kl = (lp.exp() * (lp - lq)).sum(-1).clamp_min(0.0)
+    stacked = rows[0][0].shape == rows[1][0].shape
+    return {"values": [round(float(v), 5) for v in kl.cpu()],
+            # what the cloud would say at each position without the audio (edge_mishears asks
+            # whether the edge's rejected drafts are these: an edge that never got the audio)
+            "audio_free_ids": lq.argmax(-1).tolist(),
+            "seconds": round(time.perf_counter() - t0, 4), "forwards": 1 if stacked else 2,
+            "method": cf.info.get("counterfactual", "audio removed")}
