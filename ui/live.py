@@ -10,8 +10,10 @@ import gradio as gr
 from components.cards import diagnostics_html
 from components.status import prompt_info_md, status_html
 from components.timing_plot import timing_figure
+from components.pair_panel import pair_panel_html
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
 from specdec_core.api import with_cloud
+from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
@@ -76,6 +78,7 @@ class LiveTab:
             with gr.Column(scale=3, min_width=560):
                 self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
                                       elem_id="live-status", js_on_load=None)
+                self.pair = gr.HTML(pair_panel_html(*backend_report("demo")), elem_id="live-pair")
                 self.view = TraceView()
                 self.baseline_text = gr.Textbox(label="cloud-only baseline text", lines=2,
                                                 interactive=False, visible=False, buttons=["copy"])
@@ -101,6 +104,8 @@ class LiveTab:
         self.run_event = self.run_btn.click(
             gpu(self.run), ins, self.outputs, api_visibility="undocumented", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
+        for ev in (self.backend.change, self.run_event.then):   # the pair check's panel
+            ev(lambda b: pair_panel_html(*backend_report(b)), self.backend, self.pair, api_visibility="private")
         self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="undocumented",
                             api_name="live_stop")
         self.sample.input(self.pick_sample, self.sample, [self.audio, self.prompt_type],

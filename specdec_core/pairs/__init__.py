@@ -71,3 +71,14 @@ def warning_lines(backend) -> list[str]:
     report = getattr(backend, "pair_check", None) or {"checks": []}
     return [f"pair check warning {f['code']}: {f['title']}: {f['detail']}"
             for f in report["checks"] if f["severity"] == "warning"]
+
+
+def backend_report(name: str, options: dict | None = None) -> tuple[dict | None, str | None]:
+    """(report, None), or (None, the one-line reason) when the folders cannot be read (the app's
+    pair panel shows either)."""
+    from specdec_core.errors import UserError
+
+    try:
+        return check_backend(name or "demo", options), None
+    except UserError as e:
+        return None, str(e)
