@@ -10,7 +10,8 @@
 # requirements.lock; the packages a release pins differently (tokenizers, huggingface_hub) are
 # let go only when pip cannot satisfy the lock. The checkout runs from PYTHONPATH, so one
 # virtualenv serves every clone. `newest` equal to the lock's version is skipped (the whole
-# suite just ran on it). Exits with pytest's status.
+# suite just ran on it). Exits with pytest's status. RANGE_DRY_RUN=1: print "which version venv"
+# and stop (tests/test_versions.py).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -38,9 +39,10 @@ if [ "$want" = newest ] && [ "$version" = "$(locked transformers)" ]; then
   exit 0
 fi
 
-HASH="$( (cat "$LOCK" "$0"; echo "$version"; "$PY" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)"
+HASH="$( (cat "$LOCK" "$HERE/range_test.sh"; echo "$version"; "$PY" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)"
 VROOT="${SPECSCOPE_CLOUD_VENV_ROOT:-$HOME/.cache/specscope}"
 VENV="$VROOT/tf-$version-$HASH"
+if [ -n "${RANGE_DRY_RUN:-}" ]; then echo "$want $version $VENV"; exit 0; fi
 t0=$SECONDS
 if [ ! -f "$VENV/.ready" ]; then
   mkdir -p "$VROOT"
