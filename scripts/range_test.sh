@@ -5,8 +5,8 @@
 #   scripts/range_test.sh 5.23.0    any one release
 # after the whole suite on the lock: the recorder, backend, Omni and pair-check tests
 # ($RANGE_TESTS) in a virtualenv of that transformers, built once per machine under
-# ${SPECSCOPE_CLOUD_VENV_ROOT:-~/.cache/specscope}/tf-<version>-<hash> (hash of the lock, this
-# script and the python version, like scripts/cloud/cloud.sh). Everything else comes from
+# ${SPECSCOPE_CLOUD_VENV_ROOT:-~/.cache/specscope}/tf-<version>-<hash> (hash of the lock, the
+# version and python's, like scripts/cloud/cloud.sh). Everything else comes from
 # requirements.lock; the packages a release pins differently (tokenizers, huggingface_hub) are
 # let go only when pip cannot satisfy the lock. The checkout runs from PYTHONPATH, so one
 # virtualenv serves every clone. `newest` equal to the lock's version is skipped (the whole
@@ -24,6 +24,9 @@ locked() { grep -E "^$1==" "$LOCK" | head -1 | cut -d= -f3; }
 oldest() { grep -oE '"transformers>=[0-9][0-9.]*' pyproject.toml | head -1 | sed 's/.*>=//'; }
 newest() { "${PIP:-$ROOT/.venv/bin/pip}" index versions transformers 2>/dev/null | sed -nE '1s/^transformers \(([^)]*)\).*/\1/p'; }
 
+# quiet pip, without this machine's notes about index folders it skips
+pipq() { "$VENV/bin/pip" -q "$@" 2>&1 | grep -v 'is ignored: it is neither a file nor a directory' >&2; return "${PIPESTATUS[0]}"; }
+
 want="${1:-oldest}"
 case "$want" in
   oldest) version="$(oldest)" ;;
@@ -39,7 +42,7 @@ if [ "$want" = newest ] && [ "$version" = "$(locked transformers)" ]; then
   exit 0
 fi
 
-HASH="$( (cat "$LOCK" "$HERE/range_test.sh"; echo "$version"; "$PY" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)"
+HASH="$( (cat "$LOCK"; echo "$version"; "$PY" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)"
 VROOT="${SPECSCOPE_CLOUD_VENV_ROOT:-$HOME/.cache/specscope}"
 VENV="$VROOT/tf-$version-$HASH"
 if [ -n "${RANGE_DRY_RUN:-}" ]; then echo "$want $version $VENV"; exit 0; fi
@@ -52,16 +55,16 @@ if [ ! -f "$VENV/.ready" ]; then
     rm -rf "$VENV"
     echo "range: building $VENV (transformers $version; once per machine)" >&2
     "$PY" -m venv "$VENV"
-    "$VENV/bin/pip" install -q --upgrade pip >&2
-    "$VENV/bin/pip" install -q -c <(grep -E '^torch==' "$LOCK") torch >&2
+    pipq install --upgrade pip
+    pipq install -c <(grep -E '^torch==' "$LOCK") torch
     strict="$(mktemp)"; loose="$(mktemp)"
     grep -vE '^(transformers|specscope)==' "$LOCK" > "$strict"
     grep -vE '^(transformers|specscope|tokenizers|huggingface[-_]hub|hf-xet|safetensors)==' "$LOCK" > "$loose"
-    if ! "$VENV/bin/pip" install -q -c "$strict" -e ".[test]" "transformers==$version" >&2 2>"$VENV.pip.log"; then
+    if ! pipq install -c "$strict" -e ".[test]" "transformers==$version" 2>"$VENV.pip.log"; then
       echo "range: transformers $version needs other tokenizers/huggingface_hub than the lock; letting those go" >&2
-      "$VENV/bin/pip" install -q -c "$loose" -e ".[test]" "transformers==$version" >&2
+      pipq install -c "$loose" -e ".[test]" "transformers==$version"
     fi
-    "$VENV/bin/pip" uninstall -q -y specscope >&2    # the checkout runs from PYTHONPATH
+    pipq uninstall -y specscope                          # the checkout runs from PYTHONPATH
     rm -f "$strict" "$loose"
     touch "$VENV/.ready"
     echo "range: built in $((SECONDS - t0)) s" >&2

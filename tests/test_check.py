@@ -215,3 +215,17 @@ def test_pair_panel_collapsed_when_all_is_well(omni):
     assert 'data-state="warning" open' in bad and "dtype_mismatch" in bad
     assert "open" in pair_panel_html(None, "edge model not found: /x")
     assert "not checked yet" in pair_panel_html(None)
+
+
+def test_run_prints_the_load_time_warnings(tmp_path, capsys):
+    """A usable pair with a warning loads, and `run` says so on stderr before decoding."""
+    from specdec_core.cli import main
+
+    pair = copy_pair({"edge": MODELS_DIR / "edge", "cloud": MODELS_DIR / "cloud"}, tmp_path, weights=True)
+    edit_json(pair["edge"] / "config.json", dtype="bfloat16")
+    rc = main(["run", "--backend", "hf", "--edge-model", str(pair["edge"]), "--cloud-model",
+               str(pair["cloud"]), "--prompt", "<|im_start|>user\n说话人", "--set", "max_new_tokens=3",
+               "--set", "min_new_tokens=1", "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "pair check warning dtype_mismatch" in err and "cloud float32, edge bfloat16" in err
