@@ -25,7 +25,13 @@ oldest() { grep -oE '"transformers>=[0-9][0-9.]*' pyproject.toml | head -1 | sed
 newest() { "${PIP:-$ROOT/.venv/bin/pip}" index versions transformers 2>/dev/null | sed -nE '1s/^transformers \(([^)]*)\).*/\1/p'; }
 
 # quiet pip, without this machine's notes about index folders it skips
-pipq() { "$VENV/bin/pip" -q "$@" 2>&1 | grep -v 'is ignored: it is neither a file nor a directory' >&2; return "${PIPESTATUS[0]}"; }
+pipq() {
+  local rc=0
+  "$VENV/bin/pip" -q "$@" > "$VENV.out" 2>&1 || rc=$?
+  grep -v 'is ignored: it is neither a file nor a directory' "$VENV.out" >&2 || true
+  rm -f "$VENV.out"
+  return $rc
+}
 
 want="${1:-oldest}"
 case "$want" in

@@ -69,3 +69,17 @@ def test_range_script_picks_both_ends(tmp_path):
     # newest == the lock's transformers: the whole suite already ran on it
     out = " ".join(_range("newest", tmp_path, lock_pins()["transformers"]))
     assert "skipped" in out and "lock" in out
+
+
+def test_audio_only_processor_gets_stand_ins_only_where_transformers_reads_them():
+    """compat.audio_only_processor: before 5.23 the Omni processor reads image/video merge_size
+    for audio-only prompts too; newer processors are left untouched."""
+    from specdec_core.backends.omni_tiny import omni_processor
+
+    p = omni_processor()
+    old_api = hasattr(type(p), "replace_multimodal_special_tokens")
+    assert (p.image_processor is not None) == old_api
+    assert (p.video_processor is not None) == old_api
+    ids = p(text=["<|audio_bos|><|AUDIO|><|audio_eos|>说话人"], audio=[[0.0] * 16000],
+            return_tensors="pt", padding=True)["input_ids"][0].tolist()
+    assert ids.count(p.tokenizer.convert_tokens_to_ids("<|AUDIO|>")) > 1   # expanded to the clip
