@@ -63,15 +63,25 @@ if [ ! -f "$VENV/.ready" ]; then
     "$PY" -m venv "$VENV"
     pipq install --upgrade pip
     pipq install -c <(grep -E '^torch==' "$LOCK") torch
-    strict="$(mktemp)"; loose="$(mktemp)"
+    strict="$(mktemp)"; loose="$(mktemp)"; reqs="$(mktemp)"
     grep -vE '^(transformers|specscope)==' "$LOCK" > "$strict"
     grep -vE '^(transformers|specscope|tokenizers|huggingface[-_]hub|hf-xet|safetensors)==' "$LOCK" > "$loose"
-    if ! pipq install -c "$strict" -e ".[test]" "transformers==$version" 2>"$VENV.pip.log"; then
+    # the project's dependencies and test extras, less its own transformers range (the run may
+    # try a release outside it); the checkout itself runs from PYTHONPATH
+    "$PY" - "$ROOT/pyproject.toml" > "$reqs" <<'PYREQS'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+deps = re.search(r"(?ms)^dependencies\s*=\s*\[(.*?)^\]", text).group(1)
+test = re.search(r"(?m)^test\s*=\s*\[(.*)\]", text).group(1)
+for req in re.findall(r'"([^"]+)"', deps + test):
+    if not re.match(r"transformers\b", req):
+        print(req)
+PYREQS
+    if ! pipq install -c "$strict" -r "$reqs" "transformers==$version" 2>"$VENV.pip.log"; then
       echo "range: transformers $version needs other tokenizers/huggingface_hub than the lock; letting those go" >&2
-      pipq install -c "$loose" -e ".[test]" "transformers==$version"
+      pipq install -c "$loose" -r "$reqs" "transformers==$version"
     fi
-    pipq uninstall -y specscope                          # the checkout runs from PYTHONPATH
-    rm -f "$strict" "$loose"
+    rm -f "$strict" "$loose" "$reqs"
     touch "$VENV/.ready"
     echo "range: built in $((SECONDS - t0)) s" >&2
   fi

@@ -96,8 +96,10 @@ def test_cli_edge_expecting_80_mel_bins_is_unusable(omni, tmp_path):
     assert "Traceback" not in p.stderr
 
 
-def test_cli_usage_errors_exit_2(tmp_path):
-    assert cli("--backend", "nope").returncode == 2
+def test_cli_usage_errors_exit_2(tmp_path, capsys):
+    from specdec_core.cli import main
+
+    assert main(["check", "--backend", "nope"]) == 2 and "unknown backend" in capsys.readouterr().err
     p = cli("--backend", "hf", "--edge-model", str(tmp_path / "missing"), "--cloud-model", str(MODELS_DIR / "cloud"))
     assert p.returncode == 2 and "model not found" in p.stderr and "Traceback" not in p.stderr
 
