@@ -17,7 +17,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PY="${PY:-python3}"
 LOCK="$ROOT/requirements.lock"
-RANGE_TESTS="${RANGE_TESTS:-tests/test_recorder_omni.py tests/test_recorder_unit.py tests/test_backends.py tests/test_omni.py tests/test_check.py}"
+RANGE_TESTS="${RANGE_TESTS:-tests/test_recorder_omni.py tests/test_recorder_unit.py tests/test_backends.py tests/test_omni.py tests/test_check.py tests/test_versions.py}"
 cd "$ROOT"
 
 locked() { grep -E "^$1==" "$LOCK" | head -1 | cut -d= -f3; }

@@ -33,7 +33,7 @@ def test_lock_pins_every_package_and_the_cpu_torch():
 
 def test_declared_range_is_read_from_pyproject_and_holds_the_lock():
     spec = versions.tested_range()
-    assert spec and spec.startswith(">=5.23.0")
+    assert spec and spec.startswith(">=5.0.0")
     assert f'"transformers{spec}"' in (ROOT / "pyproject.toml").read_text()
     assert lock_pins()["transformers"] in SpecifierSet(spec)
 
