@@ -231,3 +231,14 @@ def test_run_prints_the_load_time_warnings(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 0, err
     assert "pair check warning dtype_mismatch" in err and "cloud float32, edge bfloat16" in err
+
+
+def test_heads_of_different_widths_are_info(omni, tmp_path):
+    """Like the 3B and 7B Omni thinkers: both heads wider than the tokenizer, not alike."""
+    pair = copy_pair(omni, tmp_path)
+    cfg = json.loads((pair["edge"] / "config.json").read_text())
+    cfg["text_config"]["vocab_size"] = 152
+    (pair["edge"] / "config.json").write_text(json.dumps(cfg))
+    rep = check_folders(pair["edge"], pair["cloud"])
+    assert [(f["code"], f["severity"]) for f in rep["checks"]] == [("vocab_widths", "info")]
+    assert "edge 152, cloud 160" in rep["checks"][0]["detail"] and "differ" in rep["checks"][0]["detail"]
