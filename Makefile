@@ -1,25 +1,27 @@
 # Two entry points for a fresh machine: `make demo` (run the app) and `make test` (run the tests).
-# Each creates .venv and installs what it needs. torch is pinned first to the CPU build so that
-# no CUDA packages are pulled on a CPU machine.
+# Each creates .venv and installs what it needs at the versions in requirements.lock (the last
+# green run; `make lock` refreshes it, docs/versions.md). torch comes first, at the lock's
+# version, so that no CUDA packages are pulled on a CPU machine.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+LOCK := requirements.lock
 TORCH ?= torch==2.13.0
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test install install-test system-deps bench clean cloud cloud-venv
+.PHONY: demo test install install-test system-deps bench clean cloud cloud-venv lock test-range
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e .
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
+	$(BIN)/pip install -q -c $(LOCK) torch
+	$(BIN)/pip install -q -c $(LOCK) -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[test,bench,scale]'
+	$(BIN)/pip install -q -c $(LOCK) -e '.[test,bench,scale]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -39,9 +41,21 @@ system-deps:
 demo: install
 	GRADIO_SERVER_NAME=$${GRADIO_SERVER_NAME:-127.0.0.1} $(BIN)/python app.py
 
+# The whole suite on the lock, then the recorder/backend/Omni/check tests on both ends of the
+# declared transformers range (each in its own cached virtualenv; scripts/range_test.sh).
 test: install-test
 	@scripts/cloud/cloud.sh venv >/dev/null || echo "cloud virtualenv not built: tests/test_remote.py will skip"
 	$(BIN)/python -m pytest -q -ra
+	$(MAKE) --no-print-directory test-range
+
+test-range: install-test
+	PY=$(PY) PIP=$(BIN)/pip scripts/range_test.sh oldest
+	PY=$(PY) PIP=$(BIN)/pip scripts/range_test.sh newest
+
+# Refresh requirements.lock: a fresh throwaway virtualenv, an unpinned install of everything
+# (torch stays at $(TORCH)), pip freeze. Then run make test.
+lock:
+	PY=$(PY) TORCH=$(TORCH) scripts/lock.sh
 
 # Greedy SD vs cloud-only and HF assisted generation on the 18 sample clips, 3 interleaved
 # repeats, k (1-4, 6, 8) and entropy-threshold sweeps: results/bench.json and

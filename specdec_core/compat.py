@@ -74,3 +74,20 @@ def output_cache(out):
     if isinstance(out, tuple) and len(out) > 1:   # return_dict=False: (logits, cache, ...)
         return out[1]
     return None
+
+
+def audio_only_processor(processor):
+    """Qwen2.5-Omni processors before transformers 5.23 (the ones with
+    `replace_multimodal_special_tokens`) read `image_processor.merge_size` and
+    `video_processor.merge_size` even for an audio-only prompt, which an audio-only processor
+    does not have (AttributeError on 'NoneType'). Give them stand-ins carrying just those
+    numbers; with no image or video in the prompt they are never used for anything. Newer
+    processors are returned untouched. Detected by the class's API, not by a version number."""
+    if hasattr(type(processor), "replace_multimodal_special_tokens"):
+        import types
+
+        stand_in = types.SimpleNamespace(merge_size=1, temporal_patch_size=2, model_input_names=[])
+        for name in ("image_processor", "video_processor"):
+            if getattr(processor, name, None) is None:
+                setattr(processor, name, stand_in)
+    return processor

@@ -12,8 +12,10 @@ from components.compare import speedup, vs_cloud_html
 from components.status import prompt_info_md, status_html
 from components.timing_plot import timing_figure
 from components.token_view import COLOURINGS
+from components.pair_panel import pair_panel_html
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
 from specdec_core.api import with_cloud
+from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
@@ -86,6 +88,7 @@ class LiveTab:
                 self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
                                       elem_id="live-status", js_on_load=None)
                 self.colour = colour_radio("live-colour")   # issue 28: recolours in the browser
+                self.pair = gr.HTML(pair_panel_html(*backend_report("demo")), elem_id="live-pair")
                 self.view = TraceView(after_text=self._vs_cloud_widgets)
                 self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="live-timing")
                 with gr.Row(equal_height=False):
@@ -116,6 +119,8 @@ class LiveTab:
         self.run_event = self.run_btn.click(
             gpu(self.run), ins, self.outputs, api_visibility="undocumented", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
+        for ev in (self.backend.change, self.run_event.then):   # the pair check's panel
+            ev(lambda b: pair_panel_html(*backend_report(b)), self.backend, self.pair, api_visibility="private")
         self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="undocumented",
                             api_name="live_stop")
         self.sample.input(self.pick_sample, self.sample, self.audio, queue=False, api_visibility="private")

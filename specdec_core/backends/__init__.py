@@ -35,7 +35,19 @@ _LOAD_LOCK = threading.Lock()
 
 @lru_cache(maxsize=4)
 def _load(name: str, options: tuple) -> Backend:
+    from specdec_core import pairs
+
     opts = dict(options)
+    # The pair check (specdec_core/pairs) reads both folders' own files before any weights: an
+    # error finding stops the load with its one line; the report rides on the backend.
+    report = pairs.require_usable(pairs.check_backend(name, opts))
+    pairs.versions.warn_if_untested()
+    backend = _construct(name, opts)
+    backend.pair_check = report
+    return backend
+
+
+def _construct(name: str, opts: dict) -> Backend:
     if name == "demo":
         from specdec_core.backends.demo import DemoBackend
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from specdec_core import compat
 from specdec_core.backends import omni_prompts
 from specdec_core.errors import BackendError
 
@@ -172,9 +173,9 @@ def audio_only_processor(feature_extractor, tokenizer, chat_template=None):
                                       + self.feature_extractor.model_input_names
                                       + ["feature_attention_mask"]))
 
-    return AudioOnlyOmniProcessor(image_processor=None, video_processor=None,
-                                  feature_extractor=feature_extractor, tokenizer=tokenizer,
-                                  chat_template=chat_template or omni_prompts.CHAT_TEMPLATE)
+    return compat.audio_only_processor(AudioOnlyOmniProcessor(  # stand-ins before 5.23: compat.py
+        image_processor=None, video_processor=None, feature_extractor=feature_extractor,
+        tokenizer=tokenizer, chat_template=chat_template or omni_prompts.CHAT_TEMPLATE))
 
 
 def _has_torchvision() -> bool:

@@ -1,4 +1,4 @@
-"""`python -m specdec_core run|batch|bench|faults|presets` (contract: ../shared/design.md).
+"""`python -m specdec_core run|batch|bench|check|faults|presets` (contract: ../shared/design.md).
 
 Exit codes: 0 all clips ok, 1 some clip failed, 2 usage error (bad knob, backend, config).
 User errors print one line on stderr, never a traceback.
@@ -113,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "threshold may have (default 0.10)")
     be.add_argument("--no-advice", action="store_true", help="skip the k / threshold advice and "
                     "its rerun")
+    c = sub.add_parser("check", help="check an edge/cloud pair before decoding (exit 0 usable, "
+                       "1 unusable, 2 usage error)")
+    _add_backend_args(c, cloud_url=False, prompt=False)
+    c.add_argument("--json", help="also write the report JSON here")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
     _add_backend_args(recorder_cli.add_parser(sub), cloud_url=False, prompt=False)

@@ -19,6 +19,7 @@ from specdec_core.evaluation.edges import backend_spec
 from specdec_core.evaluation.manifest import read_manifest
 from specdec_core.evaluation import watch
 from specdec_core.evaluation.scale import run_batch_dir
+from specdec_core.pairs import warning_lines
 
 
 def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig:
@@ -51,6 +52,8 @@ def backend_options(args) -> dict:
 def cmd_run(args) -> int:
     cfg = load_config(args.config, args.preset, args.sets, args.faults)
     backend = open_backend(args, cfg)
+    for line in warning_lines(backend):   # the load-time pair check (specdec_core/pairs)
+        print(line, file=sys.stderr)
     sources = args.audio or ([None] if not backend.needs_audio else [])
     if not sources:
         raise UserError("no audio files given")
@@ -187,6 +190,26 @@ def cmd_remote_bench(args) -> int:
     return 0 if res["identical_outputs"] else 1
 
 
+def cmd_check(args) -> int:
+    """The pair check alone (specdec_core/pairs): 0 usable, 1 unusable (an error finding)."""
+    from specdec_core.pairs import check_backend
+
+    options = {"edge_model": args.edge_model, "cloud_model": args.cloud_model}
+    report = check_backend(args.backend, {k: v for k, v in options.items() if v})
+    print(reports.check_report(report))
+    if args.json:
+        _write_json(args.json, report)
+    return 0 if report["usable"] else 1
+
+
+def _write_json(path: str, obj) -> None:
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(obj, indent=1, ensure_ascii=False), encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror}") from None
+
+
 def cmd_faults(args) -> int:
     for f in FAULTS.values():
         print(f"{f.name:20s} seed {f.seed:11s} {f.symptom}  -- {f.bug}")
@@ -206,4 +229,4 @@ def cmd_record(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "batch": cmd_batch, "bench": cmd_bench, "faults": cmd_faults,
-            "presets": cmd_presets, "record": cmd_record}
+            "presets": cmd_presets, "record": cmd_record, "check": cmd_check}

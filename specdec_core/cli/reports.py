@@ -159,3 +159,20 @@ def advice_line(a: dict, check: dict | None) -> str:
                  f"at quality cost {a['threshold_quality_cost']:.3f} ≤ {a['quality_budget']:.2f}"
                  f"{rerun('advised_threshold')}")
     return line
+
+
+def check_report(report: dict) -> str:
+    """The pair check as plain text: one line per finding (errors first), then what passed."""
+    out = [f"pair check: edge {report['edge']}", f"            cloud {report['cloud']}"]
+    for f in report["checks"]:
+        out.append(f"{f['severity']:8s} {f['code']}: {f['title']}: {f['detail']}")
+        if f["severity"] != "info":
+            out.append(f"         fix: {f['fix']}")
+    if report["passed"]:
+        out.append("ok       " + ", ".join(report["passed"]))
+    v = report["versions"]
+    out.append(f"versions python {v['python']}, torch {v['torch']}, transformers {v['transformers']}, "
+               f"gradio {v['gradio']}; device {report['device']}")
+    out.append("usable" if report["usable"] else "NOT usable: fix the errors above")
+    return "\n".join(out)
+

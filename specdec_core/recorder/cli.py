@@ -198,6 +198,9 @@ def cmd_record(args) -> int:
     knobs = parse_sets(args.sets)
     fn, path = load_function(args.target)
     backend = open_backend(args)
+    from specdec_core.pairs import warning_lines   # the load-time pair check's warnings
+    for line in warning_lines(backend):
+        print(line, file=sys.stderr)
     results = []
     for src in args.audio:
         res = record_clip(fn, path, backend, src, knobs, args.reference)

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The transformers range, both ends (issue 26; docs/versions.md). `make test` runs
+#   scripts/range_test.sh oldest    the lowest transformers pyproject.toml declares
+#   scripts/range_test.sh newest    the newest release pip can install today
+#   scripts/range_test.sh 5.23.0    any one release
+# after the whole suite on the lock: the recorder, backend, Omni and pair-check tests
+# ($RANGE_TESTS) in a virtualenv of that transformers, built once per machine under
+# ${SPECSCOPE_CLOUD_VENV_ROOT:-~/.cache/specscope}/tf-<version>-<hash> (hash of the lock, the
+# version and python's, like scripts/cloud/cloud.sh). Everything else comes from
+# requirements.lock; the packages a release pins differently (tokenizers, huggingface_hub) are
+# let go only when pip cannot satisfy the lock. The checkout runs from PYTHONPATH, so one
+# virtualenv serves every clone. `newest` equal to the lock's version is skipped (the whole
+# suite just ran on it). Exits with pytest's status. RANGE_DRY_RUN=1: print "which version venv"
+# and stop (tests/test_versions.py).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PY="${PY:-python3}"
+LOCK="$ROOT/requirements.lock"
+RANGE_TESTS="${RANGE_TESTS:-tests/test_recorder_omni.py tests/test_recorder_unit.py tests/test_backends.py tests/test_omni.py tests/test_check.py tests/test_versions.py}"
+cd "$ROOT"
+
+locked() { grep -E "^$1==" "$LOCK" | head -1 | cut -d= -f3; }
+oldest() { grep -oE '"transformers>=[0-9][0-9.]*' pyproject.toml | head -1 | sed 's/.*>=//'; }
+newest() { "${PIP:-$ROOT/.venv/bin/pip}" index versions transformers 2>/dev/null | sed -nE '1s/^transformers \(([^)]*)\).*/\1/p'; }
+
+# quiet pip, without this machine's notes about index folders it skips
+pipq() {
+  local rc=0
+  "$VENV/bin/pip" -q "$@" > "$VENV.out" 2>&1 || rc=$?
+  grep -v 'is ignored: it is neither a file nor a directory' "$VENV.out" >&2 || true
+  rm -f "$VENV.out"
+  return $rc
+}
+
+want="${1:-oldest}"
+case "$want" in
+  oldest) version="$(oldest)" ;;
+  newest) version="$(newest)" ;;
+  *) version="$want" ;;
+esac
+if [ -z "$version" ]; then
+  echo "range: cannot tell the $want transformers release (no index reachable?); skipped" >&2
+  exit 0
+fi
+if [ "$want" = newest ] && [ "$version" = "$(locked transformers)" ]; then
+  echo "range: newest transformers $version is the lock's: the whole suite just ran on it; skipped"
+  exit 0
+fi
+
+HASH="$( (cat "$LOCK"; echo "$version"; "$PY" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)"
+VROOT="${SPECSCOPE_CLOUD_VENV_ROOT:-$HOME/.cache/specscope}"
+VENV="$VROOT/tf-$version-$HASH"
+if [ -n "${RANGE_DRY_RUN:-}" ]; then echo "$want $version $VENV"; exit 0; fi
+t0=$SECONDS
+if [ ! -f "$VENV/.ready" ]; then
+  mkdir -p "$VROOT"
+  exec 9>"$VENV.lock"
+  flock 9
+  if [ ! -f "$VENV/.ready" ]; then
+    rm -rf "$VENV"
+    echo "range: building $VENV (transformers $version; once per machine)" >&2
+    "$PY" -m venv "$VENV"
+    pipq install --upgrade pip
+    pipq install -c <(grep -E '^torch==' "$LOCK") torch
+    strict="$(mktemp)"; loose="$(mktemp)"; reqs="$(mktemp)"
+    grep -vE '^(transformers|specscope)==' "$LOCK" > "$strict"
+    grep -vE '^(transformers|specscope|tokenizers|huggingface[-_]hub|hf-xet|safetensors)==' "$LOCK" > "$loose"
+    # the project's dependencies and test extras, less its own transformers range (the run may
+    # try a release outside it); the checkout itself runs from PYTHONPATH
+    "$PY" - "$ROOT/pyproject.toml" > "$reqs" <<'PYREQS'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+deps = re.search(r"(?ms)^dependencies\s*=\s*\[(.*?)^\]", text).group(1)
+test = re.search(r"(?m)^test\s*=\s*\[(.*)\]", text).group(1)
+for req in re.findall(r'"([^"]+)"', deps + test):
+    if not re.match(r"transformers\b", req):
+        print(req)
+PYREQS
+    if ! pipq install -c "$strict" -r "$reqs" "transformers==$version" 2>"$VENV.pip.log"; then
+      echo "range: transformers $version needs other tokenizers/huggingface_hub than the lock; letting those go" >&2
+      pipq install -c "$loose" -r "$reqs" "transformers==$version"
+    fi
+    rm -f "$strict" "$loose" "$reqs"
+    touch "$VENV/.ready"
+    echo "range: built in $((SECONDS - t0)) s" >&2
+  fi
+  exec 9>&-
+fi
+echo "range: transformers $version ($want): $RANGE_TESTS"
+t1=$SECONDS
+set +e
+# shellcheck disable=SC2086
+PYTHONPATH="$ROOT" "$VENV/bin/python" -m pytest -q -p no:cacheprovider $RANGE_TESTS
+rc=$?
+echo "range: transformers $version: pytest exit $rc in $((SECONDS - t1)) s (venv ready in $((t1 - t0)) s)"
+exit $rc

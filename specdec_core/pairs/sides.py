@@ -1,0 +1,131 @@
+"""One side of a pair (edge or cloud) as the checks see it: the model folder's own config,
+tokenizer, feature extractor, generation config and chat template. Reading these takes well
+under a second per folder and no weights; each side loads its OWN tokenizer/processor files
+(a loaded backend shares the cloud's), so a mismatch between the folders is visible.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specdec_core.errors import BackendError
+
+
+@dataclass
+class Side:
+    role: str                        # "edge" | "cloud"
+    path: str
+    config: dict                     # the text (language-model) config
+    tokenizer: object
+    model_type: str = ""
+    audio_config: dict | None = None
+    feature_extractor: dict | None = None
+    generation: dict = field(default_factory=dict)
+    chat_template: str | None = None
+
+    @property
+    def head_width(self) -> int | None:
+        return self.config.get("vocab_size")
+
+    @property
+    def dtype(self) -> str | None:
+        return self.config.get("dtype") or self.config.get("torch_dtype")
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _configs(path: str, role: str) -> tuple[str, dict, dict, dict | None]:
+    """(model_type, top-level dtype holder, text config, audio config) of a folder/hub id."""
+    from transformers import PretrainedConfig
+
+    try:
+        cfg, _ = PretrainedConfig.get_config_dict(path)
+    except Exception as e:  # noqa: BLE001 - any unreadable folder is the user's to fix
+        raise BackendError(f"cannot read the {role} model config from {path}: {_first_line(e)}") from None
+    kind = cfg.get("model_type", "")
+    if kind == "qwen2_5_omni":                  # published layout: the thinker inside
+        cfg = cfg.get("thinker_config") or {}
+    text = dict(cfg.get("text_config") or cfg)
+    for k in ("dtype", "torch_dtype"):          # the dtype often sits on the outer config only
+        if k in cfg and k not in text:
+            text[k] = cfg[k]
+    return kind, cfg, text, cfg.get("audio_config")
+
+
+def _tokenizer(path: str, role: str):
+    from specdec_core.backends.hf import load_tokenizer
+
+    try:
+        return load_tokenizer(path)
+    except Exception as e:  # noqa: BLE001
+        raise BackendError(f"cannot load the {role} tokenizer from {path}: {_first_line(e)}") from None
+
+
+def _feature_extractor(path: str) -> dict | None:
+    local = Path(path)
+    if local.is_dir():
+        return _json(local / "preprocessor_config.json")
+    try:
+        from transformers.feature_extraction_utils import FeatureExtractionMixin
+
+        return FeatureExtractionMixin.get_feature_extractor_dict(path)[0]
+    except Exception:  # noqa: BLE001 - a text model has none
+        return None
+
+
+def _chat_template(path: str, tokenizer) -> str | None:
+    local = Path(path)
+    for name in ("chat_template.jinja", "chat_template.json"):
+        f = local / name
+        if f.is_file():
+            text = f.read_text(encoding="utf-8")
+            return json.loads(text).get("chat_template") if name.endswith(".json") else text
+    return getattr(tokenizer, "chat_template", None)
+
+
+def load_side(path: str, role: str) -> Side:
+    path = str(path)
+    kind, _, text, audio = _configs(path, role)
+    tok = _tokenizer(path, role)
+    gen = _json(Path(path) / "generation_config.json") or {}
+    return Side(role=role, path=path, config=text, tokenizer=tok, model_type=kind,
+                audio_config=audio, feature_extractor=_feature_extractor(path), generation=gen,
+                chat_template=_chat_template(path, tok))
+
+
+def backend_paths(name: str, options: dict) -> tuple[str, str]:
+    """(edge folder, cloud folder) the backend `name` would load with these options."""
+    if name == "demo":
+        from specdec_core.backends.demo import MODELS_DIR
+
+        root = Path(options.get("models_dir") or MODELS_DIR)
+        return str(root / "edge"), str(root / "cloud")
+    if name == "hf":
+        edge = options.get("edge_model") or os.environ.get("SPECSCOPE_HF_EDGE")
+        cloud = options.get("cloud_model") or os.environ.get("SPECSCOPE_HF_CLOUD")
+        if not edge or not cloud:
+            raise BackendError("the hf backend needs --edge-model DIR and --cloud-model DIR")
+        from specdec_core.backends.hf import HUB_ID
+
+        for role, p in (("edge", edge), ("cloud", cloud)):
+            if not Path(p).exists() and not HUB_ID.match(str(p)):
+                raise BackendError(f"{role} model not found: {p} (give a local folder or a hub id)")
+        return str(edge), str(cloud)
+    if name == "omni":
+        from specdec_core.backends.omni_loading import resolve_path
+
+        return (resolve_path(options.get("edge_model"), "SPECSCOPE_EDGE_MODEL", "edge"),
+                resolve_path(options.get("cloud_model"), "SPECSCOPE_CLOUD_MODEL", "cloud"))
+    raise BackendError(f"unknown backend {name!r}; choose from demo, omni, hf")

@@ -1,0 +1,85 @@
+"""Locked installs and the tested transformers range (issue 26): the lock pins everything (torch
+at the CPU wheel's version), make demo/test install from it, make test runs both range ends,
+and the range every check reads is pyproject's."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+
+from specdec_core.pairs import versions
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements.lock"
+
+
+def lock_pins() -> dict[str, str]:
+    lines = [l for l in LOCK.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[^=\s]+", l) for l in lines), \
+        [l for l in lines if "==" not in l]
+    return {l.split("==")[0].lower().replace("_", "-"): l.split("==")[1] for l in lines}
+
+
+def test_lock_pins_every_package_and_the_cpu_torch():
+    pins = lock_pins()
+    assert pins["torch"] == "2.13.0"                 # no +cpu label: matches the local CPU wheel
+    assert "specscope" not in pins                    # the project itself is installed editable
+    for dep in ("transformers", "tokenizers", "gradio", "pytest", "playwright", "ray", "matplotlib"):
+        assert dep in pins, dep
+
+
+def test_declared_range_is_read_from_pyproject_and_holds_the_lock():
+    spec = versions.tested_range()
+    assert spec and spec.startswith(">=5.0.0")
+    assert f'"transformers{spec}"' in (ROOT / "pyproject.toml").read_text()
+    assert lock_pins()["transformers"] in SpecifierSet(spec)
+
+
+def test_make_installs_from_the_lock_and_tests_both_range_ends():
+    mk = (ROOT / "Makefile").read_text()
+    assert "pip install -q -c $(LOCK) torch" in mk and "-c $(LOCK) -e '.[test,bench,scale]'" in mk
+    assert "LOCK := requirements.lock" in mk and "$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)" in mk
+    test = mk.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "pytest -q -ra" in test and "test-range" in test
+    rng = mk.split("\ntest-range:", 1)[1].split("\n\n", 1)[0]
+    assert "range_test.sh oldest" in rng and "range_test.sh newest" in rng
+    assert "scripts/lock.sh" in mk.split("\nlock:", 1)[1]
+    assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"
+
+
+def _range(which: str, tmp_path: Path, newest: str = "9.9.9") -> list[str]:
+    pip = tmp_path / "pip"      # what `pip index versions transformers` prints
+    pip.write_text(f"#!/bin/sh\necho 'transformers ({newest})'\necho 'Available versions: {newest}'\n")
+    pip.chmod(0o755)
+    env = dict(os.environ, RANGE_DRY_RUN="1", PIP=str(pip), SPECSCOPE_CLOUD_VENV_ROOT=str(tmp_path))
+    p = subprocess.run(["bash", str(ROOT / "scripts" / "range_test.sh"), which], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
+def test_range_script_picks_both_ends(tmp_path):
+    which, version, venv = _range("oldest", tmp_path)
+    assert version == versions.tested_range().split(",")[0].lstrip(">=")
+    assert Path(venv).parent == tmp_path and Path(venv).name.startswith(f"tf-{version}-")
+    assert _range("newest", tmp_path, "5.99.0")[1] == "5.99.0"
+    # newest == the lock's transformers: the whole suite already ran on it
+    out = " ".join(_range("newest", tmp_path, lock_pins()["transformers"]))
+    assert "skipped" in out and "lock" in out
+
+
+def test_audio_only_processor_gets_stand_ins_only_where_transformers_reads_them():
+    """compat.audio_only_processor: before 5.23 the Omni processor reads image/video merge_size
+    for audio-only prompts too; newer processors are left untouched."""
+    from specdec_core.backends.omni_tiny import omni_processor
+
+    p = omni_processor()
+    old_api = hasattr(type(p), "replace_multimodal_special_tokens")
+    assert (p.image_processor is not None) == old_api
+    assert (p.video_processor is not None) == old_api
+    ids = p(text=["<|audio_bos|><|AUDIO|><|audio_eos|>说话人"], audio=[[0.0] * 16000],
+            return_tensors="pt", padding=True)["input_ids"][0].tolist()
+    assert ids.count(p.tokenizer.convert_tokens_to_ids("<|AUDIO|>")) > 1   # expanded to the clip
