@@ -11,6 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from components.divergence import numerics_html
 from components.findings import config_badges, findings_html
 from components.inspect_view import (pooled_findings_html, pooled_html, pooled_trace, round_choices,
                                      round_html)
@@ -43,6 +44,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
     from specdec_core.audio.loading import load_audio
     from specdec_core.recorder import Recorder, analyze
+    from specdec_core.recorder.cli import numerics_probe
     from specdec_core.recorder.isolated import private_pair
 
     mod = _load_example(decoder)
@@ -64,6 +66,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     recording = rec.finish(out)
     recording["backend"] = "demo"
     recording["error"] = error
+    recording["numerics"] = numerics_probe(backend, prompt, out, k=int(k))   # issue 27
     trace, findings = analyze(recording, backend.tokenizer, prompt.info)
     td = trace.to_dict()
     return {"audio": sample, "decoder": decoder, "ok": error is None, "error": error,
@@ -233,7 +236,8 @@ class InspectTab:
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
-                findings_html(res["findings"]), render_tokens(tr), tr.get("text") or "",
+                numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
+                + findings_html(res["findings"]), render_tokens(tr), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
                 round_html(rec, 1, _texts()), path, rec, timing_figure(tr)]

@@ -220,7 +220,9 @@ class LiveTab:
                       f"ended by {ended}" + (f" ({run.cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
             if run.baseline is not None:
                 same = run.baseline["token_ids"] == tr.get("token_ids")
-                detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only")
+                fd = run.baseline.get("first_divergence")
+                detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only"
+                                   + (f" at token {fd['index']} ({fd['cause']})" if fd else ""))
             kind = "err" if run.stopped else "ok"
             head = f"Stopped: {name}" if kind == "err" else f"Done: {name}"
             stem = f"{name.rsplit('.', 1)[0]}"

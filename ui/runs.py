@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from specdec_core.api import LiveTrace, cloud_only, prepare, stream_prompt
+from specdec_core.api import LiveTrace, prepare, stream_prompt
+from specdec_core.decoding.reference import compare
 from specdec_core.decoding.config import DecodeConfig
 
 from .common import capped, register, unregister
@@ -41,7 +42,8 @@ class Run:
     def run_baseline(self) -> dict | None:
         if self.stopped:   # a stopped run has nothing to compare with
             return None
-        self.baseline = cloud_only(self.backend, self.prompt, self.cfg)
+        # the reference, its numerics probe and the bug-or-numerics verdict (issue 27)
+        self.baseline = compare(self.backend, self.prompt, self.cfg, self.live.trace)
         return self.baseline
 
     def result(self) -> dict:

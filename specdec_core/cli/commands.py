@@ -13,6 +13,7 @@ from specdec_core.api import load_backend, open_backend, run_clip
 from specdec_core.cli import reports
 from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
+from specdec_core.decoding.decoder import model_dtype
 from specdec_core.decoding.faults import FAULTS
 from specdec_core.errors import UserError
 from specdec_core.evaluation.edges import backend_spec
@@ -44,7 +45,8 @@ def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig
 def backend_options(args) -> dict:
     cloud_model = None if getattr(args, "cloud_url", None) else args.cloud_model
     return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": cloud_model,
-                              "prompt": args.prompt, "device": args.device}.items() if v}
+                              "prompt": args.prompt, "device": args.device,
+                              "dtype": getattr(args, "dtype", None)}.items() if v}
 
 
 def cmd_run(args) -> int:
@@ -63,7 +65,10 @@ def cmd_run(args) -> int:
             print(f"  {line}", file=sys.stderr)
         for d in (res.get("trace") or {}).get("diagnostics") or []:
             print(f"  {d.get('severity')}: {d.get('key')}: {d.get('title')}", file=sys.stderr)
-    out = {"backend": args.backend, "config": cfg.to_dict(), "results": results}
+        for line in reports.reference_lines(res):
+            print(f"  {line}", file=sys.stderr)
+    out = {"backend": args.backend, "dtype": model_dtype(backend), "config": cfg.to_dict(),
+           "results": results}
     text = json.dumps(out, ensure_ascii=False, indent=1)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

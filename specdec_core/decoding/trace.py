@@ -35,6 +35,7 @@ class TokenRecord:
     top: "list | TopK" = field(default_factory=list)   # edge alternatives; to_dict gives dicts
     cycle: bool = False
     at: int | None = None       # rejected only: index of the committed token that replaced it
+    cloud_top2: list | None = None   # verified: the verify row's [top-1 id, top-2 id, margin]
 
     def to_dict(self) -> dict:
         # hand-written: dataclasses.asdict deep-copies recursively and showed up in profiles
@@ -45,6 +46,8 @@ class TokenRecord:
              "cycle": self.cycle}
         if self.source == "rejected":
             d["at"] = self.at
+        elif self.cloud_top2 is not None:
+            d["cloud_top2"] = self.cloud_top2
         return d
 
 
