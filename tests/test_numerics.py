@@ -55,14 +55,19 @@ def test_dtype_loads_the_pair_in_that_dtype_and_the_trace_says_so(bf16, correct_
         load_backend("demo", dtype="float8")
 
 
-def test_bad_dtype_on_the_cli_is_a_one_line_usage_error():
-    for cmd in (["run", CLIP], ["record", "examples/decoders/correct.py", CLIP], ["bench"],
+def test_bad_dtype_on_the_cli_is_a_one_line_usage_error(capsys):
+    p = subprocess.run([sys.executable, "-m", "specdec_core", "run", CLIP, "--dtype", "fp8"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "--dtype" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    from specdec_core.cli import main
+
+    for cmd in (["record", "examples/decoders/correct.py", CLIP], ["bench"],
                 ["batch", "sample_audio/manifest.csv", "--out", "/tmp/x"]):
-        p = subprocess.run([sys.executable, "-m", "specdec_core", *cmd, "--dtype", "fp8"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert p.returncode == 2, (cmd, p.stderr)
-        assert "Traceback" not in p.stderr and "--dtype" in p.stderr
-        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+        with pytest.raises(SystemExit) as e:
+            main([*cmd, "--dtype", "fp8"])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "--dtype" in err and len(err.strip().splitlines()) == 1
 
 
 # -- the built-in decoder against cloud-only ---------------------------------------------------
@@ -128,29 +133,30 @@ def test_probe_sees_bf16_differences_that_float32_does_not(bf16):
 
 
 # -- the recorder (record --reference) -------------------------------------------------------------
-def _record(decoder, tmp_path, *extra):
+def _record(decoder, tmp_path, capsys):
+    from specdec_core.cli import main
+
     out = tmp_path / "rec.json"
-    p = subprocess.run([sys.executable, "-m", "specdec_core", "record",
-                        str(ROOT / "examples" / "decoders" / decoder), CLIP, "--reference",
-                        "--dtype", "bfloat16", "--set", "k=3", *extra, "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    return json.loads(out.read_text(encoding="utf-8"))["results"][0], p.stderr
+    rc = main(["record", str(ROOT / "examples" / "decoders" / decoder), CLIP, "--reference",
+               "--dtype", "bfloat16", "--set", "k=3", "--out", str(out)])
+    assert rc == 0
+    return json.loads(out.read_text(encoding="utf-8"))["results"][0], capsys.readouterr().err
 
 
-def test_record_reference_correct_loop_in_bf16_has_no_error(tmp_path):
-    r, err = _record("correct.py", tmp_path)
+def test_record_reference_correct_loop_in_bf16_has_no_error(tmp_path, capsys):
+    r, err = _record("correct.py", tmp_path, capsys)
     assert [f for f in r["findings"] if f["severity"] == "error"] == []
     assert r["recording"]["numerics"]["dtype"] == "bfloat16"
     assert "can flip" in err or "exact ties can still flip" in err
     fd = r["reference"]["first_divergence"]
-    if fd is not None:        # the loop's caches are built differently from the built-in's
-        assert fd["cause"] == "numerics"
-        assert [f["code"] for f in r["findings"]] == ["numeric_divergence"]
+    assert fd["cause"] == "numerics" and fd["index"] == 36, fd
+    assert fd["width_user"] == 4 and fd["width_reference"] == 1
+    assert [f["code"] for f in r["findings"]] == ["numeric_divergence"]
+    assert "leaves the reference at token 36: numerics" in err
 
 
-def test_record_reference_lenient_loop_in_bf16_is_decoder(tmp_path):
-    r, err = _record("lenient_rank.py", tmp_path)
+def test_record_reference_lenient_loop_in_bf16_is_decoder(tmp_path, capsys):
+    r, err = _record("lenient_rank.py", tmp_path, capsys)
     codes = [f["code"] for f in r["findings"] if f["severity"] == "error"]
     fd = r["reference"]["first_divergence"]
     assert "lossless_violation" in codes
