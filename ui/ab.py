@@ -6,6 +6,8 @@ import traceback
 
 import gradio as gr
 
+from specdec_core.decoding.reference import same_reference
+
 from components.compare import char_diff_html, metric_diff_table
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
@@ -164,6 +166,8 @@ class ABTab:
             if reference_on and not stopped:
                 yield pack(status_html("run", "Running the cloud-only reference…"))
                 ref = runs[0].run_baseline()["text"]
+                if same_reference(cfg_a, cfg_b):      # B's divergence verdict, same reference
+                    runs[1].run_baseline(runs[0].reference)
             ta, tb = runs[0].live.trace, runs[1].live.trace
             detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')} · "
                       f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}")

@@ -143,6 +143,7 @@ def cmd_bench(args) -> int:
                               thresholds=args.thresholds, repeats=args.sweep_repeats or args.repeats,
                               log=log, costs=costs))
     res["backend"] = args.backend
+    res["dtype"] = model_dtype(backend)
     res["torch_threads"] = torch.get_num_threads()
     print(reports.bench_report(res))
     if args.json:

@@ -8,11 +8,26 @@ from specdec_core.analysis import divergence
 from specdec_core.decoding.baseline import cloud_only
 
 
-def compare(backend, prompt, cfg, trace: dict, probe: bool = True) -> dict:
+STOP_KNOBS = ("max_new_tokens", "min_new_tokens", "stop_at_first_sentence", "prompt_type")
+
+
+def reference_for(backend, prompt, cfg):
+    """(the cloud-only result, its per-step logits): one reference several traces can share."""
+    return cloud_only(backend, prompt, cfg, keep_logits=True)
+
+
+def same_reference(cfg_a, cfg_b) -> bool:
+    """Whether a reference decoded under cfg_a is also cfg_b's (same stops and prompt)."""
+    return all(getattr(cfg_a, k) == getattr(cfg_b, k) for k in STOP_KNOBS)
+
+
+def compare(backend, prompt, cfg, trace: dict, probe: bool = True, reference=None) -> dict:
     """The `baseline` entry: {text, token_ids, wall_s, first_divergence}. Also sets
     trace["numerics"] (the probe) and, for a numerics divergence, appends the info finding
-    `numeric_divergence` to trace["diagnostics"]."""
-    base, logits = cloud_only(backend, prompt, cfg, keep_logits=True)
+    `numeric_divergence` to trace["diagnostics"]. `reference`: reference_for()'s result, to
+    reuse (A/B: one cloud-only decode for both sides)."""
+    base, logits = reference or reference_for(backend, prompt, cfg)
+    base = dict(base)
     if probe and "numerics" not in trace:
         from specdec_core.recorder.numerics import probe as run_probe
 
