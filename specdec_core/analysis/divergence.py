@@ -78,7 +78,9 @@ def verdict(index: int, user: dict | None, reference: dict | None, round_: int |
           "width_user": mine.get("width"), "swing": None,
           "tolerance": tolerance(numerics, dtype, ref.get("scale")),
           "explained_by": None, "why": ""}
-    errors = [f for f in findings if f.get("severity") == "error"]
+    # error findings that can explain it: not those whose evidence lies after the divergence
+    errors = [f for f in findings if f.get("severity") == "error"
+              and not ((f.get("evidence") or {}).get("index") or -1) > index]
     code = lambda *cs: next((f.get("code") or f.get("key") for f in errors  # noqa: E731
                              if (f.get("code") or f.get("key")) in cs), None)
     if user is None or reference is None:
