@@ -189,3 +189,13 @@ def test_verdict_rules():
     assert f32["cause"] == "decoder"          # fp32 cannot move logits by 0.1
     assert divergence.first_index([1, 2, 3], [1, 2, 3]) is None
     assert divergence.first_index([1, 2], [1, 2, 3]) == 2
+
+
+def test_inspect_and_cli_show_the_probe_line():
+    from components.divergence import numerics_html
+
+    num = {"dtype": "bfloat16", "max_logit_diff": 0.0625, "verify_width": 5, "positions": 30}
+    html = numerics_html(num)
+    assert "ties closer than 0.0625 logits can flip" in html and "bfloat16" in html
+    assert "exact ties can still flip" in numerics_html({**num, "max_logit_diff": 0.0})
+    assert numerics_html(None) == ""
