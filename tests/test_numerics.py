@@ -199,3 +199,24 @@ def test_inspect_and_cli_show_the_probe_line():
     assert "ties closer than 0.0625 logits can flip" in html and "bfloat16" in html
     assert "exact ties can still flip" in numerics_html({**num, "max_logit_diff": 0.0})
     assert numerics_html(None) == ""
+
+
+def test_the_app_in_bf16_labels_the_divergence_of_a_correct_loop():
+    """The real app with SPECSCOPE_DTYPE=bfloat16, through its /run endpoint with "compare with
+    cloud-only" on: the Live tab's run gives the numerics verdict and the marked token view."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from browser_util import app_process
+    from gradio_client import Client
+
+    from components.token_view import render_tokens
+
+    cfg = json.dumps(LONG)
+    with app_process(env={"SPECSCOPE_DTYPE": "bfloat16"}, log_name="app-bf16.log") as (url, _):
+        res, _text = Client(url, verbose=False).predict("happy_01", None, cfg, "demo", True,
+                                                        api_name="/run")
+    tr = res["trace"]
+    assert tr["info"]["dtype"] == "bfloat16"
+    fd = res["baseline"]["first_divergence"]
+    assert fd["cause"] == "numerics" and tr["reference"]["first_divergence"] == fd
+    assert [d["key"] for d in tr["diagnostics"]] == ["numeric_divergence"]
+    assert 'data-divergence="numerics"' in render_tokens(tr)
