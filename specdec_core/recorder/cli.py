@@ -115,6 +115,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
 
     from specdec_core.api import prepare
     from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.decoding.decoder import model_dtype
     from specdec_core.recorder.analyze import analyze
     from specdec_core.recorder.hooks import Recorder
 
@@ -142,6 +143,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     recording = rec.finish(out)
     recording["backend"] = backend.name
     recording["numerics"] = numerics_probe(backend, prompt, out, k=knobs["k"])
+    recording["dtype"] = model_dtype(backend)          # which dtype ran (--dtype)
     trace, found = analyze(recording, backend.tokenizer, prompt.info)
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
            "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
