@@ -7,6 +7,7 @@ shown on :hover / :focus) so they work inside gr.HTML, which does not run script
 
 from __future__ import annotations
 
+from .divergence import DIVERGENCE_CSS, divergence_marker
 from .formatting import DASH, esc, num, visible
 from .palette import (
     CYCLE_COLOR,
@@ -75,6 +76,7 @@ TOKEN_CSS = f"""
 .ss-tip-alt {{ white-space: nowrap; }}
 .ss-tip-note {{ display: block; margin-top: 4px; color: #ffd8a8; }}
 """
+TOKEN_CSS += DIVERGENCE_CSS
 
 
 def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
@@ -203,12 +205,17 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
 
     # (round, html) items in display order: rejected drafts sit just before their correction.
     items: list[tuple[object, str]] = []
+    fd = (trace.get("reference") or {}).get("first_divergence")   # bug or numerics? (issue 27)
     for n, tok in enumerate(tokens):
         i = tok.get("i", n)
         dropped = by_at.get(n, [])
         items += [(rej.get("round"), _rejected_span(rej)) for rej in dropped]
+        if fd and fd.get("index") == n:
+            items.append((tok.get("round"), divergence_marker(fd)))
         items.append((tok.get("round"), _token_span(tok, i in in_cycle, dropped, colour)))
     items += [(rej.get("round"), _rejected_span(rej)) for rej in trailing]
+    if fd and fd.get("index") == len(tokens) and tokens:
+        items.append((tokens[-1].get("round"), divergence_marker(fd)))
 
     groups: list[str] = []
     current, buf, parity = object(), [], 0

@@ -43,7 +43,8 @@ def open_backend(opts, *cfgs: DecodeConfig):
     cloud_model, prompt, device, cloud_url); with cloud_url its cloud is the server's, checked
     now against the configurations it will run."""
     url = getattr(opts, "cloud_url", None)
-    options = {k: getattr(opts, k, None) for k in ("edge_model", "cloud_model", "prompt", "device")}
+    options = {k: getattr(opts, k, None)
+               for k in ("edge_model", "cloud_model", "prompt", "device", "dtype")}
     if url:
         options["cloud_model"] = None      # with a server, --cloud-model names the served model
     backend = load_backend(opts.backend, **{k: v for k, v in options.items() if v})
@@ -94,7 +95,11 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
         res = {"audio": label, "ok": True, "text": tr.text, "token_ids": tr.token_ids,
                "metrics": tr.metrics, "trace": tr.to_dict()}
         if baseline and tr.ended_by not in ("cancelled", "time_limit"):
-            res["baseline"] = cloud_only(backend, prompt, cfg)
+            from specdec_core.decoding.reference import compare
+
+            # the reference, the numerics probe and the bug-or-numerics verdict at the first
+            # divergence (baseline.first_divergence, trace.numerics; docs/recorder.md)
+            res["baseline"] = compare(backend, prompt, cfg, res["trace"])
             res["metrics"]["matches_baseline"] = res["baseline"]["token_ids"] == tr.token_ids
         return res
     except UserError as e:

@@ -8,6 +8,7 @@ import gradio as gr
 
 from components.cards import diagnostics_html, findings_summary
 from components.compare import char_diff_html, metric_diff_html, speedup
+from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
@@ -174,8 +175,10 @@ class ABTab:
             if reference_on and not stopped:
                 yield pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx))
                 bases[0] = runs[0].run_baseline()
-                # the same reference unless B's stops differ (then B's own, with B's stops)
-                bases[1] = bases[0] if _same_stops(cfg_a, cfg_b) else runs[1].run_baseline()
+                # the same reference unless B's stops differ (then B's own, with B's stops); B's
+                # divergence verdict is judged against it either way
+                bases[1] = (runs[1].run_baseline(runs[0].reference) if same_reference(cfg_a, cfg_b)
+                            else runs[1].run_baseline())
                 ref = bases[0]["text"]
             ta, tb = runs[0].live.trace, runs[1].live.trace
             sps = [speedup(t, b) if b else None for t, b in zip((ta, tb), bases)]
@@ -206,13 +209,6 @@ class ABTab:
             msg = common.user_message(e)
             gr.Warning(msg)
             yield pack(status_html("err", "Could not run", msg))
-
-
-STOP_KNOBS = ("max_new_tokens", "min_new_tokens", "stop_at_first_sentence", "prompt_type", "time_limit_s")
-
-
-def _same_stops(a: DecodeConfig, b: DecodeConfig) -> bool:
-    return all(getattr(a, k, None) == getattr(b, k, None) for k in STOP_KNOBS)
 
 
 def _fs(trace: dict) -> str:

@@ -122,7 +122,8 @@ def backend_choices() -> list[str]:
 
 
 def get_backend(name: str | None):
-    return load_backend(name or "demo")
+    # SPECSCOPE_DTYPE=float32|bfloat16|float16: the app's backends in that dtype (issue 27)
+    return load_backend(name or "demo", dtype=os.environ.get("SPECSCOPE_DTYPE") or None)
 
 
 def warm_up(name: str = "demo") -> None:
@@ -132,7 +133,7 @@ def warm_up(name: str = "demo") -> None:
             from specdec_core.api import prepare
             from specdec_core.decoding.config import DecodeConfig
 
-            backend = load_backend(name)
+            backend = get_backend(name)
             if DEFAULT_SAMPLE in sample_names():  # also imports and warms the audio/prosody stack
                 prepare(backend, str(sample_path(DEFAULT_SAMPLE)), DecodeConfig())
         except Exception:  # noqa: BLE001 - a missing model shows up as a clear error on Run

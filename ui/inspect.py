@@ -11,6 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from components.divergence import numerics_html
 from components.findings import config_badges, findings_html
 from components.inspect_view import (pooled_findings_html, pooled_html, pooled_trace, round_choices,
                                      round_html)
@@ -45,6 +46,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
     from specdec_core.audio.loading import load_audio
     from specdec_core.recorder import Recorder, analyze
+    from specdec_core.recorder.cli import numerics_probe
     from specdec_core.recorder.isolated import private_pair
 
     mod = _load_example(decoder)
@@ -68,6 +70,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     recording["error"] = error
     from specdec_core.decoding.dependence import audio_dependence   # issue 28
     dep = audio_dependence(backend, prompt, out) if error is None else None
+    recording["numerics"] = numerics_probe(backend, prompt, out, k=int(k))   # issue 27
     trace, findings = analyze(recording, backend.tokenizer, prompt.info, dep)
     td = trace.to_dict()
     return {"audio": sample, "decoder": decoder, "ok": error is None, "error": error,
@@ -241,7 +244,8 @@ class InspectTab:
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
-                findings_html(list(res["findings"] or [])), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
+                numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
+                + findings_html(list(res["findings"] or [])), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
                 round_html(rec, 1, _texts(), len(tr.get("rounds") or [])), path,

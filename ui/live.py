@@ -245,7 +245,9 @@ class LiveTab:
                       f"ended by {ended}" + (f" ({run.cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
             if run.baseline is not None:
                 same = run.baseline["token_ids"] == tr.get("token_ids")
-                detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only")
+                fd = run.baseline.get("first_divergence")
+                detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only"
+                                   + (f" at token {fd['index']} ({fd['cause']})" if fd else ""))
                 if sp:
                     detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
                                f"{sp['cloud_only_s']:.2f} s cloud-only)")

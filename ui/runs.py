@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from specdec_core.api import LiveTrace, cloud_only, prepare, stream_prompt
+from specdec_core.api import LiveTrace, prepare, stream_prompt
+from specdec_core.decoding.reference import compare, reference_for
 from specdec_core.decoding.config import DecodeConfig
 
 from .common import capped, register, unregister
@@ -24,6 +25,7 @@ class Run:
         self.live = LiveTrace(self.cfg.to_dict(), tokenizer=backend.tokenizer)
         self.clock = Clock()
         self.baseline: dict | None = None
+        self.reference = None        # (cloud-only result, its logits) once run_baseline ran
 
     def __iter__(self):
         register(self.session, self.cancel)
@@ -38,10 +40,14 @@ class Run:
     def stopped(self) -> bool:
         return self.live.trace.get("ended_by") in ("cancelled", "time_limit")
 
-    def run_baseline(self) -> dict | None:
+    def run_baseline(self, reference=None) -> dict | None:
         if self.stopped:   # a stopped run has nothing to compare with
             return None
-        self.baseline = cloud_only(self.backend, self.prompt, self.cfg)
+        # the reference, its numerics probe and the bug-or-numerics verdict (issue 27);
+        # `reference` (another Run's .reference) reuses its cloud-only decode
+        self.reference = reference or reference_for(self.backend, self.prompt, self.cfg)
+        self.baseline = compare(self.backend, self.prompt, self.cfg, self.live.trace,
+                                reference=self.reference)
         return self.baseline
 
     def result(self) -> dict:

@@ -9,6 +9,28 @@ from specdec_core.errors import BackendError
 from specdec_core.backends.base import Backend, PromptInputs  # noqa: F401
 
 BACKENDS = ("demo", "omni", "hf")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def torch_dtype(name):
+    """'float32' | 'bfloat16' | 'float16' (or None: the backend's default) -> torch dtype."""
+    if name is None or name == "":
+        return None
+    import torch
+
+    if not isinstance(name, str):
+        if name in (torch.float32, torch.bfloat16, torch.float16):
+            return name
+        name = str(name)
+    key = name.removeprefix("torch.")
+    if key not in DTYPES:
+        raise BackendError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
+    return getattr(torch, key)
+
+
+def dtype_name(model) -> str:
+    """The dtype a loaded model runs in, as the CLI spells it ('bfloat16')."""
+    return str(next(model.parameters()).dtype).removeprefix("torch.")
 
 
 def available_backends() -> list[str]:
@@ -26,6 +48,8 @@ def load_backend(name: str = "demo", **options) -> Backend:
         raise BackendError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
     # One load at a time: from_pretrained is not thread-safe (an app warm-up thread racing a
     # request left a tied lm_head randomly initialised), and the cache must see one loader.
+    if options.get("dtype") is not None:
+        options["dtype"] = str(torch_dtype(options["dtype"])).removeprefix("torch.")
     with _LOAD_LOCK:
         return _load(name, tuple(sorted((k, v) for k, v in options.items() if v is not None)))
 
@@ -48,6 +72,8 @@ def _load(name: str, options: tuple) -> Backend:
 
 
 def _construct(name: str, opts: dict) -> Backend:
+    if "dtype" in opts:
+        opts["dtype"] = torch_dtype(opts["dtype"])
     if name == "demo":
         from specdec_core.backends.demo import DemoBackend
 

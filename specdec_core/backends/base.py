@@ -44,4 +44,5 @@ class Backend:
     def describe(self) -> dict:
         def n(m):
             return sum(p.numel() for p in m.parameters())
-        return {"backend": self.name, "edge_params": n(self.edge), "cloud_params": n(self.cloud)}
+        return {"backend": self.name, "edge_params": n(self.edge), "cloud_params": n(self.cloud),
+                "dtype": str(next(self.cloud.parameters()).dtype).removeprefix("torch.")}

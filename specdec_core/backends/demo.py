@@ -16,13 +16,13 @@ from specdec_core.backends.base import Backend, PromptInputs
 MODELS_DIR = Path(__file__).resolve().parents[1] / "demo" / "models"
 
 
-def _load(folder: Path, role: str):
+def _load(folder: Path, role: str, dtype=torch.float32):
     if not (folder / "model.safetensors").is_file():
         raise BackendError(f"demo {role} model missing at {folder} (run scripts/train_demo.py)")
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a 1 MB load needs no progress bar on the CLI's stderr
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype,
                                                      trust_remote_code=False, use_safetensors=True,
                                                      local_files_only=True)
     finally:
@@ -35,10 +35,12 @@ class DemoBackend(Backend):
     name = "demo"
     needs_audio = True
 
-    def __init__(self, models_dir: str | Path = MODELS_DIR):
+    def __init__(self, models_dir: str | Path = MODELS_DIR, dtype=None):
         models_dir = Path(models_dir)
-        self.edge = _load(models_dir / "edge", "edge")
-        self.cloud = _load(models_dir / "cloud", "cloud")
+        # float32 unless asked: bfloat16 is the CPU stand-in for a GPU deployment (docs/recorder.md)
+        self.dtype = dtype or torch.float32
+        self.edge = _load(models_dir / "edge", "edge", self.dtype)
+        self.cloud = _load(models_dir / "cloud", "cloud", self.dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(str(models_dir / "cloud"),
                                                        local_files_only=True)
         # Stop by id: <|im_end|> ends the assistant turn, <|endoftext|> ends a document.

@@ -44,9 +44,11 @@ class HFBackend(Backend):
     needs_audio = False
 
     def __init__(self, edge_path: str, cloud_path: str, prompt: str = "", edge=None, cloud=None,
-                 tokenizer=None):
-        self.edge = edge if edge is not None else load_causal_lm(edge_path, "edge")
-        self.cloud = cloud if cloud is not None else load_causal_lm(cloud_path, "cloud")
+                 tokenizer=None, dtype=None):
+        dtype = dtype or torch.float32
+        self.edge = edge if edge is not None else load_causal_lm(edge_path, "edge", dtype)
+        self.cloud = cloud if cloud is not None else load_causal_lm(cloud_path, "cloud", dtype)
+        self.dtype = next(self.cloud.parameters()).dtype
         if tokenizer is None:
             try:
                 tokenizer = load_tokenizer(cloud_path)

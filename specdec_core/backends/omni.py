@@ -189,7 +189,7 @@ class OmniBackend(Backend):
 
     def describe(self) -> dict:
         d = super().describe()
-        d.update(shared_vocab=self.shared_vocab, device=str(self.device), dtype=str(self.dtype),
+        d.update(shared_vocab=self.shared_vocab, device=str(self.device), dtype=str(self.dtype).removeprefix("torch."),
                  **self.info)
         return d
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # noqa: F401
+from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
 from specdec_core.recorder import cli as recorder_cli
 from specdec_core.errors import UserError
@@ -34,6 +35,9 @@ def _add_backend_args(p, cloud_url: bool = True, prompt: bool = True):
     if prompt:
         p.add_argument("--prompt", help="text prompt (hf backend)")
     p.add_argument("--device", help="cuda | cpu (omni)")
+    p.add_argument("--dtype", choices=DTYPES, default=None, help="weights and activations: "
+                   "float32 | bfloat16 | float16 (default: the backend's own, float32 for demo/hf, "
+                   "omni bfloat16 on a GPU); bfloat16 on the demo pair stands in for a GPU run")
 
 
 def _add_config_args(p):

@@ -13,6 +13,7 @@ from specdec_core.api import load_backend, open_backend, run_clip
 from specdec_core.cli import reports
 from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
+from specdec_core.decoding.decoder import model_dtype
 from specdec_core.decoding.faults import FAULTS
 from specdec_core.errors import UserError
 from specdec_core.evaluation.edges import backend_spec
@@ -46,7 +47,8 @@ def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig
 def backend_options(args) -> dict:
     cloud_model = None if getattr(args, "cloud_url", None) else args.cloud_model
     return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": cloud_model,
-                              "prompt": args.prompt, "device": args.device}.items() if v}
+                              "prompt": args.prompt, "device": args.device,
+                              "dtype": getattr(args, "dtype", None)}.items() if v}
 
 
 def cmd_run(args) -> int:
@@ -67,6 +69,9 @@ def cmd_run(args) -> int:
             print(f"  {line}", file=sys.stderr)
         for d in (res.get("trace") or {}).get("diagnostics") or []:
             print(f"  {d.get('severity')}: {d.get('key')}: {d.get('title')}", file=sys.stderr)
+        for line in reports.reference_lines(res):
+            print(f"  {line}", file=sys.stderr)
+    # the contract's keys only: each result's trace.info.dtype says which dtype ran
     out = {"backend": args.backend, "config": cfg.to_dict(), "results": results}
     text = json.dumps(out, ensure_ascii=False, indent=1)
     if args.out:
@@ -151,6 +156,7 @@ def cmd_bench(args) -> int:
                               thresholds=args.thresholds, repeats=args.sweep_repeats or args.repeats,
                               log=log, costs=costs))
     res["backend"] = args.backend
+    res["dtype"] = model_dtype(backend)
     res["torch_threads"] = torch.get_num_threads()
     print(reports.bench_report(res))
     if args.json:

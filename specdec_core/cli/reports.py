@@ -176,3 +176,14 @@ def check_report(report: dict) -> str:
     out.append("usable" if report["usable"] else "NOT usable: fix the errors above")
     return "\n".join(out)
 
+
+def reference_lines(res: dict) -> list[str]:
+    """`run --baseline`: the numerics probe ('ties closer than X logits can flip') and where
+    the output leaves the cloud-only reference, numerics or decoder (analysis/divergence.py)."""
+    from specdec_core.analysis.divergence import summary
+    from specdec_core.recorder.numerics import probe_line
+
+    if not res.get("ok") or not res.get("baseline"):
+        return []
+    out = [x for x in [probe_line((res.get("trace") or {}).get("numerics"))] if x]
+    return out + ["cloud-only: " + summary(res["baseline"].get("first_divergence"))]

@@ -17,20 +17,28 @@ def stopper_for(backend, prompt, cfg) -> StopChecker:
 
 
 @torch.inference_mode()
-def cloud_only(backend, prompt, cfg) -> dict:
+def cloud_only(backend, prompt, cfg, keep_logits: bool = False):
+    """{"text", "token_ids", "wall_s"}; with keep_logits, (that dict, [n, V] float32 logits of
+    each step's forward on the shared vocabulary) -- what the divergence verdict reads."""
     checker = stopper_for(backend, prompt, cfg)
     dev = next(backend.cloud.parameters()).device
     t0 = time.perf_counter()
+    extra = dict(output_logits=True, return_dict_in_generate=True) if keep_logits else {}
     out = backend.cloud.generate(
         input_ids=prompt.input_ids.to(dev), attention_mask=torch.ones_like(prompt.input_ids).to(dev),
         **prompt.prefill_kwargs, do_sample=False, max_new_tokens=cfg.max_new_tokens,
         eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
-        stopping_criteria=id_criteria(checker), temperature=None, top_p=None, top_k=None)
+        stopping_criteria=id_criteria(checker), temperature=None, top_p=None, top_k=None, **extra)
     wall = time.perf_counter() - t0
     seq = out[0] if not hasattr(out, "sequences") else out.sequences[0]
     ids = seq[prompt.length:].tolist()
     text = backend.tokenizer.decode(ids, skip_special_tokens=True)
-    return {"text": text, "token_ids": ids, "wall_s": round(wall, 4)}
+    res = {"text": text, "token_ids": ids, "wall_s": round(wall, 4)}
+    if not keep_logits:
+        return res
+    v = getattr(backend, "shared_vocab", None)
+    logits = torch.stack([x[0] for x in out.logits]).float().cpu()
+    return res, (logits[:, :v] if v else logits)
 
 
 def id_criteria(checker: StopChecker) -> StoppingCriteriaList:

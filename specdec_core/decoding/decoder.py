@@ -102,7 +102,8 @@ class SpeculativeDecoder:
         # the width of the edge logits the drafts come from); the trace keeps both
         vocab = logits_width(edge)
         gate = cfg.threshold_nats(vocab)
-        info = {**prompt.info, "vocab_size": vocab, "entropy_threshold_nats": gate}
+        info = {**prompt.info, "vocab_size": vocab, "entropy_threshold_nats": gate,
+                "dtype": model_dtype(b)}
         run = Run(
             cfg=cfg, seq=seq, edge=edge, gate=gate,
             cloud=cloud, verifier=make_verifier(cloud, cfg, gen),
@@ -141,6 +142,16 @@ class SpeculativeDecoder:
             tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         tr.diagnostics = diagnose(tr)
         return tr
+
+
+def model_dtype(backend) -> str | None:
+    """The dtype the cloud runs in ('float32', 'bfloat16'); a remote cloud: the edge's."""
+    for m in (getattr(backend, "cloud", None), getattr(backend, "edge", None)):
+        try:
+            return str(next(m.parameters()).dtype).removeprefix("torch.")
+        except (AttributeError, StopIteration, TypeError):
+            continue
+    return None
 
 
 def _busy(runner) -> float:

@@ -100,7 +100,10 @@ def judge(run, recs: list[TokenRecord], v: sampling.Verdict) -> list[TokenRecord
     fix = "corrected" if v.accepted < len(recs) else "bonus"
     extra = TokenRecord(-1, v.next_token, run.text[v.next_token], fix, run.round,
                         target_prob=v.next_prob, target_rank=v.next_rank)
-    return recs[: v.accepted] + [extra]
+    out = recs[: v.accepted] + [extra]
+    for r, t2 in zip(out, getattr(v, "top2", None) or ()):
+        r.cloud_top2 = t2
+    return out
 
 
 def commit(run, records: list[TokenRecord]) -> int:

@@ -37,6 +37,7 @@ class TokenRecord:
     at: int | None = None       # rejected only: index of the committed token that replaced it
     audio_dependence: float | None = None   # nats; set after the decode (decoding/dependence.py)
     audio_free_id: int | None = None        # the cloud's argmax here without the audio
+    cloud_top2: list | None = None   # verified: the verify row's [top-1 id, top-2 id, margin]
 
     def to_dict(self) -> dict:
         # hand-written: dataclasses.asdict deep-copies recursively and showed up in profiles
@@ -48,6 +49,8 @@ class TokenRecord:
              "audio_free_id": self.audio_free_id}
         if self.source == "rejected":
             d["at"] = self.at
+        elif self.cloud_top2 is not None:
+            d["cloud_top2"] = self.cloud_top2
         return d
 
 

@@ -24,6 +24,20 @@ class Checked:
     next_rank: int              # cloud rank of next_token
     cloud_fed: int              # positions the cloud computed for this call
     cost: LinkCost = field(default_factory=LinkCost)
+    # per committed row (accepted drafts, then the correction/bonus): the cloud's [top-1 id,
+    # top-2 id, top-1 - top-2 logit margin], what the bug-or-numerics verdict needs (None: unknown)
+    top2: list | None = None
+
+
+def top2_rows(logits) -> list[list]:
+    """[[id1, id2, margin]] per row, exact ties in argmax order (lowest id first)."""
+    import torch
+
+    vals, ids = torch.topk(logits, 2, -1)
+    tie = (vals[:, 0] == vals[:, 1]) & (ids[:, 1] < ids[:, 0])
+    ids = torch.where(tie[:, None], ids.flip(-1), ids)
+    return [[a, b, round(m, 5)] for (a, b), m in
+            zip(ids.tolist(), (vals[:, 0] - vals[:, 1]).tolist())]
 
 
 def make_verifier(cloud, cfg, gen):
@@ -54,4 +68,5 @@ class LogitsVerifier:
         return Checked(v.accepted, v.next_token, v.ranks, v.target_probs,
                        next_prob=v.next_prob, next_rank=v.next_rank,
                        cloud_fed=len(catch_up) + len(block),
-                       cost=self.link.call(n_ids, self._with_probs))
+                       cost=self.link.call(n_ids, self._with_probs),
+                       top2=top2_rows(logits[: v.accepted + 1]))

@@ -13,7 +13,7 @@ import socket
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
 
-SPEC_KEYS = ("backend", "edge_model", "cloud_model", "prompt", "device")
+SPEC_KEYS = ("backend", "edge_model", "cloud_model", "prompt", "device", "dtype")
 
 
 def backend_spec(args) -> dict:
@@ -49,7 +49,8 @@ class EdgeSession:
         from specdec_core.api import load_backend, with_cloud
 
         if self.base is None:
-            opts = {k: self.spec.get(k) for k in ("edge_model", "cloud_model", "prompt", "device")}
+            opts = {k: self.spec.get(k) for k in ("edge_model", "cloud_model", "prompt", "device",
+                                                  "dtype")}
             if self.spec.get("remote"):
                 opts["cloud_model"] = None     # with servers, --cloud-model names the served model
             self.base = load_backend(self.spec.get("backend") or "demo",

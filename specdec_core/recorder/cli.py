@@ -100,11 +100,22 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None) -> dict:
     return extra
 
 
+def numerics_probe(backend, prompt, out, k: int):
+    """recording["numerics"]: width-1 vs width-(k+1) logits of the cloud on this clip."""
+    from specdec_core.recorder.numerics import probe
+
+    try:
+        return probe(backend, prompt, out, k=k)
+    except Exception:   # noqa: BLE001 - a probe that cannot run is no finding
+        return None
+
+
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False) -> dict:
     import torch
 
     from specdec_core.api import prepare
     from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.decoding.decoder import model_dtype
     from specdec_core.recorder.analyze import analyze
     from specdec_core.recorder.hooks import Recorder
 
@@ -133,34 +144,23 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     recording["backend"] = backend.name
     from specdec_core.decoding.dependence import audio_dependence
     dep = audio_dependence(backend, prompt, out)
+    recording["numerics"] = numerics_probe(backend, prompt, out, k=knobs["k"])
+    recording["dtype"] = model_dtype(backend)          # which dtype ran (--dtype)
     trace, found = analyze(recording, backend.tokenizer, prompt.info, dep)
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
            "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
            "recording": recording}
     if reference:
-        res["reference"] = reference_diff(backend, prompt, out, trace, knobs)
+        from specdec_core.analysis.divergence import numeric_finding
+        from specdec_core.recorder.reference import reference_diff
+
+        res["reference"] = ref = reference_diff(backend, prompt, out, trace, knobs, recording, found)
+        fd = ref["first_divergence"]
+        if fd is not None and fd["cause"] == "numerics":   # info, never an error (issue 27)
+            res["findings"] = found = found + [numeric_finding(fd, recording["numerics"] and
+                                                               recording["numerics"]["dtype"])]
+            res["trace"]["diagnostics"] = found
     return res
-
-
-def reference_diff(backend, prompt, out: list[int], trace, knobs: dict) -> dict:
-    """The cloud's own greedy decode on the same prompt, and where the user's output leaves it."""
-    from specdec_core.decoding.baseline import cloud_only
-    from specdec_core.decoding.config import DecodeConfig
-
-    cfg = DecodeConfig(max_new_tokens=knobs["max_new_tokens"], stop_at_first_sentence=False,
-                       min_new_tokens=0, prompt_type=knobs["prompt_type"])
-    ref = cloud_only(backend, prompt, cfg)["token_ids"]
-    i = next((j for j, (a, b) in enumerate(zip(out, ref)) if a != b), None)
-    if i is None and len(out) != len(ref):
-        i = min(len(out), len(ref))
-    d = {"token_ids": ref, "text": backend.tokenizer.decode(ref, skip_special_tokens=True),
-         "matches": i is None, "first_divergence": None}
-    if i is not None:
-        tok = lambda x: None if x is None else {"id": x, "text": backend.tokenizer.decode([x])}  # noqa: E731
-        d["first_divergence"] = {"index": i, "user": tok(out[i] if i < len(out) else None),
-                                 "reference": tok(ref[i] if i < len(ref) else None),
-                                 "round": trace.tokens[i].round if i < len(trace.tokens) else None}
-    return d
 
 
 def pooled_findings(results: list[dict]) -> list[dict]:
@@ -191,6 +191,17 @@ def _by_severity(findings: list[dict]) -> str:
     return " · ".join(parts)
 
 
+def numerics_lines(res: dict) -> list[str]:
+    """The report's 'ties closer than X logits can flip' line and the divergence verdict."""
+    from specdec_core.analysis.divergence import summary
+    from specdec_core.recorder.numerics import probe_line
+
+    out = [x for x in [probe_line((res.get("recording") or {}).get("numerics"))] if x]
+    if res.get("reference"):
+        out.append("reference: " + summary(res["reference"]["first_divergence"]))
+    return out
+
+
 def cmd_record(args) -> int:
     from specdec_core.analysis.metrics import time_line
     from specdec_core.api import open_backend
@@ -208,6 +219,8 @@ def cmd_record(args) -> int:
         print(f"{res['audio']}: " + (f"recorded; {_by_severity(res.get('findings', []))}"
                                      if res["ok"] else f"error: {res['error']}"), file=sys.stderr)
         if line := time_line(res.get("time_split")):
+            print(f"  {line}", file=sys.stderr)
+        for line in numerics_lines(res):
             print(f"  {line}", file=sys.stderr)
     pooled = pooled_findings(results)
     for f in pooled:

@@ -254,6 +254,16 @@ class Recorder:
         return rec
 
 
+def _top(logp: torch.Tensor, k: int):
+    """topk with exact ties in torch.argmax's order (lowest id first): bf16/fp16 logits tie
+    often, and a loop's argmax picks the first maximum, so row 0 must be that one."""
+    top = torch.topk(logp, k, -1)
+    order = top.indices.sort(dim=-1).indices                   # ascending id...
+    vals, ids = top.values.gather(-1, order), top.indices.gather(-1, order)
+    order = vals.sort(dim=-1, descending=True, stable=True).indices    # ...then by value, stable
+    return torch.return_types.topk((vals.gather(-1, order), ids.gather(-1, order)))
+
+
 @torch.no_grad()
 def _rows(logits: torch.Tensor, ids: list[int], temperature=None):
     """Per scored row (the last T' input positions): argmax, top-5, entropy, and the rank /
@@ -262,7 +272,7 @@ def _rows(logits: torch.Tensor, ids: list[int], temperature=None):
     log-prob l converts to the log-prob at T: l / T - lse_t (recorder/sampling.py)."""
     t = logits.shape[0]
     logp = torch.log_softmax(logits.float(), -1)
-    top = torch.topk(logp, min(TOP, logp.shape[-1]), -1)
+    top = _top(logp, min(TOP, logp.shape[-1]))
     ent = -(logp.exp() * logp).sum(-1)
     off = len(ids) - t                         # input index of the first scored row
     nxt = ids[off + 1:] if off >= -1 else []   # tokens following rows 0..t-2

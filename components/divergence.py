@@ -1,0 +1,57 @@
+"""Bug or numerics? Pure HTML for where an output leaves the cloud-only reference
+(`reference.first_divergence`, analysis/divergence.py) and for the numerics probe."""
+from __future__ import annotations
+
+from html import escape
+
+from specdec_core.recorder.numerics import probe_line
+
+DIVERGENCE_CSS = """
+.ss-div { display: inline-block; margin: 0 3px; padding: 0 5px; border-radius: 4px;
+  font-size: 0.72em; font-weight: 600; vertical-align: middle; cursor: help; }
+.ss-div-numerics { background: #e8f0fe; color: #1a4fa0; border: 1px dashed #1a4fa0; }
+.ss-div-decoder { background: #fdecea; color: #a50e0e; border: 1px solid #a50e0e; }
+"""
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def divergence_title(fd: dict) -> str:
+    """The one-line explanation (also the marker's hover text)."""
+    u, r = fd.get("user") or {}, fd.get("reference") or {}
+    head = (f"leaves cloud-only at token {fd.get('index')}: {u.get('text')!r} here, "
+            f"{r.get('text')!r} in cloud-only")
+    nums = (f"margin {_fmt(fd.get('margin_reference'))} (reference, width "
+            f"{_fmt(fd.get('width_reference'))}) vs {_fmt(fd.get('margin_user'))} (decoder, width "
+            f"{_fmt(fd.get('width_user'))})")
+    if fd.get("cause") == "numerics":
+        return (f"{head} — numerics, not a bug: {nums}; the texts differ from here on, the rest "
+                "is checked against the decoder's own forwards")
+    see = f"; see {fd['explained_by']}" if fd.get("explained_by") else ""
+    return f"{head} — decoder: {fd.get('why') or 'not a numerics flip'}{see}; {nums}"
+
+
+def divergence_marker(fd: dict | None) -> str:
+    """A small labelled marker to put before the divergent token in the token view."""
+    if not fd:
+        return ""
+    cause = "numerics" if fd.get("cause") == "numerics" else "decoder"
+    return (f'<span class="ss-div ss-div-{cause}" data-divergence="{cause}" '
+            f'data-index="{escape(str(fd.get("index")))}" tabindex="0" '
+            f'title="{escape(divergence_title(fd))}">⟂ {cause}</span>')
+
+
+def numerics_line(num: dict | None) -> str:
+    """'ties closer than X logits can flip' from a numerics probe (recording or run trace)."""
+    return probe_line(num) or ""
+
+
+def numerics_html(num: dict | None, fd: dict | None = None) -> str:
+    """Inspect's block: the probe's line and, with a reference, the divergence verdict."""
+    parts = [escape(t) for t in (numerics_line(num), divergence_title(fd) if fd else "") if t]
+    if not parts:
+        return ""
+    return ('<div class="ss-numerics" data-section="numerics"><b>bug or numerics?</b> '
+            + "<br>".join(parts) + "</div>")

@@ -1,0 +1,79 @@
+"""The built-in decoder against the cloud-only reference (`run --baseline`, the Live tab's
+"compare with cloud-only"): the reference decode with its logits, the numerics probe, and the
+bug-or-numerics verdict at the first divergence (analysis/divergence.py), read from the trace
+(each verified token keeps its verify row's `cloud_top2` = [top-1 id, top-2 id, margin])."""
+from __future__ import annotations
+
+from specdec_core.analysis import divergence
+from specdec_core.decoding.baseline import cloud_only
+
+
+STOP_KNOBS = ("max_new_tokens", "min_new_tokens", "stop_at_first_sentence", "prompt_type")
+
+
+def reference_for(backend, prompt, cfg):
+    """(the cloud-only result, its per-step logits): one reference several traces can share."""
+    return cloud_only(backend, prompt, cfg, keep_logits=True)
+
+
+def same_reference(cfg_a, cfg_b) -> bool:
+    """Whether a reference decoded under cfg_a is also cfg_b's (same stops and prompt)."""
+    return all(getattr(cfg_a, k) == getattr(cfg_b, k) for k in STOP_KNOBS)
+
+
+def compare(backend, prompt, cfg, trace: dict, probe: bool = True, reference=None) -> dict:
+    """The `baseline` entry: {text, token_ids, wall_s, first_divergence}. Also sets
+    trace["numerics"] (the probe) and, for a numerics divergence, appends the info finding
+    `numeric_divergence` to trace["diagnostics"]. `reference`: reference_for()'s result, to
+    reuse (A/B: one cloud-only decode for both sides)."""
+    base, logits = reference or reference_for(backend, prompt, cfg)
+    base = dict(base)
+    if probe and "numerics" not in trace:
+        from specdec_core.recorder.numerics import probe as run_probe
+
+        trace["numerics"] = run_probe(backend, prompt, trace.get("token_ids") or [], k=cfg.k)
+    fd = first_divergence(trace, base["token_ids"], logits, backend.tokenizer,
+                          trace.get("numerics"), backend)
+    base["first_divergence"] = fd
+    trace["reference"] = {"matches": fd is None, "first_divergence": fd}   # the token view's marker
+    if fd is not None and fd["cause"] == "numerics":
+        diags = [d for d in trace.get("diagnostics") or [] if d.get("key") != "clean"]
+        trace["diagnostics"] = diags + [divergence.numeric_finding(fd, (trace.get("info") or {})
+                                                                   .get("dtype"))]
+    return base
+
+
+def first_divergence(trace: dict, ref: list[int], ref_logits, tokenizer, numerics=None,
+                     backend=None) -> dict | None:
+    """reference.first_divergence for a built-in trace (None when the outputs agree)."""
+    user = list(trace.get("token_ids") or [])
+    i = divergence.first_index(user, ref)
+    if i is None:
+        return None
+    tok = lambda x: None if x is None else {"id": x, "text": tokenizer.decode([x])}  # noqa: E731
+    u = user[i] if i < len(user) else None
+    r = ref[i] if i < len(ref) else None
+    rec = trace["tokens"][i] if i < len(trace.get("tokens") or []) else None
+    ref_row = {}
+    if i < len(ref_logits):
+        ref_row = divergence.reference_row(ref_logits[i], u, r)
+    ref_row["width"] = int(trace.get("prompt_len") or 0) if i == 0 else 1
+    mine = _decoder_row(trace, rec, r)
+    return divergence.verdict(i, tok(u), tok(r), rec and rec.get("round"), ref_row, mine,
+                              numerics, trace.get("diagnostics") or [],
+                              dtype=(trace.get("info") or {}).get("dtype"))
+
+
+def _decoder_row(trace: dict, rec: dict | None, ref_tok) -> dict:
+    if rec is None:
+        return {}
+    t2 = rec.get("cloud_top2")
+    rnd = next((x for x in trace.get("rounds") or [] if x.get("round") == rec.get("round")), {})
+    if rec.get("source") == "draft" or rec.get("target_rank") is None or not t2:
+        return {"unverified": rec.get("source") == "draft", "width": rnd.get("cloud_fed") or None,
+                "argmax": rec.get("target_rank") == 1, "margin": None}
+    top1, top2, margin = t2
+    argmax = rec["id"] == top1 or (margin == 0 and rec["id"] == top2)
+    gap = margin if (argmax and ref_tok in (top1, top2) and ref_tok != rec["id"]) else None
+    return {"margin": margin, "gap": gap, "width": rnd.get("cloud_fed") or None,
+            "argmax": argmax, "same_context": True}
