@@ -17,7 +17,17 @@ def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
     if k:
         long = [r for r in rounds if r.verified and len(r.block) > k]
         runs = [r for r in rounds if r.verified and (r.end - r.block_start) > k + 1]
-        if long or runs:
+        sizes = sorted({len(r.block) for r in rounds if r.verified and r.block})
+        if long and max(sizes) > k + 1:      # lengths vary past k+1: a schedule, not a slip
+            out.append(finding(
+                "draft_schedule", "info",
+                f"draft length varies from {sizes[0]} to {sizes[-1]} per round (declared k={k})",
+                f"{len(long)} of {sum(r.verified for r in rounds)} rounds drafted more than k",
+                "the decoder chooses the draft length itself (e.g. transformers' heuristic "
+                "num_assistant_tokens schedule or a confidence threshold); k is not what it drafts",
+                "nothing to fix if intended; declare the schedule's maximum as k to compare",
+                _ev(long[0].cloud, long[0].block_start, long[0].block, round=long[0].n)))
+        elif long or runs:
             r = (long or runs)[0]
             out.append(finding(
                 "off_by_one", "error",
