@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from specdec_core.analysis.acceptance import rank_findings
-from specdec_core.recorder import checks, omni_checks, sampling, speed
+from specdec_core.recorder import checks, dropped, omni_checks, sampling, speed
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
@@ -55,12 +55,12 @@ def text_findings(trace) -> list[dict]:
 
 def analyze(rec: dict, tokenizer, info=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings."""
+    rec, found = dropped.repair(rec)   # the rest reads the text the models were fed
     t = build_tapes(rec)
     rounds = build_rounds(t)
     texts = Texts(tokenizer)
     trace = build_trace(rec, t, rounds, tokenizer, info)
     d = rec.get("declared", {})
-    found = []
     found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))
     found += omni_checks.check_mrope(t, rec) + omni_checks.check_audio(t, rec)
     found += checks.check_contexts(t, rounds)
