@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from specdec_core.analysis.acceptance import rank_findings
-from specdec_core.recorder import checks, dropped, omni_checks, sampling, speed
+from specdec_core.recorder import checks, dropped, omni_checks, output_checks, sampling, speed
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
@@ -64,10 +64,10 @@ def analyze(rec: dict, tokenizer, info=None):
     found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))
     found += omni_checks.check_mrope(t, rec) + omni_checks.check_audio(t, rec)
     found += checks.check_contexts(t, rounds)
-    found += checks.check_lossless(t, rounds, d, texts)
+    found += output_checks.check_lossless(t, rounds, d, texts)
     if d.get("verify") == "rank" and not d.get("temperature"):   # a declared rank window:
         found += rank_findings(trace.tokens, d, t.P)  # the built-in decoder's rule (acceptance.py)
-    found += checks.check_stops(t, rec, texts)
+    found += output_checks.check_stops(t, rec, texts, rounds)
     found += checks.check_draft_rule(t, rounds, d, texts)
     found += omni_checks.check_vocab(t, rec)
     found = omni_checks.fold_vocab(found) + check_structure(t, rounds, rec, texts)
