@@ -175,21 +175,27 @@ def _span(off) -> str:
 def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict]:
     """Sampled drafts: is the declared temperature the one they were drawn at? (Per clip the
     test has little power on a peaked edge; pool several runs with pooled_temperature.)"""
-    est, n, outside, ll, grid = estimate_temperature(samples)
+    from specdec_core.recorder import draft_filter
+
+    R, logp = draft_filter.detect(samples, T)
+    est, n, outside, ll, grid = estimate_temperature(samples, R or 5)
     if est is None or n < 12:
         return []
+    pre = [draft_filter.finding_for(R, logp, len(samples), scope, _ev(
+        samples[0][0], samples[0][0].first_q + samples[0][1] + 1, None, top_k=R,
+        n_drafts=len(samples), effective_temperature=round(est, 3), declared=T))] if R else []
     ratio = est / T
     # likelihood ratio of the best temperature against the declared one (2*LR ~ chi2(1))
     lr = float(ll.max() - ll[int((grid - T).abs().argmin())])
     if 0.8 <= ratio <= 1.25 or lr < (LR_WEAK if ratio < 0.8 else LR_MIN):
-        return []          # weak evidence is reported only for over-sharp drafts
+        return pre         # weak evidence is reported only for over-sharp drafts
     f, r, x = samples[0]
-    return [finding(
+    return pre + [finding(
         "hidden_draft_processing", "error" if lr >= LR_MIN else "warning",
         f"drafts look sampled at temperature {est:.2f}, declared {T:g}",
         f"maximum-likelihood temperature of {n} drafted tokens ({scope}) under the edge's logits: "
         f"{est:.2f} (x{ratio:.2f} the declared one, log-likelihood ratio {lr:.1f}); {outside} "
-        "drafts outside the edge's top-5",
+        f"drafts outside the edge's top-{R or 5}",
         ("the drafts are sharper than q at the declared temperature: the logits are divided by "
          "a temperature twice (or by a lower one) before sampling" if ratio < 1 else
          "the drafts are flatter than q at the declared temperature: they are sampled at a "
@@ -218,14 +224,14 @@ LR_MIN = 6.0     # log-likelihood ratio: p ~ 5e-4 under the declared temperature
 LR_WEAK = 1.0    # p ~ 0.16: reported as a warning (a peaked edge gives one clip little power)
 
 
-def estimate_temperature(samples):
+def estimate_temperature(samples, top: int = 5):
     """MLE of T for tokens drawn from softmax(logits / T), conditioned on the token being in the
     edge's top-5 (the recorder keeps top-5 log-probs, which are logits up to a constant)."""
     rows, idx, outside = [], [], 0
     for f, r, x in samples:
-        ids = f.rows["top_ids"][r]
+        ids = f.rows["top_ids"][r][:top]
         if x in ids:
-            rows.append(f.rows["top_logp"][r])
+            rows.append(f.rows["top_logp"][r][:top])
             idx.append(ids.index(x))
         else:
             outside += 1
