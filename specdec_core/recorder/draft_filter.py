@@ -33,7 +33,7 @@ def detect(samples, T: float):
     if not samples or T <= 0:
         return None, 0.0
     R = max(rank(f, r, x) for f, r, x in samples)
-    if R > MAX_K:
+    if R > MAX_K or R < 2:     # top-1 is greedy drafting: greedy_draft_sampling's case
         return None, 0.0
     logp = 0.0
     for f, r, _ in samples:
@@ -45,12 +45,16 @@ def detect(samples, T: float):
 
 
 def finding_for(R: int, logp: float, n: int, scope: str, ev: dict) -> dict:
-    from specdec_core.recorder.checks import finding
-
-    return finding(
+    return _finding(
         "draft_filter", "info", f"drafts are top-{R} filtered",
         f"{scope}: all {n} drafts are among the edge's {R} best tokens; sampled from q at the "
         f"declared temperature that happens with probability {math.exp(logp):.1e}",
         "the drafts are sampled from q restricted to its top-k (a draft filter); exact as long "
         "as min(1, p/q) and the residual use the same filtered q (the sampling checks assume so)",
         "nothing to fix if intended", ev)
+
+
+def _finding(code, severity, title, detail, cause, fix, evidence) -> dict:
+    """checks.finding's shape (not imported: checks imports this module)."""
+    return {"code": code, "key": code, "severity": severity, "title": title, "detail": detail,
+            "cause": cause, "fix": fix, "evidence": evidence or {}}

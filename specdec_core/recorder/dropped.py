@@ -7,7 +7,8 @@ they part, a short shift (1-3 ids) that makes the rest agree again for a long ru
 an insertion). A dropped id counts only when the models treated it as committed text: some
 forward fed it at that position AFTER the first cloud forward that scored that position (a
 rejected draft, fed only as a draft, is not committed text), and every model that ran was fed
-it. The analysis then continues on the repaired sequence, so a second defect is still found.
+it. A "dropped" run that repeats the ids before it is the models being fed a token twice (a
+context finding), not a drop. The analysis then continues on the repaired sequence.
 """
 from __future__ import annotations
 
@@ -70,6 +71,8 @@ def repair(rec: dict):
         found = None
         for d in range(1, MAX_SHIFT + 1):
             need = min(RUN, len(gen) - i)
+            if j >= d and M[j:j + d] == M[j - d:j]:
+                break       # the models were fed a token/block twice: a context finding's case
             if need >= 2 and _agree(gen[i:], M[j + d:]) >= need and all(
                     _committed(t, P + j + x, M[j + x], greedy) for x in range(d)):
                 found = ("dropped", d)

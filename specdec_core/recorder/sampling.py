@@ -134,7 +134,9 @@ def _filtered(data: dict, T: float) -> dict:
     for a, acc, d, ci, pos, x, f, r, lp in data["judged"]:
         d2 = d + lm(f, r)
         J.append((min(A_MAX, math.exp(min(0.0, d2))), acc, d2, ci, pos, x, f, r, lp))
-    corr = [((lq is not None and lp is not None and lp < lq - lm(f, r) - MARGIN), ci, pos, c, lp,
+    inside = lambda f, r, c: c in f.rows["top_ids"][r][:R]   # noqa: E731 - else q(c) = 0
+    corr = [((lq is not None and lp is not None and inside(f, r, c)
+              and lp < lq - lm(f, r) - MARGIN), ci, pos, c, lp,
              None if lq is None else lq - lm(f, r), f, r)
             for zero, ci, pos, c, lp, lq, f, r in data["corr"]]
     D = [(min(1.0, a / math.exp(lm(f, r))), am, fi, pos, f, r) for a, am, fi, pos, f, r in data["drafts"]]
