@@ -33,6 +33,10 @@ def rec(demo, target, knobs, clip=CLIP, seed=0, reference=False):
     return res
 
 
+def tr_drafter(res):
+    return res["trace"]["config"]["drafter"]
+
+
 def errors(res):
     return {f["code"] for f in res["findings"] if f["severity"] == "error"}
 
@@ -44,7 +48,7 @@ def test_hf_drafting_families_record_clean(demo, target, drafter):
     res = rec(demo, target, GREEDY, reference=True)
     assert res["reference"]["matches"]                  # the loop is exact
     assert errors(res) == set(), res["findings"]
-    assert res["recording"]["drafter"] == drafter
+    assert res["recording"]["drafter"] == drafter == tr_drafter(res)
     tr = res["trace"]
     assert {t["source"] for t in tr["tokens"]} <= {"accepted", "corrected", "bonus"}
     assert len(tr["rounds"]) > 3
@@ -86,8 +90,13 @@ def test_sample_and_match_is_exact_and_named(demo):
 
 
 def test_topk_filtered_drafts_are_a_filter_not_a_temperature(demo):
-    res = [rec(demo, "sampling_topk_draft.py", SAMPLING, c) for c in (CLIP, CLIP2)]
+    knobs = {**SAMPLING, "max_new_tokens": 128}
+    clips = [str(ROOT / "sample_audio" / c) for c in
+             ("heldout2/angry_m4.wav", "heldout2/happy_f1.wav", "unheard/sad_f4.wav",
+              "unheard/neutral_m1.wav")]
+    res = [rec(demo, "sampling_topk_draft.py", knobs, c) for c in clips]
     assert all(errors(r) == set() for r in res), [r["findings"] for r in res]
     pooled = pooled_findings(res)
     assert not [f for f in pooled if f["severity"] == "error"], pooled
-    assert not [f for f in pooled if f["code"] == "hidden_draft_processing"], pooled
+    assert [f["code"] for f in pooled] == ["draft_filter"], pooled     # named, as info
+    assert pooled[0]["severity"] == "info" and pooled[0]["evidence"]["top_k"] == 3
