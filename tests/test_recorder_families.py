@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specdec_core.api import load_backend
+from specdec_core.recorder.analyze import analyze
 from specdec_core.recorder.cli import load_function, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +70,14 @@ def test_dropped_output_alone_and_with_a_lossy_acceptance(demo):
     assert errors(both) == {"dropped_output", "lossless_violation"}, both["findings"]
     correct = rec(demo, "correct.py", GREEDY)
     assert "dropped_output" not in errors(correct)
+    # the same run, returned with an id no model was fed inserted at index 5
+    r = dict(correct["recording"])
+    r["out_ids"] = r["out_ids"][:5] + [7] + r["out_ids"][5:]
+    _, found = analyze(r, demo.tokenizer)
+    codes = {f["code"] for f in found if f["severity"] == "error"}
+    assert codes == {"dropped_output"}, found
+    f = next(f for f in found if f["code"] == "dropped_output")
+    assert f["evidence"]["edits"] == [{"kind": "added", "index": 5, "ids": [7]}]
 
 
 def test_no_revert_keeps_its_cache_findings_and_causes_follow_the_evidence(demo):
