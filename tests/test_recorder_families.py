@@ -109,3 +109,25 @@ def test_topk_filtered_drafts_are_a_filter_not_a_temperature(demo):
     assert not [f for f in pooled if f["severity"] == "error"], pooled
     assert [f["code"] for f in pooled] == ["draft_filter"], pooled     # named, as info
     assert pooled[0]["severity"] == "info" and pooled[0]["evidence"]["top_k"] == 3
+
+
+def test_cache_passed_positionally_is_followed(demo):
+    """A loop that passes the cache by position (model(ids, mask, positions, cache)) still
+    gets one tape per cache and the cache length before each call."""
+    import inspect
+
+    from transformers import DynamicCache
+
+    from specdec_core.recorder.hooks import Recorder
+
+    cloud = demo.cloud
+    params = [p for p in inspect.signature(type(cloud).forward).parameters if p != "self"]
+    at = next(i for i, p in enumerate(params) if p in ("cache", "past_key_values"))
+    ids = torch.tensor([[1, 5, 9, 12]])
+    cache = DynamicCache()
+    with Recorder(demo.edge, cloud, demo.tokenizer, ids, ()) as r, torch.no_grad():
+        for step in (ids, torch.tensor([[20]])):
+            args = [step] + [None] * (at - 1) + [cache]
+            cloud(*args, use_cache=True)
+    fw = r.finish([20])["forwards"]
+    assert [f["cache_len"] for f in fw] == [0, 4] and fw[0]["cache"] == fw[1]["cache"] is not None
