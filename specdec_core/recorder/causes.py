@@ -23,7 +23,8 @@ def stale(t: Tapes, f: Fwd, d: int) -> str:
                    and d < len(g.ctx) and g.ctx[d] == f.ctx[d] for g in t.fwds)
     return (f"cache position {d} still holds {what} written by forward {w}"
             + (" that a cloud forward scored and the committed text replaced" if rejected else "")
-            + ": the cache was not cropped to the committed length after that round")
+            + ": it was never rolled back (the cache was not cropped to the committed length "
+            "after that round)")
 
 
 def mismatch(f: Fwd, d: int, C: list) -> str:
