@@ -45,10 +45,14 @@ def mismatch(f: Fwd, d: int, C: list) -> str:
             "committed one")
 
 
+def accepted_drafts(rounds) -> set:
+    return {p for r in rounds if r.verified for p in range(r.block_start, r.block_start + r.accepted)}
+
+
 def not_greedy(bad, t: Tapes, rounds) -> str:
     """Committed tokens the cloud did not choose: drafts accepted (at which ranks) or cloud
     tokens that are not its argmax."""
-    drafted = {p for r in rounds for p in range(r.block_start, r.block_start + r.accepted)}
+    drafted = accepted_drafts(rounds)
     acc = [(p, f.rank_of(r, t.C[p])) for p, f, r in bad if p in drafted]
     own = [p for p, f, r in bad if p not in drafted]
     parts = []

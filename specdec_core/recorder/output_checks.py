@@ -3,7 +3,7 @@ where the stop ids say and end on verified tokens (check_stops). Causes from the
 (recorder/causes.py)."""
 from __future__ import annotations
 
-from specdec_core.analysis.acceptance import NOT_GREEDY_FIX
+from specdec_core.analysis.acceptance import NOT_GREEDY_FIX, not_greedy_cause
 from specdec_core.recorder import causes
 from specdec_core.recorder.checks import _ev, _greedy, finding
 from specdec_core.recorder.tape import Tapes
@@ -32,6 +32,8 @@ def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
         cause = (f"the committed tokens from index {i} repeat the {dup} token(s) just before them: "
                  "a block was appended to the sequence twice (or a bonus duplicated)")
         fix = "append each verified token once, from one committed sequence"
+    elif all(q in causes.accepted_drafts(rounds) for q, _, _ in bad):
+        cause, fix = not_greedy_cause(rank), NOT_GREEDY_FIX   # the built-in diagnosis's words
     else:
         cause = causes.not_greedy(bad, t, rounds)
         fix = (NOT_GREEDY_FIX if "accepted draft" in cause
