@@ -178,7 +178,9 @@ def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict
     from specdec_core.recorder import draft_filter
 
     R, logp = draft_filter.detect(samples, T)
-    est, n, outside, ll, grid = estimate_temperature(samples, R or 5)
+    top = max((draft_filter.rank(f, r, x) for f, r, x in samples), default=6)
+    # drafts all inside the top-R (R <= 4) may be filtered: judge T on the top-R alone
+    est, n, outside, ll, grid = estimate_temperature(samples, R or (top if 2 <= top <= 4 else 5))
     if est is None or n < 12:
         return []
     pre = [draft_filter.finding_for(R, logp, len(samples), scope, _ev(
