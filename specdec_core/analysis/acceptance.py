@@ -47,7 +47,8 @@ SHOWN = 10                   # positions listed in the detail
 def not_greedy_cause(rank) -> str:
     """The cause of an accepted low-rank draft under a lossless declaration (both diagnoses)."""
     return (f"a draft the cloud ranks {rank or '>5'} was accepted: the acceptance rule is not "
-            "greedy equality (rank/threshold acceptance, seed 000 C)")
+            "greedy equality" + (" (a rank window / threshold)" if rank and rank <= TOP else
+                                 " (a draft outside the cloud's top-5 passed)"))
 
 
 NOT_GREEDY_FIX = "accept a draft only if it equals the cloud's argmax (or use rejection sampling)"

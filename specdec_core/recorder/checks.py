@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from specdec_core.analysis.acceptance import NOT_GREEDY_FIX, not_greedy_cause
+from specdec_core.recorder import causes
 from specdec_core.recorder.rounds import Round
 from specdec_core.recorder.tape import Fwd, Tapes
 
@@ -56,8 +56,7 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
             f"{key} do not continue the cache in {len(bad_pos)} forward(s)",
             f"{f.model} forward {f.i}: cache held {f.L} positions, {key} passed "
             f"{got[:6]}{'...' if len(got) > 6 else ''} instead of {f.L}..{f.L + f.n - 1}",
-            "positions were reset or computed from the new tokens alone (e.g. from a 1x1 "
-            "attention mask) instead of from the cache length (seed 001 B)",
+            causes.positions(f, got),
             "pass position_ids = cache.get_seq_length() + arange(n) (or a full-length mask)",
             _ev(f, f.L, got[:8], key=key, n_forwards=len(bad_pos))))
     if bad_mask:
@@ -66,8 +65,9 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
             "position_error", "error",
             f"attention mask shorter than the context in {len(bad_mask)} forward(s)",
             f"{f.model} forward {f.i}: mask shape {m} for {f.L} cached + {f.n} new positions",
-            "a 1x1 (or new-tokens-only) attention mask on incremental steps: the model cannot "
-            "attend to its cache correctly and derives wrong positions (seed 001 B)",
+            f"an attention mask of {m[-1]} column(s) on a step that attends to {f.L + f.n} "
+            "positions (a mask built for the new tokens only): the model cannot see its cache "
+            "correctly and derives its positions from the mask",
             "pass an attention mask covering cache + new tokens, or none",
             _ev(f, f.L, None, mask_shape=m, n_forwards=len(bad_mask))))
     return out
@@ -114,8 +114,7 @@ def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
                 f"({len(lst)} forward(s))",
                 f"{f.model} forward {f.i}: cache position {d} holds id {toks['fed']} (written by "
                 f"forward {f.writers[d]}), the committed token there is {toks['committed']}",
-                "rejected drafts were never rolled back: the cache was not cropped to the "
-                "committed length after a correction (seeds 000 D, 002)",
+                causes.stale(t, f, d),
                 "after every verification crop both caches to the committed length "
                 "(cache.crop(-(cache_len - keep)))", _ev(f, d, toks, n_forwards=len(lst))))
         else:
@@ -126,92 +125,9 @@ def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
                 f"({len(lst)} forward(s))",
                 f"{f.model} forward {f.i}: {what} at position {d}: fed id {toks['fed']}, "
                 f"committed {toks['committed']}",
-                "the model input was built from a sequence other than the committed one: a token "
-                "fed twice (seed 002) or tokens appended to the input across iterations (seed 004)",
+                causes.mismatch(f, d, C),
                 "feed each model exactly seq[cache_len:] of the one committed sequence",
                 _ev(f, d, toks, n_forwards=len(lst))))
-    return out
-
-
-# -- verification / output family -----------------------------------------------------------------
-def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
-    if not _greedy(declared):
-        return []
-    C, fw = t.C, {f.i: f for f in t.fwds}
-    bad = []
-    for p in range(t.P, len(C)):
-        if p in t.decided:
-            fi, r = t.decided[p]
-            f = fw[fi]
-            if f.rows["argmax"][r] != C[p]:
-                bad.append((p, f, r))
-    if not bad:
-        return []
-    p, f, r = bad[0]
-    tok, best = C[p], f.rows["argmax"][r]
-    rank = f.rank_of(r, tok)
-    ranks = [fw_.rank_of(r_, C[p_]) for p_, fw_, r_ in bad]
-    i, k = p - t.P, int(declared.get("k") or 8)
-    dup = next((m for m in range(1, k + 2) if p - m >= t.P and C[p - m:p] == C[p:p + m]), None)
-    if dup:
-        cause = (f"the committed tokens from index {i} repeat the {dup} token(s) just before them: "
-                 "a block was appended to the sequence twice (seed 004 input corruption, or a "
-                 "duplicated bonus)")
-        fix = "append each verified token once, from one committed sequence"
-    elif rank is None or rank > 1:   # the built-in decoder's diagnosis says the same
-        cause, fix = not_greedy_cause(rank), NOT_GREEDY_FIX
-    else:
-        cause = "a committed token the cloud did not choose"
-        fix = "commit only accepted drafts and the cloud's correction/bonus"
-    return [finding(
-        "lossless_violation", "error",
-        f"output is not the cloud's greedy choice at {len(bad)} position(s)",
-        f"first at index {i}: committed {texts(tok)!r} (id {tok}, cloud rank {rank or '>5'}), the "
-        f"cloud chose {texts(best)!r} (id {best}); worst rank {max((x or 6) for x in ranks)}",
-        cause, fix, _ev(f, p, {"committed": tok, "cloud": best}, index=i, rank=rank,
-                        n_positions=len(bad)))]
-
-
-def check_stops(t: Tapes, rec: dict, texts) -> list[dict]:
-    out, stops, d = [], set(rec.get("stop_ids") or []), rec.get("declared", {})
-    gen = t.out
-    early = [i for i, x in enumerate(gen[:-1]) if x in stops]
-    if early:
-        i = early[0]
-        out.append(finding(
-            "missed_eos", "error", f"stop id {texts(gen[i])!r} at index {i} and decoding went on",
-            f"{len(gen) - i - 1} tokens were generated after it",
-            "the stop was checked on decoded text (special tokens skipped) or only on the last "
-            "token of an accepted block, so an EOS inside the block was missed (seed 000 A)",
-            "after committing each token, stop if its id is in stop_ids",
-            _ev(None, t.P + i, [gen[i]], index=i)))
-    fw = {f.i: f for f in t.fwds}
-    used_cloud = any(f.model == "cloud" for f in t.fwds)
-    tail = 0
-    for p in range(len(t.C) - 1, t.P - 1, -1):
-        if p in t.decided:
-            break
-        tail += 1
-    sent = set(d.get("sentence_ids") or [])
-    max_new = d.get("max_new_tokens")
-    stopped_early = (gen and gen[-1] not in stops and not (gen[-1] in sent and len(gen) >= d.get("min_new_tokens", 0))
-                     and (max_new is None or len(gen) < max_new))
-    if (tail and used_cloud) or stopped_early:
-        parts = []
-        if tail and used_cloud:
-            parts.append(f"the last {tail} token(s) were never scored by the cloud")
-        if stopped_early:
-            parts.append(f"the run stopped on {texts(gen[-1])!r} (not a stop id) after "
-                         f"{len(gen)} of {max_new or '?'} tokens")
-        out.append(finding(
-            "unverified_end", "error", "the run ended on tokens the cloud never verified"
-            if tail and used_cloud else "the run stopped early on a non-stop token",
-            "; ".join(parts),
-            "a stop fired on decoded text during drafting (a string match such as '。' or "
-            "'Please'), before the cloud verified the block (seed 000 A)",
-            "stop on token ids only, after verification", _ev(None, len(t.C) - 1, gen[-tail:] if tail else gen[-1:],
-                                                             unverified=tail)))
-    del fw
     return out
 
 
@@ -241,34 +157,51 @@ def check_draft_rule(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
             f"{len(off)} of {len(samples)} drafts are not the edge's argmax (greedy declared)",
             f"edge forward {f.i}: drafted {texts(x)!r} (edge rank {f.rank_of(r, x) or '>5'}), the "
             f"edge's own argmax is {texts(f.rows['argmax'][r])!r}",
-            "the draft logits are processed before picking: hand-made penalties, a custom top-p, "
-            "an extra temperature or a gate the decoder does not declare (seed 000 B)",
+            f"{len(off)} drafts are edge choices of rank {_span(off)}, not its argmax: the draft "
+            "logits are changed before the pick (penalties, a filter, a temperature or "
+            "sampling) while greedy is declared",
             "pick the draft from the edge's logits under the declared rule; declare any gate",
             _ev(f, f.first_q + r + 1, {"drafted": x, "edge_argmax": f.rows["argmax"][r]},
                 n_drafts=len(samples), n_off=len(off)))]
     return temperature_finding(samples, T)
 
 
+def _span(off) -> str:
+    ranks = sorted({f.rank_of(r, x) or 6 for f, r, x in off})
+    lo, hi = ranks[0], ranks[-1]
+    return f"{lo}" if lo == hi else f"{lo}..{'>5' if hi > 5 else hi}"
+
+
 def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict]:
     """Sampled drafts: is the declared temperature the one they were drawn at? (Per clip the
     test has little power on a peaked edge; pool several runs with pooled_temperature.)"""
-    est, n, outside, ll, grid = estimate_temperature(samples)
+    from specdec_core.recorder import draft_filter
+
+    R, logp = draft_filter.detect(samples, T)
+    top = max((draft_filter.rank(f, r, x) for f, r, x in samples), default=6)
+    # drafts all inside the top-R (R <= 4) may be filtered: judge T on the top-R alone
+    est, n, outside, ll, grid = estimate_temperature(samples, R or (top if 2 <= top <= 4 else 5))
     if est is None or n < 12:
         return []
+    pre = [draft_filter.finding_for(R, logp, len(samples), scope, _ev(
+        samples[0][0], samples[0][0].first_q + samples[0][1] + 1, None, top_k=R,
+        n_drafts=len(samples), effective_temperature=round(est, 3), declared=T))] if R else []
     ratio = est / T
     # likelihood ratio of the best temperature against the declared one (2*LR ~ chi2(1))
     lr = float(ll.max() - ll[int((grid - T).abs().argmin())])
     if 0.8 <= ratio <= 1.25 or lr < (LR_WEAK if ratio < 0.8 else LR_MIN):
-        return []          # weak evidence is reported only for over-sharp drafts
+        return pre         # weak evidence is reported only for over-sharp drafts
     f, r, x = samples[0]
-    return [finding(
+    return pre + [finding(
         "hidden_draft_processing", "error" if lr >= LR_MIN else "warning",
         f"drafts look sampled at temperature {est:.2f}, declared {T:g}",
         f"maximum-likelihood temperature of {n} drafted tokens ({scope}) under the edge's logits: "
         f"{est:.2f} (x{ratio:.2f} the declared one, log-likelihood ratio {lr:.1f}); {outside} "
-        "drafts outside the edge's top-5",
-        "the draft distribution is reshaped before sampling: a second temperature (logits "
-        "divided twice, seed 001 A), penalties or a custom top-p",
+        f"drafts outside the edge's top-{R or 5}",
+        ("the drafts are sharper than q at the declared temperature: the logits are divided by "
+         "a temperature twice (or by a lower one) before sampling" if ratio < 1 else
+         "the drafts are flatter than q at the declared temperature: they are sampled at a "
+         "higher temperature or from added noise"),
         "apply the temperature once; no extra processing of the draft logits",
         _ev(f, f.first_q + r + 1, None, effective_temperature=round(est, 3), declared=T,
             n_drafts=n))]
@@ -293,14 +226,14 @@ LR_MIN = 6.0     # log-likelihood ratio: p ~ 5e-4 under the declared temperature
 LR_WEAK = 1.0    # p ~ 0.16: reported as a warning (a peaked edge gives one clip little power)
 
 
-def estimate_temperature(samples):
+def estimate_temperature(samples, top: int = 5):
     """MLE of T for tokens drawn from softmax(logits / T), conditioned on the token being in the
     edge's top-5 (the recorder keeps top-5 log-probs, which are logits up to a constant)."""
     rows, idx, outside = [], [], 0
     for f, r, x in samples:
-        ids = f.rows["top_ids"][r]
+        ids = f.rows["top_ids"][r][:top]
         if x in ids:
-            rows.append(f.rows["top_logp"][r])
+            rows.append(f.rows["top_logp"][r][:top])
             idx.append(ids.index(x))
         else:
             outside += 1

@@ -20,6 +20,7 @@ import torch
 
 from specdec_core.compat import forward_cache, output_cache
 from specdec_core.recorder import mrope
+from specdec_core.recorder.depth import Depth
 
 SCHEMA = "specscope.recording/1"
 TOP = 5
@@ -121,6 +122,7 @@ class Recorder:
         self._held: dict[str, tuple] = {}     # model -> (forward index, last row log-probs)
         self._keys = _Keys()
         self._mm: dict = {}                   # the prefill's audio lengths / vision grids
+        self._depth = Depth(self.models)      # decoder layers each forward ran (self-drafting)
         self._t0 = self.wall_s = 0.0
         self.error: str | None = None
 
@@ -132,6 +134,7 @@ class Recorder:
                 break
             self._handles.append(m.register_forward_pre_hook(self._pre(role), with_kwargs=True))
             self._handles.append(m.register_forward_hook(self._post(role), with_kwargs=True))
+        self._handles += self._depth.attach()
         self._t0 = time.perf_counter()
         return self
 
@@ -177,15 +180,7 @@ class Recorder:
                 rec["batch"] = int(embeds.shape[0])
             self.forwards.append(rec)
             self._pending[role].append(rec)
-            held = self._held.pop(role, None)
-            if held is not None and rec["ids"]:
-                fi, logp = held
-                tok = rec["ids"][0]
-                if 0 <= tok < logp.shape[-1]:
-                    prev = self.forwards[fi]["rows"]
-                    prev["fed_next"] = {"forward": rec["i"], "token": tok,
-                                        "rank": int((logp > logp[tok]).sum()) + 1,
-                                        "logp": round(float(logp[tok]), 5)}
+            self._depth.start(role)
             t = time.perf_counter()     # the forward starts now: the hook's own cost is "pre"
             rec["time"] = {"t": t - self._t0, "dur": None, "pre": t - h0, "post": None}
         return hook
@@ -201,6 +196,8 @@ class Recorder:
             if isinstance(logits, torch.Tensor) and logits.is_cuda:
                 torch.cuda.synchronize(logits.device)   # the GPU's time is the forward's
             t_end = time.perf_counter()
+            who = self._depth.stop(role, rec)     # "edge" for a partial-depth cloud forward
+            self._fed_next(who, rec)
             cache = output_cache(output)
             if rec["cache"] is None and cache is not None:
                 rec["cache"] = self._keys.key(cache)
@@ -213,7 +210,7 @@ class Recorder:
             if isinstance(logits, torch.Tensor) and logits.dim() == 3:
                 rec["rows"], last = _rows(logits[0], rec["ids"] or [],
                                           self.declared.get("temperature"))
-                self._held[role] = (rec["i"], last)
+                self._held[who] = (rec["i"], last)
             else:
                 rec["rows"] = None
             tm = rec.get("time")
@@ -222,6 +219,20 @@ class Recorder:
                 tm["t"], tm["pre"] = round(tm["t"], 6), round(tm["pre"], 6)
                 tm["post"] = round(time.perf_counter() - t_end, 6)
         return hook
+
+    def _fed_next(self, who: str, rec: dict) -> None:
+        """The previous forward of the same role held its last row's log-probs: the rank of the
+        token this forward was fed first (what a drafter needs). Resolved after the forward,
+        when its role is known (a partial-depth forward of the cloud is a draft)."""
+        held = self._held.pop(who, None)
+        if held is None or not rec["ids"]:
+            return
+        fi, logp = held
+        tok = rec["ids"][0]
+        if 0 <= tok < logp.shape[-1]:
+            self.forwards[fi]["rows"]["fed_next"] = {
+                "forward": rec["i"], "token": tok, "rank": int((logp > logp[tok]).sum()) + 1,
+                "logp": round(float(logp[tok]), 5)}
 
     # -- result ----------------------------------------------------------------------------------
     def finish(self, out_ids) -> dict:
@@ -241,7 +252,8 @@ class Recorder:
                "declared": dict(self.declared), "out_ids": out, "vocab": vocab,
                "same_model": self.models["edge"] is self.models["cloud"],
                "wall_s": round(self.wall_s, 4), "error": self.error,
-               "forwards": self.forwards}
+               "forwards": self.forwards, "layers": self._depth.total,
+               "drafter": self._depth.drafter(self.forwards)}
         model = next((m for m in (self.models["cloud"], self.models["edge"]) if mrope.is_mrope(m)), None)
         layout = mrope.prompt_layout(model, self.prompt_ids, self._mm) if model is not None else None
         if layout:

@@ -4,7 +4,8 @@ every committed token, where it came from.
 A cloud forward verifies when its context agrees with the committed sequence C up to the
 current frontier K and it scored position K-1. Its drafted block is the run of positions at the
 end of its context that the edge scored in this round's drafting run; tokens it was fed between
-K and the block are catch-up. Acceptance = the drafted tokens that are also what was committed;
+K and the block are catch-up. A round without drafting forwards (a lookup drafter: prompt
+lookup, n-grams) drafted every id fed past K. Acceptance = the drafted tokens that are also what was committed;
 the next committed token is the correction (or the bonus when the whole block was accepted).
 """
 from __future__ import annotations
@@ -56,6 +57,8 @@ def build_rounds(t: Tapes) -> list[Round]:
             continue                                 # a prefill or a stray call: not a verification
         drafted = _draft_rows(cur.edge)
         s = len(f.ctx)
+        if not cur.edge:             # no drafting forward (prompt lookup, n-grams): every id
+            s = max(K, min(s, f.first_q + 1))   # past the frontier that a row scored is a draft
         while s - 1 >= K and s - 1 in drafted and f.row_at(s - 2) is not None:
             s -= 1
         a = 0

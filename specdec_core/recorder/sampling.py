@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from specdec_core.recorder import draft_filter
 from specdec_core.recorder.checks import _ev, draft_samples, finding
 
 ALPHA = 1e-3           # family-wise false-alarm rate of the stochastic tests
@@ -60,17 +61,18 @@ def collect(rec: dict) -> dict:
     from specdec_core.recorder.tape import build_tapes
 
     T = applies(rec.get("declared", {}))
-    out = {"judged": [], "drafts": [], "corr": []}
+    out = {"judged": [], "drafts": [], "corr": [], "samples": []}
     if not T:
         return out
     t = build_tapes(rec)
     rounds = build_rounds(t)
     C = t.C
-    for f, r, x in draft_samples(t, rounds):
+    out["samples"] = draft_samples(t, rounds)
+    for f, r, x in out["samples"]:
         top = f.rows["top_logp"][r][0]
         qa = _at_t(f, r, top, T)
         if qa is not None:
-            out["drafts"].append((math.exp(qa), x == f.rows["argmax"][r], f.i, f.first_q + r + 1))
+            out["drafts"].append((math.exp(qa), x == f.rows["argmax"][r], f.i, f.first_q + r + 1, f, r))
     for rnd in rounds:
         if not rnd.verified:
             continue
@@ -90,7 +92,7 @@ def collect(rec: dict) -> dict:
             if lq is None or lp is None:
                 continue            # outside the edge's top-5: q(x) unknown
             a = min(A_MAX, math.exp(min(0.0, lp - lq)))
-            out["judged"].append((a, j < rnd.accepted, lp - lq, cf.i, pos, x))
+            out["judged"].append((a, j < rnd.accepted, lp - lq, cf.i, pos, x, f, r, lp))
         if not rejected or rnd.extra not in rnd.drafted_by:
             continue
         pos, c = rnd.extra, C[rnd.extra]
@@ -102,7 +104,7 @@ def collect(rec: dict) -> dict:
         lp_known = cf.logp_of(rc, c)
         lp = _at_t(cf, rc, lp_known if lp_known is not None else cf.rows["top_logp"][rc][-1], T)
         zero = lq is not None and lp is not None and lp < lq - MARGIN
-        out["corr"].append((zero, cf.i, pos, c, lp, lq))
+        out["corr"].append((zero, cf.i, pos, c, lp, lq, f, r))
     return out
 
 
@@ -122,8 +124,60 @@ def _test(a, s: int) -> tuple[float, float, float]:
     return float(sum(a)), float(d[:s + 1].sum()), float(d[s:].sum())
 
 
+def _filtered(data: dict, T: float) -> dict:
+    """With top-R filtered drafts, q is renormalised over the edge's R best tokens."""
+    R, _ = draft_filter.detect(data["samples"], T)
+    if not R:
+        return data
+    lm = lambda f, r: math.log(max(draft_filter.top_mass(f, r, R, T) or 1.0, 1e-300))  # noqa: E731
+    J = []
+    for a, acc, d, ci, pos, x, f, r, lp in data["judged"]:
+        d2 = d + lm(f, r)
+        J.append((min(A_MAX, math.exp(min(0.0, d2))), acc, d2, ci, pos, x, f, r, lp))
+    inside = lambda f, r, c: c in f.rows["top_ids"][r][:R]   # noqa: E731 - else q(c) = 0
+    corr = [((lq is not None and lp is not None and inside(f, r, c)
+              and lp < lq - lm(f, r) - MARGIN), ci, pos, c, lp,
+             None if lq is None else lq - lm(f, r), f, r)
+            for zero, ci, pos, c, lp, lq, f, r in data["corr"]]
+    D = [(min(1.0, a / math.exp(lm(f, r))), am, fi, pos, f, r) for a, am, fi, pos, f, r in data["drafts"]]
+    return {**data, "judged": J, "corr": corr, "drafts": D}
+
+
+def _match_rule(J, level) -> dict | None:
+    """Sample-and-match (accept x iff the cloud's own sample there is x: P = p(x)): the accept
+    counts where p < q and where p >= q both agree with it."""
+    if len(J) < 12:
+        return None
+    ps = []
+    for sub in ([j for j in J if j[2] < 0], [j for j in J if j[2] >= 0], J):
+        if sub:
+            e, lo, hi = _test([min(A_MAX, math.exp(j[8])) for j in sub], sum(j[1] for j in sub))
+            ps.append(min(1.0, 2 * min(lo, hi)))
+    return {"p": min(ps), "n": len(J), "accepted": sum(j[1] for j in J)} if min(ps) >= level else None
+
+
 def judge(data: dict, T: float, scope: str) -> list[dict]:
     level = ALPHA / N_TESTS
+    data = _filtered(data, T)
+    out = _judge_std(data, T, scope, level)
+    if any(f["code"] in ("acceptance_rule", "residual_mismatch") for f in out):
+        m = _match_rule(data["judged"], level)
+        if m:      # the emitted tokens are the cloud's own samples: exact, another rule
+            out = [f for f in out if f["code"] not in ("acceptance_rule", "residual_mismatch")]
+            out.append(finding(
+                "sampling_rule", "info", "acceptance rule: sample-and-match (exact)",
+                f"{scope}: {m['accepted']} of {m['n']} judged drafts accepted, as often as the "
+                f"cloud's own sample equals the draft (probability p(x); exact p = {m['p']:.1e}); "
+                "min(1, p/q) does not fit",
+                "a draft is accepted iff it equals the cloud's sample at that slot and the cloud's "
+                "sample is emitted at the first mismatch: every emitted token is drawn from p",
+                "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
+                {"model": "cloud", "forward": None, "position": None, "tokens": None,
+                 "rule": "sample_and_match", "p_value": m["p"]}))
+    return out
+
+
+def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
     out = []
     # residual first: its presence explains excess apparent acceptance
     corr = data["corr"]
@@ -210,7 +264,7 @@ def check_sampling(rec: dict) -> list[dict]:
 def pooled_sampling(recordings: list[dict], others: list[dict] = ()) -> list[dict]:
     """The sampling checks over several recordings of one decoder, plus `others` (pooled
     findings of other checks) minus what a greedy_draft_sampling finding already explains."""
-    data, T, seen = {"judged": [], "drafts": [], "corr": []}, 0.0, set()
+    data, T, seen = {"judged": [], "drafts": [], "corr": [], "samples": []}, 0.0, set()
     for rec in recordings:
         key = (tuple(rec.get("prompt_ids") or ()), tuple(rec.get("out_ids") or ()))
         if key in seen:         # the same run twice (same prompt and seed) is one piece of evidence

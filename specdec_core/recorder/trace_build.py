@@ -76,6 +76,7 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
     fw = {f.i: f for f in t.fwds}
     tr = Trace(prompt_len=P, config=_config(rec.get("declared", {})),
                backend=rec.get("backend", "recorded"), info=dict(info or {}))
+    tr.config["drafter"] = rec.get("drafter")       # model / lookup / self (recorder/depth.py)
     for rnd, times in zip(rounds, speed.round_times(rec, rounds)):
         rr = RoundRecord(rnd.n, start=len(tr.tokens), drafted=0, verified=rnd.verified, **times)
         for p in range(rnd.start, rnd.end):

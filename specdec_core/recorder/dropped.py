@@ -1,0 +1,120 @@
+"""`dropped_output`: the returned ids are not the text the models were fed.
+
+A loop can run correctly and still return the wrong ids: a slice that starts one token late
+(`seq[n_prompt + 1:]`), a token lost or added when blocks are joined. Evidence: the context the
+cloud was last fed (the models' own view of the committed text) against the returned ids. Where
+they part, a short shift (1-3 ids) that makes the rest agree again for a long run is a drop (or
+an insertion). A dropped id counts only when the models treated it as committed text: some
+forward fed it at that position AFTER the first cloud forward that scored that position (a
+rejected draft, fed only as a draft, is not committed text), and every model that ran was fed
+it. A "dropped" run that repeats the ids before it is the models being fed a token twice (a
+context finding), not a drop. The analysis then continues on the repaired sequence.
+"""
+from __future__ import annotations
+
+from specdec_core.recorder.checks import finding
+from specdec_core.recorder.tape import build_tapes
+
+MAX_SHIFT = 3
+RUN = 6            # ids that must agree after the shift (fewer only when the output ends first)
+MAX_EDITS = 8
+
+
+def _agree(a: list, b: list) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _committed(t, p: int, tok: int, greedy: bool) -> bool:
+    """Did the models treat `tok` at position p as committed text? The cloud row that first
+    scored p-1 chose it (greedy: its argmax), or it was fed at p AFTER that row (a correction
+    fed back, never a rejected draft); and every model that ran was fed it there."""
+    first = min(((f.i, f.row_at(p - 1)) for f in t.fwds if f.model == "cloud" and f.rows
+                 and f.row_at(p - 1) is not None and len(f.ctx) >= p), default=None)
+    if first is None:
+        return False
+    fi, r = first
+    chose = greedy and next(f for f in t.fwds if f.i == fi).rows["argmax"][r] == tok
+    after = any(f.i > fi and p < len(f.ctx) and f.ctx[p] == tok and f.writers[p] == f.i
+                for f in t.fwds)
+    fed = {f.model for f in t.fwds if p < len(f.ctx) and f.ctx[p] == tok}
+    return (chose or after) and fed >= {f.model for f in t.fwds}
+
+
+def repair(rec: dict):
+    """(recording to analyse, findings): the recording with out_ids replaced by the text the
+    models were fed when the returned ids drop (or add) committed text, and the finding."""
+    try:
+        t = build_tapes(rec)
+    except Exception:       # noqa: BLE001 - build_tapes raises the user-facing error later
+        return rec, []
+    clouds = [f for f in t.fwds if f.model == "cloud" and f.ctx and None not in f.ctx]
+    if not clouds:
+        return rec, []
+    P, gen = t.P, list(t.out)
+    d = rec.get("declared", {})
+    greedy = d.get("verify", "greedy") == "greedy" and not d.get("temperature")
+    M = max(clouds, key=lambda f: (len(f.ctx), f.i)).ctx[P:]
+    out, edits, i = [], [], 0          # i: index in gen; len(out) is the index in M
+    while i < len(gen) and len(edits) < MAX_EDITS:
+        j = len(out)
+        a = _agree(gen[i:], M[j:])
+        out += gen[i:i + a]
+        i += a
+        j = len(out)
+        if i >= len(gen) or j >= len(M):
+            break
+        found = None
+        for d in range(1, MAX_SHIFT + 1):
+            need = min(RUN, len(gen) - i)
+            if j >= d and M[j:j + d] == M[j - d:j]:
+                break       # the models were fed a token/block twice: a context finding's case
+            if need >= 2 and _agree(gen[i:], M[j + d:]) >= need and all(
+                    _committed(t, P + j + x, M[j + x], greedy) for x in range(d)):
+                found = ("dropped", d)
+                break
+            need = min(RUN, len(gen) - i - d)
+            if need >= 2 and _agree(gen[i + d:], M[j:]) >= need and not any(
+                    P + j < len(f.ctx) and f.ctx[P + j] == g for f in t.fwds for g in gen[i:i + d]):
+                found = ("added", d)
+                break
+        if found is None:
+            break
+        kind, d = found
+        if kind == "dropped":
+            edits.append({"kind": kind, "index": j, "ids": M[j:j + d]})
+            out += M[j:j + d]
+        else:
+            edits.append({"kind": kind, "index": i, "ids": gen[i:i + d]})
+            i += d
+    if not edits:
+        return rec, []
+    fixed = out + gen[i:]
+    e0 = edits[0]
+    drops = [e for e in edits if e["kind"] == "dropped"]
+    adds = [e for e in edits if e["kind"] == "added"]
+    parts = ([f"{sum(len(e['ids']) for e in drops)} committed id(s) both models were fed are "
+              f"missing from the returned ids (at output index {', '.join(str(e['index']) for e in drops)}: "
+              f"ids {[e['ids'] for e in drops]})"] if drops else []) + (
+        [f"{sum(len(e['ids']) for e in adds)} returned id(s) no model was fed (at index "
+         f"{', '.join(str(e['index']) for e in adds)}: ids {[e['ids'] for e in adds]})"] if adds else [])
+    first = "at the start" if e0["index"] == 0 else f"at index {e0['index']}"
+    f = finding(
+        "dropped_output", "error",
+        f"the returned ids are not the text the models were fed ({first})",
+        "; ".join(parts) + ". The other checks read the text the models were fed.",
+        ("the value returned starts late or skips ids: e.g. slicing the output from "
+         "n_prompt + 1, or losing the correction/bonus when the round's tokens are joined"
+         if drops else "ids are added to the returned output that no model ever saw "
+         "(a marker or a token appended twice after decoding)"),
+        "return exactly the committed ids the models were fed after the prompt (seq[n_prompt:])",
+        {"model": None, "forward": None, "position": P + e0["index"], "tokens": e0["ids"],
+         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)})
+    rec2 = dict(rec)
+    rec2["out_ids"] = fixed
+    rec2["returned_ids"] = gen
+    return rec2, [f]
