@@ -13,20 +13,11 @@ context finding), not a drop. The analysis then continues on the repaired sequen
 from __future__ import annotations
 
 from specdec_core.recorder.checks import finding
-from specdec_core.recorder.tape import build_tapes
+from specdec_core.recorder.tape import _common as _agree, build_tapes
 
 MAX_SHIFT = 3
 RUN = 6            # ids that must agree after the shift (fewer only when the output ends first)
 MAX_EDITS = 8
-
-
-def _agree(a: list, b: list) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _committed(t, p: int, tok: int, greedy: bool) -> bool:
