@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.vocab import TokenClasses
 from specdec_core.recorder.analyze import analyze
 from specdec_core.recorder.hooks import Recorder
@@ -28,11 +29,14 @@ def declared_knobs(backend, cfg: DecodeConfig) -> dict:
 def record_builtin(backend, prompt, cfg: DecodeConfig):
     """Run the built-in decoder on `prompt` under the Recorder.
     Returns (recording, recorded trace, findings, the decoder's own trace)."""
-    dec = SpeculativeDecoder(backend, cfg)
+    # the audio-dependence forward runs after the hooks are off: inside them it would read as
+    # a cloud forward verifying the whole output
+    dec = SpeculativeDecoder(backend, cfg, dependence=False)
     with Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids,
                   backend.stop_ids, **declared_knobs(backend, cfg)) as rec:
         own = dec.run(prompt)
     recording = rec.finish(own.token_ids)
     recording["backend"] = backend.name
-    trace, found = analyze(recording, backend.tokenizer, prompt.info)
+    dep = audio_dependence(backend, prompt, own.token_ids)
+    trace, found = analyze(recording, backend.tokenizer, prompt.info, dep)
     return recording, trace, found, own

@@ -37,7 +37,8 @@ def window_starts(prompt_len: int, n_out: int, width: int, windows: int = WINDOW
 @torch.inference_mode()
 def probe(backend, prompt, out_ids, k: int = 4, windows: int = WINDOWS) -> dict | None:
     """{"dtype", "decode_width", "verify_width", "positions", "max_logit_diff", "at", "flips"}
-    or None when there is no local cloud model or the output is too short for one window.
+    or None when there is no local cloud model (a remote cloud verifies with its own
+    arithmetic) or the output is too short for one window.
     `at`: output index where the largest difference was seen; `flips`: positions whose argmax
     differs between the two widths."""
     cloud = getattr(backend, "cloud", None)
@@ -50,6 +51,8 @@ def probe(backend, prompt, out_ids, k: int = 4, windows: int = WINDOWS) -> dict 
     if not starts:
         return None
     r = backend.make_runner(cloud, "cloud")
+    if not all(hasattr(r, m) for m in ("feed", "crop")):   # a cloud behind a server: its own
+        return None                                        # numerics, not this model's
     r.prefill(prompt)
     worst, at, flips, n = 0.0, None, 0, 0
     for s in starts:
