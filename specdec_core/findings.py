@@ -76,3 +76,28 @@ def from_json(d: dict) -> Finding:
     return Finding(code=code, severity=sev, title=str(d.get("title", "")), detail=str(d.get("detail", "")),
                    cause=str(d.get("cause", "") or ""), fix=str(d.get("fix", "") or ""),
                    evidence=d.get("evidence") or {}, explained_by=d.get("explained_by"))
+
+
+# -- tree recorder (issue 34)
+def _register_once(code: str, *args, **kw) -> None:
+    """A code another block may register too (stale_cache: the cache checks; draft_context: the
+    tree zoo of the built-in decoder): the first registration holds."""
+    if code not in REGISTRY:
+        register(code, *args, **kw)
+
+
+register("tree_mask", "error", "the tree attention mask lets a node see a node that is not its "
+         "ancestor (a sibling, another branch)", "in a tree verify forward, a node's mask row sees a "
+         "column outside its parent's row plus its parent", "recorder")
+register("tree_positions", "error", "tree nodes are given positions by slot, not prefix + depth",
+         "in a tree verify forward, a node's position != the position after the prefix + its depth",
+         "recorder")
+register("tree_inferred", "info", "the tree of a verify forward was inferred: no mask argument",
+         "a tree forward (repeated positions) without a 4D attention_mask", "recorder")
+_register_once("stale_cache", "error", "a cache holds tokens (or tree nodes) that are not "
+               "committed: never rolled back, or not compacted to the accepted path",
+               "a forward's cache position holds an id written before the decision that made it "
+               "wrong; after a tree verify, the next forward's cache holds a rejected node's keys")
+_register_once("draft_context", "warning", "drafting reads a context other than the node's "
+               "ancestors (draft slots instead of parents): lossless, fewer drafts accepted",
+               "an edge forward drafting tree nodes whose mask or positions are not its ancestors'")

@@ -80,6 +80,7 @@ class RoundRecord:
     bytes_down: int = 0
     link_s: float = 0.0
     request_s: float | None = None
+    tree: dict | None = None    # a tree round: {"nodes": [...], "path": [...]} (design.md)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach, check_edge_mishears
-from specdec_core.recorder import checks, dropped, omni_checks, output_checks, sampling, speed
+from specdec_core.recorder import (checks, dropped, omni_checks, output_checks, sampling, speed,
+                                   tree, tree_trace)
 from specdec_core.recorder.checks import _ev, finding
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
@@ -58,10 +59,13 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
     decoding/dependence.py's result for the output, when the backend gives one."""
     rec, found = dropped.repair(rec)   # the rest reads the text the models were fed
+    rec, trees = tree.normalize(rec)   # tree forwards as the chains their accepted paths are
     t = build_tapes(rec)
-    rounds = build_rounds(t)
+    rounds = tree_trace.fix_rounds(build_rounds(t))
     texts = Texts(tokenizer)
     trace = build_trace(rec, t, rounds, tokenizer, info)
+    tree_trace.attach(trace, rounds, trees)
+    found += trees["findings"]
     attach(trace, dependence)
     d = rec.get("declared", {})
     found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))

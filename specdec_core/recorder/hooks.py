@@ -19,7 +19,7 @@ import weakref
 import torch
 
 from specdec_core.compat import forward_cache, output_cache
-from specdec_core.recorder import mrope
+from specdec_core.recorder import mrope, tree_hooks
 from specdec_core.recorder.depth import Depth
 
 SCHEMA = "specscope.recording/1"
@@ -121,6 +121,7 @@ class Recorder:
         self._pending: dict[str, list] = {"edge": [], "cloud": []}
         self._held: dict[str, tuple] = {}     # model -> (forward index, last row log-probs)
         self._keys = _Keys()
+        self._slots = tree_hooks.SlotWatch()   # caches rewritten in place between forwards
         self._mm: dict = {}                   # the prefill's audio lengths / vision grids
         self._depth = Depth(self.models)      # decoder layers each forward ran (self-drafting)
         self._t0 = self.wall_s = 0.0
@@ -178,6 +179,7 @@ class Recorder:
                 rec["ids"] = mrope.ids_of_embeds(module, embeds, self.prompt_ids,
                                                  rec["cache_len"] or 0)
                 rec["batch"] = int(embeds.shape[0])
+            tree_hooks.pre(rec, mask, cache, self._slots)       # tree masks, copied-down slots
             self.forwards.append(rec)
             self._pending[role].append(rec)
             self._depth.start(role)
@@ -213,6 +215,7 @@ class Recorder:
                 self._held[who] = (rec["i"], last)
             else:
                 rec["rows"] = None
+            tree_hooks.post(rec, logits, cache, self._slots)    # every node under every row
             tm = rec.get("time")
             if tm is not None:
                 tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
@@ -253,7 +256,8 @@ class Recorder:
                "same_model": self.models["edge"] is self.models["cloud"],
                "wall_s": round(self.wall_s, 4), "error": self.error,
                "forwards": self.forwards, "layers": self._depth.total,
-               "drafter": self._depth.drafter(self.forwards)}
+               "drafter": self._depth.drafter(self.forwards),
+               "draft_shape": "tree" if any(map(tree_hooks.is_tree, self.forwards)) else "chain"}
         model = next((m for m in (self.models["cloud"], self.models["edge"]) if mrope.is_mrope(m)), None)
         layout = mrope.prompt_layout(model, self.prompt_ids, self._mm) if model is not None else None
         if layout:

@@ -1,0 +1,159 @@
+"""Token trees in a recording: rebuild each tree forward's tree, follow caches rewritten in place,
+and hand the chain checks an equivalent chain (docs/recorder.md, "Tree loops").
+
+A forward is a tree (tree_hooks.is_tree) when its 4D mask is not the causal one or its positions
+repeat or jump. Its nodes are the fed ids from the mask's first column not seen by every row
+(`c0`). Depths come from the positions when they repeat (the loop's own claim of the tree),
+else from the mask (the number of tree columns a node sees); a node's parent is the node it
+sees one level up. Without a mask the parent is inferred from the rows: the node one level up
+under whose row the node's id ranks best (said in an info finding).
+
+Each cloud tree forward is judged node by node against its PARENT's row, the accepted path is
+read from the committed output, and the forward is rewritten as the chain the path is: the
+catch-up ids, the path and its first rejected child, with their rows. Edge tree forwards
+(drafting a tree) become inert: their nodes reach the trace through the verified tree. Per
+cache, the slots' owners are followed through `slot_moves` (copy-down), so that the next
+forward's cache holding a rejected node's keys is `stale_cache`, and one holding the path is not.
+"""
+from __future__ import annotations
+
+import copy
+
+from specdec_core.recorder import tree_checks
+from specdec_core.recorder.tree_hooks import is_tree
+
+
+def _base_pos(raw: dict, c0: int, slot_pos: list) -> int:
+    """The position a node with no tree ancestor should have: one past column c0 - 1."""
+    L, pos = raw.get("cache_len") or 0, raw.get("position_ids")
+    prev = slot_pos[c0 - 1] if 0 < c0 <= L and c0 - 1 < len(slot_pos) else None
+    if c0 > L and pos:
+        prev = pos[c0 - 1 - L]
+    return prev + 1 if prev is not None else c0
+
+
+def build_tree(raw: dict, slot_pos: list) -> dict:
+    """{c0, base, nodes (input indices), parent, depth, sees, by} for one tree forward."""
+    L, ids = raw.get("cache_len") or 0, raw.get("ids") or []
+    pos, m = raw.get("position_ids"), raw.get("mask_rows")
+    c0 = m["from"] if m else L
+    first = max(0, c0 - L)
+    nodes = list(range(first, len(ids)))
+    base = _base_pos(raw, c0, slot_pos)
+    col_pos = lambda c: (pos[c - L] if pos and c >= L else (slot_pos[c] if c < len(slot_pos) else None))
+    repeats = bool(pos) and len(set(pos[first:])) < len(nodes)
+    sees = {i: [c for c in m["rows"][i] if c != L + i] for i in nodes} if m else None
+    if repeats or not m:
+        depth = {i: (pos[i] - base) if pos else i - first for i in nodes}
+        by = "positions"
+    else:
+        depth = {i: len(sees[i]) for i in nodes}
+        by = "mask"
+    parent = {}
+    for i in nodes:
+        if m:
+            up = [c for c in sees[i] if c >= L and depth.get(c - L) == depth[i] - 1] if by == "positions" \
+                else [c for c in sees[i] if c >= L][-1:]
+            parent[i] = (up[-1] - L) if up else None
+        else:
+            parent[i] = tree_checks.infer_parent(raw, i, nodes, depth)
+    return {"c0": c0, "base": base, "nodes": nodes, "parent": parent, "depth": depth,
+            "sees": sees, "by": by, "col_pos": {c: col_pos(c) for c in range(c0, L + len(ids))}}
+
+
+def accepted_path(raw: dict, tree: dict, C: list) -> list[int]:
+    """Node indices of the longest root path that the committed sequence continues."""
+    ids, path, cur = raw["ids"], [], None
+    while True:
+        d = len(path)
+        want = tree["base"] + d
+        kids = [i for i in tree["nodes"] if tree["parent"][i] == cur and tree["depth"][i] == d]
+        nxt = next((i for i in kids if want < len(C) and ids[i] == C[want]), None)
+        if nxt is None:
+            return path
+        path.append(nxt)
+        cur = nxt
+
+
+class _Slots:
+    """Per cache: the position and owner (forward, input index) of every slot."""
+
+    def __init__(self):
+        self.pos: dict = {}
+        self.own: dict = {}
+        self.expect: dict = {}     # cache -> (tree forward, slot -> node it should hold)
+
+    def step(self, raw: dict) -> tuple[list, list]:
+        """Apply the forward's moves and crop; returns (slot positions, owners) before it."""
+        key = (raw["model"], raw.get("cache"))
+        if raw.get("cache") is None:
+            return [], []
+        pos, own = self.pos.get(key, []), self.own.get(key, [])
+        moves = raw.get("slot_moves") or []
+        if moves:
+            p0, o0 = list(pos), list(own)
+            for dst, src in moves:
+                ok = 0 <= src < len(p0) and dst < len(pos)
+                if dst < len(pos):
+                    pos[dst], own[dst] = (p0[src], o0[src]) if ok else (None, None)
+        L = raw.get("cache_len") or 0
+        pos = (pos + [None] * L)[:L]
+        own = (own + [None] * L)[:L]
+        if raw.get("use_cache") is not False:
+            n = len(raw.get("ids") or [])
+            p = raw.get("position_ids") or list(range(L, L + n))
+            self.pos[key] = pos + list(p[:n]) + [None] * (n - len(p[:n]))
+            self.own[key] = own + [(raw["i"], j) for j in range(n)]
+        return pos, own
+
+
+def _chain_form(raw: dict, tree: dict, path: list[int]) -> dict:
+    """The tree forward as the chain its accepted path is (catch-up + path + first rejected)."""
+    ids, L = raw["ids"], raw.get("cache_len") or 0
+    last = path[-1] if path else None
+    kids = [i for i in tree["nodes"] if tree["parent"][i] == last and i not in path]
+    sel = list(range(tree["nodes"][0] if tree["nodes"] else len(ids))) + path + kids[:1]
+    out = dict(raw, ids=[ids[j] for j in sel], position_ids=list(range(L, L + len(sel))),
+               cache_position=None if raw.get("cache_position") is None else list(range(L, L + len(sel))),
+               mask_shape=None, tree_sel=sel)
+    out.pop("mask_rows", None)
+    out["rows"] = tree_checks.chain_rows(raw.get("rows"), sel, len(ids), ids)
+    return out
+
+
+def _inert(raw: dict) -> dict:
+    """An edge forward that drafted tree nodes: kept for its time, read through the tree."""
+    return dict(raw, ids=[], rows=None, cache=None, position_ids=None, cache_position=None,
+                mask_shape=None, tree_sel=[])
+
+
+def normalize(rec: dict) -> tuple[dict, dict]:
+    """recording -> (the recording with chain-form forwards, tree info). A recording with no
+    tree forward comes back as it is, with info["shape"] = "chain"."""
+    fw = rec.get("forwards") or []
+    if not any(is_tree(f) for f in fw):
+        return rec, {"shape": "chain", "trees": {}, "findings": []}
+    C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
+    slots, trees, stale, out = _Slots(), {}, [], []
+    for raw in fw:
+        key = (raw["model"], raw.get("cache"))
+        pos, own = slots.step(raw)
+        exp = slots.expect.pop(key, None)
+        if exp:
+            stale += tree_checks.stale_slots(exp, own, raw)
+        if not is_tree(raw) or raw.get("rows") is None and raw["model"] == "cloud":
+            out.append(raw)
+            continue
+        tree = build_tree(raw, pos)
+        trees[raw["i"]] = tree
+        if raw["model"] == "edge":
+            out.append(_inert(raw))
+            continue
+        tree["path"] = path = accepted_path(raw, tree, C)
+        L = raw.get("cache_len") or 0
+        slots.expect[key] = (raw["i"], {tree["c0"] + d: (raw["i"], j) for d, j in enumerate(path)
+                                        if L <= tree["c0"] + d})
+        out.append(_chain_form(raw, tree, path))
+    info = {"shape": "tree", "trees": trees, "raw": {f["i"]: f for f in fw if f["i"] in trees},
+            "findings": tree_checks.tree_findings(fw, trees, stale)}
+    return dict(copy.copy(rec), forwards=out), info

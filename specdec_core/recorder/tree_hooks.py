@@ -1,0 +1,115 @@
+"""What the flight recorder keeps for token trees (recorder/tree.py reads it; docs/recorder.md).
+
+- `mask_rows`: a 4D attention mask that is not the plain causal one, compactly: `from` = the
+  first column not seen by every new row, `rows` = for each new row the columns >= `from` it
+  sees (a tree: its ancestors and itself).
+- `rows["cross"]`: in a forward that is a tree (mask_rows, or positions that repeat or jump),
+  the rank and log-prob of every fed token under every scored row, so that each node can be
+  judged by its parent's row whatever the tree turns out to be.
+- `slot_moves`: cache slots whose contents changed between two forwards (the user rewrote the
+  cache in place, e.g. the accepted nodes' keys copied down into the path's slots), as
+  [slot, source slot it now equals (or -1)], read from the last layer's keys (one head): layer
+  0's keys depend on the token and position only, two nodes with one id at one depth tie there.
+"""
+from __future__ import annotations
+
+import torch
+
+MAX_CROSS = 128      # nodes per forward for which every token is scored under every row
+
+
+def mask_rows(mask, past: int, n: int) -> dict | None:
+    """The compact content of a 4D mask, or None for none / a plain causal one."""
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 4 or n < 1:
+        return None
+    m = mask[0, 0, -n:, :past + n]
+    vis = m.bool() if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
+    if vis.shape[-1] < past + n:
+        return None
+    cols = torch.arange(past + n)
+    causal = cols[None, :] <= (past + torch.arange(n))[:, None]
+    if torch.equal(vis.cpu(), causal):
+        return None
+    seen_by_all = vis.all(0).cpu()
+    c0 = int((~seen_by_all).nonzero()[0]) if (~seen_by_all).any() else past + n
+    rows = [[c0 + int(j) for j in r.nonzero().reshape(-1).tolist()] for r in vis[:, c0:].cpu()]
+    return {"from": c0, "rows": rows}
+
+
+def is_tree(rec: dict) -> bool:
+    """A forward that is a tree: a non-causal 4D mask, or positions that repeat or jump back."""
+    pos = rec.get("position_ids")
+    odd = bool(pos) and any(b != a + 1 for a, b in zip(pos, pos[1:]))
+    return bool(rec.get("mask_rows")) or odd
+
+
+@torch.no_grad()
+def cross(logits: torch.Tensor, ids: list[int]) -> dict | None:
+    """rank / log-prob of every fed id under every scored row (rows cover all fed ids)."""
+    t = logits.shape[0]
+    if t != len(ids) or not 1 < t <= MAX_CROSS:
+        return None
+    logp = torch.log_softmax(logits.float(), -1)
+    idx = torch.tensor(ids, dtype=torch.long, device=logp.device).clamp(0, logp.shape[-1] - 1)
+    vals = logp[:, idx]                                          # [rows, ids]
+    ranks = torch.stack([(logp[r][None, :] > vals[r][:, None]).sum(-1) + 1 for r in range(t)])
+    return {"rank": ranks.tolist(),
+            "logp": [[round(x, 5) for x in r] for r in vals.tolist()]}
+
+
+def _fingerprint(cache) -> torch.Tensor | None:
+    try:
+        layers = getattr(cache, "layers", None)
+        t = layers[-1].keys if layers is not None else cache[-1][0]   # context-dependent
+    except Exception:
+        return None
+    if not isinstance(t, torch.Tensor) or t.dim() != 4 or not t.numel():
+        return None
+    return t[0, 0].detach().float().cpu().clone()                 # [slots, head_dim]
+
+
+class SlotWatch:
+    """The last layer's keys (one head) of each cache after its latest forward; at the next forward
+    the slots that changed in between are `slot_moves`."""
+
+    def __init__(self):
+        self.fp: dict = {}
+
+    def before(self, rec: dict, cache) -> None:
+        old = self.fp.get(rec.get("cache"))
+        if old is None or cache is None:
+            return
+        cur = _fingerprint(cache)
+        if cur is None:
+            return
+        n = min(old.shape[0], cur.shape[0], rec.get("cache_len") or 0)
+        changed = (cur[:n] != old[:n]).any(-1).nonzero().reshape(-1).tolist()
+        moves = []
+        for j in changed:
+            same = (old == cur[j]).all(-1).nonzero().reshape(-1)
+            moves.append([j, int(same[0]) if same.numel() else -1])
+        if moves:
+            rec["slot_moves"] = moves
+
+    def after(self, rec: dict, cache) -> None:
+        if cache is None or rec.get("cache") is None or rec.get("use_cache") is False:
+            return
+        fp = _fingerprint(cache)
+        if fp is not None:
+            self.fp[rec["cache"]] = fp
+
+
+def pre(rec: dict, mask, cache, watch: SlotWatch) -> None:
+    m = mask_rows(mask, rec.get("cache_len") or 0, len(rec.get("ids") or []))
+    if m:
+        rec["mask_rows"] = m
+    watch.before(rec, cache)
+
+
+def post(rec: dict, logits, cache, watch: SlotWatch) -> None:
+    watch.after(rec, cache)
+    rows = rec.get("rows")
+    if rows and isinstance(logits, torch.Tensor) and logits.dim() == 3 and is_tree(rec):
+        c = cross(logits[0], rec.get("ids") or [])
+        if c:
+            rows["cross"] = c
