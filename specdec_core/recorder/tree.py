@@ -22,6 +22,8 @@ import copy
 from specdec_core.recorder import tree_checks
 from specdec_core.recorder.tree_hooks import is_tree
 
+TAIL = 16     # columns before a tree read for its rows' keys (draft_logp) and duplicate positions
+
 
 def _base_pos(raw: dict, c0: int, slot_pos: list) -> int:
     """The position a node with no tree ancestor should have: one past column c0 - 1."""
@@ -57,7 +59,9 @@ def build_tree(raw: dict, slot_pos: list) -> dict:
             parent[i] = (up[-1] - L) if up else None
         else:
             parent[i] = tree_checks.infer_parent(raw, i, nodes, depth)
+    seen = [p for p in slot_pos[max(0, c0 - TAIL):min(c0, L)] if p is not None]
     return {"c0": c0, "base": base, "nodes": nodes, "parent": parent, "depth": depth,
+            "common_dup": len(seen) != len(set(seen)),   # every row sees two slots at one position
             "sees": sees, "by": by, "col_pos": {c: col_pos(c) for c in range(c0, L + len(ids))}}
 
 
@@ -121,6 +125,23 @@ def _chain_form(raw: dict, tree: dict, path: list[int]) -> dict:
     return out
 
 
+def _tails(raw: dict, tree: dict, pos: list, own: list, by_i: dict) -> dict:
+    """Edge tree forward: node -> [(position, id)] of what its row saw near the tree, itself
+    included, so round["tree"] can find the row that drafted a verified node's children."""
+    L, ids = raw.get("cache_len") or 0, raw["ids"]
+
+    def tok(c):
+        if c >= L:
+            return ids[c - L]
+        o = own[c] if c < len(own) else None
+        return by_i[o[0]]["ids"][o[1]] if o else None
+
+    common = [c for c in range(max(0, tree["c0"] - TAIL), tree["c0"])]
+    cols = lambda j: common + (tree["sees"][j] if tree["sees"] else []) + [L + j]
+    return {j: [(tree["col_pos"].get(c, pos[c] if c < len(pos) else None), tok(c)) for c in cols(j)]
+            for j in tree["nodes"]}
+
+
 def _inert(raw: dict) -> dict:
     """An edge forward that drafted tree nodes: kept for its time, read through the tree."""
     return dict(raw, ids=[], rows=None, cache=None, position_ids=None, cache_position=None,
@@ -135,6 +156,7 @@ def normalize(rec: dict) -> tuple[dict, dict]:
         return rec, {"shape": "chain", "trees": {}, "findings": []}
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     slots, trees, stale, out = _Slots(), {}, [], []
+    by_i = {f["i"]: f for f in fw}
     for raw in fw:
         key = (raw["model"], raw.get("cache"))
         pos, own = slots.step(raw)
@@ -147,6 +169,7 @@ def normalize(rec: dict) -> tuple[dict, dict]:
         tree = build_tree(raw, pos)
         trees[raw["i"]] = tree
         if raw["model"] == "edge":
+            tree["tail"] = _tails(raw, tree, pos, own, by_i)
             out.append(_inert(raw))
             continue
         tree["path"] = path = accepted_path(raw, tree, C)

@@ -61,11 +61,13 @@ def stale_slots(exp: tuple, own: list, raw: dict) -> list[dict]:
              "want": w[1], "holds": h[1] if h[0] == fi else None} for s, w, h in bad[:1]]
 
 
-def _mask_errors(tree: dict, L: int) -> list[tuple]:
+def _mask_errors(tree: dict, L: int, edge: bool = False) -> list[tuple]:
     """(node, columns it sees that are not its ancestors) where the mask is not a tree."""
     sees, bad = tree["sees"], []
     if sees is None:
         return bad
+    if tree.get("common_dup") and edge:      # the rows see two cached slots at one position
+        return [(i, []) for i in tree["nodes"]]
     col_depth = {c: (p - tree["base"]) if p is not None else None for c, p in tree["col_pos"].items()}
     for i in tree["nodes"]:
         p, vis = tree["parent"][i], set(sees[i])
@@ -99,8 +101,9 @@ def _mask_finding(hits: list, n_trees: int) -> list:
     raw, tree, bad = hits[0]
     i, cols = bad[0]
     L = raw.get("cache_len") or 0
-    where = f"{raw['model']} forward {raw['i']}: node {i - tree['nodes'][0]} (id {raw['ids'][i]}) " \
-            f"sees cache column(s) {cols[:6]} that are not its ancestors"
+    where = f"{raw['model']} forward {raw['i']}: the node fed at index {i} (id {raw['ids'][i]}) " \
+            f"sees cache column(s) {cols[:6] or 'before the tree, two at one position,'} that are " \
+            "not its ancestors"
     if raw["model"] == "edge":
         return [finding("draft_context", f"drafting reads slots that are not the node's ancestors "
                         f"in {len(hits)} of {n_trees} tree forward(s)", where,
@@ -122,8 +125,8 @@ def _position_finding(hits: list) -> list:
     i, got, want = bad[0]
     code = "draft_context" if raw["model"] == "edge" else "tree_positions"
     return [finding(code, f"tree positions are not prefix + depth in {len(hits)} forward(s)",
-                    f"{raw['model']} forward {raw['i']}: node {i - tree['nodes'][0]} at depth "
-                    f"{tree['depth'][i]} has position {got}, expected {want}",
+                    f"{raw['model']} forward {raw['i']}: the node fed at index {i}, depth "
+                    f"{tree['depth'][i] + 1}, has position {got}, expected {want}",
                     "positions counted by slot (arange over the flattened tree) instead of the "
                     "node's depth: siblings get different rotary positions, deeper nodes too far",
                     "position_ids = prefix length + depth of each node (Medusa's tree position ids)",
@@ -151,7 +154,7 @@ def tree_findings(forwards: list, trees: dict, stale: list) -> list:
     masks, poss, out = {"edge": [], "cloud": []}, {"edge": [], "cloud": []}, []
     for i, tree in trees.items():
         raw = by_i[i]
-        bad = _mask_errors(tree, raw.get("cache_len") or 0)
+        bad = _mask_errors(tree, raw.get("cache_len") or 0, raw["model"] == "edge")
         if bad:
             masks[raw["model"]].append((raw, tree, bad))
         badp = _position_errors(raw, tree)

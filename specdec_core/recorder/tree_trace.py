@@ -21,21 +21,29 @@ def fix_rounds(rounds: list) -> list:
     return rounds
 
 
-def _edge_rows(rnd, base: int) -> dict:
-    """tokens after the root up to the scored position -> (edge forward, row)."""
+def _edge_rows(rnd, base: int, info: dict) -> dict:
+    """tree tokens (positions >= base) up to the scored position -> that row's (top ids, logps)."""
     out = {}
     for f in rnd.edge:
         for q in f.row_positions():
-            if q >= base and None not in f.ctx[base + 1:q + 1]:
-                out[tuple(f.ctx[base + 1:q + 1])] = (f, q - f.first_q)
+            if q >= base - 1 and None not in f.ctx[base:q + 1]:
+                r = q - f.first_q
+                out[tuple(f.ctx[base:q + 1])] = (f.rows["top_ids"][r], f.rows["top_logp"][r])
+        tree, raw = info["trees"].get(f.i), info["raw"].get(f.i)
+        if tree is None or not raw.get("rows") or raw["rows"]["offset"]:
+            continue
+        for j, tail in tree.get("tail", {}).items():
+            key = tuple(t for p, t in tail if p is not None and p >= base)
+            out[key] = (raw["rows"]["top_ids"][j], raw["rows"]["top_logp"][j])
     return out
 
 
-def round_tree(rnd, tree: dict, raw: dict) -> dict:
-    """The tree of one round: node order as fed, parents as node indices, the path."""
+def round_tree(rnd, tree: dict, raw: dict, info: dict) -> dict:
+    """The tree of one round: node order as fed, parents as node indices, the path; depth 1 =
+    a child of the last committed token (Medusa's and EAGLE's tree position ids)."""
     ids, nodes = raw["ids"], tree["nodes"]
     index = {j: n for n, j in enumerate(nodes)}
-    rows = _edge_rows(rnd, tree["base"])
+    rows = _edge_rows(rnd, tree["base"], info)
     path, on_path = tree.get("path") or [], set(tree.get("path") or [])
     out = []
     for j in nodes:
@@ -43,12 +51,11 @@ def round_tree(rnd, tree: dict, raw: dict) -> dict:
         while p is not None:
             chain.append(ids[p])
             p = tree["parent"][p]
-        key = tuple(reversed(chain[:-1])) if chain else None
-        got = rows.get(key) if key is not None else None
-        lp = got[0].logp_of(got[1], ids[j]) if got else None
+        top, lps = rows.get(tuple(reversed(chain)), ((), ()))
+        lp = lps[top.index(ids[j])] if ids[j] in top else None
         par = tree["parent"][j]
         out.append({"id": ids[j], "parent": index.get(par) if par is not None else None,
-                    "depth": tree["depth"][j], "draft_logp": lp,
+                    "depth": tree["depth"][j] + 1, "draft_logp": lp,
                     "status": "accepted" if j in on_path else "rejected"})
     return {"nodes": out, "path": [index[j] for j in path]}
 
@@ -59,9 +66,5 @@ def attach(trace, rounds: list, info: dict) -> None:
     for rnd, rr in zip(rounds, trace.rounds):
         tree = trees.get(rnd.cloud.i) if rnd.verified else None
         if tree is not None:
-            rr.tree = round_tree(rnd, tree, _original(info, rnd.cloud.i))
+            rr.tree = round_tree(rnd, tree, info["raw"][rnd.cloud.i], info)
     trace.config["draft_shape"] = info.get("shape", "chain")
-
-
-def _original(info: dict, i: int) -> dict:
-    return info["raw"][i]
