@@ -59,6 +59,8 @@ def build_rounds(t: Tapes) -> list[Round]:
         s = len(f.ctx)
         if not cur.edge:             # no drafting forward (prompt lookup, n-grams): every id
             s = max(K, min(s, f.first_q + 1))   # past the frontier that a row scored is a draft
+        if f.raw.get("tree_block") is not None:     # a tree's path (recorder/tree.py): its
+            s = max(K, f.raw["tree_block"])           # drafts start at the tree's first level
         while s - 1 >= K and s - 1 in drafted and f.row_at(s - 2) is not None:
             s -= 1
         a = 0

@@ -34,11 +34,20 @@ def _base_pos(raw: dict, c0: int, slot_pos: list) -> int:
     return prev + 1 if prev is not None else c0
 
 
+def _common_run(pos: list) -> int:
+    """Without a mask: the leading ids each below every later position (catch-up, root) are
+    ancestors of the whole tree, as the columns a mask shows to every row."""
+    n = 0
+    while n + 1 < len(pos) and pos[n] < min(pos[n + 1:]):
+        n += 1
+    return n
+
+
 def build_tree(raw: dict, slot_pos: list) -> dict:
     """{c0, base, nodes (input indices), parent, depth, sees, by} for one tree forward."""
     L, ids = raw.get("cache_len") or 0, raw.get("ids") or []
     pos, m = raw.get("position_ids"), raw.get("mask_rows")
-    c0 = m["from"] if m else L
+    c0 = m["from"] if m else L + _common_run(pos or [])
     first = max(0, c0 - L)
     nodes = list(range(first, len(ids)))
     base = _base_pos(raw, c0, slot_pos)
@@ -67,6 +76,8 @@ def build_tree(raw: dict, slot_pos: list) -> dict:
 
 def accepted_path(raw: dict, tree: dict, C: list) -> list[int]:
     """Node indices of the longest root path that the committed sequence continues."""
+    if tree["sees"] is None:
+        return tree_checks.inferred_path(raw, tree, C)
     ids, path, cur = raw["ids"], [], None
     while True:
         d = len(path)
@@ -111,15 +122,16 @@ class _Slots:
         return pos, own
 
 
-def _chain_form(raw: dict, tree: dict, path: list[int]) -> dict:
+def _chain_form(raw: dict, tree: dict, path: list[int], C: list) -> dict:
     """The tree forward as the chain its accepted path is (catch-up + path + first rejected)."""
     ids, L = raw["ids"], raw.get("cache_len") or 0
-    last = path[-1] if path else None
-    kids = [i for i in tree["nodes"] if tree["parent"][i] == last and i not in path]
+    last, q = (path[-1] if path else None), tree["base"] + len(path)
+    kids = [i for i in tree["nodes"] if tree["parent"][i] == last and i not in path
+            and tree["depth"][i] == len(path) and (q >= len(C) or ids[i] != C[q])]
     sel = list(range(tree["nodes"][0] if tree["nodes"] else len(ids))) + path + kids[:1]
     out = dict(raw, ids=[ids[j] for j in sel], position_ids=list(range(L, L + len(sel))),
                cache_position=None if raw.get("cache_position") is None else list(range(L, L + len(sel))),
-               mask_shape=None, tree_sel=sel)
+               mask_shape=None, tree_sel=sel, tree_block=L + (tree["nodes"] or [len(ids)])[0])
     out.pop("mask_rows", None)
     out["rows"] = tree_checks.chain_rows(raw.get("rows"), sel, len(ids), ids)
     return out
@@ -148,6 +160,29 @@ def _inert(raw: dict) -> dict:
                 mask_shape=None, tree_sel=[])
 
 
+def _kept_path(raw: dict, tree: dict, own: list, C: list) -> list[int]:
+    """Without a mask: the path the loop itself kept, read from the next forward's cache slots
+    (copy-down followed): node per slot from the tree's first column, while ids are committed."""
+    path = []
+    for s in range(tree["c0"], len(own)):
+        o, d = own[s], len(path)
+        if not o or o[0] != raw["i"] or o[1] not in tree["depth"] or tree["depth"][o[1]] != d \
+                or tree["base"] + d >= len(C) or raw["ids"][o[1]] != C[tree["base"] + d]:
+            break
+        path.append(o[1])
+    for a, b in zip([None] + path, path):
+        tree["parent"][b] = a
+    return path
+
+
+def _verified(raw: dict, tree: dict, path: list, slots: _Slots, key, C: list) -> dict:
+    tree["path"] = path
+    L = raw.get("cache_len") or 0
+    slots.expect[key] = (raw["i"], {tree["c0"] + d: (raw["i"], j) for d, j in enumerate(path)
+                                    if L <= tree["c0"] + d})
+    return _chain_form(raw, tree, path, C)
+
+
 def normalize(rec: dict) -> tuple[dict, dict]:
     """recording -> (the recording with chain-form forwards, tree info). A recording with no
     tree forward comes back as it is, with info["shape"] = "chain"."""
@@ -155,7 +190,7 @@ def normalize(rec: dict) -> tuple[dict, dict]:
     if not any(is_tree(f) for f in fw):
         return rec, {"shape": "chain", "trees": {}, "findings": []}
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
-    slots, trees, stale, out = _Slots(), {}, [], []
+    slots, trees, stale, out, pending = _Slots(), {}, [], [], {}
     by_i = {f["i"]: f for f in fw}
     for raw in fw:
         key = (raw["model"], raw.get("cache"))
@@ -163,20 +198,24 @@ def normalize(rec: dict) -> tuple[dict, dict]:
         exp = slots.expect.pop(key, None)
         if exp:
             stale += tree_checks.stale_slots(exp, own, raw)
+        if key in pending:                  # a tree without a mask: the path the cache kept
+            at, praw, ptree = pending.pop(key)
+            path = _kept_path(praw, ptree, own, C) or accepted_path(praw, ptree, C)
+            out[at] = _verified(praw, ptree, path, _Slots(), key, C)
         if not is_tree(raw) or raw.get("rows") is None and raw["model"] == "cloud":
             out.append(raw)
             continue
-        tree = build_tree(raw, pos)
-        trees[raw["i"]] = tree
+        tree = trees[raw["i"]] = build_tree(raw, pos)
         if raw["model"] == "edge":
             tree["tail"] = _tails(raw, tree, pos, own, by_i)
             out.append(_inert(raw))
-            continue
-        tree["path"] = path = accepted_path(raw, tree, C)
-        L = raw.get("cache_len") or 0
-        slots.expect[key] = (raw["i"], {tree["c0"] + d: (raw["i"], j) for d, j in enumerate(path)
-                                        if L <= tree["c0"] + d})
-        out.append(_chain_form(raw, tree, path))
+        elif tree["sees"] is None and raw.get("cache") is not None:
+            pending[key] = (len(out), raw, tree)
+            out.append(raw)
+        else:
+            out.append(_verified(raw, tree, accepted_path(raw, tree, C), slots, key, C))
+    for key, (at, praw, ptree) in pending.items():
+        out[at] = _verified(praw, ptree, accepted_path(praw, ptree, C), _Slots(), key, C)
     info = {"shape": "tree", "trees": trees, "raw": {f["i"]: f for f in fw if f["i"] in trees},
             "findings": tree_checks.tree_findings(fw, trees, stale)}
     return dict(copy.copy(rec), forwards=out), info

@@ -21,6 +21,24 @@ def infer_parent(raw: dict, i: int, nodes: list, depth: dict) -> int | None:
     return min(up, key=lambda j: (cross["rank"][j][i], -j))
 
 
+def inferred_path(raw: dict, tree: dict, C: list) -> list[int]:
+    """Without a mask: at each depth the node with the committed id whose row's argmax is the
+    next committed id (the cloud's own path); the path's parents are set from it."""
+    ids, rows, path = raw["ids"], raw.get("rows") or {}, []
+    off = rows.get("offset", 0)
+    argmax = lambda j: rows["argmax"][j - off] if rows and 0 <= j - off < len(rows["argmax"]) else None
+    while tree["base"] + len(path) < len(C):
+        q = tree["base"] + len(path)
+        cand = [j for j in tree["nodes"] if tree["depth"][j] == len(path) and ids[j] == C[q]]
+        if not cand:
+            break
+        nxt = C[q + 1] if q + 1 < len(C) else None
+        path.append(next((j for j in cand if argmax(j) == nxt), cand[0]))
+    for a, b in zip([None] + path, path):
+        tree["parent"][b] = a
+    return path
+
+
 def _rank(rows: dict, off: int, a: int, b: int, ids: list) -> tuple:
     """(rank, logp) of ids[b] under row a, from what the recorder kept."""
     cross = rows.get("cross")
