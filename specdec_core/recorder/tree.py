@@ -43,6 +43,13 @@ def _common_run(pos: list) -> int:
     return n
 
 
+def _col_positions(raw: dict, c0: int, slot_pos: list) -> dict:
+    """column -> position, for the tree's columns (cached ones from the slots' tape)."""
+    L, pos, n = raw.get("cache_len") or 0, raw.get("position_ids"), len(raw.get("ids") or [])
+    return {c: (pos[c - L] if pos else None) if c >= L else (slot_pos[c] if c < len(slot_pos) else None)
+            for c in range(c0, L + n)}
+
+
 def build_tree(raw: dict, slot_pos: list) -> dict:
     """{c0, base, nodes (input indices), parent, depth, sees, by} for one tree forward."""
     L, ids = raw.get("cache_len") or 0, raw.get("ids") or []
@@ -51,7 +58,6 @@ def build_tree(raw: dict, slot_pos: list) -> dict:
     first = max(0, c0 - L)
     nodes = list(range(first, len(ids)))
     base = _base_pos(raw, c0, slot_pos)
-    col_pos = lambda c: (pos[c - L] if pos and c >= L else (slot_pos[c] if c < len(slot_pos) else None))
     repeats = bool(pos) and len(set(pos[first:])) < len(nodes)
     sees = {i: [c for c in m["rows"][i] if c != L + i] for i in nodes} if m else None
     if repeats or not m:
@@ -71,7 +77,7 @@ def build_tree(raw: dict, slot_pos: list) -> dict:
     seen = [p for p in slot_pos[max(0, c0 - TAIL):min(c0, L)] if p is not None]
     return {"c0": c0, "base": base, "nodes": nodes, "parent": parent, "depth": depth,
             "common_dup": len(seen) != len(set(seen)),   # every row sees two slots at one position
-            "sees": sees, "by": by, "col_pos": {c: col_pos(c) for c in range(c0, L + len(ids))}}
+            "sees": sees, "by": by, "col_pos": _col_positions(raw, c0, slot_pos)}
 
 
 def accepted_path(raw: dict, tree: dict, C: list) -> list[int]:

@@ -106,7 +106,6 @@ def _position_errors(raw: dict, tree: dict) -> list[tuple]:
     pos = raw.get("position_ids")
     if not pos or tree["by"] != "mask":
         return []
-    L = raw.get("cache_len") or 0
     return [(i, pos[i], tree["base"] + tree["depth"][i]) for i in tree["nodes"]
             if pos[i] != tree["base"] + tree["depth"][i]]
 
@@ -115,10 +114,9 @@ def _ev(raw: dict, **kw) -> dict:
     return {"model": raw["model"], "forward": raw["i"], "position": None, "tokens": None, **kw}
 
 
-def _mask_finding(hits: list, n_trees: int) -> list:
+def _mask_finding(hits: list, n_trees: int, accepted: float | None) -> list:
     raw, tree, bad = hits[0]
     i, cols = bad[0]
-    L = raw.get("cache_len") or 0
     where = f"{raw['model']} forward {raw['i']}: the node fed at index {i} (id {raw['ids'][i]}) " \
             f"sees cache column(s) {cols[:6] or 'before the tree, two at one position,'} that are " \
             "not its ancestors"
@@ -127,9 +125,11 @@ def _mask_finding(hits: list, n_trees: int) -> list:
                         f"in {len(hits)} of {n_trees} tree forward(s)", where,
                         "the draft tree's mask lets a node attend to other draft slots (siblings "
                         "or the previous depth's frontier) instead of its parents only: drafts "
-                        "come from a context the cloud never verifies; lossless, fewer accepted",
+                        "come from a context the cloud never verifies; lossless, fewer accepted "
+                        f"(here {accepted} drafts accepted per verify, on average)",
                         "build each drafting row's mask from the node's ancestors (parent chain)",
-                        _ev(raw, columns=cols[:8], n_forwards=len(hits)))]
+                        _ev(raw, columns=cols[:8], n_forwards=len(hits),
+                            mean_accepted=accepted))]
     return [finding("tree_mask", f"a tree node sees a non-ancestor in {len(hits)} verify forward(s)",
                     where, "the tree attention mask lets a node attend to a sibling or another "
                     "branch: its row is computed from a context no path has, so the cloud's "
@@ -178,10 +178,12 @@ def tree_findings(forwards: list, trees: dict, stale: list) -> list:
         badp = _position_errors(raw, tree)
         if badp:
             poss[raw["model"]].append((raw, tree, badp))
+    paths = [len(t["path"]) for t in trees.values() if t.get("path") is not None]
+    accepted = round(sum(paths) / len(paths), 2) if paths else None
     for model in ("cloud", "edge"):
         n = sum(by_i[i]["model"] == model for i in trees)
         if masks[model]:
-            out += _mask_finding(masks[model], n)
+            out += _mask_finding(masks[model], n, accepted)
         elif poss[model]:
             out += _position_finding(poss[model])
     out += _stale_finding(stale) if stale else []
@@ -189,8 +191,10 @@ def tree_findings(forwards: list, trees: dict, stale: list) -> list:
     if inferred:
         out.append(finding("tree_inferred", f"{len(inferred)} tree forward(s) without a mask argument",
                            "no 4D attention mask was passed (an attention patched to read it from "
-                           "the model): depths were read from the positions and each node's parent "
-                           "from the rows (the node one level up under whose row it ranks best)",
+                           "the model): depths were read from the positions, the accepted path from "
+                           "the slots the next forward's cache kept (or the committed ids), other "
+                           "parents from the rows (the node one level up under whose row it ranks "
+                           "best); tree_mask cannot be checked",
                            "", "pass the tree mask as attention_mask to have it checked",
                            _ev(by_i[inferred[0]], n_forwards=len(inferred))))
     return out
