@@ -140,3 +140,13 @@ def test_chain_loop_stays_a_chain(demo):
     assert not any(f.get("slot_moves") or f.get("mask_rows") for f in rec["forwards"])
     assert codes(res, "error") == set()
     assert not tree_rounds(res)
+
+
+def test_inspect_tab_records_a_tree_loop():
+    """The Inspect tab loads example decoders by file (no sys.path): the fault loops find the
+    correct loop beside them, and the tab's recording gets the same verdicts."""
+    from ui.inspect import example_names, record_example
+
+    assert {"tree_correct", "tree_eagle_correct", *FAULTS} <= set(example_names())
+    res = record_example("tree_no_compaction", "sad_01")
+    assert res["ok"] and "stale_cache" in codes(res), res.get("error")

@@ -2,12 +2,17 @@
 
 The loop is tree_correct.py with position_ids = prefix + arange(nodes) over the flattened tree:
 siblings get different rotary positions and deeper nodes sit too far from the prefix, so the
-cloud scores each node as if a different text preceded it. Invisible on easy text at greedy.
+cloud scores each node as if a different text preceded it: the output leaves the
+cloud's greedy decode.
 Fix: positions = prefix length + depth (Medusa's medusa_position_ids).
 """
+import sys
+from pathlib import Path
+
 import torch
 
-import tree_correct
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the correct loop beside this file
+import tree_correct  # noqa: E402
 
 
 def slot_positions(buf, past):

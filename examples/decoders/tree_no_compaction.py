@@ -6,7 +6,11 @@ keys/values down: the right branch is chosen, then decoding continues on a cache
 rejected sibling wherever the accepted path is not the tree's first nodes.
 Fix: copy the accepted nodes down (tree_correct.copy_down), or crop to the prefix and re-feed.
 """
-import tree_correct
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the correct loop beside this file
+import tree_correct  # noqa: E402
 
 
 def keep_first_slots(cache, select, past):

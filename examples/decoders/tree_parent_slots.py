@@ -7,9 +7,13 @@ cloud's greedy decode (lossless), but the drafts come from contexts no path has:
 are accepted, and no error shows anywhere.
 Fix: each drafting row sees the prefix and its own ancestors' slots (ancestors_mask).
 """
+import sys
+from pathlib import Path
+
 import torch
 
-import tree_eagle_correct
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the correct loop beside this file
+import tree_eagle_correct  # noqa: E402
 
 
 def draft_slots_mask(nodes, fed, past, slot_of):

@@ -6,9 +6,13 @@ depths instead of the parents): a node attends to siblings and cousins that are 
 path, and the cloud's verdict on its children is taken on a context no path has.
 Fix: a node sees the prefix, its ancestors and itself only (tree_correct.tree_buffers).
 """
+import sys
+from pathlib import Path
+
 import torch
 
-import tree_correct
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the correct loop beside this file
+import tree_correct  # noqa: E402
 
 
 def sibling_mask(buf, past, dtype, device):
