@@ -150,3 +150,19 @@ def test_inspect_tab_records_a_tree_loop():
     assert {"tree_correct", "tree_eagle_correct", *FAULTS} <= set(example_names())
     res = record_example("tree_no_compaction", "sad_01")
     assert res["ok"] and "stale_cache" in codes(res), res.get("error")
+
+
+@pytest.mark.parametrize("clip", CLIPS[:2], ids=lambda c: Path(c).stem)
+def test_tree_without_drafting_model(demo, clip):
+    """Candidates looked up in the text (no second-model forward, as Medusa's heads): a lookup
+    drafter, a tree shape, rounds with their accepted drafts, no error."""
+    res = record(demo, "tree_lookup_correct", clip, reference=True)
+    assert res["reference"]["matches"]
+    assert codes(res, "error") == set(), [f["title"] for f in res["findings"]]
+    rec = res["recording"]
+    assert rec["drafter"] == "lookup" and rec["draft_shape"] == "tree"
+    assert not any(f["model"] == "edge" for f in rec["forwards"])
+    assert tree_rounds(res)
+    rounds = res["trace"]["rounds"]
+    assert sum(r["accepted"] for r in rounds) > 0
+    assert all(r["verified"] for r in rounds)
