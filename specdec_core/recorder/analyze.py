@@ -64,8 +64,7 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     rounds = tree_trace.fix_rounds(build_rounds(t))
     texts = Texts(tokenizer)
     trace = build_trace(rec, t, rounds, tokenizer, info)
-    tree_trace.attach(trace, rounds, trees)
-    found += trees["findings"]
+    found += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
     d = rec.get("declared", {})
     found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))

@@ -138,6 +138,23 @@ def _mask_finding(hits: list, n_trees: int, accepted: float | None) -> list:
                     "itself only", _ev(raw, columns=cols[:8], n_forwards=len(hits)))]
 
 
+def context_finding(wrong: list, n_nodes: int, accepted: float | None) -> list:
+    """Verified nodes whose drafting row read another branch (recorder/tree_trace.py)."""
+    fi, j = wrong[0]
+    acc = round(accepted, 2) if accepted is not None else None
+    return [finding("draft_context", f"{len(wrong)} of {n_nodes} verified tree nodes were drafted "
+                    "from a row that did not see their parent's path",
+                    f"cloud forward {fi}: the node fed at index {j} was drafted by an edge row whose "
+                    "context has its parent's id at the right depth but after other tokens",
+                    "drafting attends to draft slots in slot order (the first slot of each depth, "
+                    "or all of them) instead of each node's ancestors: drafts come from contexts "
+                    f"the cloud never verifies; lossless, fewer accepted (here {acc} drafts "
+                    "accepted per verify, on average)",
+                    "build each drafting row's mask from the node's own ancestors' slots",
+                    {"model": "cloud", "forward": fi, "position": None, "tokens": None,
+                     "n_nodes": len(wrong), "mean_accepted": acc})]
+
+
 def _position_finding(hits: list) -> list:
     raw, tree, bad = hits[0]
     i, got, want = bad[0]

@@ -4,6 +4,8 @@ contexts by design), and carries round["tree"] in the built-in decoder's schema
 (design.md, "Token trees"): nodes {id, parent, depth, draft_logp, status}, path."""
 from __future__ import annotations
 
+from specdec_core.recorder import tree_checks
+
 
 def is_tree_round(rnd) -> bool:
     return rnd.verified and rnd.cloud.raw.get("tree_sel") is not None
@@ -38,33 +40,54 @@ def _edge_rows(rnd, base: int, info: dict) -> dict:
     return out
 
 
-def round_tree(rnd, tree: dict, raw: dict, info: dict) -> dict:
+def _path_key(tree: dict, ids: list, j) -> tuple:
+    chain = []
+    while j is not None:
+        chain.append(ids[j])
+        j = tree["parent"][j]
+    return tuple(reversed(chain))
+
+
+def _other_context(rows: dict, key: tuple, tok: int) -> bool:
+    """No drafting row has the parent's verified path, but one with the parent's id at its
+    depth, after other tokens, drafted this node: drafting read another branch's slots."""
+    return key not in rows and any(len(k) == len(key) and k[-1] == key[-1] and tok in top
+                                   for k, (top, _) in rows.items() if k)
+
+
+def round_tree(rnd, tree: dict, raw: dict, info: dict) -> tuple[dict, list]:
     """The tree of one round: node order as fed, parents as node indices, the path; depth 1 =
-    a child of the last committed token (Medusa's and EAGLE's tree position ids)."""
+    a child of the last committed token (Medusa's and EAGLE's tree position ids). Also the
+    nodes drafted from a row whose context is not their parent's path."""
     ids, nodes = raw["ids"], tree["nodes"]
     index = {j: n for n, j in enumerate(nodes)}
     rows = _edge_rows(rnd, tree["base"], info)
-    path, on_path = tree.get("path") or [], set(tree.get("path") or [])
-    out = []
+    on_path, out, wrong = set(tree.get("path") or []), [], []
     for j in nodes:
-        chain, p = [], tree["parent"][j]
-        while p is not None:
-            chain.append(ids[p])
-            p = tree["parent"][p]
-        top, lps = rows.get(tuple(reversed(chain)), ((), ()))
-        lp = lps[top.index(ids[j])] if ids[j] in top else None
         par = tree["parent"][j]
+        key = _path_key(tree, ids, par)
+        top, lps = rows.get(key, ((), ()))
+        if key and _other_context(rows, key, ids[j]):
+            wrong.append((raw["i"], j))
         out.append({"id": ids[j], "parent": index.get(par) if par is not None else None,
-                    "depth": tree["depth"][j] + 1, "draft_logp": lp,
+                    "depth": tree["depth"][j] + 1,
+                    "draft_logp": lps[top.index(ids[j])] if ids[j] in top else None,
                     "status": "accepted" if j in on_path else "rejected"})
-    return {"nodes": out, "path": [index[j] for j in path]}
+    return {"nodes": out, "path": [index[j] for j in tree.get("path") or []]}, wrong
 
 
-def attach(trace, rounds: list, info: dict) -> None:
-    """round["tree"] on the trace's rounds of tree verify forwards."""
-    trees = info.get("trees") or {}
+def attach(trace, rounds: list, info: dict) -> list:
+    """round["tree"] on the trace's rounds of tree verify forwards; returns the finding on
+    nodes drafted from another branch's context (draft_context), if any."""
+    trees, wrong, n = info.get("trees") or {}, [], 0
     for rnd, rr in zip(rounds, trace.rounds):
         tree = trees.get(rnd.cloud.i) if rnd.verified else None
         if tree is not None:
-            rr.tree = round_tree(rnd, tree, info["raw"][rnd.cloud.i], info)
+            rr.tree, bad = round_tree(rnd, tree, info["raw"][rnd.cloud.i], info)
+            wrong += bad
+            n += len(tree["nodes"])
     trace.config["draft_shape"] = info.get("shape", "chain")
+    if not wrong or any(f["code"] == "draft_context" for f in info.get("findings") or []):
+        return []
+    paths = [len(t["path"]) for t in trees.values() if t.get("path") is not None]
+    return tree_checks.context_finding(wrong, n, sum(paths) / len(paths) if paths else None)
