@@ -132,10 +132,16 @@ def test_mask_rows_compact_content():
     causal = torch.zeros(1, 1, 3, 5)
     causal[0, 0] = torch.triu(torch.full((3, 5), float("-inf")), diagonal=3)
     assert tree_hooks.mask_rows(causal, 2, 3) is None
+    padded = causal.clone()
+    padded[..., 0] = float("-inf")                     # a left-padding column: still a chain
+    assert tree_hooks.mask_rows(padded, 2, 3) is None
     vis = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 0, 1]], dtype=torch.bool)
     assert tree_hooks.mask_rows(vis[None, None], 2, 3) == {"from": 3, "rows": [[], [3], [4]]}
-    assert tree_hooks.is_tree({"position_ids": [5, 6, 6]})
-    assert not tree_hooks.is_tree({"position_ids": [5, 6, 7]})
+    assert tree_hooks.is_tree({"position_ids": [5, 6, 6, 7]})
+    assert not tree_hooks.is_tree({"position_ids": [5, 6, 7]})              # a chain
+    assert not tree_hooks.is_tree({"position_ids": [5, 5, 5]})              # one position
+    assert not tree_hooks.is_tree({"position_ids": [5, 7, 7]})              # a gap
+    assert not tree_hooks.is_tree({"position_ids": [5, 6, 6], "mrope": [[0]]})
 
 
 def test_chain_loop_stays_a_chain(demo):

@@ -3,7 +3,7 @@
 - `mask_rows`: a 4D attention mask that is not the plain causal one, compactly: `from` = the
   first column not seen by every new row, `rows` = for each new row the columns >= `from` it
   sees (a tree: its ancestors and itself).
-- `rows["cross"]`: in a forward that is a tree (mask_rows, or positions that repeat or jump),
+- `rows["cross"]`: in a forward that is a tree (mask_rows, or positions that repeat as a tree's),
   the rank and log-prob of every fed token under every scored row, so that each node can be
   judged by its parent's row whatever the tree turns out to be.
 - `slot_moves`: cache slots whose contents changed between two forwards (the user rewrote the
@@ -19,28 +19,35 @@ MAX_CROSS = 128      # nodes per forward for which every token is scored under e
 
 
 def mask_rows(mask, past: int, n: int) -> dict | None:
-    """The compact content of a 4D mask, or None for none / a plain causal one."""
+    """The compact content of a 4D mask, or None for none / a causal one (padding columns,
+    masked for every row, aside)."""
     if not isinstance(mask, torch.Tensor) or mask.dim() != 4 or n < 1:
         return None
     m = mask[0, 0, -n:, :past + n]
-    vis = m.bool() if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2
+    vis = (m.bool() if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2).cpu()
     if vis.shape[-1] < past + n:
         return None
-    cols = torch.arange(past + n)
-    causal = cols[None, :] <= (past + torch.arange(n))[:, None]
-    if torch.equal(vis.cpu(), causal):
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    if torch.equal(vis[:, past:], causal) and bool((vis[:, :past] == vis[:1, :past]).all()):
         return None
-    seen_by_all = vis.all(0).cpu()
-    c0 = int((~seen_by_all).nonzero()[0]) if (~seen_by_all).any() else past + n
-    rows = [[c0 + int(j) for j in r.nonzero().reshape(-1).tolist()] for r in vis[:, c0:].cpu()]
+    seen = vis.all(0)
+    lead = int(seen.nonzero()[0]) if seen.any() else 0      # leading padding, hidden from all
+    rest = (~seen[lead:]).nonzero()
+    c0 = lead + int(rest[0]) if rest.numel() else past + n
+    rows = [[c0 + int(j) for j in r.nonzero().reshape(-1).tolist()] for r in vis[:, c0:]]
     return {"from": c0, "rows": rows}
 
 
 def is_tree(rec: dict) -> bool:
-    """A forward that is a tree: a non-causal 4D mask, or positions that repeat or jump back."""
+    """A forward that is a tree: a non-causal 4D mask, or (no mask, a text-only model) positions
+    that repeat in a tree's layout: non-decreasing over a contiguous range of 2+ depths, as
+    Medusa and EAGLE order their nodes. A chain fed at wrong positions is not read as a tree."""
+    if rec.get("mask_rows"):
+        return True
     pos = rec.get("position_ids")
-    odd = bool(pos) and any(b != a + 1 for a, b in zip(pos, pos[1:]))
-    return bool(rec.get("mask_rows")) or odd
+    if not pos or rec.get("mrope") or len(set(pos)) == len(pos) or len(set(pos)) < 2:
+        return False
+    return all(a <= b for a, b in zip(pos, pos[1:])) and max(pos) - min(pos) == len(set(pos)) - 1
 
 
 @torch.no_grad()
