@@ -2,11 +2,11 @@
 and hand the chain checks an equivalent chain (docs/recorder.md, "Tree loops").
 
 A forward is a tree (tree_hooks.is_tree) when its 4D mask is not the causal one or its positions
-repeat or jump. Its nodes are the fed ids from the mask's first column not seen by every row
+repeat as a tree's. Its nodes are the fed ids from the mask's first column not seen by every row
 (`c0`). Depths come from the positions when they repeat (the loop's own claim of the tree),
 else from the mask (the number of tree columns a node sees); a node's parent is the node it
-sees one level up. Without a mask the parent is inferred from the rows: the node one level up
-under whose row the node's id ranks best (said in an info finding).
+sees one level up. Without a mask (said in an info finding) the accepted path is the one the
+next forward's cache kept, other parents are inferred from the rows.
 
 Each cloud tree forward is judged node by node against its PARENT's row, the accepted path is
 read from the committed output, and the forward is rewritten as the chain the path is: the
