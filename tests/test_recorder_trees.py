@@ -177,3 +177,12 @@ def test_tree_without_drafting_model(demo, clip):
     rounds = res["trace"]["rounds"]
     assert sum(r["accepted"] for r in rounds) > 0
     assert all(r["verified"] for r in rounds)
+
+
+def test_reference_divergence_points_at_the_tree_bug(demo):
+    """`record --reference` of a tree loop that leaves the cloud's greedy decode: the first
+    divergence is the decoder's, explained by the tree finding (the user row is read through
+    the tree's accepted path)."""
+    res = record(demo, "tree_linear_positions", CLIPS[0], reference=True)
+    fd = res["reference"]["first_divergence"]
+    assert fd is not None and fd["cause"] == "decoder" and fd["explained_by"] == "tree_positions"

@@ -22,7 +22,7 @@ from __future__ import annotations
 PROBE_FACTOR = 4.0
 MIN_TOLERANCE = 1e-3          # logits: float32 near-exact ties
 CONTEXT_CODES = ("stale_cache", "context_mismatch", "position_error", "off_by_one",
-                 "dropped_output", "unverified_end")
+                 "dropped_output", "unverified_end", "tree_positions", "tree_mask")
 
 
 def first_index(user: list[int], ref: list[int]) -> int | None:

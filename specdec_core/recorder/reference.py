@@ -36,10 +36,11 @@ def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recordin
 def user_row(recording: dict, p: int, u: int | None, r: int | None) -> dict:
     """What the cloud forward that decided position p said there (tapes: recorder/tape.py)."""
     from specdec_core.recorder.tape import build_tapes
+    from specdec_core.recorder.tree import normalize
 
     if u is None:
         return {}
-    t = build_tapes(recording)
+    t = build_tapes(normalize(recording)[0])     # a tree forward read as its accepted path
     if p not in t.decided:
         return {"unverified": True}
     fi, row = t.decided[p]
