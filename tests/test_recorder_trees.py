@@ -186,3 +186,12 @@ def test_reference_divergence_points_at_the_tree_bug(demo):
     res = record(demo, "tree_linear_positions", CLIPS[0], reference=True)
     fd = res["reference"]["first_divergence"]
     assert fd is not None and fd["cause"] == "decoder" and fd["explained_by"] == "tree_positions"
+
+
+def test_cross_ranks_are_the_ranks_under_each_row():
+    torch.manual_seed(0)
+    logits, ids = torch.randn(7, 500), [3, 10, 499, 0, 7, 7, 250]
+    got = tree_hooks.cross(logits, ids)
+    logp = torch.log_softmax(logits, -1)
+    assert got["rank"] == [[int((logp[r] > logp[r, i]).sum()) + 1 for i in ids] for r in range(7)]
+    assert got["logp"][2][1] == round(float(logp[2, 10]), 5)

@@ -59,7 +59,8 @@ def cross(logits: torch.Tensor, ids: list[int]) -> dict | None:
     logp = torch.log_softmax(logits.float(), -1)
     idx = torch.tensor(ids, dtype=torch.long, device=logp.device).clamp(0, logp.shape[-1] - 1)
     vals = logp[:, idx]                                          # [rows, ids]
-    ranks = torch.stack([(logp[r][None, :] > vals[r][:, None]).sum(-1) + 1 for r in range(t)])
+    asc = logp.sort(-1).values                                   # one sort per row
+    ranks = logp.shape[-1] - torch.searchsorted(asc, vals.contiguous(), right=True) + 1
     return {"rank": ranks.tolist(),
             "logp": [[round(x, 5) for x in r] for r in vals.tolist()]}
 
