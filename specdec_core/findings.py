@@ -76,3 +76,107 @@ def from_json(d: dict) -> Finding:
     return Finding(code=code, severity=sev, title=str(d.get("title", "")), detail=str(d.get("detail", "")),
                    cause=str(d.get("cause", "") or ""), fix=str(d.get("fix", "") or ""),
                    evidence=d.get("evidence") or {}, explained_by=d.get("explained_by"))
+
+
+# -- the registry: every code in the tree. Severities past the default are listed where a check
+# chooses between them. Sources: decoder = a run of the built-in decoder, recorder = a recording
+# of a user's loop (both judged by the same checks: recorder/judge.py), pair = the pair check,
+# watch = the regression watch / batch.
+register("stale_cache", "error", "a cache holds tokens that are not the committed text: it was not "
+         "rolled back (cropped) after a correction", "a forward attends to a cache position written "
+         "before the decision that replaced its token")
+register("context_mismatch", "error", "a model is fed a context other than the one committed "
+         "sequence (a token fed twice, a block appended twice, a token missing)",
+         "a forward's context differs from the committed sequence at a position the cloud had decided, "
+         "or the edge drafted from a context other than the one verified")
+register("position_error", "error", "position ids / cache positions / attention mask do not "
+         "continue the cache (positions reset, a mask built for the new tokens only)",
+         "position_ids or cache_position != cache length + arange(n), or a mask shorter than the context")
+register("hidden_draft_processing", "error", "the draft logits are changed before the pick (a second "
+         "temperature, penalties, a filter) beyond the declared rule",
+         "greedy declared and drafts that are not the edge's argmax; or the maximum-likelihood draft "
+         "temperature far from the declared one", severities=("error", "warning"))
+register("draft_filter", "info", "drafts are sampled from the edge's top-R only (a top-k filter)",
+         "every sampled draft inside the edge's top-R, unlikely under the full distribution")
+register("draft_schedule", "info", "the decoder chooses its draft length itself (a schedule)",
+         "verified rounds draft lengths varying past k+1")
+register("off_by_one", "error", "an off-by-one in the draft loop or the acceptance count",
+         "a round drafted more than k or committed more than k+1 tokens")
+register("lossless_violation", "error", "the acceptance test is not the declared lossless rule",
+         "greedy declared and committed tokens that are not the cloud's argmax")
+register("rank_window_exceeded", "error", "the acceptance test accepts past the declared rank window",
+         "an accepted draft ranked by the cloud beyond rank_threshold")
+register("lossy_accept", "info", "the cost of a declared rank window: drafts the cloud ranked 2nd or "
+         "lower were accepted", "accepted drafts of cloud rank 2..rank_threshold",
+         severities=("info", "warning"))
+register("missed_eos", "error", "a stop id was committed and decoding went on (stop not checked by id "
+         "on every committed token)", "a declared stop id inside the output before its end")
+register("unverified_end", "error", "the run ended on tokens the cloud never verified (a stop on "
+         "decoded draft text, or the loop ended after drafting)",
+         "output tail never scored by a cloud forward, or a stop on a non-stop token before the limit")
+register("premature_stop", "error", "a stop fired before the declared stop rule allows (on decoded "
+         "text, before verification, regardless of min_new_tokens)",
+         "the run stopped on a token that is neither a stop id nor a declared sentence end")
+register("dropped_output", "error", "tokens the loop returned are not what the models were fed",
+         "the returned ids differ from the sequence the last forwards were fed")
+register("cycle", "error", "a deterministic draft loop revisits the same state: a short pattern repeats",
+         "the committed text repeats a short pattern (declared cycle detection)")
+register("doubling", "error", "tokens appended to the input twice: phrases written twice in a row",
+         "three or more spans of 1-8 hanzi written twice in a row")
+register("template_leak", "error", "the decoder ran past <|im_end|> into the next chat turn",
+         "chat-template markers in the output text")
+register("punct_flood", "error", "an over-sharp draft distribution or position errors make punctuation win",
+         "more than 40% of the output characters are punctuation")
+register("length", "info", "the description is too short or too long for its prompt type",
+         "hanzi count outside the prompt type's length band")
+register("no_stop", "warning", "stop ids not recognised: no stop before max_new_tokens",
+         "the run ended on the length limit")
+register("acceptance_collapse", "warning", "the edge drafts from a wrong context or a distorted "
+         "distribution", "acceptance below 30% over 3+ cloud calls")
+register("always_verify", "info", "the entropy threshold never lets a block through",
+         "entropy-gated run with a cloud call on every block")
+register("never_verify", "info", "the entropy threshold is above every draft entropy: the output is "
+         "the edge alone", "entropy-gated run with no cloud call")
+register("edge_mishears", "warning", "the edge drafts as if it had not heard the clip",
+         "rejections concentrated at audio-dependent positions (greedy runs)")
+register("numeric_divergence", "info", "the run and its reference differ by numerics, not a bug",
+         "first divergence at a near-tie with no error finding", source="decoder (baseline)")
+register("sampling_rule", "info", "the acceptance rule identified: sample-and-match (exact)",
+         "sampled run whose accept/reject pattern is sample-and-match")
+register("acceptance_rule", "error", "the probabilistic acceptance test is not min(1, p/q)",
+         "accept/reject decisions inconsistent with p/q under the recorded logits")
+register("greedy_draft_sampling", "error", "drafts picked greedily while sampling is declared: the "
+         "p/q test is biased", "sampled run with every draft the edge's argmax")
+register("residual_mismatch", "error", "the correction is not drawn from the residual max(0, p - q)",
+         "corrections outside the residual's support")
+register("loop_overhead", "warning", "the loop spends its time outside the model forwards",
+         "wall time far above the sum of forward times")
+register("recomputed_context", "warning", "the cache is not reused: each forward recomputes the context",
+         "forwards that feed the whole context again")
+register("vocab_mismatch", "error", "edge and cloud token ids index different vocabularies",
+         "the recorded logits widths / tokenizers disagree on drafted ids")
+register("vocab_widths", "info", "edge and cloud heads differ in width (padding rows)",
+         "different logits widths with the same tokenizer", source="recorder, pair",
+         severities=("info", "warning"))
+register("audio_missing", "warning", "a model decodes without the audio it should hear",
+         "a prefill without audio features", severities=("warning", "error"))
+register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
+         "tokenizer vocabularies or encodings differ", source="pair")
+register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",
+         source="pair")
+register("chat_template_mismatch", "warning", "the pair's chat templates render differently",
+         "rendered prompts differ", source="pair")
+register("rope_mismatch", "error", "the pair's rotary position settings differ", "rope config differs",
+         source="pair")
+register("audio_frontend_mismatch", "error", "the pair's audio front ends differ",
+         "feature extractor settings differ", source="pair")
+register("cache_not_croppable", "error", "the cache class cannot be rolled back", "no crop on the cache",
+         source="pair")
+register("dtype_mismatch", "warning", "the pair runs in different dtypes", "model dtypes differ",
+         source="pair")
+register("transformers_untested", "warning", "the transformers version is outside the tested range",
+         "transformers.__version__", source="pair")
+register("check_failed", "info", "a pair check raised instead of answering (never blocks a load)",
+         "an exception inside a pair check", source="pair")
+
+# -- blocks added by other issues below

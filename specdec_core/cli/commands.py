@@ -68,7 +68,7 @@ def cmd_run(args) -> int:
         if res["ok"] and (line := reports.time_line(res["metrics"].get("time_split"))):
             print(f"  {line}", file=sys.stderr)
         for d in (res.get("trace") or {}).get("diagnostics") or []:
-            print(f"  {d.get('severity')}: {d.get('key')}: {d.get('title')}", file=sys.stderr)
+            print(f"  {d.get('severity')}: {d.get('code')}: {d.get('title')}", file=sys.stderr)
         for line in reports.reference_lines(res):
             print(f"  {line}", file=sys.stderr)
     # the contract's keys only: each result's trace.info.dtype says which dtype ran

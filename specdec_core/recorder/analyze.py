@@ -4,7 +4,8 @@ from __future__ import annotations
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach, check_edge_mishears
 from specdec_core.recorder import checks, dropped, omni_checks, output_checks, sampling, speed
-from specdec_core.recorder.checks import _ev, finding
+from specdec_core.findings import finding
+from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
 from specdec_core.recorder.trace_build import Texts, build_trace
@@ -21,24 +22,22 @@ def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
         sizes = sorted({len(r.block) for r in rounds if r.verified and r.block})
         if long and max(sizes) > k + 1:      # lengths vary past k+1: a schedule, not a slip
             out.append(finding(
-                "draft_schedule", "info",
-                f"draft length varies from {sizes[0]} to {sizes[-1]} per round (declared k={k})",
+                "draft_schedule", f"draft length varies from {sizes[0]} to {sizes[-1]} per round (declared k={k})",
                 f"{len(long)} of {sum(r.verified for r in rounds)} rounds drafted more than k",
                 "the decoder chooses the draft length itself (e.g. transformers' heuristic "
                 "num_assistant_tokens schedule or a confidence threshold); k is not what it drafts",
                 "nothing to fix if intended; declare the schedule's maximum as k to compare",
-                _ev(long[0].cloud, long[0].block_start, long[0].block, round=long[0].n)))
+                _ev(long[0].cloud, long[0].block_start, long[0].block, round=long[0].n), severity="info"))
         elif long or runs:
             r = (long or runs)[0]
             out.append(finding(
-                "off_by_one", "error",
-                f"round {r.n} drafted {len(r.block)} and committed {r.end - r.block_start} tokens "
+                "off_by_one", f"round {r.n} drafted {len(r.block)} and committed {r.end - r.block_start} tokens "
                 f"with k={k}",
                 f"{len(long)} round(s) drafted more than k, {len(runs)} committed more than k+1",
                 "an off-by-one in the draft loop or the acceptance count (range(k + 1), "
                 "accepting one token past the first mismatch)",
                 "draft exactly k tokens; commit the accepted prefix plus one cloud token",
-                _ev(r.cloud, r.block_start, r.block, round=r.n)))
+                _ev(r.cloud, r.block_start, r.block, round=r.n), severity="error"))
     return out
 
 
@@ -47,10 +46,10 @@ def text_findings(trace) -> list[dict]:
 
     out = []
     for d in diagnose(trace):
-        if d["key"] in TEXT_KEYS:
-            out.append(finding(d["key"], d["severity"], d["title"], d["detail"], d["cause"],
+        if d["code"] in TEXT_KEYS:
+            out.append(finding(d["code"], d["title"], d["detail"], d["cause"],
                                d["fix"], {"model": None, "forward": None, "position": None,
-                                          "tokens": None}))
+                                          "tokens": None}, severity=d["severity"]))
     return out
 
 
@@ -78,7 +77,5 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     found = sampling.dedupe(found + sampling.check_sampling(rec))
     found += text_findings(trace) + check_edge_mishears(trace)
     found.sort(key=lambda f: SEVERITY.get(f["severity"], 9))
-    trace.diagnostics = found or [finding(
-        "clean", "ok", "no problems found",
-        "contexts, positions, verification, stops and text look fine", "", "")]
+    trace.diagnostics = found
     return trace, found

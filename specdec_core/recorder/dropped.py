@@ -12,7 +12,7 @@ context finding), not a drop. The analysis then continues on the repaired sequen
 """
 from __future__ import annotations
 
-from specdec_core.recorder.checks import finding
+from specdec_core.findings import finding
 from specdec_core.recorder.tape import _common as _agree, build_tapes
 
 MAX_SHIFT = 3
@@ -95,8 +95,7 @@ def repair(rec: dict):
          f"{', '.join(str(e['index']) for e in adds)}: ids {[e['ids'] for e in adds]})"] if adds else [])
     first = "at the start" if e0["index"] == 0 else f"at index {e0['index']}"
     f = finding(
-        "dropped_output", "error",
-        f"the returned ids are not the text the models were fed ({first})",
+        "dropped_output", f"the returned ids are not the text the models were fed ({first})",
         "; ".join(parts) + ". The other checks read the text the models were fed.",
         ("the value returned starts late or skips ids: e.g. slicing the output from "
          "n_prompt + 1, or losing the correction/bonus when the round's tokens are joined"
@@ -104,7 +103,7 @@ def repair(rec: dict):
          "(a marker or a token appended twice after decoding)"),
         "return exactly the committed ids the models were fed after the prompt (seq[n_prompt:])",
         {"model": None, "forward": None, "position": P + e0["index"], "tokens": e0["ids"],
-         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)})
+         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)}, severity="error")
     rec2 = dict(rec)
     rec2["out_ids"] = fixed
     rec2["returned_ids"] = gen

@@ -2,7 +2,8 @@
 (recorder/mrope.py records them) and heads wider than the tokenizer."""
 from __future__ import annotations
 
-from specdec_core.recorder.checks import _ev, finding
+from specdec_core.findings import finding
+from specdec_core.recorder.checks import _ev
 
 
 def _expected(layout: dict, start: int, n: int) -> list[list[int]]:
@@ -42,15 +43,14 @@ def check_mrope(t, rec: dict) -> list[dict]:
         cause = "positions do not continue cache_len + rope_delta (a stale or foreign delta/offset)"
     show = lambda r: f"{r[:4]}{'...' if len(r) > 4 else ''}"  # noqa: E731
     return [finding(
-        "position_error", "error",
-        f"mrope positions do not continue cache_len + rope_delta in {len(bad)} forward(s)",
+        "position_error", f"mrope positions do not continue cache_len + rope_delta in {len(bad)} forward(s)",
         f"{f.model} forward {f.i}: cache held {f.L} positions, rope delta {d}; position_ids rows "
         f"{', '.join(show(r) for r in got)} instead of {', '.join(show(r) for r in want)}",
         cause,
         "pass position_ids = cache_len + arange(n) + rope_delta on all three rows after the "
         "prefill (the prompt's own from get_rope_index, which also gives the delta)",
         _ev(f, f.L, got[0][:8], key="mrope position_ids", rope_delta=d, expected=want[0][:8],
-            n_forwards=len(bad)))]
+            n_forwards=len(bad)), severity="error")]
 
 
 def check_vocab(t, rec: dict) -> list[dict]:
@@ -75,8 +75,7 @@ def check_vocab(t, rec: dict) -> list[dict]:
     if past_shared:
         wide = "cloud" if c and max(c) > shared else "edge"
         return [finding(
-            "vocab_mismatch", "error",
-            f"logits of different widths were compared: output id {past_shared[0]} exists only in "
+            "vocab_mismatch", f"logits of different widths were compared: output id {past_shared[0]} exists only in "
             f"the {wide}'s head",
             f"edge head {e}, cloud head {c}, tokenizer {tok_n}; {len(past_shared)} output id(s) "
             f"at or past the shared width {shared} (first at index {t.out.index(past_shared[0])})",
@@ -84,26 +83,24 @@ def check_vocab(t, rec: dict) -> list[dict]:
             "151,936 vs 7B 152,064 rows) instead of on the vocabulary both share; ids past it mean "
             "nothing to the other model",
             f"slice both models' logits to the shared vocabulary, logits[..., :{shared}] (or "
-            "[..., :len(tokenizer)]) before comparing or picking", ev(past_shared))]
+            "[..., :len(tokenizer)]) before comparing or picking", ev(past_shared), severity="error")]
     if past_tok:
         return [finding(
-            "vocab_mismatch", "error",
-            f"output id {past_tok[0]} is outside the tokenizer ({tok_n} ids)",
+            "vocab_mismatch", f"output id {past_tok[0]} is outside the tokenizer ({tok_n} ids)",
             f"edge head {e}, cloud head {c}, tokenizer {tok_n}; {len(past_tok)} output id(s) past "
             f"the tokenizer (first at index {t.out.index(past_tok[0])}); they decode to nothing",
             "an id that is no token: picked from a head's padding rows (the rows past the "
             "tokenizer, e.g. sampling or an argmax over the full head), or made up by the loop "
             "(a marker or pad id such as len(tokenizer) / vocab_size)",
             "pick only among real tokens, logits[..., :len(tokenizer)], and return only ids the "
-            "models chose", ev(past_tok))]
+            "models chose", ev(past_tok), severity="error")]
     if differ or (tok_n and shared != tok_n):
         return [finding(
-            "vocab_widths", "info",
-            f"head widths: edge {e}, cloud {c}, tokenizer {tok_n}",
+            "vocab_widths", f"head widths: edge {e}, cloud {c}, tokenizer {tok_n}",
             "heads wider than the tokenizer (or than each other) are normal for Qwen pairs; every "
             "output id is inside the tokenizer and the shared vocabulary",
             "", "compare the two models on the shared vocabulary, logits[..., :min(widths)]",
-            _ev(None, None, None, widths=widths, tokenizer=tok_n))]
+            _ev(None, None, None, widths=widths, tokenizer=tok_n), severity="info")]
     return []
 
 
@@ -120,14 +117,13 @@ def check_audio(t, rec: dict) -> list[dict]:
         return []
     f = deaf[0]
     return [finding(
-        "audio_missing", "warning" if f.model == "edge" else "error",
-        f"the {f.model} never heard the audio",
+        "audio_missing", f"the {f.model} never heard the audio",
         f"{f.model} forward {f.i} fed the audio span {span[0]}..{span[1]} as plain <|AUDIO|> ids, "
         "without input_features (or audio embeddings)",
         "the audio features were not passed with the forward that first fed the audio tokens "
         "(e.g. assisted generation does not hand input_features to the assistant)",
         "pass input_features and feature_attention_mask with the prefill of both models",
-        _ev(f, span[0], None, span=span))]
+        _ev(f, span[0], None, span=span), severity="warning" if f.model == "edge" else "error")]
 
 
 def fold_vocab(found: list[dict]) -> list[dict]:
