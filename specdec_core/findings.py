@@ -78,17 +78,26 @@ def from_json(d: dict) -> Finding:
                    evidence=d.get("evidence") or {}, explained_by=d.get("explained_by"))
 
 
+def markdown_table() -> str:
+    """The registry as a Markdown table (docs/findings.md carries it; a test keeps them equal)."""
+    rows = ["| code | severity | mechanism | triggered by | source |", "|---|---|---|---|---|"]
+    for c in sorted(REGISTRY.values(), key=lambda c: (SEVERITIES.index(c.severity), c.code)):
+        sev = " / ".join(c.severities)
+        rows.append(f"| `{c.code}` | {sev} | {c.mechanism} | {c.trigger} | {c.source} |")
+    return "\n".join(rows)
+
+
 # -- the registry: every code in the tree. Severities past the default are listed where a check
 # chooses between them. Sources: decoder = a run of the built-in decoder, recorder = a recording
 # of a user's loop (both judged by the same checks: recorder/judge.py), pair = the pair check,
 # watch = the regression watch / batch.
 register("stale_cache", "error", "a cache holds tokens that are not the committed text: it was not "
          "rolled back (cropped) after a correction", "a forward attends to a cache position written "
-         "before the decision that replaced its token")
-register("context_mismatch", "error", "a model is fed a context other than the one committed "
-         "sequence (a token fed twice, a block appended twice, a token missing)",
+         "before (or by) the decision that replaced its token")
+register("context_mismatch", "error", "the models read a context that is not the verified text "
+         "(a token fed twice, a block appended to the input twice, a token missing)",
          "a forward's context differs from the committed sequence at a position the cloud had decided, "
-         "or the edge drafted from a context other than the one verified")
+         "the edge drafted from a context other than the one verified, or committed tokens repeat the block before them")
 register("position_error", "error", "position ids / cache positions / attention mask do not "
          "continue the cache (positions reset, a mask built for the new tokens only)",
          "position_ids or cache_position != cache length + arange(n), or a mask shorter than the context")

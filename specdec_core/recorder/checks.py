@@ -53,7 +53,7 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
             f"{got[:6]}{'...' if len(got) > 6 else ''} instead of {f.L}..{f.L + f.n - 1}",
             causes.positions(f, got),
             "pass position_ids = cache.get_seq_length() + arange(n) (or a full-length mask)",
-            _ev(f, f.L, got[:8], key=key, n_forwards=len(bad_pos)), severity="error"))
+            _ev(f, f.L, got[:8], key=key, n_forwards=len(bad_pos))))
     if bad_mask:
         f, m = bad_mask[0]
         out.append(finding(
@@ -63,14 +63,14 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
             "positions (a mask built for the new tokens only): the model cannot see its cache "
             "correctly and derives its positions from the mask",
             "pass an attention mask covering cache + new tokens, or none",
-            _ev(f, f.L, None, mask_shape=m, n_forwards=len(bad_mask)), severity="error"))
+            _ev(f, f.L, None, mask_shape=m, n_forwards=len(bad_mask))))
     return out
 
 
 def _classify(f: Fwd, d: int, since: int) -> str:
     """A wrong context token at position d: in the cache and written before the decision that
-    made it wrong -> stale_cache; anything else -> context_mismatch."""
-    if d < f.L and 0 <= f.writers[d] < since:
+    made it wrong (or by that decision's own forward, the verify that rejected it) -> stale_cache; anything else -> context_mismatch."""
+    if d < f.L and 0 <= f.writers[d] <= since:
         return "stale_cache"
     return "context_mismatch"
 
@@ -155,7 +155,7 @@ def check_draft_rule(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
             "sampling) while greedy is declared",
             "pick the draft from the edge's logits under the declared rule; declare any gate",
             _ev(f, f.first_q + r + 1, {"drafted": x, "edge_argmax": f.rows["argmax"][r]},
-                n_drafts=len(samples), n_off=len(off)), severity="error")]
+                n_drafts=len(samples), n_off=len(off)))]
     return temperature_finding(samples, T)
 
 

@@ -53,6 +53,6 @@ def finding_for(R: int, logp: float, n: int, scope: str, ev: dict) -> dict:
         f"declared temperature that happens with probability {math.exp(logp):.1e}",
         "the drafts are sampled from q restricted to its top-k (a draft filter); exact as long "
         "as min(1, p/q) and the residual use the same filtered q (the sampling checks assume so)",
-        "nothing to fix if intended", ev, severity="info")
+        "nothing to fix if intended", ev)
 
 

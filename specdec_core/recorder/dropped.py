@@ -103,7 +103,7 @@ def repair(rec: dict):
          "(a marker or a token appended twice after decoding)"),
         "return exactly the committed ids the models were fed after the prompt (seq[n_prompt:])",
         {"model": None, "forward": None, "position": P + e0["index"], "tokens": e0["ids"],
-         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)}, severity="error")
+         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)})
     rec2 = dict(rec)
     rec2["out_ids"] = fixed
     rec2["returned_ids"] = gen

@@ -50,7 +50,7 @@ def check_mrope(t, rec: dict) -> list[dict]:
         "pass position_ids = cache_len + arange(n) + rope_delta on all three rows after the "
         "prefill (the prompt's own from get_rope_index, which also gives the delta)",
         _ev(f, f.L, got[0][:8], key="mrope position_ids", rope_delta=d, expected=want[0][:8],
-            n_forwards=len(bad)), severity="error")]
+            n_forwards=len(bad)))]
 
 
 def check_vocab(t, rec: dict) -> list[dict]:
@@ -83,7 +83,7 @@ def check_vocab(t, rec: dict) -> list[dict]:
             "151,936 vs 7B 152,064 rows) instead of on the vocabulary both share; ids past it mean "
             "nothing to the other model",
             f"slice both models' logits to the shared vocabulary, logits[..., :{shared}] (or "
-            "[..., :len(tokenizer)]) before comparing or picking", ev(past_shared), severity="error")]
+            "[..., :len(tokenizer)]) before comparing or picking", ev(past_shared))]
     if past_tok:
         return [finding(
             "vocab_mismatch", f"output id {past_tok[0]} is outside the tokenizer ({tok_n} ids)",
@@ -93,14 +93,14 @@ def check_vocab(t, rec: dict) -> list[dict]:
             "tokenizer, e.g. sampling or an argmax over the full head), or made up by the loop "
             "(a marker or pad id such as len(tokenizer) / vocab_size)",
             "pick only among real tokens, logits[..., :len(tokenizer)], and return only ids the "
-            "models chose", ev(past_tok), severity="error")]
+            "models chose", ev(past_tok))]
     if differ or (tok_n and shared != tok_n):
         return [finding(
             "vocab_widths", f"head widths: edge {e}, cloud {c}, tokenizer {tok_n}",
             "heads wider than the tokenizer (or than each other) are normal for Qwen pairs; every "
             "output id is inside the tokenizer and the shared vocabulary",
             "", "compare the two models on the shared vocabulary, logits[..., :min(widths)]",
-            _ev(None, None, None, widths=widths, tokenizer=tok_n), severity="info")]
+            _ev(None, None, None, widths=widths, tokenizer=tok_n))]
     return []
 
 

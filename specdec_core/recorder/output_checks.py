@@ -39,8 +39,12 @@ def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
         cause = causes.not_greedy(bad, t, rounds)
         fix = (NOT_GREEDY_FIX if "accepted draft" in cause
                else "commit only accepted drafts and the cloud's correction/bonus")
+    # a block appended twice: the models then read a sequence the cloud never decided (the
+    # input is corrupted), a context bug rather than a loose acceptance test
+    code = "context_mismatch" if dup else "lossless_violation"
     return [finding(
-        "lossless_violation", f"output is not the cloud's greedy choice at {len(bad)} position(s)",
+        code, f"output is not the cloud's greedy choice at {len(bad)} position(s)"
+        + (" (a block appended twice)" if dup else ""),
         f"first at index {i}: committed {texts(tok)!r} (id {tok}, cloud rank {rank or '>5'}), the "
         f"cloud chose {texts(best)!r} (id {best}); worst rank {max((x or 6) for x in ranks)}",
         cause, fix, _ev(f, p, {"committed": tok, "cloud": best}, index=i, rank=rank,
@@ -64,7 +68,7 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
             f"{len(gen) - i - 1} tokens were generated after it",
             why,
             "after committing each token, stop if its id is in stop_ids",
-            _ev(None, t.P + i, [gen[i]], index=i), severity="error"))
+            _ev(None, t.P + i, [gen[i]], index=i)))
     fw = {f.i: f for f in t.fwds}
     used_cloud = any(f.model == "cloud" for f in t.fwds)
     tail = 0
@@ -89,6 +93,6 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
             "; ".join(parts),
             causes.unverified(t, tail if used_cloud else 0, gen, texts),
             "stop on token ids only, after verification", _ev(None, len(t.C) - 1, gen[-tail:] if tail else gen[-1:],
-                                                             unverified=tail), severity="error"))
+                                                             unverified=tail)))
     del fw
     return out

@@ -174,7 +174,7 @@ def judge(data: dict, T: float, scope: str) -> list[dict]:
                 "sample is emitted at the first mismatch: every emitted token is drawn from p",
                 "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
                 {"model": "cloud", "forward": None, "position": None, "tokens": None,
-                 "rule": "sample_and_match", "p_value": m["p"]}, severity="info"))
+                 "rule": "sample_and_match", "p_value": m["p"]}))
     return out
 
 
@@ -217,7 +217,7 @@ def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
                     _ev(None, ex[4], [ex[5]], model="cloud", forward=ex[3], n_judged=len(J),
                         accepted=s, expected=round(e, 2), p_value=p_all, n_p_lt_q=len(lt),
                         accepted_p_lt_q=s_lt, expected_p_lt_q=round(e_lt, 2),
-                        p_value_p_lt_q=p_lt, rejected_p_ge_q=len(sure_rej)), severity="error"))
+                        p_value_p_lt_q=p_lt, rejected_p_ge_q=len(sure_rej))))
     D = data["drafts"]
     if D:
         a = [d[0] for d in D]
@@ -236,7 +236,7 @@ def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
                 "sample each draft from q = softmax(edge_logits / T) (the same q used in "
                 "min(1, p/q)), or verify greedily with temperature 0",
                 _ev(None, d0[3], None, model="edge", forward=d0[2], n_drafts=len(D),
-                    argmax_drafts=s, expected=round(e, 2), p_value=hi), severity="error"))
+                    argmax_drafts=s, expected=round(e, 2), p_value=hi)))
     if residual_bad:
         c0 = zero[0]
         out.append(finding(
@@ -250,7 +250,7 @@ def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
             "on rejection sample from max(0, p - q) / sum(max(0, p - q)); sample from p only "
             "for the bonus token after a fully accepted block",
             _ev(None, c0[2], [c0[3]], model="cloud", forward=c0[1], n_corrections=len(corr),
-                zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4)), severity="error"))
+                zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4))))
     return out
 
 

@@ -179,7 +179,7 @@ def check_speed(rec: dict, t) -> list[dict]:
             "end (or only the new token); profile the place named above",
             {"model": None, "forward": None, "position": None, "tokens": None,
              "other_share": split["other_share"], "other_s": split["other_s"],
-             "gaps": {k: {"s": round(v[0], 6), "n": v[1]} for k, v in g.items()}}, severity="warning"))
+             "gaps": {k: {"s": round(v[0], 6), "n": v[1]} for k, v in g.items()}}))
     rc = recomputed(t)
     fed = sum(v["fed"] for v in rc.values())
     again = sum(v["again"] for v in rc.values())
@@ -204,5 +204,5 @@ def check_speed(rec: dict, t) -> list[dict]:
             "crop it after a rejection instead of rebuilding it",
             {"model": worst, "forward": None, "position": None, "tokens": None,
              "recomputed": rc, "share": round(share, 4),
-             "positions_share": round(again / fed, 4) if fed else None}, severity="warning"))
+             "positions_share": round(again / fed, 4) if fed else None}))
     return found
