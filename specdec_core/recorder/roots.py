@@ -10,9 +10,9 @@ from __future__ import annotations
 
 _TEXT = ("doubling", "cycle", "punct_flood", "template_leak", "length", "no_stop",
          "acceptance_collapse", "premature_stop", "edge_mishears")
-_CONTEXT = ("context_mismatch", "hidden_draft_processing", "draft_filter", "unverified_end",
-            "missed_eos", "lossless_violation", "rank_window_exceeded", "lossy_accept",
-            "acceptance_rule", "residual_mismatch", "off_by_one") + _TEXT
+_CONTEXT = ("context_mismatch", "hidden_draft_processing", "unverified_end", "missed_eos",
+            "lossless_violation", "rank_window_exceeded", "acceptance_rule", "residual_mismatch",
+            "off_by_one", "draft_schedule") + _TEXT
 
 # (dropped_output explains nothing: dropped.repair removed its echoes, what the other checks
 # find on the repaired text is another bug.)
@@ -50,8 +50,8 @@ def merge_repeats(found: list) -> list:
 
 
 def link(found: list) -> list:
-    """Set explained_by on the symptoms of each root present (errors and warnings only: an
-    info finding describes a choice, never a symptom). Returns the merged list."""
+    """Set explained_by on the symptoms of each root present (a user's choice such as
+    lossy_accept is never listed as a symptom). Returns the merged list."""
     found = merge_repeats(found)
     by = {f["code"]: f for f in found}
     for root, symptoms in EXPLAINS.items():
@@ -60,7 +60,7 @@ def link(found: list) -> list:
             continue
         for code in symptoms:
             f = by.get(code)
-            if f is not None and f is not r and not f["explained_by"] and f["severity"] != "info":
+            if f is not None and f is not r and not f["explained_by"]:
                 f["explained_by"] = root
     return found
 
