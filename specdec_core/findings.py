@@ -87,6 +87,18 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+def write_doc(path: str = "docs/findings.md") -> None:
+    """Regenerate the table in docs/findings.md (python -c "from specdec_core.findings import
+    write_doc; import specdec_core.recorder.analyze; write_doc()")."""
+    from pathlib import Path
+
+    doc = Path(path).read_text(encoding="utf-8")
+    head, rest = doc.split("<!-- registry:start -->\n")
+    tail = rest.split("\n<!-- registry:end -->")[1]
+    Path(path).write_text(f"{head}<!-- registry:start -->\n{markdown_table()}\n<!-- registry:end -->{tail}",
+                          encoding="utf-8")
+
+
 # -- the registry: every code in the tree. Severities past the default are listed where a check
 # chooses between them. Sources: decoder = a run of the built-in decoder, recorder = a recording
 # of a user's loop (both judged by the same checks: recorder/judge.py), pair = the pair check,
@@ -123,9 +135,6 @@ register("missed_eos", "error", "a stop id was committed and decoding went on (s
 register("unverified_end", "error", "the run ended on tokens the cloud never verified (a stop on "
          "decoded draft text, or the loop ended after drafting)",
          "output tail never scored by a cloud forward, or a stop on a non-stop token before the limit")
-register("premature_stop", "error", "a stop fired before the declared stop rule allows (on decoded "
-         "text, before verification, regardless of min_new_tokens)",
-         "the run stopped on a token that is neither a stop id nor a declared sentence end")
 register("dropped_output", "error", "tokens the loop returned are not what the models were fed",
          "the returned ids differ from the sequence the last forwards were fed")
 register("cycle", "error", "a deterministic draft loop revisits the same state: a short pattern repeats",

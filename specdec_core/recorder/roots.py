@@ -9,7 +9,7 @@ in the JSON, nested under their root (the CLI reports and the page fold them).
 from __future__ import annotations
 
 _TEXT = ("doubling", "cycle", "punct_flood", "template_leak", "length", "no_stop",
-         "acceptance_collapse", "premature_stop", "edge_mishears")
+         "acceptance_collapse", "edge_mishears")
 _CONTEXT = ("context_mismatch", "hidden_draft_processing", "unverified_end", "missed_eos",
             "lossless_violation", "rank_window_exceeded", "acceptance_rule", "residual_mismatch",
             "off_by_one", "draft_schedule") + _TEXT
