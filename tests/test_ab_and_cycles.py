@@ -58,7 +58,7 @@ def test_cycle_warn_marks_the_cycle(demo):
     flagged = [t["i"] for t in tr["tokens"] if t["cycle"]]
     assert flagged == list(range(c["start"], c["end"]))
     assert any(w["kind"] == "cycle" for w in tr["warnings"])
-    assert "cycle" in {d["key"] for d in tr["diagnostics"]}
+    assert "cycle" in {d["code"] for d in tr["diagnostics"]}
     assert r["metrics"]["ended_by"] == "sentence"
 
 

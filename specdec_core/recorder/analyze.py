@@ -60,8 +60,11 @@ class Evidence:
 
 
 def _rank_window(e: Evidence) -> list:
-    d = e.declared       # a declared rank window: the built-in decoder's rule (acceptance.py)
-    return rank_findings(e.trace.tokens, d, e.t.P) if d.get("verify") == "rank" and not d.get("temperature") else []
+    """Accepted drafts the cloud ranks 2nd or lower against the declared window (greedy: 1),
+    the built-in decoder's rule (acceptance.py); before check_lossless, whose finding of the
+    same code then joins this one (roots.merge_repeats)."""
+    d = e.declared
+    return [] if d.get("temperature") else rank_findings(e.trace.tokens, d, e.t.P)
 
 
 def _on_trace(check):
@@ -85,8 +88,8 @@ CHECKS = CheckList([
     lambda e: omni_checks.check_mrope(e.t, e.rec),
     lambda e: omni_checks.check_audio(e.t, e.rec),
     lambda e: checks.check_contexts(e.t, e.rounds),
-    lambda e: output_checks.check_lossless(e.t, e.rounds, e.declared, e.texts),
     _rank_window,
+    lambda e: output_checks.check_lossless(e.t, e.rounds, e.declared, e.texts),
     lambda e: output_checks.check_stops(e.t, e.rec, e.texts, e.rounds),
     lambda e: checks.check_draft_rule(e.t, e.rounds, e.declared, e.texts),
     lambda e: omni_checks.check_vocab(e.t, e.rec),
