@@ -161,12 +161,17 @@ def _ended_status(ended) -> str:
 
 def diagnostics_html(findings: list[dict] | None) -> str:
     """Findings sorted by severity: icon, title, detail and the suggested fix."""
-    if not findings:
+    if findings is None:
         return '<div class="ss-none">No findings.</div>'
+    if not findings:
+        return ('<div class="ss-findings"><div class="ss-finding ss-sev-ok" data-severity="ok" data-clean="1">'
+                '<div class="ss-finding-icon" aria-label="ok">✔</div><div class="ss-finding-title">No findings: '
+                'none of the checks fired</div></div></div>')
 
     from components.findings import split_explained
 
-    roots, nested = split_explained([from_json(f) for f in findings])
+    # old files: `key` for `code`, and a severity-"ok" 'clean' row, shown as it was
+    roots, nested = split_explained([{**from_json(f), "severity": f.get("severity")} for f in findings])
     return '<div class="ss-findings">' + "".join(_row(f, nested.get(f["code"], [])) for f in roots) + "</div>"
 
 
