@@ -11,6 +11,7 @@ from specdec_core import DecodeConfig
 from specdec_core.api import load_backend, run_clip
 from specdec_core.audio import conditions as C
 from specdec_core.decoding.decoder import SpeculativeDecoder
+from specdec_core.recorder.builtin import judged_run
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_audio"
 
@@ -45,7 +46,7 @@ EDGE = {"entropy_threshold": "inf"}
 
 def run_looping(demo, cfg: DecodeConfig) -> dict:
     prompt = demo.build_inputs_from_tokens(C.condition_tokens(LOOP_BINS), "detailed")
-    tr = SpeculativeDecoder(demo, cfg).run(prompt)
+    tr = judged_run(demo, prompt, cfg)     # the built-in decoder, judged by the one check list
     return {"trace": tr.to_dict(), "metrics": tr.metrics, "token_ids": tr.token_ids}
 
 
