@@ -80,7 +80,7 @@ class CheckList(list):
 
     def __call__(self, e: Evidence) -> list:
         found = [f for check in self for f in check(e)]
-        return link(sampling.dedupe(omni_checks.fold_vocab(found)))
+        return link(sampling.dedupe(found))
 
 
 CHECKS = CheckList([

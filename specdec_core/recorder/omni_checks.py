@@ -124,18 +124,3 @@ def check_audio(t, rec: dict) -> list[dict]:
         "(e.g. assisted generation does not hand input_features to the assistant)",
         "pass input_features and feature_attention_mask with the prefill of both models",
         _ev(f, span[0], None, span=span), severity="warning" if f.model == "edge" else "error")]
-
-
-def fold_vocab(found: list[dict]) -> list[dict]:
-    """An output id outside the tokenizer also differs from the cloud's choice at its position
-    and, last, ends the run on a non-stop id: report it once, as vocab_mismatch."""
-    bad = next((set(f["evidence"]["tokens"] or []) for f in found
-                if f["code"] == "vocab_mismatch" and f["severity"] == "error"), None)
-
-    def echo(f) -> bool:
-        ev = f["evidence"]
-        if f["code"] == "lossless_violation":
-            return ev.get("n_positions") == 1 and (ev.get("tokens") or {}).get("committed") in bad
-        return (f["code"] == "unverified_end" and not ev.get("unverified")
-                and set(ev.get("tokens") or []) <= bad)
-    return [f for f in found if not echo(f)] if bad else found
