@@ -105,7 +105,7 @@ def entropy_gate(trace) -> list:
                     "lower entropy_threshold (entropy_unit=frac gives it as a share of ln|V|, the same on any vocabulary)")]
 
 
-TRACE_CHECKS = [cycles, length, no_stop, template_leak, punct_flood, doubling, acceptance_collapse,
+TRACE_CHECKS = [cycles, no_stop, template_leak, punct_flood, doubling, acceptance_collapse,
                 entropy_gate, check_edge_mishears]
 
 

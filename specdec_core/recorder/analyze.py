@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
-from specdec_core.analysis.diagnostics import TRACE_CHECKS
+from specdec_core.analysis.diagnostics import TRACE_CHECKS, length
 from specdec_core.recorder import checks, dropped, omni_checks, output_checks, sampling, speed
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
@@ -96,6 +96,7 @@ CHECKS = CheckList([
     lambda e: check_structure(e.t, e.rounds, e.rec, e.texts),
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
+    lambda e: length(e.trace) if e.declared.get("prompt_type") else [],   # a declared band only
     *map(_on_trace, TRACE_CHECKS),
 ])
 

@@ -28,7 +28,8 @@ def declared_knobs(backend, cfg: DecodeConfig) -> dict:
     """What a user of the built-in decoder declares: the knobs as set (the faults are bugs in
     the code, not declarations)."""
     d = {"k": cfg.k, "temperature": cfg.temperature, "verify": cfg.verify,
-         "max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens}
+         "max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens,
+         "prompt_type": cfg.prompt_type}
     if cfg.verify == "rank":
         d["rank_threshold"] = cfg.rank_threshold
     if cfg.stop_at_first_sentence:

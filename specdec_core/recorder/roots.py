@@ -43,6 +43,7 @@ def merge_repeats(found: list) -> list:
         if f["code"] in first:
             g = first[f["code"]]
             g["detail"] = f"{g['detail']}; also: {f['title']}: {f['detail']}"
+            g["evidence"] = {**f["evidence"], **{k: v for k, v in g["evidence"].items() if v is not None}}
         else:
             first[f["code"]] = f
             out.append(f)
