@@ -184,8 +184,8 @@ register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS /
          source="pair")
 register("chat_template_mismatch", "warning", "the pair's chat templates render differently",
          "rendered prompts differ", source="pair")
-register("rope_mismatch", "error", "the pair's rotary position settings differ", "rope config differs",
-         source="pair")
+register("rope_mismatch", "error", "the pair's rotary position settings differ", "rope config differs "
+         "(error when the multimodal rope sections differ)", source="pair", severities=("error", "warning"))
 register("audio_frontend_mismatch", "error", "the pair's audio front ends differ",
          "feature extractor settings differ", source="pair")
 register("cache_not_croppable", "error", "the cache class cannot be rolled back", "no crop on the cache",

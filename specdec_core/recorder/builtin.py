@@ -12,6 +12,7 @@ import copy
 import threading
 from contextlib import nullcontext
 
+from specdec_core.analysis.audio_dependence import acceptance_by_dependence
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
 from specdec_core.decoding.dependence import audio_dependence
@@ -78,6 +79,7 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
     apply_dependence(own, dep)
     if dep:
         own.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
+        own.metrics["acceptance_by_dependence"] = acceptance_by_dependence(own)
     recorded, own.diagnostics = analyze(recording, backend.tokenizer, prompt.info, dep)
     if out is not None:
         out.update(recording=recording, trace=recorded)
