@@ -105,8 +105,10 @@ def entropy_gate(trace) -> list:
                     "lower entropy_threshold (entropy_unit=frac gives it as a share of ln|V|, the same on any vocabulary)")]
 
 
-TRACE_CHECKS = [cycles, no_stop, template_leak, punct_flood, doubling, acceptance_collapse,
-                entropy_gate, check_edge_mishears]
+TRACE_CHECKS = [cycles, template_leak, punct_flood, doubling, entropy_gate, check_edge_mishears]
+# checks against a declared task (the prompt type's length band, its stop and its acceptance
+# expectations): they run where the run declares its prompt_type (the built-in decoder does)
+TASK_CHECKS = [length, no_stop, acceptance_collapse]
 
 
 def threshold_words(nats: float, vocab_size=None) -> str:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
-from specdec_core.analysis.diagnostics import TRACE_CHECKS, length
+from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
 from specdec_core.recorder import checks, dropped, omni_checks, output_checks, sampling, speed
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
@@ -74,6 +74,13 @@ def _on_trace(check):
     return on_trace
 
 
+def _on_task(check):
+    def on_task(e: Evidence) -> list:
+        return check(e.trace) if e.declared.get("prompt_type") else []
+    on_task.__name__ = check.__name__
+    return on_task
+
+
 class CheckList(list):
     """Checks composed like a LogitsProcessorList: each maps the Evidence to its findings; the
     list runs them all, then folds echoes and links symptoms to their root (roots.py)."""
@@ -96,8 +103,8 @@ CHECKS = CheckList([
     lambda e: check_structure(e.t, e.rounds, e.rec, e.texts),
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
-    lambda e: length(e.trace) if e.declared.get("prompt_type") else [],   # a declared band only
     *map(_on_trace, TRACE_CHECKS),
+    *map(_on_task, TASK_CHECKS),
 ])
 
 
