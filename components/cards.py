@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from specdec_core.analysis.glossary import hover, term
+from specdec_core.findings import from_json
 
+from .findings import split_explained
 from .formatting import DASH, esc, fmt, is_number, num, pct
 
 # Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
@@ -83,7 +85,7 @@ LOSSY_CODES = ("lossless_violation", "lossy_accept", "rank_window_exceeded")
 def lossy_findings(findings: list[dict] | None) -> list[dict]:
     """Findings saying the run accepted drafts the cloud would not have chosen (evidence from
     the run's ranks, analysis/acceptance.py): its acceptance rate then measures leniency."""
-    return [f for f in findings or [] if (f.get("code") or f.get("key")) in LOSSY_CODES]
+    return [f for f in findings or [] if from_json(f)["code"] in LOSSY_CODES]
 
 
 def _gcard(key: str, value, sub: str = "", status: str = "", digits: int | None = None) -> str:
@@ -159,24 +161,30 @@ def _ended_status(ended) -> str:
 
 def diagnostics_html(findings: list[dict] | None) -> str:
     """Findings sorted by severity: icon, title, detail and the suggested fix."""
-    if not findings:
+    if findings is None:
         return '<div class="ss-none">No findings.</div>'
+    if not findings:
+        return ('<div class="ss-findings"><div class="ss-finding ss-sev-ok" data-severity="ok" data-clean="1">'
+                '<div class="ss-finding-icon" aria-label="ok">✔</div><div class="ss-finding-title">No findings: '
+                'none of the checks fired</div></div></div>')
 
-    def key(f: dict) -> int:
-        return _SEVERITY_ORDER.get(SEVERITY.get(str(f.get("severity", "")).lower(), ("", "info"))[1], 9)
+    from components.findings import split_explained
 
-    rows = []
-    for f in sorted(findings, key=key):
-        icon, cls = SEVERITY.get(str(f.get("severity", "")).lower(), ("ℹ", "info"))
-        detail = f'<div class="ss-finding-detail">{esc(f.get("detail"))}</div>' if f.get("detail") else ""
-        fix = f'<div class="ss-finding-fix"><b>Fix:</b> {esc(f.get("fix"))}</div>' if f.get("fix") else ""
-        rows.append(
-            f'<div class="ss-finding ss-sev-{cls}" data-severity="{esc(cls)}" '
-            f'data-code="{esc(f.get("code") or f.get("key"))}">'
+    # old files: `key` for `code`, and a severity-"ok" 'clean' row, shown as it was
+    roots, nested = split_explained([{**from_json(f), "severity": f.get("severity")} for f in findings])
+    return '<div class="ss-findings">' + "".join(_row(f, nested.get(f["code"], [])) for f in roots) + "</div>"
+
+
+def _row(f: dict, children: list) -> str:
+    icon, cls = SEVERITY.get(str(f.get("severity", "")).lower(), ("ℹ", "info"))
+    detail = f'<div class="ss-finding-detail">{esc(f.get("detail"))}</div>' if f.get("detail") else ""
+    fix = f'<div class="ss-finding-fix"><b>Fix:</b> {esc(f.get("fix"))}</div>' if f.get("fix") else ""
+    folded = (f'<details class="ss-finding-explained"><summary>{len(children)} symptom(s) explained by '
+              f'{esc(f["code"])}</summary>{"".join(_row(c, []) for c in children)}</details>') if children else ""
+    by = f' data-explained-by="{esc(f["explained_by"])}"' if f.get("explained_by") else ""
+    return (f'<div class="ss-finding ss-sev-{cls}" data-severity="{esc(cls)}" data-code="{esc(f["code"])}"{by}>'
             f'<div class="ss-finding-icon" aria-label="{esc(cls)}">{icon}</div>'
-            f'<div class="ss-finding-title">{esc(f.get("title"))}</div>{detail}{fix}</div>'
-        )
-    return '<div class="ss-findings">' + "".join(rows) + "</div>"
+            f'<div class="ss-finding-title">{esc(f.get("title"))}</div>{detail}{fix}{folded}</div>')
 
 
 SHOWN_WARNINGS = 5
@@ -208,10 +216,10 @@ def findings_summary(findings: list[dict] | None) -> str:
     """' · ✖ 1 error (lossless_violation) · ▲ 1 warning — see Diagnostics' for a status line;
     empty when the findings are clean."""
     counts: dict[str, list[str]] = {}
-    for f in findings or []:
-        cls = SEVERITY.get(str(f.get("severity", "")).lower(), ("", "info"))[1]
-        if cls in ("error", "warning"):
-            counts.setdefault(cls, []).append(str(f.get("code") or f.get("key") or ""))
+    for f in map(from_json, findings or []):
+        cls = SEVERITY.get(f["severity"], ("", "info"))[1]
+        if cls in ("error", "warning") and not f["explained_by"]:   # symptoms fold under their root
+            counts.setdefault(cls, []).append(f["code"])
     parts = []
     for cls, icon in (("error", "✖"), ("warning", "▲")):
         codes = counts.get(cls)

@@ -44,21 +44,39 @@ def findings_html(findings: list[dict] | None) -> str:
                 '<div class="ss-rf-row">None of the blind checks fired: caches, positions, context, '
                 'acceptance against the cloud, stops and the returned ids agree with what the two '
                 'models were fed and scored.</div></div></div>')
-    cards = []
-    for f in sorted(findings, key=lambda f: ORDER.get(str(f.get("severity")), 9)):
-        sev = str(f.get("severity") or "info")
-        icon, colour, tint = SEV.get(sev, SEV["info"])
-        rows = "".join(f'<div class="ss-rf-row"><b>{label}:</b> {esc(f[key])}</div>'
-                       for key, label in (("detail", "What"), ("cause", "Likely cause"), ("fix", "Fix"))
-                       if f.get(key))
-        cards.append(
-            f'<div class="ss-rf-card" data-code="{esc(f.get("code"))}" data-severity="{esc(sev)}" '
+    roots, nested = split_explained(findings)
+    cards = [_card(f, nested.get(f.get("code"), [])) for f in roots]
+    return '<div class="ss-rf">' + "".join(cards) + "</div>"
+
+
+def split_explained(findings: list[dict]) -> tuple[list, dict]:
+    """(root findings by severity, {root code: the findings it explains}): a finding whose
+    explained_by names a finding present is folded under it."""
+    codes = {f.get("code") for f in findings}
+    nested: dict = {}
+    for f in findings:
+        if f.get("explained_by") in codes:
+            nested.setdefault(f["explained_by"], []).append(f)
+    roots = [f for f in findings if f.get("explained_by") not in codes]
+    return sorted(roots, key=lambda f: ORDER.get(str(f.get("severity")), 9)), nested
+
+
+def _card(f: dict, children: list) -> str:
+    sev = str(f.get("severity") or "info")
+    icon, colour, tint = SEV.get(sev, SEV["info"])
+    rows = "".join(f'<div class="ss-rf-row"><b>{label}:</b> {esc(f[key])}</div>'
+                   for key, label in (("detail", "What"), ("cause", "Likely cause"), ("fix", "Fix"))
+                   if f.get(key))
+    inner = "".join(_card(c, []) for c in children)
+    folded = (f'<details class="ss-rf-explained"><summary>{len(children)} symptom(s) explained by '
+              f'{esc(f.get("code"))}</summary>{inner}</details>') if children else ""
+    explained = f' data-explained-by="{esc(f["explained_by"])}"' if f.get("explained_by") else ""
+    return (f'<div class="ss-rf-card" data-code="{esc(f.get("code"))}" data-severity="{esc(sev)}"{explained} '
             f'style="border-color:{colour};background:{tint}">'
             f'<div class="ss-rf-head"><span style="color:{colour}">{icon}</span>'
             f'<span class="ss-rf-code">{esc(f.get("code"))}</span>'
             f'<span class="ss-rf-title">{esc(f.get("title"))}</span></div>'
-            f'{rows}{_evidence(f.get("evidence"))}</div>')
-    return '<div class="ss-rf">' + "".join(cards) + "</div>"
+            f'{rows}{_evidence(f.get("evidence"))}{folded}</div>')
 
 
 def config_badges(config: dict | None) -> str:

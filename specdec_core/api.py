@@ -21,6 +21,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
 from specdec_core.errors import UserError
+from specdec_core.recorder.builtin import judged_run
 
 MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
 
@@ -79,9 +80,15 @@ def stream_clip(backend, audio_src, cfg: DecodeConfig, decoder: SpeculativeDecod
 
 def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecoder | None = None,
                   trace: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
-    """stream_clip for a prompt that `prepare` already built (audio errors come first)."""
-    dec = decoder or SpeculativeDecoder(backend, cfg, trace=trace)
-    yield from dec.stream(prompt, cancel=cancel)
+    """stream_clip for a prompt that `prepare` already built (audio errors come first). The run is
+    recorded (on private copies of the models: other sessions may decode on them) and judged by
+    the recorder's checks; a `decoder` given is streamed as it is, unjudged."""
+    from specdec_core.recorder.builtin import judged_stream
+
+    if decoder is not None:
+        yield from decoder.stream(prompt, cancel=cancel)
+        return
+    yield from judged_stream(backend, prompt, cfg, trace=trace, cancel=cancel, isolated=True)
 
 
 def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name: str | None = None,
@@ -91,7 +98,7 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
     label = name or _name(audio_src)
     try:
         prompt = prepare(backend, audio_src, cfg, speaker=speaker)
-        tr = SpeculativeDecoder(backend, cfg).run(prompt, cancel=cancel)
+        tr = judged_run(backend, prompt, cfg, cancel=cancel)
         res = {"audio": label, "ok": True, "text": tr.text, "token_ids": tr.token_ids,
                "metrics": tr.metrics, "trace": tr.to_dict()}
         if baseline and tr.ended_by not in ("cancelled", "time_limit"):

@@ -78,26 +78,135 @@ def from_json(d: dict) -> Finding:
                    evidence=d.get("evidence") or {}, explained_by=d.get("explained_by"))
 
 
-# -- tree recorder (issue 34)
-def _register_once(code: str, *args, **kw) -> None:
-    """A code another block may register too (stale_cache: the cache checks; draft_context: the
-    tree zoo of the built-in decoder): the first registration holds."""
-    if code not in REGISTRY:
-        register(code, *args, **kw)
+def markdown_table() -> str:
+    """The registry as a Markdown table (docs/findings.md carries it; a test keeps them equal)."""
+    rows = ["| code | severity | mechanism | triggered by | source |", "|---|---|---|---|---|"]
+    for c in sorted(REGISTRY.values(), key=lambda c: (SEVERITIES.index(c.severity), c.code)):
+        sev = " / ".join(c.severities)
+        rows.append(f"| `{c.code}` | {sev} | {c.mechanism} | {c.trigger} | {c.source} |")
+    return "\n".join(rows)
 
 
+def write_doc(path: str = "docs/findings.md") -> None:
+    """Regenerate the table in docs/findings.md (python -c "from specdec_core.findings import
+    write_doc; import specdec_core.recorder.analyze; write_doc()")."""
+    from pathlib import Path
+
+    doc = Path(path).read_text(encoding="utf-8")
+    head, rest = doc.split("<!-- registry:start -->\n")
+    tail = rest.split("\n<!-- registry:end -->")[1]
+    Path(path).write_text(f"{head}<!-- registry:start -->\n{markdown_table()}\n<!-- registry:end -->{tail}",
+                          encoding="utf-8")
+
+
+# -- the registry: every code in the tree. Severities past the default are listed where a check
+# chooses between them. Sources: decoder = a run of the built-in decoder, recorder = a recording
+# of a user's loop (both judged by the same checks: recorder/judge.py), pair = the pair check,
+# watch = the regression watch / batch.
+register("stale_cache", "error", "a cache holds tokens that are not the committed text: it was not "
+         "rolled back (cropped) after a correction, or not compacted to a tree's accepted path",
+         "a forward attends to a cache position written before (or by) the decision that replaced "
+         "its token; after a tree verify, the next forward's cache holds a rejected node's keys")
+register("context_mismatch", "error", "the models read a context that is not the verified text "
+         "(a token fed twice, a block appended to the input twice, a token missing)",
+         "a forward's context differs from the committed sequence at a position the cloud had decided, "
+         "the edge drafted from a context other than the one verified, or committed tokens repeat the block before them")
+register("position_error", "error", "position ids / cache positions / attention mask do not "
+         "continue the cache (positions reset, a mask built for the new tokens only)",
+         "position_ids or cache_position != cache length + arange(n), or a mask shorter than the context")
+register("hidden_draft_processing", "error", "the draft logits are changed before the pick (a second "
+         "temperature, penalties, a filter) beyond the declared rule",
+         "greedy declared and drafts that are not the edge's argmax; or the maximum-likelihood draft "
+         "temperature far from the declared one", severities=("error", "warning"))
+register("draft_filter", "info", "drafts are sampled from the edge's top-R only (a top-k filter)",
+         "every sampled draft inside the edge's top-R, unlikely under the full distribution")
+register("draft_schedule", "info", "the decoder chooses its draft length itself (a schedule)",
+         "verified rounds draft lengths varying past k+1")
+register("off_by_one", "error", "an off-by-one in the draft loop or the acceptance count",
+         "a round drafted more than k or committed more than k+1 tokens")
+register("lossless_violation", "error", "the acceptance test is not the declared lossless rule",
+         "greedy declared and committed tokens that are not the cloud's argmax")
+register("rank_window_exceeded", "error", "the acceptance test accepts past the declared rank window",
+         "an accepted draft ranked by the cloud beyond rank_threshold")
+register("lossy_accept", "info", "the cost of a declared rank window: drafts the cloud ranked 2nd or "
+         "lower were accepted", "accepted drafts of cloud rank 2..rank_threshold",
+         severities=("info", "warning"))
+register("missed_eos", "error", "a stop id was committed and decoding went on (stop not checked by id "
+         "on every committed token)", "a declared stop id inside the output before its end")
+register("unverified_end", "error", "the run ended on tokens the cloud never verified (a stop on "
+         "decoded draft text, or the loop ended after drafting)",
+         "output tail never scored by a cloud forward, or a stop on a non-stop token before the limit")
+register("dropped_output", "error", "tokens the loop returned are not what the models were fed",
+         "the returned ids differ from the sequence the last forwards were fed")
+register("cycle", "error", "a deterministic draft loop revisits the same state: a short pattern repeats",
+         "the committed text repeats a short pattern (declared cycle detection)")
+register("doubling", "error", "tokens appended to the input twice: phrases written twice in a row",
+         "three or more spans of 1-8 hanzi written twice in a row")
+register("template_leak", "error", "the decoder ran past <|im_end|> into the next chat turn",
+         "chat-template markers in the output text")
+register("punct_flood", "error", "an over-sharp draft distribution or position errors make punctuation win",
+         "more than 40% of the output characters are punctuation")
+register("length", "info", "the description is too short or too long for its prompt type",
+         "hanzi count outside the prompt type's length band")
+register("no_stop", "warning", "stop ids not recognised: no stop before max_new_tokens",
+         "the run ended on the length limit")
+register("acceptance_collapse", "warning", "the edge drafts from a wrong context or a distorted "
+         "distribution", "acceptance below 30% over 3+ cloud calls")
+register("always_verify", "info", "the entropy threshold never lets a block through",
+         "entropy-gated run with a cloud call on every block")
+register("never_verify", "info", "the entropy threshold is above every draft entropy: the output is "
+         "the edge alone", "entropy-gated run with no cloud call")
+register("edge_mishears", "warning", "the edge drafts as if it had not heard the clip",
+         "rejections concentrated at audio-dependent positions (greedy runs)")
+register("numeric_divergence", "info", "the run and its reference differ by numerics, not a bug",
+         "first divergence at a near-tie with no error finding", source="decoder (baseline)")
+register("sampling_rule", "info", "the acceptance rule identified: sample-and-match (exact)",
+         "sampled run whose accept/reject pattern is sample-and-match")
+register("acceptance_rule", "error", "the probabilistic acceptance test is not min(1, p/q)",
+         "accept/reject decisions inconsistent with p/q under the recorded logits")
+register("greedy_draft_sampling", "error", "drafts picked greedily while sampling is declared: the "
+         "p/q test is biased", "sampled run with every draft the edge's argmax")
+register("residual_mismatch", "error", "the correction is not drawn from the residual max(0, p - q)",
+         "corrections outside the residual's support")
+register("loop_overhead", "warning", "the loop spends its time outside the model forwards",
+         "wall time far above the sum of forward times")
+register("recomputed_context", "warning", "the cache is not reused: each forward recomputes the context",
+         "forwards that feed the whole context again")
+register("vocab_mismatch", "error", "edge and cloud token ids index different vocabularies",
+         "the recorded logits widths / tokenizers disagree on drafted ids")
+register("vocab_widths", "info", "edge and cloud heads differ in width (padding rows)",
+         "different logits widths with the same tokenizer", source="recorder, pair",
+         severities=("info", "warning"))
+register("audio_missing", "warning", "a model decodes without the audio it should hear",
+         "a prefill without audio features", severities=("warning", "error"))
+register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
+         "tokenizer vocabularies or encodings differ", source="pair")
+register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",
+         source="pair")
+register("chat_template_mismatch", "warning", "the pair's chat templates render differently",
+         "rendered prompts differ", source="pair")
+register("rope_mismatch", "error", "the pair's rotary position settings differ", "rope config differs "
+         "(error when the multimodal rope sections differ)", source="pair", severities=("error", "warning"))
+register("audio_frontend_mismatch", "error", "the pair's audio front ends differ",
+         "feature extractor settings differ", source="pair")
+register("cache_not_croppable", "error", "the cache class cannot be rolled back", "no crop on the cache",
+         source="pair")
+register("dtype_mismatch", "warning", "the pair runs in different dtypes", "model dtypes differ",
+         source="pair")
+register("transformers_untested", "warning", "the transformers version is outside the tested range",
+         "transformers.__version__", source="pair")
+register("check_failed", "info", "a pair check raised instead of answering (never blocks a load)",
+         "an exception inside a pair check", source="pair")
+
+# -- blocks added by other issues below
+# -- trees (issue 34)
 register("tree_mask", "error", "the tree attention mask lets a node see a node that is not its "
          "ancestor (a sibling, another branch)", "in a tree verify forward, a node's mask row sees a "
-         "column outside its parent's row plus its parent", "recorder")
+         "column outside its parent's row plus its parent")
 register("tree_positions", "error", "tree nodes are given positions by slot, not prefix + depth",
-         "in a tree verify forward, a node's position != the position after the prefix + its depth",
-         "recorder")
+         "in a tree verify forward, a node's position != the position after the prefix + its depth")
 register("tree_inferred", "info", "the tree of a verify forward was inferred: no mask argument",
          "a tree forward (repeated positions) without a 4D attention_mask", "recorder")
-_register_once("stale_cache", "error", "a cache holds tokens (or tree nodes) that are not "
-               "committed: never rolled back, or not compacted to the accepted path",
-               "a forward's cache position holds an id written before the decision that made it "
-               "wrong; after a tree verify, the next forward's cache holds a rejected node's keys")
-_register_once("draft_context", "warning", "drafting reads a context other than the node's "
-               "ancestors (draft slots instead of parents): lossless, fewer drafts accepted",
-               "an edge forward drafting tree nodes whose mask or positions are not its ancestors'")
+register("draft_context", "warning", "drafting reads a context other than the node's "
+         "ancestors (draft slots instead of parents): lossless, fewer drafts accepted",
+         "an edge forward drafting tree nodes whose mask or positions are not its ancestors'")

@@ -111,7 +111,7 @@ def test_split_and_finding_on_built_traces():
     assert split["audio"]["per_position_acceptance"] == [None, None, None, 0.0]
     assert split["other"]["mean_accepted_length"] == 4.0
     [f] = check_edge_mishears(tr)
-    assert f["key"] == "edge_mishears" and f["severity"] == "warning"
+    assert f["code"] == "edge_mishears" and f["severity"] == "warning"
     assert "8 judged" in f["detail"] and "share the cloud's audio encoding" in f["fix"]
     assert "input_features" in f["cause"]
     # rejected drafts that are NOT the audio-free choice: a weaker listener, not a deaf one
@@ -220,5 +220,5 @@ def test_pooled_over_clips_finds_what_one_clip_cannot():
     both = pooled([one, one])
     assert len(both["tokens"]) == 48 and {r["at"] for r in both["rejected"]} == {3, 7, 11, 27, 31, 35}
     [f] = pooled_edge_mishears([one, one])
-    assert f["key"] == "edge_mishears" and "over 2 clips" in f["title"]
+    assert f["code"] == "edge_mishears" and "over 2 clips" in f["title"]
     assert pooled_edge_mishears([one]) == []

@@ -42,7 +42,7 @@ def correct_bf16(bf16):
 
 
 def _errors(diags):
-    return [d["key"] for d in diags if d["severity"] == "error"]
+    return [d["code"] for d in diags if d["severity"] == "error"]
 
 
 # -- --dtype ------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_correct_loop_in_bf16_diverges_by_numerics_not_a_bug(correct_bf16):
     assert fd["margin_reference"] <= fd["tolerance"] and fd["margin_user"] <= fd["tolerance"]
     diags = r["trace"]["diagnostics"]
     assert _errors(diags) == []
-    nd = [d for d in diags if d["key"] == "numeric_divergence"]
+    nd = [d for d in diags if d["code"] == "numeric_divergence"]
     assert len(nd) == 1 and nd[0]["severity"] == "info"
     assert "differ for good" in nd[0]["detail"]
     assert r["trace"]["reference"]["first_divergence"] == fd
@@ -107,7 +107,7 @@ def test_lossy_loop_in_bf16_is_still_a_decoder_divergence(bf16):
     fd = r["baseline"]["first_divergence"]
     assert "lossless_violation" in _errors(r["trace"]["diagnostics"])
     assert fd["cause"] == "decoder" and fd["explained_by"] == "lossless_violation"
-    assert not any(d["key"] == "numeric_divergence" for d in r["trace"]["diagnostics"])
+    assert not any(d["code"] == "numeric_divergence" for d in r["trace"]["diagnostics"])
 
 
 def test_float32_is_unchanged_token_for_token():
@@ -116,7 +116,7 @@ def test_float32_is_unchanged_token_for_token():
     assert r["baseline"]["first_divergence"] is None
     assert r["trace"]["info"]["dtype"] == "float32"
     assert r["trace"]["numerics"]["max_logit_diff"] < 1e-3
-    assert [d["key"] for d in r["trace"]["diagnostics"]] == ["clean"]
+    assert [d for d in r["trace"]["diagnostics"] if d["severity"] != "info"] == []
 
 
 # -- the numerics probe --------------------------------------------------------------------------
@@ -218,5 +218,5 @@ def test_the_app_in_bf16_labels_the_divergence_of_a_correct_loop():
     assert tr["info"]["dtype"] == "bfloat16"
     fd = res["baseline"]["first_divergence"]
     assert fd["cause"] == "numerics" and tr["reference"]["first_divergence"] == fd
-    assert [d["key"] for d in tr["diagnostics"]] == ["numeric_divergence"]
+    assert [d["code"] for d in tr["diagnostics"]] == ["numeric_divergence"]
     assert 'data-divergence="numerics"' in render_tokens(tr)

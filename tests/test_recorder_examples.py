@@ -77,7 +77,7 @@ def test_example_decoder_gets_its_expected_code(demo, name):
 ZOO = {"string_stop": "unverified_end", "special_text_stop": "missed_eos",
        "draft_penalties": "hidden_draft_processing", "lenient_rank": "lossless_violation",
        "no_resync": "stale_cache", "mask_1x1": "position_error",
-       "input_corruption": "lossless_violation"}
+       "input_corruption": "context_mismatch"}
 
 
 @pytest.mark.parametrize("fault", [None] + sorted(ZOO))

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from specdec_core.findings import finding
+
 DEFAULT_RANK_THRESHOLD = 5   # DecodeConfig.rank_threshold's default, for declarations without it
 TOP = 5                      # beyond the cloud's top-5: the seed's incoherent-tail range
 SHOWN = 10                   # positions listed in the detail
@@ -71,11 +73,6 @@ def _nth(r: int) -> str:
 
 def _get(t, key):
     return t.get(key) if isinstance(t, dict) else getattr(t, key, None)
-
-
-def _finding(code, severity, title, detail, cause, fix, evidence) -> dict:
-    return {"code": code, "key": code, "severity": severity, "title": title, "detail": detail,
-            "cause": cause, "fix": fix, "evidence": evidence}
 
 
 def _ranks_words(ranks: list[int]) -> str:
@@ -122,17 +119,15 @@ def rank_findings(tokens, declared: dict, prompt_len: int | None = None) -> list
     verify = declared.get("verify") or "greedy"
     if window == 1:
         said = f"verify={verify}" + (" with rank_threshold=1" if verify == "rank" else "")
-        return [_finding(
-            "lossless_violation", "error",
-            f"output is not the cloud's greedy choice: {n} accepted draft(s) the cloud ranked "
+        return [finding(
+            "lossless_violation", f"output is not the cloud's greedy choice: {n} accepted draft(s) the cloud ranked "
             f"2nd or lower (worst {worst})",
             f"{said} declares lossless acceptance (rank 1 only), yet {how}",
             not_greedy_cause(ranks[0]), NOT_GREEDY_FIX, ev)]
     over = [(p, r) for p, r in zip(pos, ranks) if r > window]
     if over:
-        return [_finding(
-            "rank_window_exceeded", "error",
-            f"{len(over)} accepted draft(s) ranked beyond the declared window "
+        return [finding(
+            "rank_window_exceeded", f"{len(over)} accepted draft(s) ranked beyond the declared window "
             f"rank_threshold={window} (worst {worst})",
             f"first at token {over[0][0]} (cloud rank {over[0][1]}); {how}",
             f"the acceptance rule in the code is looser than rank <= rank_threshold={window} "
@@ -147,11 +142,10 @@ def rank_findings(tokens, declared: dict, prompt_len: int | None = None) -> list
         cause = ("verify=rank accepts any draft the cloud ranks within rank_threshold: lossy by "
                  "design, the user's choice of fewer corrections for some drift")
         fix = "a lower rank_threshold for less drift, or verify=greedy for the cloud's own output"
-    return [_finding(
-        "lossy_accept", "warning" if wide else "info",
-        f"lossy by choice: {n} accepted draft(s) the cloud ranked "
+    return [finding(
+        "lossy_accept", f"lossy by choice: {n} accepted draft(s) the cloud ranked "
         f"{'2nd' if worst == 2 else '2nd to ' + _nth(worst)} "
         f"(verify=rank, rank_threshold={window})",
         how + "; the output is therefore not the cloud's greedy output"
         + (f", and tokens outside the cloud's top-{TOP} were accepted" if wide else ""),
-        cause, fix, ev)]
+        cause, fix, ev, severity="warning" if wide else "info")]

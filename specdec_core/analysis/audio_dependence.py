@@ -168,7 +168,7 @@ def _sampled(trace) -> bool:
 def check_edge_mishears(trace) -> list[dict]:
     """[the warning] when drafts at audio-dependent positions are rejected much more often than
     the others, with enough evidence, and the rejected ones are the cloud's audio-free choice
-    (the edge drafts as if it had not heard the clip); [] otherwise. Plain dicts: severity, key, title, detail,
+    (the edge drafts as if it had not heard the clip); [] otherwise. Findings (specdec_core/findings.py): title, detail,
     cause, fix, evidence (the recorder adds its own fields). Greedy runs only: under sampling a
     draft is rejected by the p/q overlap, which is lower at high-entropy (often audio-dependent)
     positions for any edge, so the comparison would not isolate hearing (a correct
@@ -186,8 +186,9 @@ def check_edge_mishears(trace) -> list[dict]:
               f"{t['ratio']:g}x the rejection rate, Fisher exact p = {t['p_value']:.1g}; "
               f"{t['audio_free_matches']} of the {t['audio_rejected']} rejected ones are exactly "
               "what the cloud says at that position without the audio")
-    return [{"code": "edge_mishears", "severity": "warning", "key": "edge_mishears", "title": title, "detail": detail,
-             "cause": CAUSE, "fix": FIX, "evidence": t}]
+    from specdec_core.findings import finding
+
+    return [finding("edge_mishears", title, detail, CAUSE, FIX, t)]
 
 
 def pooled(traces: list) -> dict:

@@ -81,8 +81,7 @@ def verdict(index: int, user: dict | None, reference: dict | None, round_: int |
     # error findings that can explain it: not those whose evidence lies after the divergence
     errors = [f for f in findings if f.get("severity") == "error"
               and not ((f.get("evidence") or {}).get("index") or -1) > index]
-    code = lambda *cs: next((f.get("code") or f.get("key") for f in errors  # noqa: E731
-                             if (f.get("code") or f.get("key")) in cs), None)
+    code = lambda *cs: next((f.get("code") for f in errors if f.get("code") in cs), None)  # noqa: E731
     if user is None or reference is None:
         fd["why"] = ("the decoder stopped before the reference" if user is None
                      else "the decoder went on after the reference stopped")
@@ -131,17 +130,18 @@ def numeric_finding(fd: dict, dtype: str | None = None) -> dict:
         detail += f"; the two forwards disagree by {fd['swing']} logits there"
     detail += (". From here the texts differ for good; the rest of the run was checked against "
                "the decoder's own forwards.")
-    return {"code": "numeric_divergence", "key": "numeric_divergence", "severity": "info",
-            "title": f"output leaves the reference at token {fd['index']} by numerics, not a bug",
-            "detail": detail,
-            "cause": (f"{dtype or 'low-precision'} forwards of different widths (1 new token in "
+    from specdec_core.findings import finding
+
+    return finding(
+        "numeric_divergence", f"output leaves the reference at token {fd['index']} by numerics, not a bug",
+        detail, cause=(f"{dtype or 'low-precision'} forwards of different widths (1 new token in "
                       "generate, k+1 in a verify) round differently; a near-tie can flip"),
-            "fix": ("nothing to fix in the decoder; compare in float32 to see token-for-token "
+        fix=("nothing to fix in the decoder; compare in float32 to see token-for-token "
                     "equality, or judge the output against the decoder's own forwards"),
-            "evidence": {"index": fd["index"], "margin_reference": fd["margin_reference"],
-                         "margin_user": fd["margin_user"], "width_reference": fd["width_reference"],
-                         "width_user": fd["width_user"], "swing": fd.get("swing"),
-                         "tolerance": fd.get("tolerance")}}
+        evidence={"index": fd["index"], "margin_reference": fd["margin_reference"],
+                  "margin_user": fd["margin_user"], "width_reference": fd["width_reference"],
+                  "width_user": fd["width_user"], "swing": fd.get("swing"),
+                  "tolerance": fd.get("tolerance")})
 
 
 def summary(fd: dict | None) -> str:

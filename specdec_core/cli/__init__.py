@@ -70,6 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(r)
     r.add_argument("--baseline", action="store_true", help="also run the cloud model alone")
     r.add_argument("--out", help="results JSON path (default: stdout)")
+    _add_batch(sub)
+    _add_bench(sub)
+    c = sub.add_parser("check", help="check an edge/cloud pair before decoding (exit 0 usable, "
+                       "1 unusable, 2 usage error)")
+    _add_backend_args(c, cloud_url=False, prompt=False)
+    c.add_argument("--json", help="also write the report JSON here")
+    sub.add_parser("faults", help="list the bug zoo")
+    sub.add_parser("presets", help="list the presets")
+    _add_backend_args(recorder_cli.add_parser(sub), cloud_url=False, prompt=False)
+    return ap
+
+
+def _add_batch(sub) -> None:
     b = sub.add_parser("batch", help="score a manifest of clips")
     b.add_argument("manifest")
     _add_backend_args(b, cloud_url=False)
@@ -96,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "--engine runs on Ray")
     b.add_argument("--resume", action="store_true", help="run only the rows missing from "
                    "DIR/results.jsonl")
+
+
+def _add_bench(sub) -> None:
     be = sub.add_parser("bench", help="benchmark vs HF assisted generation and cloud-only")
     _add_backend_args(be)
     be.add_argument("--json", help="write results JSON here")
@@ -117,14 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "threshold may have (default 0.10)")
     be.add_argument("--no-advice", action="store_true", help="skip the k / threshold advice and "
                     "its rerun")
-    c = sub.add_parser("check", help="check an edge/cloud pair before decoding (exit 0 usable, "
-                       "1 unusable, 2 usage error)")
-    _add_backend_args(c, cloud_url=False, prompt=False)
-    c.add_argument("--json", help="also write the report JSON here")
-    sub.add_parser("faults", help="list the bug zoo")
-    sub.add_parser("presets", help="list the presets")
-    _add_backend_args(recorder_cli.add_parser(sub), cloud_url=False, prompt=False)
-    return ap
 
 
 def main(argv=None) -> int:

@@ -67,8 +67,8 @@ def cmd_run(args) -> int:
         print(f"{res['audio']}: {status}", file=sys.stderr)
         if res["ok"] and (line := reports.time_line(res["metrics"].get("time_split"))):
             print(f"  {line}", file=sys.stderr)
-        for d in (res.get("trace") or {}).get("diagnostics") or []:
-            print(f"  {d.get('severity')}: {d.get('key')}: {d.get('title')}", file=sys.stderr)
+        for line in reports.finding_lines((res.get("trace") or {}).get("diagnostics") or []):
+            print(f"  {line}", file=sys.stderr)
         for line in reports.reference_lines(res):
             print(f"  {line}", file=sys.stderr)
     # the contract's keys only: each result's trace.info.dtype says which dtype ran

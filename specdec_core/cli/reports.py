@@ -187,3 +187,22 @@ def reference_lines(res: dict) -> list[str]:
         return []
     out = [x for x in [probe_line((res.get("trace") or {}).get("numerics"))] if x]
     return out + ["cloud-only: " + summary(res["baseline"].get("first_divergence"))]
+
+
+def folded_codes(root: dict, findings: list[dict]) -> str:
+    """'stale_cache (explains context_mismatch, unverified_end)'."""
+    under = [f["code"] for f in findings if f.get("explained_by") == root["code"]]
+    return root["code"] + (f" (explains {', '.join(under)})" if under else "")
+
+
+def finding_lines(findings: list[dict]) -> list[str]:
+    """Root findings, each followed by the symptoms it explains (indented): the run report."""
+    from specdec_core.findings import from_json
+
+    fs = [from_json(f) for f in findings]
+    out = []
+    for r in (f for f in fs if not f["explained_by"]):
+        out.append(f"{r['severity']}: {r['code']}: {r['title']}")
+        out += [f"  └ explained by {r['code']}: {f['code']}: {f['title']}" for f in fs
+                if f["explained_by"] == r["code"]]
+    return out

@@ -1,10 +1,8 @@
 """Debug checks the round runs on itself. Each reads a Run and at most warns: they see a bug's
-effect (a distorted draft distribution, a stale KV cache), never which fault is switched on."""
+effect (a stale KV cache), never which fault is switched on."""
 from __future__ import annotations
 
 import torch
-
-from specdec_core.decoding import sampling
 
 
 class CacheInvariantError(AssertionError):
@@ -12,24 +10,9 @@ class CacheInvariantError(AssertionError):
 
 
 def first_draft_row(run, raw: torch.Tensor, logits: torch.Tensor) -> None:
-    """Both checks on the first drafted token of a round."""
+    """The cache check on the first drafted token of a round. (Hidden processing of the draft
+    logits is judged by the recorder's checks on the recorded run: recorder/checks.py.)"""
     cache_agrees(run, raw)
-    draft_undistorted(run, raw, logits)
-
-
-def draft_undistorted(run, raw: torch.Tensor, logits: torch.Tensor) -> None:
-    """With no gates declared, the draft must sample from the edge's own distribution at the
-    configured temperature; a gap means hidden logits processing in the draft path."""
-    if not run.detail or run.cfg.has_gates or logits is raw:
-        return
-    t = run.cfg.temperature
-    tv = 0.5 * float((sampling.probs(raw, t) - sampling.probs(logits, t)).abs().sum())
-    if tv > 0.05:
-        first = not any(x["kind"] == "draft_distorted" for x in run.trace.warnings)
-        run.warn({"kind": "draft_distorted", "round": run.round, "tv": round(tv, 4),
-                  "message": f"round {run.round}: the draft distribution differs from the edge "
-                             f"model's own by total variation {tv:.2f} although no gate is on"},
-                 toast=first)   # one toast per run is enough
 
 
 def cache_agrees(run, cached: torch.Tensor) -> None:

@@ -11,7 +11,6 @@ from typing import Iterator
 
 import torch
 
-from specdec_core.analysis.diagnostics import diagnose
 from specdec_core.analysis.metrics import compute_metrics, time_split
 from specdec_core.decoding import checks, steps
 from specdec_core.decoding.checks import CacheInvariantError  # noqa: F401  (re-exported)
@@ -132,16 +131,20 @@ class SpeculativeDecoder:
             run.warn({"kind": "time_limit", "message": f"the decode hit its time limit of "
                       f"{self.cfg.time_limit_s:g} s after {len(tr.tokens)} tokens (time_limit_s)"})
         tr.text = self.tokenizer.decode(tr.token_ids, skip_special_tokens=True)
-        if dep:
-            for t, v, a in zip(tr.tokens, dep["values"], dep["audio_free_ids"]):
-                t.audio_dependence, t.audio_free_id = v, a
+        apply_dependence(tr, dep)
         tr.metrics = compute_metrics(tr, wall, run.edge.forwards, run.cloud.forwards)
         tr.metrics["time_split"] = time_split(tr.rounds, wall, _busy(run.edge), _busy(run.cloud),
                                               caller_s=caller)
         if dep:
             tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
-        tr.diagnostics = diagnose(tr)
+        # findings come from the one check list, on a recording of this run (recorder/builtin.py)
         return tr
+
+
+def apply_dependence(tr: Trace, dep: dict | None) -> None:
+    """The audio-dependence forward's values on the trace's tokens."""
+    for t, v, a in zip(tr.tokens, dep["values"], dep["audio_free_ids"]) if dep else ():
+        t.audio_dependence, t.audio_free_id = v, a
 
 
 def model_dtype(backend) -> str | None:

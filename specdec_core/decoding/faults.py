@@ -31,29 +31,29 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("string_stop", "000 A", "stop when the decoded text (draft included) contains 。, a "
               "newline or 'Please', ignoring min_new_tokens", "premature truncation",
               "stopper, verify",
-              seen="ends on a stop string before the cloud verified the block: premature_stop; text often unchanged"),
+              seen="ends on a stop string before the cloud verified the block: unverified_end; text often unchanged"),
     FaultInfo("special_text_stop", "000 A", "look for '<|im_end|>' in text decoded with "
               "skip_special_tokens=True instead of stopping on ids", "never stops, template leakage",
               "stopper",
-              seen="never stops: runs to max_new_tokens, the next chat turns (user/assistant) leak into the text"),
+              seen="never stops: missed_eos; runs to max_new_tokens, the next chat turns (user/assistant) leak into the text"),
     FaultInfo("draft_penalties", "000 B", "hand-made penalties on frequent CJK tokens and a custom "
               "top-p in the draft", "fragments, low acceptance", "draft_processors",
-              seen="text unchanged (the cloud corrects every draft), acceptance collapses to ~2%, draft_distorted"),
+              seen="text unchanged (the cloud corrects every draft), acceptance collapses to ~2%, hidden_draft_processing"),
     FaultInfo("lenient_rank", "000 C", "rank acceptance with threshold 20", "incoherent tail",
               "configure",
               seen="lossy: 100% acceptance of drafts the cloud ranked up to 20th, text departs from cloud-only"),
     FaultInfo("no_resync", "000 D / 002", "no cache rollback after a correction: rejected drafts "
-              "stay in the edge's KV cache", "fractured/repeated text, cache desync", "runner",
-              seen="text often identical; acceptance drops (to 40–75%), cache_desync warnings"),
+              "stay in the edge's KV cache", "fractured/repeated text, stale cache", "runner",
+              seen="text often identical; acceptance drops (to 40–75%), stale_cache"),
     FaultInfo("double_temperature", "001 A", "logits divided by 0.7 and then by the temperature",
               "over-sharp draft, fewer cloud calls, punctuation wins", "draft_processors",
-              seen="at temperature 0 text unchanged, draft_distorted; at temperature > 0 an over-sharp draft"),
+              seen="at temperature 0 latent (greedy drafts unchanged); at temperature > 0 over-sharp drafts: hidden_draft_processing"),
     FaultInfo("mask_1x1", "001 B", "1x1 attention mask on incremental draft steps: positions reset",
-              "filler punctuation, acceptance collapse, cache desync", "runner",
-              seen="text unchanged; acceptance collapses (~35%), cache_desync warnings"),
+              "filler punctuation, acceptance collapse, position errors", "runner",
+              seen="text unchanged; acceptance collapses (~35%), position_error"),
     FaultInfo("input_corruption", "004", "draft tokens appended to the shared input across "
               "iterations", "'HelloHello' doubling", "commit",
-              seen="'HelloHello' doubling: phrases written twice in a row"),
+              seen="'HelloHello' doubling: phrases written twice in a row, context_mismatch"),
 ]}
 
 

@@ -37,7 +37,7 @@ def compare(backend, prompt, cfg, trace: dict, probe: bool = True, reference=Non
     base["first_divergence"] = fd
     trace["reference"] = {"matches": fd is None, "first_divergence": fd}   # the token view's marker
     if fd is not None and fd["cause"] == "numerics":
-        diags = [d for d in trace.get("diagnostics") or [] if d.get("key") != "clean"]
+        diags = [d for d in trace.get("diagnostics") or [] if d.get("code") != "clean"]
         trace["diagnostics"] = diags + [divergence.numeric_finding(fd, (trace.get("info") or {})
                                                                    .get("dtype"))]
     return base

@@ -84,23 +84,7 @@ def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=N
     k = best["k"]
     log(f"advice: k={k} predicted {best['predicted']:.3f} (" + ", ".join(
         f"k={r['k']}: {r['predicted']:.3f}" for r in best["by_k"]) + ")")
-    # thresholds at the advised k, judged by quality cost and predicted speed
-    rows = [{"threshold": None, **quality(passes[k]["outputs"], ref),
-             "predicted": round(cm.trace_speedup(passes[k]["rounds"], ref, costs, k), 4)}]
-    if thresholds is None:
-        thresholds = auto_thresholds([r.max_entropy for rs in passes[k]["rounds"] for r in rs
-                                      if r.max_entropy is not None])
-    for t in thresholds:
-        if t is None:
-            continue
-        ps = _pass(backend, prompts, bench_config(k=k, entropy_threshold=float(t)))
-        calls = sum(r.verified for rs in ps["rounds"] for r in rs)
-        toks = sum(len(o) for o in ps["outputs"])
-        rows.append({"threshold": float(t) if math.isfinite(float(t)) else "inf", **quality(ps["outputs"], ref),
-                     "cloud_calls_per_token": round(calls / max(1, toks), 4),
-                     "predicted": round(cm.trace_speedup(ps["rounds"], ref, costs, k), 4)})
-        log(f"advice: threshold {t:g} at k={k}: predicted {rows[-1]['predicted']:.3f}, "
-            f"quality cost {rows[-1]['quality_cost']:.3f}, identical {rows[-1]['identical_clips']}/{len(ref)}")
+    rows = _threshold_rows(backend, prompts, passes[k], ref, costs, k, thresholds, log)
     classic = rows[0]["predicted"]
     ok = [r for r in rows[1:] if r["quality_cost"] <= budget]
     best_t = max(ok, key=lambda r: r["predicted"]) if ok else None
@@ -118,6 +102,25 @@ def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=N
                 "quality_cost": best_t["quality_cost"]},
             "threshold": pick["threshold"], "threshold_predicted": pick["predicted"],
             "threshold_quality_cost": pick["quality_cost"], "thresholds": rows}
+
+
+def _threshold_rows(backend, prompts, at_k: dict, ref, costs, k: int, thresholds, log) -> list:
+    """Thresholds at the advised k, judged by quality cost and predicted speed (row 0: none)."""
+    rows = [{"threshold": None, **quality(at_k["outputs"], ref),
+             "predicted": round(cm.trace_speedup(at_k["rounds"], ref, costs, k), 4)}]
+    if thresholds is None:
+        thresholds = auto_thresholds([r.max_entropy for rs in at_k["rounds"] for r in rs
+                                      if r.max_entropy is not None])
+    for t in (t for t in thresholds if t is not None):
+        ps = _pass(backend, prompts, bench_config(k=k, entropy_threshold=float(t)))
+        calls = sum(r.verified for rs in ps["rounds"] for r in rs)
+        toks = sum(len(o) for o in ps["outputs"])
+        rows.append({"threshold": float(t) if math.isfinite(float(t)) else "inf", **quality(ps["outputs"], ref),
+                     "cloud_calls_per_token": round(calls / max(1, toks), 4),
+                     "predicted": round(cm.trace_speedup(ps["rounds"], ref, costs, k), 4)})
+        log(f"advice: threshold {t:g} at k={k}: predicted {rows[-1]['predicted']:.3f}, "
+            f"quality cost {rows[-1]['quality_cost']:.3f}, identical {rows[-1]['identical_clips']}/{len(ref)}")
+    return rows
 
 
 def check_advice(backend, prompts, advice: dict, repeats: int = 3, log=print) -> dict:

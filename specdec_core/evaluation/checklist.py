@@ -65,59 +65,62 @@ def checklist(rows: list[dict], min_new_tokens: int = 16, prompt_type: str = "de
             ("adjacent repeats near zero", f"mean <= {MAX_MEAN_ADJACENT:g} per clip"),
             ("acceptance rate", f"> {MIN_ACCEPTANCE:g}"),
             ("cloud call rate", "reported"))]
-    n = len(ok)
     metrics = [r.get("metrics") or {} for r in ok]
+    items += _stop_items(metrics, min_new_tokens) + [_span_item(ok), _band_item(ok, metrics, prompt_type)]
+    return items + _text_items(ok) + _acceptance_items(ok)
 
+
+def _stop_items(metrics: list, min_new_tokens: int) -> list:
+    n = len(metrics)
     bad = [m.get("ended_by") or "?" for m in metrics if premature_stop(m, min_new_tokens)]
     detail = ", ".join(f"{k} {v}" for k, v in Counter(bad).most_common())
-    items.append(_item("no premature stops", not bad, f"{len(bad)} of {n} clips" + (f" ({detail})" if bad else ""),
-                       f"all end by EOS or first sentence (>= {min_new_tokens} tokens); "
-                       "none by fault, cycle or max_new_tokens"))
-
     leaks = sum(bool(m.get("template_leak")) for m in metrics)
-    items.append(_item("no template leakage", leaks == 0, f"{leaks} of {n} clips", "0 clips"))
+    return [_item("no premature stops", not bad, f"{len(bad)} of {n} clips" + (f" ({detail})" if bad else ""),
+                  f"all end by EOS or first sentence (>= {min_new_tokens} tokens); "
+                  "none by fault, cycle or max_new_tokens"),
+            _item("no template leakage", leaks == 0, f"{leaks} of {n} clips", "0 clips")]
 
+
+def _span_item(ok: list) -> dict:
     spans = _nums(ok, "mean_accepted_length")
-    if spans:
-        med = median(spans)
-        items.append(_item("median accepted span", med >= MIN_MEDIAN_SPAN, f"{med:.2f} tokens",
-                           f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call"))
-    else:
-        items.append(_item("median accepted span", None, "no cloud calls",
-                           f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call"))
+    if not spans:
+        return _item("median accepted span", None, "no cloud calls", f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call")
+    med = median(spans)
+    return _item("median accepted span", med >= MIN_MEDIAN_SPAN, f"{med:.2f} tokens",
+                 f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call")
 
-    in_band, parts = 0, Counter()
+
+def _band_item(ok: list, metrics: list, prompt_type: str) -> dict:
+    n, in_band, parts = len(ok), 0, Counter()
     for r, m in zip(ok, metrics):
         pt = r.get("prompt_type") or prompt_type
         lo, hi = LENGTH_BANDS.get(pt, LENGTH_BANDS["detailed"])
         parts[pt] += 1
         in_band += lo <= (m.get("hanzi_count") or 0) <= hi
     bands = ", ".join(f"{pt} {LENGTH_BANDS[pt][0]}-{LENGTH_BANDS[pt][1]}" for pt in LENGTH_BANDS if pt in parts)
-    items.append(_item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({in_band / n:.0%})",
-                       f">= {BAND_SHARE:.0%} of clips in band ({bands} 汉字)"))
+    return _item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({in_band / n:.0%})",
+                 f">= {BAND_SHARE:.0%} of clips in band ({bands} 汉字)")
 
+
+def _text_items(ok: list) -> list:
     dens = _nums(ok, "punct_density")
     med_d, floods = median(dens), sum(d > PUNCT_FLOOD for d in dens)
-    items.append(_item("punctuation density", PUNCT_RANGE[0] <= med_d <= PUNCT_RANGE[1] and floods == 0,
-                       f"median {_pct(med_d)}, {floods} clips > {PUNCT_FLOOD:.0%}",
-                       f"median {PUNCT_RANGE[0]:.0%}-{PUNCT_RANGE[1]:.0%}, no clip > {PUNCT_FLOOD:.0%}"))
+    rep, adj = median(_nums(ok, "repeat_rate")), mean(_nums(ok, "adjacent_repeats"))
+    return [_item("punctuation density", PUNCT_RANGE[0] <= med_d <= PUNCT_RANGE[1] and floods == 0,
+                  f"median {_pct(med_d)}, {floods} clips > {PUNCT_FLOOD:.0%}",
+                  f"median {PUNCT_RANGE[0]:.0%}-{PUNCT_RANGE[1]:.0%}, no clip > {PUNCT_FLOOD:.0%}"),
+            _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT, f"median {rep:.3f}",
+                  f"median <= {MAX_MEDIAN_REPEAT:g} (repeated CJK 2/3-grams)"),
+            _item("adjacent repeats near zero", adj <= MAX_MEAN_ADJACENT, f"mean {adj:.2f} per clip",
+                  f"mean <= {MAX_MEAN_ADJACENT:g} per clip")]
 
-    rep = median(_nums(ok, "repeat_rate"))
-    items.append(_item("repeat rate low", rep <= MAX_MEDIAN_REPEAT, f"median {rep:.3f}",
-                       f"median <= {MAX_MEDIAN_REPEAT:g} (repeated CJK 2/3-grams)"))
-    adj = mean(_nums(ok, "adjacent_repeats"))
-    items.append(_item("adjacent repeats near zero", adj <= MAX_MEAN_ADJACENT, f"mean {adj:.2f} per clip",
-                       f"mean <= {MAX_MEAN_ADJACENT:g} per clip"))
 
+def _acceptance_items(ok: list) -> list:
     acc = _nums(ok, "acceptance_rate")
-    if acc:
-        items.append(_item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {mean(acc):.3f}",
-                           f"> {MIN_ACCEPTANCE:g} (accepted / drafted, verified rounds)"))
-    else:
-        items.append(_item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:g}"))
-
     rate, calls = _nums(ok, "cloud_call_rate"), _nums(ok, "cloud_calls")
-    items.append(_item("cloud call rate", None,
-                       f"mean {mean(rate):.2f} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
-                       "reported (lower = fewer cloud calls)"))
-    return items
+    first = (_item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {mean(acc):.3f}",
+                   f"> {MIN_ACCEPTANCE:g} (accepted / drafted, verified rounds)") if acc else
+             _item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:g}"))
+    return [first, _item("cloud call rate", None,
+                         f"mean {mean(rate):.2f} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
+                         "reported (lower = fewer cloud calls)")]

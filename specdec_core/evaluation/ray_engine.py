@@ -123,30 +123,36 @@ class RayEdges:
             ready, _ = ray.wait(list(inflight), num_returns=1,
                                 timeout=PING_S if (restarting or cancel is not None) else None)
             for ref in ready:
-                a, job, url = inflight.pop(ref)
-                if job is None:                           # the answer to "are you back?"
-                    try:
-                        self.where[a] = ray.get(ref)
-                        idle.append(a)
-                    except ray.exceptions.ActorDiedError:
-                        pass                              # restarts used up: retired
-                    except ray.exceptions.RayActorError:
-                        restarting[a] = time.monotonic() + PING_S
-                    continue
-                self.in_flight.pop(a, None)
-                try:
-                    row, self.where[a] = ray.get(ref)
-                    idle.append(a)
-                except ray.exceptions.RayActorError as e:
-                    row = failed_row(*job, self.configs[job[1]], f"worker {self.where[a] or a} died "
-                                     f"during this row ({type(e).__name__})", retry=True)
-                    restarting[a] = time.monotonic() + PING_S
-                except ray.exceptions.RayError as e:
-                    row = failed_row(*job, self.configs[job[1]], f"internal error: {_one_line(e)}")
-                    idle.append(a)
-                if pool.done(url, row):
-                    row["retry"] = True
-                emit(job, row)
+                self._finished(ref, inflight, idle, restarting, pool, emit)
+
+
+    def _finished(self, ref, inflight, idle, restarting, pool, emit) -> None:
+        """One answer from an actor: a row (emitted), or "I am back" after a restart."""
+        ray = self.ray
+        a, job, url = inflight.pop(ref)
+        if job is None:                           # the answer to "are you back?"
+            try:
+                self.where[a] = ray.get(ref)
+                idle.append(a)
+            except ray.exceptions.ActorDiedError:
+                pass                              # restarts used up: retired
+            except ray.exceptions.RayActorError:
+                restarting[a] = time.monotonic() + PING_S
+            return
+        self.in_flight.pop(a, None)
+        try:
+            row, self.where[a] = ray.get(ref)
+            idle.append(a)
+        except ray.exceptions.RayActorError as e:
+            row = failed_row(*job, self.configs[job[1]], f"worker {self.where[a] or a} died "
+                             f"during this row ({type(e).__name__})", retry=True)
+            restarting[a] = time.monotonic() + PING_S
+        except ray.exceptions.RayError as e:
+            row = failed_row(*job, self.configs[job[1]], f"internal error: {_one_line(e)}")
+            idle.append(a)
+        if pool.done(url, row):
+            row["retry"] = True
+        emit(job, row)
 
     def _drop(self, inflight: dict) -> None:
         """Stop the rows in flight: kill their actors (restarted by Ray for the next batch)."""

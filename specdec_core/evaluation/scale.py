@@ -27,6 +27,29 @@ from specdec_core.evaluation.journal import Journal, row_key
 ENGINES = ("local", "ray")
 
 
+def _checked(engine, workers, clips: list, configs: dict, cloud_urls, resume: bool) -> list:
+    """The batch's arguments checked (UserError with one line); returns the cloud URLs."""
+    if engine not in ENGINES:
+        raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "local" and (workers or 1) != 1:
+        raise UserError("the local engine runs one worker; use --engine ray for --workers N")
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be >= 1, got {workers}")
+    if not clips or not configs:
+        raise UserError("no clips to run" if not clips else "no configuration to run")
+    urls = [u for u in (cloud_urls or []) if u and u.strip()]
+    if urls:
+        from specdec_core.backends.remote import refuse
+
+        for cfg in configs.values():
+            refuse(cfg)
+    if resume:
+        dup = [n for n, c in Counter(c.name for c in clips).items() if c > 1]
+        if dup:
+            raise UserError(f"--resume needs unique clip names; the manifest repeats {dup[0]!r}")
+    return urls
+
+
 def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engine: str = "local",
                   workers: int | None = None, ray_address: str | None = None, cloud_urls=(),
                   resume: bool = False, on_row=None, edges=None,
@@ -37,27 +60,10 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
     `cancel` stops the batch: no new row starts, a local row in flight stops within one round,
     Ray rows in flight are dropped with their workers (the journal keeps every finished row, so
     `resume` picks up the rest); the result then holds the finished rows."""
-    if engine not in ENGINES:
-        raise UserError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine == "local" and (workers or 1) != 1:
-        raise UserError("the local engine runs one worker; use --engine ray for --workers N")
-    if workers is not None and workers < 1:
-        raise UserError(f"--workers must be >= 1, got {workers}")
     clips = list(clips)
-    if not clips or not configs:
-        raise UserError("no clips to run" if not clips else "no configuration to run")
-    urls = [u for u in (cloud_urls or []) if u and u.strip()]
-    if urls:
-        from specdec_core.backends.remote import refuse
-
-        for cfg in configs.values():
-            refuse(cfg)
+    urls = _checked(engine, workers, clips, configs, cloud_urls, resume)
     raw = {k: c.to_dict() for k, c in configs.items()}
     jobs = [(clip, cname) for clip in clips for cname in configs]
-    if resume:
-        dup = [n for n, c in Counter(c.name for c in clips).items() if c > 1]
-        if dup:
-            raise UserError(f"--resume needs unique clip names; the manifest repeats {dup[0]!r}")
     spec = dict(spec, remote=bool(urls))
     with Journal(out, resume) as journal:
         todo = [j for j in jobs if _key(j) not in journal.rows]

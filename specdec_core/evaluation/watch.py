@@ -121,7 +121,9 @@ def first_divergence(a: list, b: list) -> int | None:
 
 def _findings(row: dict) -> set:
     diags = (row.get("trace") or {}).get("diagnostics") or []
-    return {d.get("key") or d.get("code") for d in diags if d.get("severity") in BAD_SEVERITIES}
+    from specdec_core.findings import from_json
+
+    return {f["code"] for f in map(from_json, diags) if f["severity"] in BAD_SEVERITIES and not f["explained_by"]}
 
 
 def _delta(a, b):

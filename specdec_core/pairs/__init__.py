@@ -10,7 +10,8 @@ import time
 
 from specdec_core.errors import BackendError
 from specdec_core.pairs import versions
-from specdec_core.pairs.checks import CHECKS, finding
+from specdec_core.findings import finding
+from specdec_core.pairs.checks import CHECKS
 from specdec_core.pairs.sides import Side, backend_paths, load_side
 
 ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -25,9 +26,9 @@ def run_checks(edge: Side, cloud: Side, checks=None) -> dict:
         try:
             f = check(edge, cloud)
         except Exception as e:  # noqa: BLE001 - a check that cannot run never blocks a load
-            f = finding(check.__name__, "info", "Check could not run",
+            f = finding("check_failed", f"Check {check.__name__} could not run",
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                        "report this pair to the SpecScope maintainers")
+                        fix="report this pair to the SpecScope maintainers")
         (found.append(f) if f else passed.append(check.__name__))
     found.sort(key=lambda f: ORDER.get(f["severity"], 9))
     return {"checks": found, "passed": passed, "versions": versions.versions(),

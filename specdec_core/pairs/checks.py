@@ -4,6 +4,7 @@ folders' own files (configs, tokenizers, feature extractors), never from the bac
 """
 from __future__ import annotations
 
+from specdec_core.findings import finding
 from specdec_core.pairs import versions
 from specdec_core.pairs.sides import Side
 
@@ -13,10 +14,6 @@ FE_FIELDS = {"sampling_rate": "sampling rate", "feature_size": "mel bins (featur
              "hop_length": "hop length", "chunk_length": "chunk length (s)", "n_fft": "n_fft"}
 STATIC_CACHES = ("static", "offloaded_static", "sliding_window", "hybrid", "mamba", "quantized")
 RECURRENT = ("mamba", "mamba2", "falcon_mamba", "rwkv", "recurrent_gemma", "jamba", "xlstm")
-
-
-def finding(code, severity, title, detail, fix) -> dict:
-    return {"code": code, "severity": severity, "title": title, "detail": detail, "fix": fix}
 
 
 def _short(x, n=60) -> str:
@@ -39,22 +36,22 @@ def tokenizer_mismatch(edge: Side, cloud: Side):
     for t in specials:
         a, b = te.convert_tokens_to_ids(t), tc.convert_tokens_to_ids(t)
         if a != b:
-            return finding("tokenizer_mismatch", "error", "The tokenizers disagree",
-                           f"special token {t} is id {b} for the cloud and {a} for the edge", fix)
+            return finding("tokenizer_mismatch", "The tokenizers disagree",
+                           f"special token {t} is id {b} for the cloud and {a} for the edge", fix=fix)
     for text in probes:
         ia = te(text, add_special_tokens=False).input_ids
         ib = tc(text, add_special_tokens=False).input_ids
         if ia != ib:
             at = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
-            return finding("tokenizer_mismatch", "error", "The tokenizers disagree",
+            return finding("tokenizer_mismatch", "The tokenizers disagree",
                            f"{_short(text, 40)} encodes differently from token {at}: cloud "
-                           f"{_short(ib[at:at + 4])}, edge {_short(ia[at:at + 4])}", fix)
+                           f"{_short(ib[at:at + 4])}, edge {_short(ia[at:at + 4])}", fix=fix)
         da = te.decode(ia, skip_special_tokens=False)
         db = tc.decode(ib, skip_special_tokens=False)
         if da != db:
-            return finding("tokenizer_mismatch", "error", "The tokenizers disagree",
+            return finding("tokenizer_mismatch", "The tokenizers disagree",
                            f"the same ids decode to {_short(db, 40)} (cloud) and {_short(da, 40)} "
-                           "(edge)", fix)
+                           "(edge)", fix=fix)
     n = min(len(te), len(tc))
     step = max(1, n // 4000)
     ids = list(range(0, n, step))
@@ -64,7 +61,7 @@ def tokenizer_mismatch(edge: Side, cloud: Side):
         where = (f"id {diff} is {_short(tb[ids.index(diff)])} for the cloud and "
                  f"{_short(ta[ids.index(diff)])} for the edge" if diff is not None else
                  f"the cloud has {len(tc)} tokens, the edge {len(te)}")
-        return finding("tokenizer_mismatch", "error", "The tokenizers disagree", where, fix)
+        return finding("tokenizer_mismatch", "The tokenizers disagree", where, fix=fix)
     return None
 
 
@@ -85,9 +82,9 @@ def stop_ids_mismatch(edge: Side, cloud: Side):
     if e == c:
         return None
     names = lambda side, ids: ", ".join(f"{i} {side.tokenizer.convert_ids_to_tokens(int(i))}" for i in sorted(ids))
-    return finding("stop_ids_mismatch", "error", "Edge and cloud stop on different tokens",
+    return finding("stop_ids_mismatch", "Edge and cloud stop on different tokens",
                    f"cloud stops on {names(cloud, c) or 'nothing'}; edge on {names(edge, e) or 'nothing'}",
-                   "give the edge the cloud's eos_token_id (generation_config.json and tokenizer)")
+                   fix="give the edge the cloud's eos_token_id (generation_config.json and tokenizer)")
 
 
 def chat_template_mismatch(edge: Side, cloud: Side):
@@ -104,11 +101,11 @@ def chat_template_mismatch(edge: Side, cloud: Side):
     if ra == rb:
         return None
     at = next((i for i, (x, y) in enumerate(zip(ra, rb)) if x != y), min(len(ra), len(rb)))
-    return finding("chat_template_mismatch", "warning", "The chat templates differ",
+    return finding("chat_template_mismatch", "The chat templates differ",
                    f"the same conversation renders differently from character {at}: cloud "
                    f"{_short(rb[at:at + 30])}, edge {_short(ra[at:at + 30])}; both models read "
                    "the cloud's prompt, so the edge sees a frame it was not tuned on",
-                   "use an edge from the cloud's model family (same chat template)")
+                   fix="use an edge from the cloud's model family (same chat template)")
 
 
 def vocab_widths(edge: Side, cloud: Side):
@@ -119,13 +116,13 @@ def vocab_widths(edge: Side, cloud: Side):
         return None
     detail = f"head widths: edge {we}, cloud {wc}; tokenizer {n} tokens"
     if min(we, wc) < n:
-        return finding("vocab_widths", "warning", "A head is narrower than the tokenizer",
+        return finding("vocab_widths", "A head is narrower than the tokenizer",
                        detail + f"; tokens from id {min(we, wc)} on can never be drafted or verified",
-                       "use models whose heads cover the whole tokenizer")
-    return finding("vocab_widths", "info", "Heads wider than the tokenizer",
+                       fix="use models whose heads cover the whole tokenizer", severity="warning")
+    return finding("vocab_widths", "Heads wider than the tokenizer",
                    detail + ("" if we == wc else "; the heads differ in width") +
                    f"; rows past {n} are padding, decoding compares the first {min(we, wc)}",
-                   "nothing to do")
+                   fix="nothing to do")
 
 
 def _rope(cfg: dict) -> dict:
@@ -142,11 +139,10 @@ def rope_mismatch(edge: Side, cloud: Side):
     if e == c:
         return None
     mrope = e["mrope_section"] != c["mrope_section"]
-    return finding("rope_mismatch", "error" if mrope else "warning",
-                   "Rotary position settings differ",
+    return finding("rope_mismatch", "Rotary position settings differ",
                    f"cloud {c}, edge {e}" + ("; multimodal rope sections differ: the shared "
                                             "positions would be wrong for one model" if mrope else ""),
-                   "use an edge from the cloud's model family (same rope settings)")
+                   fix="use an edge from the cloud's model family (same rope settings)", severity="error" if mrope else "warning")
 
 
 def audio_frontend_mismatch(edge: Side, cloud: Side):
@@ -157,8 +153,8 @@ def audio_frontend_mismatch(edge: Side, cloud: Side):
     fix = "use an edge whose audio front end matches the cloud's (same feature extractor settings)"
     if bool(edge.audio_config) != bool(cloud.audio_config):
         side = "edge" if edge.audio_config else "cloud"
-        return finding("audio_frontend_mismatch", "error", "Only one model hears audio",
-                       f"only the {side} has an audio encoder", fix)
+        return finding("audio_frontend_mismatch", "Only one model hears audio",
+                       f"only the {side} has an audio encoder", fix=fix)
     diffs = [f"{FE_FIELDS[k]}: cloud {fe_c.get(k)}, edge {fe_e.get(k)}" for k in FE_FIELDS
              if fe_c and fe_e and fe_c.get(k) != fe_e.get(k)]
     mels = fe_c.get("feature_size")
@@ -169,8 +165,8 @@ def audio_frontend_mismatch(edge: Side, cloud: Side):
                          f"processor makes {mels}")
     if not diffs:
         return None
-    return finding("audio_frontend_mismatch", "error", "The audio front ends differ",
-                   "; ".join(diffs), fix)
+    return finding("audio_frontend_mismatch", "The audio front ends differ",
+                   "; ".join(diffs), fix=fix)
 
 
 def _not_croppable(side: Side) -> str | None:
@@ -194,28 +190,28 @@ def cache_not_croppable(edge: Side, cloud: Side):
     why = [f"{s.role}: {r}" for s in (edge, cloud) if (r := _not_croppable(s))]
     if not why:
         return None
-    return finding("cache_not_croppable", "error", "A cache cannot be rolled back",
+    return finding("cache_not_croppable", "A cache cannot be rolled back",
                    "; ".join(why) + " — rejected drafts could not be undone",
-                   "use full-attention models with a dynamic cache (drop cache_implementation)")
+                   fix="use full-attention models with a dynamic cache (drop cache_implementation)")
 
 
 def dtype_mismatch(edge: Side, cloud: Side):
     if not edge.dtype or not cloud.dtype or edge.dtype == cloud.dtype:
         return None
-    return finding("dtype_mismatch", "warning", "The checkpoints use different dtypes",
+    return finding("dtype_mismatch", "The checkpoints use different dtypes",
                    f"cloud {cloud.dtype}, edge {edge.dtype}; both load at the run's --dtype, so "
                    "one of them runs at a precision it was not saved in",
-                   "compare at one dtype (--dtype) or use checkpoints saved alike")
+                   fix="compare at one dtype (--dtype) or use checkpoints saved alike")
 
 
 def transformers_untested(edge: Side, cloud: Side):
     version = versions.transformers_version()
     if versions.is_tested(version) is not False:
         return None
-    return finding("transformers_untested", "warning", "Untested transformers version",
+    return finding("transformers_untested", "Untested transformers version",
                    f"transformers {version} is outside the tested range "
                    f"transformers{versions.tested_range()}",
-                   f"pip install 'transformers{versions.tested_range()}' (or make test to check this one)")
+                   fix=f"pip install 'transformers{versions.tested_range()}' (or make test to check this one)")
 
 
 CHECKS = [tokenizer_mismatch, stop_ids_mismatch, chat_template_mismatch, vocab_widths,

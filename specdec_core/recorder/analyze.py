@@ -1,17 +1,21 @@
 """From a recording to (trace, findings): reconstruction plus every blind check."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from specdec_core.analysis.acceptance import rank_findings
-from specdec_core.analysis.audio_dependence import attach, check_edge_mishears
+from specdec_core.analysis.audio_dependence import attach
+from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
 from specdec_core.recorder import (checks, dropped, omni_checks, output_checks, sampling, speed,
                                    tree, tree_trace)
-from specdec_core.recorder.checks import _ev, finding
+from specdec_core.findings import finding
+from specdec_core.recorder.checks import _ev
+from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
 from specdec_core.recorder.trace_build import Texts, build_trace
 
-TEXT_KEYS = ("cycle", "template_leak", "punct_flood", "doubling")
-SEVERITY = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+SEVERITY = {"error": 0, "warning": 1, "info": 2}
 
 
 def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
@@ -22,8 +26,7 @@ def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
         sizes = sorted({len(r.block) for r in rounds if r.verified and r.block})
         if long and max(sizes) > k + 1:      # lengths vary past k+1: a schedule, not a slip
             out.append(finding(
-                "draft_schedule", "info",
-                f"draft length varies from {sizes[0]} to {sizes[-1]} per round (declared k={k})",
+                "draft_schedule", f"draft length varies from {sizes[0]} to {sizes[-1]} per round (declared k={k})",
                 f"{len(long)} of {sum(r.verified for r in rounds)} rounds drafted more than k",
                 "the decoder chooses the draft length itself (e.g. transformers' heuristic "
                 "num_assistant_tokens schedule or a confidence threshold); k is not what it drafts",
@@ -32,8 +35,7 @@ def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
         elif long or runs:
             r = (long or runs)[0]
             out.append(finding(
-                "off_by_one", "error",
-                f"round {r.n} drafted {len(r.block)} and committed {r.end - r.block_start} tokens "
+                "off_by_one", f"round {r.n} drafted {len(r.block)} and committed {r.end - r.block_start} tokens "
                 f"with k={k}",
                 f"{len(long)} round(s) drafted more than k, {len(runs)} committed more than k+1",
                 "an off-by-one in the draft loop or the acceptance count (range(k + 1), "
@@ -43,45 +45,82 @@ def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
     return out
 
 
-def text_findings(trace) -> list[dict]:
-    from specdec_core.analysis.diagnostics import diagnose
+@dataclass
+class Evidence:
+    """What every check reads: the recording, its tapes and rounds, the reconstructed trace and
+    the declared knobs."""
+    rec: dict
+    t: object
+    rounds: list
+    texts: Texts
+    trace: object
 
-    out = []
-    for d in diagnose(trace):
-        if d["key"] in TEXT_KEYS:
-            out.append(finding(d["key"], d["severity"], d["title"], d["detail"], d["cause"],
-                               d["fix"], {"model": None, "forward": None, "position": None,
-                                          "tokens": None}))
-    return out
+    @property
+    def declared(self) -> dict:
+        return self.rec.get("declared", {})
+
+
+def _rank_window(e: Evidence) -> list:
+    """Accepted drafts the cloud ranks 2nd or lower against the declared window (greedy: 1),
+    the built-in decoder's rule (acceptance.py); before check_lossless, whose finding of the
+    same code then joins this one (roots.merge_repeats)."""
+    d = e.declared
+    return [] if d.get("temperature") else rank_findings(e.trace.tokens, d, e.t.P)
+
+
+def _on_trace(check):
+    def on_trace(e: Evidence) -> list:
+        return check(e.trace)
+    on_trace.__name__ = check.__name__
+    return on_trace
+
+
+def _on_task(check):
+    def on_task(e: Evidence) -> list:
+        return check(e.trace) if e.declared.get("prompt_type") else []
+    on_task.__name__ = check.__name__
+    return on_task
+
+
+class CheckList(list):
+    """Checks composed like a LogitsProcessorList: each maps the Evidence to its findings; the
+    list runs them all, then folds echoes and links symptoms to their root (roots.py)."""
+
+    def __call__(self, e: Evidence) -> list:
+        found = [f for check in self for f in check(e)]
+        return link(sampling.dedupe(found))
+
+
+CHECKS = CheckList([
+    lambda e: checks.check_positions(e.t, skip_2d=bool(e.rec.get("mrope"))),
+    lambda e: omni_checks.check_mrope(e.t, e.rec),
+    lambda e: omni_checks.check_audio(e.t, e.rec),
+    lambda e: checks.check_contexts(e.t, e.rounds),
+    _rank_window,
+    lambda e: output_checks.check_lossless(e.t, e.rounds, e.declared, e.texts),
+    lambda e: output_checks.check_stops(e.t, e.rec, e.texts, e.rounds),
+    lambda e: checks.check_draft_rule(e.t, e.rounds, e.declared, e.texts),
+    lambda e: omni_checks.check_vocab(e.t, e.rec),
+    lambda e: check_structure(e.t, e.rounds, e.rec, e.texts),
+    lambda e: speed.check_speed(e.rec, e.t),
+    lambda e: sampling.check_sampling(e.rec),
+    *map(_on_trace, TRACE_CHECKS),
+    *map(_on_task, TASK_CHECKS),
+])
 
 
 def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
     decoding/dependence.py's result for the output, when the backend gives one."""
-    rec, found = dropped.repair(rec)   # the rest reads the text the models were fed
-    rec, trees = tree.normalize(rec)   # tree forwards as the chains their accepted paths are
+    rec, repaired = dropped.repair(rec)   # the rest reads the text the models were fed
+    rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
     t = build_tapes(rec)
     rounds = tree_trace.fix_rounds(build_rounds(t))
     texts = Texts(tokenizer)
     trace = build_trace(rec, t, rounds, tokenizer, info)
-    found += trees["findings"] + tree_trace.attach(trace, rounds, trees)
+    repaired += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
-    d = rec.get("declared", {})
-    found += checks.check_positions(t, skip_2d=bool(rec.get("mrope")))
-    found += omni_checks.check_mrope(t, rec) + omni_checks.check_audio(t, rec)
-    found += checks.check_contexts(t, rounds)
-    found += output_checks.check_lossless(t, rounds, d, texts)
-    if d.get("verify") == "rank" and not d.get("temperature"):   # a declared rank window:
-        found += rank_findings(trace.tokens, d, t.P)  # the built-in decoder's rule (acceptance.py)
-    found += output_checks.check_stops(t, rec, texts, rounds)
-    found += checks.check_draft_rule(t, rounds, d, texts)
-    found += omni_checks.check_vocab(t, rec)
-    found = omni_checks.fold_vocab(found) + check_structure(t, rounds, rec, texts)
-    found += speed.check_speed(rec, t)
-    found = sampling.dedupe(found + sampling.check_sampling(rec))
-    found += text_findings(trace) + check_edge_mishears(trace)
-    found.sort(key=lambda f: SEVERITY.get(f["severity"], 9))
-    trace.diagnostics = found or [finding(
-        "clean", "ok", "no problems found",
-        "contexts, positions, verification, stops and text look fine", "", "")]
+    found = link(repaired + CHECKS(Evidence(rec, t, rounds, texts, trace)))
+    found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
+    trace.diagnostics = found
     return trace, found

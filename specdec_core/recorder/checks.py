@@ -2,7 +2,7 @@
 and the user's declared knobs. Nothing here knows which bug (or fault) is switched on.
 
 Each finding: code, severity (error|warning|info), title, detail, cause, fix, evidence
-(model, forward, position, tokens). `key` repeats `code` for the existing diagnostics views.
+(model, forward, position, tokens). (specdec_core/findings.py).
 """
 from __future__ import annotations
 
@@ -10,14 +10,10 @@ import math
 
 import torch
 
+from specdec_core.findings import finding
 from specdec_core.recorder import causes
 from specdec_core.recorder.rounds import Round
 from specdec_core.recorder.tape import Fwd, Tapes
-
-
-def finding(code, severity, title, detail, cause, fix, evidence=None) -> dict:
-    return {"code": code, "key": code, "severity": severity, "title": title, "detail": detail,
-            "cause": cause, "fix": fix, "evidence": evidence or {}}
 
 
 def _ev(f: Fwd | None, position=None, tokens=None, **kw) -> dict:
@@ -52,8 +48,7 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
     if bad_pos:
         f, key, got = bad_pos[0]
         out.append(finding(
-            "position_error", "error",
-            f"{key} do not continue the cache in {len(bad_pos)} forward(s)",
+            "position_error", f"{key} do not continue the cache in {len(bad_pos)} forward(s)",
             f"{f.model} forward {f.i}: cache held {f.L} positions, {key} passed "
             f"{got[:6]}{'...' if len(got) > 6 else ''} instead of {f.L}..{f.L + f.n - 1}",
             causes.positions(f, got),
@@ -62,8 +57,7 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
     if bad_mask:
         f, m = bad_mask[0]
         out.append(finding(
-            "position_error", "error",
-            f"attention mask shorter than the context in {len(bad_mask)} forward(s)",
+            "position_error", f"attention mask shorter than the context in {len(bad_mask)} forward(s)",
             f"{f.model} forward {f.i}: mask shape {m} for {f.L} cached + {f.n} new positions",
             f"an attention mask of {m[-1]} column(s) on a step that attends to {f.L + f.n} "
             "positions (a mask built for the new tokens only): the model cannot see its cache "
@@ -75,8 +69,8 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
 
 def _classify(f: Fwd, d: int, since: int) -> str:
     """A wrong context token at position d: in the cache and written before the decision that
-    made it wrong -> stale_cache; anything else -> context_mismatch."""
-    if d < f.L and 0 <= f.writers[d] < since:
+    made it wrong (or by that decision's own forward, the verify that rejected it) -> stale_cache; anything else -> context_mismatch."""
+    if d < f.L and 0 <= f.writers[d] <= since:
         return "stale_cache"
     return "context_mismatch"
 
@@ -110,24 +104,24 @@ def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
         toks = {"fed": f.ctx[d], "committed": C[d] if d < len(C) else None}
         if code == "stale_cache":
             out.append(finding(
-                code, "error", f"{f.model} attended to cached tokens that are not committed "
+                code, f"{f.model} attended to cached tokens that are not committed "
                 f"({len(lst)} forward(s))",
                 f"{f.model} forward {f.i}: cache position {d} holds id {toks['fed']} (written by "
                 f"forward {f.writers[d]}), the committed token there is {toks['committed']}",
                 causes.stale(t, f, d),
                 "after every verification crop both caches to the committed length "
-                "(cache.crop(-(cache_len - keep)))", _ev(f, d, toks, n_forwards=len(lst))))
+                "(cache.crop(-(cache_len - keep)))", _ev(f, d, toks, n_forwards=len(lst)), severity="error"))
         else:
             what = ("the context the edge drafted from differs from the one the cloud verified"
                     if how == "draft" else "the context differs from the committed sequence")
             out.append(finding(
-                code, "error", f"{f.model} was fed a context that is not the committed sequence "
+                code, f"{f.model} was fed a context that is not the committed sequence "
                 f"({len(lst)} forward(s))",
                 f"{f.model} forward {f.i}: {what} at position {d}: fed id {toks['fed']}, "
                 f"committed {toks['committed']}",
                 causes.mismatch(f, d, C),
                 "feed each model exactly seq[cache_len:] of the one committed sequence",
-                _ev(f, d, toks, n_forwards=len(lst))))
+                _ev(f, d, toks, n_forwards=len(lst)), severity="error"))
     return out
 
 
@@ -153,8 +147,7 @@ def check_draft_rule(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
             return []
         f, r, x = off[0]
         return [finding(
-            "hidden_draft_processing", "error",
-            f"{len(off)} of {len(samples)} drafts are not the edge's argmax (greedy declared)",
+            "hidden_draft_processing", f"{len(off)} of {len(samples)} drafts are not the edge's argmax (greedy declared)",
             f"edge forward {f.i}: drafted {texts(x)!r} (edge rank {f.rank_of(r, x) or '>5'}), the "
             f"edge's own argmax is {texts(f.rows['argmax'][r])!r}",
             f"{len(off)} drafts are edge choices of rank {_span(off)}, not its argmax: the draft "
@@ -193,8 +186,7 @@ def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict
         return pre         # weak evidence is reported only for over-sharp drafts
     f, r, x = samples[0]
     return pre + [finding(
-        "hidden_draft_processing", "error" if lr >= LR_MIN else "warning",
-        f"drafts look sampled at temperature {est:.2f}, declared {T:g}",
+        "hidden_draft_processing", f"drafts look sampled at temperature {est:.2f}, declared {T:g}",
         f"maximum-likelihood temperature of {n} drafted tokens ({scope}) under the edge's logits: "
         f"{est:.2f} (x{ratio:.2f} the declared one, log-likelihood ratio {lr:.1f}); {outside} "
         f"drafts outside the edge's top-{R or 5}",
@@ -204,7 +196,7 @@ def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict
          "higher temperature or from added noise"),
         "apply the temperature once; no extra processing of the draft logits",
         _ev(f, f.first_q + r + 1, None, effective_temperature=round(est, 3), declared=T,
-            n_drafts=n))]
+            n_drafts=n), severity="error" if lr >= LR_MIN else "warning")]
 
 
 def pooled_temperature(recordings: list[dict]) -> list[dict]:

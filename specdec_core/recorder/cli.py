@@ -178,15 +178,18 @@ def pooled_findings(results: list[dict]) -> list[dict]:
 
 
 def _by_severity(findings: list[dict]) -> str:
-    """'2 errors: stale_cache, context_mismatch · info: vocab_widths' (codes once each)."""
-    parts = []
+    """'1 error: stale_cache (explains context_mismatch, unverified_end) · info: vocab_widths':
+    the root findings, each with the symptoms folded under it (codes once each)."""
+    from specdec_core.cli.reports import folded_codes
+
+    parts, roots = [], [f for f in findings if not f.get("explained_by")]
     for sev, name in (("error", "error"), ("warning", "warning"), ("info", "info")):
-        codes = list(dict.fromkeys(f["code"] for f in findings if f["severity"] == sev))
+        codes = list(dict.fromkeys(folded_codes(f, findings) for f in roots if f["severity"] == sev))
         if codes:
             label = f"{len(codes)} {name}s" if sev != "info" and len(codes) > 1 else (
                 f"1 {name}" if sev != "info" else "info")
             parts.append(f"{label}: {', '.join(codes)}")
-    if not any(f["severity"] == "error" for f in findings):
+    if not any(f["severity"] == "error" for f in roots):
         parts.insert(0, "no error finding")
     return " · ".join(parts)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from specdec_core.findings import finding
+
 ALPHA = 1e-4
 MAX_K = 4            # the recorder keeps the top-5: a top-k with k <= 4 is visible
 
@@ -45,8 +47,8 @@ def detect(samples, T: float):
 
 
 def finding_for(R: int, logp: float, n: int, scope: str, ev: dict) -> dict:
-    return _finding(
-        "draft_filter", "info", f"drafts are top-{R} filtered",
+    return finding(
+        "draft_filter", f"drafts are top-{R} filtered",
         f"{scope}: all {n} drafts are among the edge's {R} best tokens; sampled from q at the "
         f"declared temperature that happens with probability {math.exp(logp):.1e}",
         "the drafts are sampled from q restricted to its top-k (a draft filter); exact as long "
@@ -54,7 +56,3 @@ def finding_for(R: int, logp: float, n: int, scope: str, ev: dict) -> dict:
         "nothing to fix if intended", ev)
 
 
-def _finding(code, severity, title, detail, cause, fix, evidence) -> dict:
-    """checks.finding's shape (not imported: checks imports this module)."""
-    return {"code": code, "key": code, "severity": severity, "title": title, "detail": detail,
-            "cause": cause, "fix": fix, "evidence": evidence or {}}

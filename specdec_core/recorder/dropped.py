@@ -12,7 +12,7 @@ context finding), not a drop. The analysis then continues on the repaired sequen
 """
 from __future__ import annotations
 
-from specdec_core.recorder.checks import finding
+from specdec_core.findings import finding
 from specdec_core.recorder.tape import _common as _agree, build_tapes
 
 MAX_SHIFT = 3
@@ -50,29 +50,29 @@ def repair(rec: dict):
     d = rec.get("declared", {})
     greedy = d.get("verify", "greedy") == "greedy" and not d.get("temperature")
     M = max(clouds, key=lambda f: (len(f.ctx), f.i)).ctx[P:]
+    out, edits, i = _align(t, gen, M, greedy)
+    if not edits:
+        return rec, []
+    fixed = out + gen[i:]
+    f = _dropped(edits, P, gen, fixed)
+    rec2 = dict(rec)
+    rec2["out_ids"] = fixed
+    rec2["returned_ids"] = gen
+    return rec2, [f]
+
+
+def _align(t, gen: list, M: list, greedy: bool):
+    """Walk the returned ids `gen` along the fed text `M`: (fed text so far, edits, index in
+    gen) where ids were dropped from or added to what the models were fed."""
     out, edits, i = [], [], 0          # i: index in gen; len(out) is the index in M
     while i < len(gen) and len(edits) < MAX_EDITS:
-        j = len(out)
-        a = _agree(gen[i:], M[j:])
+        a = _agree(gen[i:], M[len(out):])
         out += gen[i:i + a]
         i += a
         j = len(out)
         if i >= len(gen) or j >= len(M):
             break
-        found = None
-        for d in range(1, MAX_SHIFT + 1):
-            need = min(RUN, len(gen) - i)
-            if j >= d and M[j:j + d] == M[j - d:j]:
-                break       # the models were fed a token/block twice: a context finding's case
-            if need >= 2 and _agree(gen[i:], M[j + d:]) >= need and all(
-                    _committed(t, P + j + x, M[j + x], greedy) for x in range(d)):
-                found = ("dropped", d)
-                break
-            need = min(RUN, len(gen) - i - d)
-            if need >= 2 and _agree(gen[i + d:], M[j:]) >= need and not any(
-                    P + j < len(f.ctx) and f.ctx[P + j] == g for f in t.fwds for g in gen[i:i + d]):
-                found = ("added", d)
-                break
+        found = _shift(t, gen, M, i, j, greedy)
         if found is None:
             break
         kind, d = found
@@ -82,9 +82,27 @@ def repair(rec: dict):
         else:
             edits.append({"kind": kind, "index": i, "ids": gen[i:i + d]})
             i += d
-    if not edits:
-        return rec, []
-    fixed = out + gen[i:]
+    return out, edits, i
+
+
+def _shift(t, gen: list, M: list, i: int, j: int, greedy: bool):
+    """("dropped" | "added", d) that realigns gen[i:] with M[j:], or None."""
+    P = t.P
+    for d in range(1, MAX_SHIFT + 1):
+        need = min(RUN, len(gen) - i)
+        if j >= d and M[j:j + d] == M[j - d:j]:
+            return None     # the models were fed a token/block twice: a context finding's case
+        if need >= 2 and _agree(gen[i:], M[j + d:]) >= need and all(
+                _committed(t, P + j + x, M[j + x], greedy) for x in range(d)):
+            return ("dropped", d)
+        need = min(RUN, len(gen) - i - d)
+        if need >= 2 and _agree(gen[i + d:], M[j:]) >= need and not any(
+                P + j < len(f.ctx) and f.ctx[P + j] == g for f in t.fwds for g in gen[i:i + d]):
+            return ("added", d)
+    return None
+
+
+def _dropped(edits: list, P: int, gen: list, fixed: list):
     e0 = edits[0]
     drops = [e for e in edits if e["kind"] == "dropped"]
     adds = [e for e in edits if e["kind"] == "added"]
@@ -94,9 +112,8 @@ def repair(rec: dict):
         [f"{sum(len(e['ids']) for e in adds)} returned id(s) no model was fed (at index "
          f"{', '.join(str(e['index']) for e in adds)}: ids {[e['ids'] for e in adds]})"] if adds else [])
     first = "at the start" if e0["index"] == 0 else f"at index {e0['index']}"
-    f = finding(
-        "dropped_output", "error",
-        f"the returned ids are not the text the models were fed ({first})",
+    return finding(
+        "dropped_output", f"the returned ids are not the text the models were fed ({first})",
         "; ".join(parts) + ". The other checks read the text the models were fed.",
         ("the value returned starts late or skips ids: e.g. slicing the output from "
          "n_prompt + 1, or losing the correction/bonus when the round's tokens are joined"
@@ -105,7 +122,3 @@ def repair(rec: dict):
         "return exactly the committed ids the models were fed after the prompt (seq[n_prompt:])",
         {"model": None, "forward": None, "position": P + e0["index"], "tokens": e0["ids"],
          "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)})
-    rec2 = dict(rec)
-    rec2["out_ids"] = fixed
-    rec2["returned_ids"] = gen
-    return rec2, [f]

@@ -2,7 +2,8 @@
 (recorder/mrope.py records them) and heads wider than the tokenizer."""
 from __future__ import annotations
 
-from specdec_core.recorder.checks import _ev, finding
+from specdec_core.findings import finding
+from specdec_core.recorder.checks import _ev
 
 
 def _expected(layout: dict, start: int, n: int) -> list[list[int]]:
@@ -42,8 +43,7 @@ def check_mrope(t, rec: dict) -> list[dict]:
         cause = "positions do not continue cache_len + rope_delta (a stale or foreign delta/offset)"
     show = lambda r: f"{r[:4]}{'...' if len(r) > 4 else ''}"  # noqa: E731
     return [finding(
-        "position_error", "error",
-        f"mrope positions do not continue cache_len + rope_delta in {len(bad)} forward(s)",
+        "position_error", f"mrope positions do not continue cache_len + rope_delta in {len(bad)} forward(s)",
         f"{f.model} forward {f.i}: cache held {f.L} positions, rope delta {d}; position_ids rows "
         f"{', '.join(show(r) for r in got)} instead of {', '.join(show(r) for r in want)}",
         cause,
@@ -75,8 +75,7 @@ def check_vocab(t, rec: dict) -> list[dict]:
     if past_shared:
         wide = "cloud" if c and max(c) > shared else "edge"
         return [finding(
-            "vocab_mismatch", "error",
-            f"logits of different widths were compared: output id {past_shared[0]} exists only in "
+            "vocab_mismatch", f"logits of different widths were compared: output id {past_shared[0]} exists only in "
             f"the {wide}'s head",
             f"edge head {e}, cloud head {c}, tokenizer {tok_n}; {len(past_shared)} output id(s) "
             f"at or past the shared width {shared} (first at index {t.out.index(past_shared[0])})",
@@ -87,8 +86,7 @@ def check_vocab(t, rec: dict) -> list[dict]:
             "[..., :len(tokenizer)]) before comparing or picking", ev(past_shared))]
     if past_tok:
         return [finding(
-            "vocab_mismatch", "error",
-            f"output id {past_tok[0]} is outside the tokenizer ({tok_n} ids)",
+            "vocab_mismatch", f"output id {past_tok[0]} is outside the tokenizer ({tok_n} ids)",
             f"edge head {e}, cloud head {c}, tokenizer {tok_n}; {len(past_tok)} output id(s) past "
             f"the tokenizer (first at index {t.out.index(past_tok[0])}); they decode to nothing",
             "an id that is no token: picked from a head's padding rows (the rows past the "
@@ -98,8 +96,7 @@ def check_vocab(t, rec: dict) -> list[dict]:
             "models chose", ev(past_tok))]
     if differ or (tok_n and shared != tok_n):
         return [finding(
-            "vocab_widths", "info",
-            f"head widths: edge {e}, cloud {c}, tokenizer {tok_n}",
+            "vocab_widths", f"head widths: edge {e}, cloud {c}, tokenizer {tok_n}",
             "heads wider than the tokenizer (or than each other) are normal for Qwen pairs; every "
             "output id is inside the tokenizer and the shared vocabulary",
             "", "compare the two models on the shared vocabulary, logits[..., :min(widths)]",
@@ -120,26 +117,10 @@ def check_audio(t, rec: dict) -> list[dict]:
         return []
     f = deaf[0]
     return [finding(
-        "audio_missing", "warning" if f.model == "edge" else "error",
-        f"the {f.model} never heard the audio",
+        "audio_missing", f"the {f.model} never heard the audio",
         f"{f.model} forward {f.i} fed the audio span {span[0]}..{span[1]} as plain <|AUDIO|> ids, "
         "without input_features (or audio embeddings)",
         "the audio features were not passed with the forward that first fed the audio tokens "
         "(e.g. assisted generation does not hand input_features to the assistant)",
         "pass input_features and feature_attention_mask with the prefill of both models",
-        _ev(f, span[0], None, span=span))]
-
-
-def fold_vocab(found: list[dict]) -> list[dict]:
-    """An output id outside the tokenizer also differs from the cloud's choice at its position
-    and, last, ends the run on a non-stop id: report it once, as vocab_mismatch."""
-    bad = next((set(f["evidence"]["tokens"] or []) for f in found
-                if f["code"] == "vocab_mismatch" and f["severity"] == "error"), None)
-
-    def echo(f) -> bool:
-        ev = f["evidence"]
-        if f["code"] == "lossless_violation":
-            return ev.get("n_positions") == 1 and (ev.get("tokens") or {}).get("committed") in bad
-        return (f["code"] == "unverified_end" and not ev.get("unverified")
-                and set(ev.get("tokens") or []) <= bad)
-    return [f for f in found if not echo(f)] if bad else found
+        _ev(f, span[0], None, span=span), severity="warning" if f.model == "edge" else "error")]

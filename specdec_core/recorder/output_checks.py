@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from specdec_core.analysis.acceptance import NOT_GREEDY_FIX, not_greedy_cause
 from specdec_core.recorder import causes
-from specdec_core.recorder.checks import _ev, _greedy, finding
+from specdec_core.findings import finding
+from specdec_core.recorder.checks import _ev, _greedy
 from specdec_core.recorder.tape import Tapes
 
 
@@ -38,13 +39,16 @@ def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
         cause = causes.not_greedy(bad, t, rounds)
         fix = (NOT_GREEDY_FIX if "accepted draft" in cause
                else "commit only accepted drafts and the cloud's correction/bonus")
+    # a block appended twice: the models then read a sequence the cloud never decided (the
+    # input is corrupted), a context bug rather than a loose acceptance test
+    code = "context_mismatch" if dup else "lossless_violation"
     return [finding(
-        "lossless_violation", "error",
-        f"output is not the cloud's greedy choice at {len(bad)} position(s)",
+        code, f"output is not the cloud's greedy choice at {len(bad)} position(s)"
+        + (" (a block appended twice)" if dup else ""),
         f"first at index {i}: committed {texts(tok)!r} (id {tok}, cloud rank {rank or '>5'}), the "
         f"cloud chose {texts(best)!r} (id {best}); worst rank {max((x or 6) for x in ranks)}",
         cause, fix, _ev(f, p, {"committed": tok, "cloud": best}, index=i, rank=rank,
-                        n_positions=len(bad)))]
+                        n_positions=len(bad)), severity="error")]
 
 
 def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
@@ -60,7 +64,7 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
                "the stop id was the last token of its round and decoding still went on: the "
                "stop was not checked by id (e.g. on text decoded with special tokens skipped)")
         out.append(finding(
-            "missed_eos", "error", f"stop id {texts(gen[i])!r} at index {i} and decoding went on",
+            "missed_eos", f"stop id {texts(gen[i])!r} at index {i} and decoding went on",
             f"{len(gen) - i - 1} tokens were generated after it",
             why,
             "after committing each token, stop if its id is in stop_ids",
@@ -84,7 +88,7 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
             parts.append(f"the run stopped on {texts(gen[-1])!r} (not a stop id) after "
                          f"{len(gen)} of {max_new or '?'} tokens")
         out.append(finding(
-            "unverified_end", "error", "the run ended on tokens the cloud never verified"
+            "unverified_end", "the run ended on tokens the cloud never verified"
             if tail and used_cloud else "the run stopped early on a non-stop token",
             "; ".join(parts),
             causes.unverified(t, tail if used_cloud else 0, gen, texts),

@@ -30,7 +30,8 @@ import math
 import numpy as np
 
 from specdec_core.recorder import draft_filter
-from specdec_core.recorder.checks import _ev, draft_samples, finding
+from specdec_core.findings import finding
+from specdec_core.recorder.checks import _ev, draft_samples
 
 ALPHA = 1e-3           # family-wise false-alarm rate of the stochastic tests
 N_TESTS = 3            # acceptance (all), acceptance (p < q), argmax share
@@ -165,7 +166,7 @@ def judge(data: dict, T: float, scope: str) -> list[dict]:
         if m:      # the emitted tokens are the cloud's own samples: exact, another rule
             out = [f for f in out if f["code"] not in ("acceptance_rule", "residual_mismatch")]
             out.append(finding(
-                "sampling_rule", "info", "acceptance rule: sample-and-match (exact)",
+                "sampling_rule", "acceptance rule: sample-and-match (exact)",
                 f"{scope}: {m['accepted']} of {m['n']} judged drafts accepted, as often as the "
                 f"cloud's own sample equals the draft (probability p(x); exact p = {m['p']:.1e}); "
                 "min(1, p/q) does not fit",
@@ -178,12 +179,18 @@ def judge(data: dict, T: float, scope: str) -> list[dict]:
 
 
 def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
-    out = []
     # residual first: its presence explains excess apparent acceptance
     corr = data["corr"]
     zero = [c for c in corr if c[0]]
     residual_bad = len(zero) >= MIN_ZERO_RESIDUAL
-    J = data["judged"]
+    out, acc_note = _acceptance(data["judged"], T, scope, level, residual_bad)
+    out += _greedy_drafts(data["drafts"], T, scope, level)
+    return out + (_residual(corr, zero, scope, acc_note) if residual_bad else [])
+
+
+def _acceptance(J: list, T: float, scope: str, level: float, residual_bad: bool):
+    """([acceptance_rule] or [], a note for the residual finding when that explains it)."""
+    out = []
     acc_note = ""
     if J:
         a = [j[0] for j in J]
@@ -205,8 +212,7 @@ def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
             else:
                 ex = (sure_rej or [j for j in lt if not j[1]] or J)[0]
                 out.append(finding(
-                    "acceptance_rule", "error",
-                    f"accepted drafts do not follow min(1, p/q) at T={T:g}: {s} accepted, "
+                    "acceptance_rule", f"accepted drafts do not follow min(1, p/q) at T={T:g}: {s} accepted, "
                     f"{e:.1f} expected", detail,
                     "the acceptance test is not a draw against min(1, p(x)/q(x)) with p and q "
                     "the cloud's and edge's softmax(logits / T): e.g. accept only when p > q "
@@ -218,7 +224,11 @@ def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
                         accepted=s, expected=round(e, 2), p_value=p_all, n_p_lt_q=len(lt),
                         accepted_p_lt_q=s_lt, expected_p_lt_q=round(e_lt, 2),
                         p_value_p_lt_q=p_lt, rejected_p_ge_q=len(sure_rej))))
-    D = data["drafts"]
+    return out, acc_note
+
+
+def _greedy_drafts(D: list, T: float, scope: str, level: float) -> list:
+    out = []
     if D:
         a = [d[0] for d in D]
         s = sum(d[1] for d in D)
@@ -226,8 +236,7 @@ def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
         if hi < level and s == len(D):   # every draft the argmax: greedy, not just over-sharp
             d0 = next(d for d in D if d[1])
             out.append(finding(
-                "greedy_draft_sampling", "error",
-                f"{s} of {len(D)} drafts are the edge's argmax; sampling at T={T:g} gives "
+                "greedy_draft_sampling", f"{s} of {len(D)} drafts are the edge's argmax; sampling at T={T:g} gives "
                 f"{e:.1f}",
                 f"{scope}: drafts equal to the edge's argmax {s} times, expected {e:.1f} under "
                 f"q = softmax(edge/T) (one-sided exact p = {hi:.1e})",
@@ -238,22 +247,23 @@ def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
                 "min(1, p/q)), or verify greedily with temperature 0",
                 _ev(None, d0[3], None, model="edge", forward=d0[2], n_drafts=len(D),
                     argmax_drafts=s, expected=round(e, 2), p_value=hi)))
-    if residual_bad:
-        c0 = zero[0]
-        out.append(finding(
-            "residual_mismatch", "error",
-            f"{len(zero)} of {len(corr)} corrections landed where p <= q (zero residual mass)",
-            f"{scope}: a correction after a rejection must come from norm(max(0, p - q)), which "
-            f"has no mass where p <= q; {len(zero)} corrections were such tokens (certain from "
-            f"the kept top-5 log-probs, margin {MARGIN}){acc_note}",
-            "after a rejection the correction is sampled from p (the cloud's distribution) "
-            "instead of the residual max(0, p - q); a correction that repeats the rejected draft "
-            "then looks like an acceptance",
-            "on rejection sample from max(0, p - q) / sum(max(0, p - q)); sample from p only "
-            "for the bonus token after a fully accepted block",
-            _ev(None, c0[2], [c0[3]], model="cloud", forward=c0[1], n_corrections=len(corr),
-                zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4))))
     return out
+
+
+def _residual(corr: list, zero: list, scope: str, acc_note: str) -> list:
+    c0 = zero[0]
+    return [finding(
+        "residual_mismatch", f"{len(zero)} of {len(corr)} corrections landed where p <= q (zero residual mass)",
+        f"{scope}: a correction after a rejection must come from norm(max(0, p - q)), which "
+        f"has no mass where p <= q; {len(zero)} corrections were such tokens (certain from "
+        f"the kept top-5 log-probs, margin {MARGIN}){acc_note}",
+        "after a rejection the correction is sampled from p (the cloud's distribution) "
+        "instead of the residual max(0, p - q); a correction that repeats the rejected draft "
+        "then looks like an acceptance",
+        "on rejection sample from max(0, p - q) / sum(max(0, p - q)); sample from p only "
+        "for the bonus token after a fully accepted block",
+        _ev(None, c0[2], [c0[3]], model="cloud", forward=c0[1], n_corrections=len(corr),
+            zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4)))]
 
 
 def check_sampling(rec: dict) -> list[dict]:

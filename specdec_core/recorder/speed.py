@@ -14,7 +14,7 @@ context (the prompt re-run every round, no cache, a cache rebuilt from scratch).
 from __future__ import annotations
 
 from specdec_core.analysis.metrics import time_split
-from specdec_core.recorder.checks import finding
+from specdec_core.findings import finding
 
 # loop_overhead fires above this share of the decode's wall (minus the recorder's hooks) spent
 # outside the forwards: the decode would run >= 1.5x faster without it. Measured on the demo pair
@@ -168,8 +168,7 @@ def check_speed(rec: dict, t) -> list[dict]:
                           for k, v in sorted(g.items(), key=lambda kv: -kv[1][0]) if v[0] / own >= 0.01)
         per = f" ({secs / count * 1e3:.2f} ms each over {count})" if count > 1 else ""
         found.append(finding(
-            "loop_overhead", "warning",
-            f"{split['other_share']:.0%} of the decode is outside the models' forwards",
+            "loop_overhead", f"{split['other_share']:.0%} of the decode is outside the models' forwards",
             f"{split['other_s']:.3f} s of {own:.3f} s is the loop's own time (edge forwards "
             f"{split['edge_s']:.3f} s, cloud forwards {split['cloud_s']:.3f} s); most of it "
             f"{GAP_KINDS[kind]}{per}. By place: {where}",
@@ -194,8 +193,7 @@ def check_speed(rec: dict, t) -> list[dict]:
         what = (f"about {share:.0%} of the forward time ({wasted:.3f} of {fwd:.3f} s)" if fwd > 0
                 else f"{share:.0%} of the positions fed")
         found.append(finding(
-            "recomputed_context", "warning",
-            f"{what} recomputes context the models had already computed",
+            "recomputed_context", f"{what} recomputes context the models had already computed",
             f"{again} of {fed} positions fed (edge {rc['edge']['again']} of {rc['edge']['fed']}, "
             f"cloud {rc['cloud']['again']} of {rc['cloud']['fed']}) repeat the same model's "
             f"previous context; {rc[worst]['forwards']} {worst} forwards re-feed a prefix it had "

@@ -32,7 +32,10 @@ def ended_by(rec: dict) -> str:
     out, d = rec["out_ids"], rec.get("declared", {})
     if not out:
         return "empty"
-    if out[-1] in set(rec.get("stop_ids") or []):
+    stops, limit = set(rec.get("stop_ids") or []), d.get("max_new_tokens")
+    if limit and len(out) >= limit and any(x in stops for x in out[:-1]):
+        return "max_tokens"      # it ran past a stop id to the limit: the last one is chance
+    if out[-1] in stops:
         return "eos"
     if out[-1] in set(d.get("sentence_ids") or []) and len(out) >= d.get("min_new_tokens", 0):
         return "sentence"

@@ -1,0 +1,70 @@
+"""Root cause first: findings whose evidence another finding explains get `explained_by`.
+
+One bug acting on a clip shows several symptoms: a cache never rolled back feeds the models a
+context that is not the text (context_mismatch), drafts with odd probabilities
+(hidden_draft_processing) and an unverified end; a context or stop bug shows in the text as
+doubling, a cycle or a leak. The top-level findings are the distinct mechanisms; the others stay
+in the JSON, nested under their root (the CLI reports and the page fold them).
+"""
+from __future__ import annotations
+
+_TEXT = ("doubling", "cycle", "punct_flood", "template_leak", "length", "no_stop",
+         "acceptance_collapse", "edge_mishears")
+_CONTEXT = ("context_mismatch", "hidden_draft_processing", "unverified_end", "missed_eos",
+            "lossless_violation", "rank_window_exceeded", "acceptance_rule", "residual_mismatch",
+            "off_by_one", "draft_schedule") + _TEXT
+
+# (dropped_output explains nothing: dropped.repair removed its echoes, what the other checks
+# find on the repaired text is another bug.)
+# root -> the codes its evidence explains, most fundamental root first (a root explained by an
+# earlier one passes nothing on: its symptoms go to the earlier root)
+EXPLAINS: dict[str, tuple] = {
+    "vocab_mismatch": _CONTEXT,
+    "position_error": _CONTEXT,
+    "stale_cache": _CONTEXT,
+    "context_mismatch": _CONTEXT[1:],
+    "off_by_one": ("lossless_violation", "unverified_end") + _TEXT,
+    "missed_eos": _TEXT,
+    "unverified_end": _TEXT,
+    "lossless_violation": _TEXT,
+    "rank_window_exceeded": _TEXT,
+    "acceptance_rule": ("residual_mismatch",) + _TEXT,
+    "residual_mismatch": _TEXT,
+    "greedy_draft_sampling": ("hidden_draft_processing",) + _TEXT,
+    "hidden_draft_processing": ("punct_flood", "acceptance_collapse", "cycle", "doubling", "edge_mishears"),
+}
+
+
+def merge_repeats(found: list) -> list:
+    """One finding per code: a second finding of a code (positions and mask of one position
+    bug) joins the first one's detail."""
+    first, out = {}, []
+    for f in found:
+        if f["code"] in first:
+            g = first[f["code"]]
+            g["detail"] = f"{g['detail']}; also: {f['title']}: {f['detail']}"
+            g["evidence"] = {**f["evidence"], **{k: v for k, v in g["evidence"].items() if v is not None}}
+        else:
+            first[f["code"]] = f
+            out.append(f)
+    return out
+
+
+def link(found: list) -> list:
+    """Set explained_by on the symptoms of each root present (a user's choice such as
+    lossy_accept is never listed as a symptom). Returns the merged list."""
+    found = merge_repeats(found)
+    by = {f["code"]: f for f in found}
+    for root, symptoms in EXPLAINS.items():
+        r = by.get(root)
+        if r is None or r["explained_by"] or r["severity"] != "error":
+            continue
+        for code in symptoms:
+            f = by.get(code)
+            if f is not None and f is not r and not f["explained_by"]:
+                f["explained_by"] = root
+    return found
+
+
+def top_level(found: list, severity: str = "error") -> list:
+    return [f for f in found if f["severity"] == severity and not f.get("explained_by")]
