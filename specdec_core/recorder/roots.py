@@ -20,6 +20,8 @@ _CONTEXT = ("context_mismatch", "hidden_draft_processing", "unverified_end", "mi
 # earlier one passes nothing on: its symptoms go to the earlier root)
 EXPLAINS: dict[str, tuple] = {
     "vocab_mismatch": _CONTEXT,
+    "tree_positions": ("position_error", "tree_mask") + _CONTEXT,
+    "tree_mask": ("position_error",) + _CONTEXT,
     "position_error": _CONTEXT,
     "stale_cache": _CONTEXT,
     "context_mismatch": _CONTEXT[1:],
