@@ -54,7 +54,22 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("input_corruption", "004", "draft tokens appended to the shared input across "
               "iterations", "'HelloHello' doubling", "commit",
               seen="'HelloHello' doubling: phrases written twice in a row"),
+    # tree faults (issue 34): they act only with draft_tree = static | dynamic (tree_round.py)
+    FaultInfo("tree_parent_slots", "sglang #8228", "tree drafting attends to the draft slots "
+              "(the first slot of each depth), not each node's ancestors", "lower acceptance, "
+              "lossless", "tree",
+              seen="text unchanged; acceptance lower than the correct tree (measured in docs/trees.md)"),
+    FaultInfo("no_compaction", "sglang #26982", "after tree verification the cloud cache keeps "
+              "the first slots instead of gathering the accepted path", "stale cache, text drifts",
+              "tree", seen="the cloud decodes on rejected nodes' keys: text departs from cloud-only"),
+    FaultInfo("linear_positions", "tree masks", "tree positions by slot, not prefix + depth",
+              "wrong positions in the verify forward", "tree",
+              seen="deeper nodes verified at the wrong positions: acceptance falls, text may change"),
+    FaultInfo("sibling_mask", "tree masks", "a tree node also sees its previous sibling in the "
+              "verify mask", "wrong context for nodes", "tree",
+              seen="nodes judged with a sibling in their context: acceptance falls, text may change"),
 ]}
+TREE_FAULTS = ("tree_parent_slots", "no_compaction", "linear_positions", "sibling_mask")
 
 
 class FaultSet:
