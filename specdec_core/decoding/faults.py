@@ -65,8 +65,8 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("linear_positions", "tree masks", "tree positions by slot, not prefix + depth",
               "wrong positions in the verify forward", "tree",
               seen="deeper nodes verified at the wrong positions: acceptance falls, text may change"),
-    FaultInfo("sibling_mask", "tree masks", "a tree node also sees its previous sibling in the "
-              "verify mask", "wrong context for nodes", "tree",
+    FaultInfo("sibling_mask", "tree masks", "each tree node also sees its siblings in the verify "
+              "mask (a block per parent instead of ancestors only)", "wrong context for nodes", "tree",
               seen="nodes judged with a sibling in their context: acceptance falls, text may change"),
 ]}
 TREE_FAULTS = ("tree_parent_slots", "no_compaction", "linear_positions", "sibling_mask")

@@ -35,7 +35,7 @@ def draft_tree(run) -> list[tree.Node]:
         past = edge._len
         for r, i in enumerate(fed):
             slot_of[i] = past + r
-        sees = [_edge_sees(run, nodes, i, slot_of) for i in fed]
+        sees = [_edge_sees(run, nodes, i, r, slot_of) for r, i in enumerate(fed)]
         root_pos = len(seq) - 1
         rows = edge.feed_tree([nodes[i].id for i in fed], [root_pos + nodes[i].depth for i in fed],
                               sees, base=len(seq))
@@ -55,15 +55,16 @@ def _width(cfg, shape, nodes, i) -> int:
     return sum(base + (r,) in shape for r in range(cfg.tree_branch))
 
 
-def _edge_sees(run, nodes, i, slot_of) -> list[int]:
-    """The edge slots a fed node attends to beyond the committed prefix: its ancestors' and its
-    own (fault tree_parent_slots: the first slot fed at each ancestor's depth)."""
+def _edge_sees(run, nodes, i, r, slot_of) -> list[int]:
+    """The edge slots fed row r (node i) attends to beyond the committed prefix: its ancestors'
+    and its own (fault tree_parent_slots, sglang #8228: the r-th draft slot of each earlier
+    depth, in slot order, whoever's node that is)."""
     mine = [slot_of[a] for a in tree.ancestors(nodes, i)]
     if "tree_parent_slots" in run.faults:
-        first: dict[int, int] = {}
-        for j, s in slot_of.items():
-            first[nodes[j].depth] = min(first.get(nodes[j].depth, s), s)
-        mine = [slot_of[i]] + [first[nodes[a].depth] for a in tree.ancestors(nodes, i)[1:]]
+        at: dict[int, list] = {}
+        for j, s in sorted(slot_of.items(), key=lambda js: js[1]):
+            at.setdefault(nodes[j].depth, []).append(s)
+        mine = [slot_of[i]] + [at[d][min(r, len(at[d]) - 1)] for d in range(1, nodes[i].depth)]
     return mine
 
 
@@ -85,8 +86,8 @@ def verify_tree(run, nodes, order) -> tuple[torch.Tensor, list[int], int]:
     sees = [list(range(base, base + r + 1)) for r in range(c)]
     for r, i in enumerate(order):
         mine = [row[a] for a in tree.ancestors(nodes, i)]
-        if "sibling_mask" in run.faults and r > 0 and nodes[order[r - 1]].parent == nodes[i].parent:
-            mine.append(row[order[r - 1]])                      # fault: a node sees a sibling
+        if "sibling_mask" in run.faults:                        # fault: a node sees its siblings
+            mine += [row[j] for j in order if j != i and nodes[j].parent == nodes[i].parent]
         sees.append(list(range(base, base + c)) + mine)
     pos = list(range(base, base + c)) + [len(seq) - 1 + nodes[i].depth for i in order]
     if "linear_positions" in run.faults:
