@@ -22,7 +22,8 @@ def test_live_tab_shows_the_tree_of_a_picked_round(page, artifacts):
     page.wait_for_selector("#live-run")
     page.wait_for_function("() => document.querySelector('#live-sample input')?.value.startsWith('sad_01')",
                            timeout=15_000)
-    assert page.get_by_label("draft tree").first.input_value() == "dynamic"
+    assert page.locator("#live-draft_tree input").input_value() == "dynamic"
+    assert "draft tree" in page.locator("#live-draft_tree").text_content()
     page.click("#live-run")
     assert wait_state(page, "live-status") == "ok", page.inner_text("#live-status")
     page.wait_for_selector("#live-tree svg .ss-tree-node", timeout=30_000)

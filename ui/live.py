@@ -93,7 +93,7 @@ class LiveTab:
                 self.view = TraceView(after_text=self._vs_cloud_widgets)
                 self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="live-timing")
                 with gr.Accordion("Token tree of a round (draft tree = static | dynamic)", open=True):
-                    self.tree_round = gr.Number(None, label="round", precision=0, minimum=1,
+                    self.tree_round = gr.Number(None, label="round", precision=0,
                                                 elem_id="live-tree-round")
                     self.tree = gr.HTML(render_tree(None, None), elem_id="live-tree", js_on_load=None)
                 with gr.Row(equal_height=False):
@@ -288,7 +288,7 @@ def show_tree(rnd, trace_file):
     except (OSError, TypeError, ValueError):
         return gr.skip(), render_tree(None, None)
     have = tree_rounds(trace)
-    rnd = int(rnd) if rnd is not None and int(rnd) in have else (have[0] if have else None)
+    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
     return rnd, render_tree(trace, rnd)
 
 
