@@ -151,6 +151,10 @@ def cmd_bench(args) -> int:
                                budget=args.quality_budget, log=log)
         res["cost_model"]["overhead_per_k_s"] = round(costs.overhead_per_k, 7)
         res["advice_check"] = check_advice(backend, prompts, res["advice"], repeats=args.repeats, log=log)
+    if args.trees:
+        from specdec_core.evaluation.bench_trees import run_tree_bench, tree_report
+        res["trees"] = run_tree_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log)
+        log(tree_report(res["trees"]))
     if args.sweep:
         res.update(run_sweeps(backend, prompts, res["c"], k=args.k, ks=args.ks or DEFAULT_KS,
                               thresholds=args.thresholds, repeats=args.sweep_repeats or args.repeats,

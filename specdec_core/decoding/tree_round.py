@@ -19,6 +19,10 @@ from specdec_core.decoding import tree
 from specdec_core.decoding.trace import RoundRecord, TokenRecord
 from specdec_core.decoding.verifier import top2_rows
 
+# how the cloud keeps the accepted path: "gather" its slots (the default), or "refeed": crop to
+# the prefix and feed the path again with the next round (bench_trees.py measures both)
+COMPACTION = "gather"
+
 
 def draft_tree(run) -> list[tree.Node]:
     """The drafted tree (all nodes; `tree.select` picks the verified ones)."""
@@ -100,6 +104,9 @@ def compact(run, nodes, catch, base, order, path) -> None:
     """Both caches keep the committed path only: the cloud gathers the catch-up and path slots
     (fault no_compaction: keeps the first slots instead); the edge was cropped after drafting."""
     c = len(catch)
+    if COMPACTION == "refeed" and "no_compaction" not in run.faults:
+        run.cloud.compact(list(range(base, base + c)), catch, gather=False)
+        return
     slots = list(range(base, base + c)) + [base + c + order.index(i) for i in path]
     ids = catch + [nodes[i].id for i in path]
     run.cloud.compact(slots, ids, gather="no_compaction" not in run.faults)
