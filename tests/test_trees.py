@@ -116,3 +116,14 @@ def test_static_shape_is_ancestor_closed():
     paths = tree.static_paths(2, 4, 10)
     assert len(paths) == 10 and all(p[:-1] in paths or len(p) == 1 for p in paths)
     assert (0,) in paths and (0, 0, 0, 0) in paths
+
+
+def test_tree_advice_prices_the_verify_forward_by_width():
+    from specdec_core.evaluation.cost_model import Costs, tree_advice
+
+    mal = {"chain": 3.6, "dynamic": 4.1}
+    flat = Costs(edge={1: 1e-4, 2: 1.1e-4}, cloud={1: 1e-3, 5: 1e-3, 11: 1.05e-3})      # a GPU
+    steep = Costs(edge={1: 1e-4, 2: 1.8e-4}, cloud={1: 1e-3, 5: 2e-3, 11: 4e-3})        # a CPU
+    assert tree_advice(flat, 4, 2, 10, mal)["tree_pays"]
+    bad = tree_advice(steep, 4, 2, 10, mal)
+    assert not bad["tree_pays"] and "does not pay" in bad["advice"] and bad["verify_width_cost"] == 2.0
