@@ -153,8 +153,8 @@ class ResetPositionRunner:
 
     merge_prefill = False   # the prompt's last token is the first incremental step
 
-    def _forward(self, ids, start, prefill, keep=0):
-        return super()._forward(ids, start if prefill else 0, prefill, keep)
+    def _forward(self, ids, start, prefill, keep=0, **kw):
+        return super()._forward(ids, start if prefill else 0, prefill, keep, **kw)
 
 
 # --- draft processor faults -----------------------------------------------------------------
