@@ -16,6 +16,7 @@ from .formatting import esc, fmt, is_number
 DIRECTION = {
     "acceptance_rate": +1,
     "mean_accepted_length": +1,
+    "nodes_per_call": -1,       # trees: nodes the cloud verified per call (its forward's width)
     "tokens_per_s": +1,
     "chrf": +1,
     "emotion_hit": +1,
@@ -40,8 +41,8 @@ DIRECTION = {
 
 # Display order: headline metrics first, the rest alphabetically after them.
 ORDER = [
-    "acceptance_rate", "mean_accepted_length", "cloud_calls", "cloud_call_rate", "corrections",
-    "tokens_per_s", "wall_s", "hanzi_count", "punct_density", "repeat_rate", "adjacent_repeats",
+    "acceptance_rate", "mean_accepted_length", "nodes_per_call", "acceptance_by_depth", "cloud_calls",
+    "cloud_call_rate", "corrections", "tokens_per_s", "wall_s", "hanzi_count", "punct_density", "repeat_rate", "adjacent_repeats",
     "cycles", "template_leak", "ended_by", "new_tokens", "target_forwards", "draft_forwards",
     "per_position_acceptance", "chrf", "emotion_hit",
 ]
@@ -89,7 +90,7 @@ def _scalar(value):
 # Cost and agreement metrics: fewer cloud calls (or a higher acceptance) is only better when the
 # two sides wrote the same text. A side that never called the cloud, or accepted drafts the cloud
 # would not have chosen, is cheaper because it is lossy, not because it is better.
-COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "cloud_calls", "cloud_call_rate", "target_forwards",
+COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "nodes_per_call", "cloud_calls", "cloud_call_rate", "target_forwards",
         "draft_forwards", "corrections", "rejected_tokens", "tokens_per_s", "wall_s", "bytes_up",
         "bytes_down", "speedup"}
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.

@@ -91,3 +91,21 @@ def audio_only_processor(processor):
             if getattr(processor, name, None) is None:
                 setattr(processor, name, stand_in)
     return processor
+
+
+def cache_gather(cache, base: int, slots: list[int]) -> None:
+    """Copy the keys and values at absolute `slots` (ascending, each >= base) down to positions
+    base, base+1, ... of every layer, in place (a tree's accepted path; the caller crops).
+    transformers 5 caches hold `layers[i].keys/values`; older ones `key_cache/value_cache`."""
+    import torch
+
+    idx = None
+    if hasattr(cache, "layers"):
+        pairs = [(layer, name) for layer in cache.layers for name in ("keys", "values")]
+    else:
+        pairs = [(lst, i) for lst in (cache.key_cache, cache.value_cache) for i in range(len(lst))]
+    for owner, name in pairs:
+        t = getattr(owner, name) if isinstance(name, str) else owner[name]
+        if idx is None:
+            idx = torch.tensor(slots, dtype=torch.long, device=t.device)
+        t[..., base: base + len(slots), :] = t.index_select(-2, idx)

@@ -129,10 +129,15 @@ def test_input_corruption_doubles_text(demo, fixed):
 def test_every_fault_changes_something(demo, fixed):
     from specdec_core.decoding.faults import FAULTS
 
+    from specdec_core.decoding.faults import TREE_FAULTS
+
     def seen(rs):   # text, acceptance, findings and the draft entropies the trace records
         return [(r["text"], r["metrics"]["acceptance_rate"], tuple(sorted(keys(r))),
                  tuple(t["entropy"] for t in r["trace"]["tokens"])) for r in rs]
-    base = seen(fixed)
+
+    base, tree_base = seen(fixed), seen(runs(demo, draft_tree="static"))
     for name in FAULTS:
-        got = seen(runs(demo, faults=[name]))
-        assert got != base, f"{name} is a no-op"
+        if name in TREE_FAULTS:     # a tree fault bends the tree round only
+            assert seen(runs(demo, draft_tree="static", faults=[name])) != tree_base, f"{name} is a no-op"
+            continue
+        assert seen(runs(demo, faults=[name])) != base, f"{name} is a no-op"

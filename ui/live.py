@@ -11,6 +11,7 @@ from components.cards import diagnostics_html, findings_summary
 from components.compare import speedup, vs_cloud_html
 from components.status import prompt_info_md, status_html
 from components.timing_plot import timing_figure
+from components.tree_view import render_tree, tree_rounds
 from components.token_view import COLOURINGS
 from components.pair_panel import pair_panel_html
 from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
@@ -91,6 +92,10 @@ class LiveTab:
                 self.pair = gr.HTML(pair_panel_html(*backend_report("demo")), elem_id="live-pair")
                 self.view = TraceView(after_text=self._vs_cloud_widgets)
                 self.timing = gr.Plot(timing_figure(None), show_label=False, elem_id="live-timing")
+                with gr.Accordion("Token tree of a round (draft tree = static | dynamic)", open=True):
+                    self.tree_round = gr.Number(None, label="round", precision=0,
+                                                elem_id="live-tree-round")
+                    self.tree = gr.HTML(render_tree(None, None), elem_id="live-tree", js_on_load=None)
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3):
                         gr.Markdown("### Diagnostics", elem_classes="ss-h")
@@ -119,6 +124,10 @@ class LiveTab:
         self.run_event = self.run_btn.click(
             gpu(self.run), ins, self.outputs, api_visibility="undocumented", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")
+        self.run_event.then(show_tree, [self.tree_round, self.dl_trace], [self.tree_round, self.tree],
+                            api_visibility="private")
+        self.tree_round.submit(show_tree, [self.tree_round, self.dl_trace], [self.tree_round, self.tree],
+                               queue=False, api_visibility="private")
         for ev in (self.backend.change, self.run_event.then):   # the pair check's panel
             ev(lambda b: pair_panel_html(*backend_report(b)), self.backend, self.pair, api_visibility="private")
         self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="undocumented",
@@ -268,6 +277,19 @@ class LiveTab:
             msg = common.user_message(e)
             gr.Warning(msg)
             yield self._pack(status_html("err", "Could not run", msg))
+
+
+def show_tree(rnd, trace_file):
+    """The token tree of the picked round of the last run (its trace JSON); with none picked or
+    a round without a tree, the first round that has one."""
+    try:
+        with open(trace_file, encoding="utf-8") as f:
+            trace = json.load(f)
+    except (OSError, TypeError, ValueError):
+        return gr.skip(), render_tree(None, None)
+    have = tree_rounds(trace)
+    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
+    return rnd, render_tree(trace, rnd)
 
 
 def check_upload_status(path):

@@ -22,6 +22,14 @@ GLOSSARY: dict[str, Term] = {
         "mean acceptance length", "tokens per cloud call",
         "1 + accepted / drafts per verify step: tokens committed per cloud call, the cloud's "
         "correction or bonus token included (vLLM's mean acceptance length)"),
+    "nodes_per_call": Term(
+        "nodes verified per call", "nodes per cloud call",
+        "tree rounds: draft nodes the cloud verified in one forward (SGLang's draft tokens per "
+        "verify); none for chains"),
+    "acceptance_by_depth": Term(
+        "acceptance by depth", "%",
+        "tree rounds, for depth d: P(a node at depth d accepted | the path reached d - 1 and the "
+        "tree has nodes at depth d)"),
     "per_position_acceptance": Term(
         "per-position acceptance", "%",
         "for draft position i: P(draft i accepted | drafts 1..i-1 accepted)"),

@@ -49,6 +49,7 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
         "acceptance_by_dependence": acceptance_by_dependence(trace),
     }
     m["time_split"] = time_split(rounds, wall_s)
+    m.update(tree_metrics(rounds))
     m.update(link_metrics(trace, wall_s))
     m.update(text_metrics(trace.text))
     return m
@@ -114,6 +115,22 @@ def time_line(split: dict | None) -> str:
 
 # ---- the entropy threshold (Trace objects and trace dicts alike) ------------------------------
 DRAFTED = ("accepted", "draft")   # committed sources the edge drafted (corrected/bonus: the cloud's)
+
+
+def tree_metrics(rounds) -> dict:
+    """Tree rounds (RoundRecords or trace dicts): draft nodes the cloud verified per call, and
+    acceptance by depth d = of the rounds whose path reached d - 1 and whose tree has a node at
+    depth d, the share that accepted one (EAGLE's per-depth acceptance). None for chains."""
+    trees = [t for t in (_get(r, "tree") for r in rounds or []) if t]
+    if not trees:
+        return {"nodes_per_call": None, "acceptance_by_depth": None}
+    deep = max(max((n["depth"] for n in t["nodes"]), default=0) for t in trees)
+    by_depth = []
+    for d in range(1, deep + 1):
+        reached = [t for t in trees if len(t["path"]) >= d - 1 and any(n["depth"] == d for n in t["nodes"])]
+        by_depth.append(round(sum(len(t["path"]) >= d for t in reached) / len(reached), 4) if reached else None)
+    return {"nodes_per_call": round(sum(len(t["nodes"]) for t in trees) / len(trees), 4),
+            "acceptance_by_depth": by_depth}
 
 
 def _get(obj, key, default=None):

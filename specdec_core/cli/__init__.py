@@ -118,6 +118,8 @@ def _add_bench(sub) -> None:
     be.add_argument("--repeats", type=int, default=3)
     be.add_argument("--k", type=int, default=4)
     be.add_argument("--clips", type=int, default=0, help="number of sample clips (0 = all)")
+    be.add_argument("--trees", action="store_true", help="also compare chain, static and dynamic "
+                    "trees and HF assisted generation (identical greedy outputs required)")
     be.add_argument("--sweep", action="store_true", help="also sweep k (classic greedy SD) and "
                     "the entropy threshold at --k, with a plot next to --json")
     be.add_argument("--ks", type=_int_list, default=None, metavar="1,2,...",

@@ -151,6 +151,13 @@ def cmd_bench(args) -> int:
                                budget=args.quality_budget, log=log)
         res["cost_model"]["overhead_per_k_s"] = round(costs.overhead_per_k, 7)
         res["advice_check"] = check_advice(backend, prompts, res["advice"], repeats=args.repeats, log=log)
+    if args.trees:
+        from specdec_core.evaluation.bench_trees import run_tree_bench, tree_report
+        from specdec_core.evaluation.cost_model import tree_advice
+        t = res["trees"] = run_tree_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log)
+        t["advice"] = tree_advice(costs, args.k, t["tree_branch"], t["tree_nodes"],
+                                  {s: t["acceptance"][s]["mean_accepted_length"] for s in ("chain", "dynamic")})
+        log(tree_report(t) + "\n  " + t["advice"]["advice"])
     if args.sweep:
         res.update(run_sweeps(backend, prompts, res["c"], k=args.k, ks=args.ks or DEFAULT_KS,
                               thresholds=args.thresholds, repeats=args.sweep_repeats or args.repeats,

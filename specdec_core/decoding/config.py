@@ -10,6 +10,7 @@ from specdec_core.decoding.knobs import Knob, LazyNames, Unit, knob, schema, sho
 from specdec_core.errors import ConfigError
 
 VERIFY_RULES = ("greedy", "sampling", "rank")
+DRAFT_TREES = ("chain", "static", "dynamic")
 CYCLE_ACTIONS = ("warn", "resample", "stop")
 PROMPT_TYPES = ("detailed", "concise")
 # entropy_threshold's units: nats, or a fraction of ln|V| (the most entropy a distribution over
@@ -28,6 +29,19 @@ class DecodeConfig:
     """Every knob; each field's Knob (range, step, label, help, widget) is its metadata."""
     k: int = knob("int", 4, minimum=1, maximum=32, step=1, label="draft length k", group="draft",
                   kind="slider", help="Max draft tokens per round.")
+    draft_tree: str = knob("choice", "chain", choices=DRAFT_TREES, label="draft tree", group="draft",
+                           kind="dropdown",
+                           help="chain: k drafts in a row. static: a fixed Medusa-style tree of "
+                                "paths. dynamic: EAGLE-2, the most probable frontier nodes expanded "
+                                "depth by depth up to k. A tree is verified in ONE cloud forward "
+                                "with a tree attention mask.")
+    tree_branch: int = knob("int", 2, minimum=1, maximum=8, step=1, label="tree branch",
+                            group="draft", kind="slider",
+                            help="Trees: children per expanded node (and nodes expanded per depth "
+                                 "for dynamic).")
+    tree_nodes: int = knob("int", 10, minimum=1, maximum=64, step=1, label="tree nodes",
+                           group="draft", kind="slider",
+                           help="Trees: draft nodes verified per cloud call.")
     verify: str = knob("choice", "greedy", choices=VERIFY_RULES, label="acceptance rule",
                        group="verify", kind="dropdown",
                        help="greedy: accept while draft == cloud argmax (lossless). sampling: "

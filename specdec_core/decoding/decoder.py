@@ -12,12 +12,13 @@ from typing import Iterator
 import torch
 
 from specdec_core.analysis.metrics import compute_metrics, time_split
-from specdec_core.decoding import checks, steps
+from specdec_core.decoding import checks, steps, tree_round
 from specdec_core.decoding.checks import CacheInvariantError  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
+from specdec_core.decoding.runner import ModelRunner
 from specdec_core.decoding.run import Run, TextLookup, TokenSeq, logits_width
 from specdec_core.decoding.stopping import build_stopper
 from specdec_core.decoding.trace import Trace
@@ -32,6 +33,7 @@ class SpeculativeDecoder:
         self.faults = FaultSet(cfg.faults)
         self.declared = cfg          # the knobs as set: what the trace's config says
         self.cfg = self.faults.configure(cfg)   # what the (possibly faulty) code runs with
+        self.tree_note = None        # why a tree was asked for and chains run (remote, Omni)
         self.detail = trace          # False: no per-token alternatives (benchmarks)
         self.dependence = dependence and trace   # the audio-dependence forward after the decode
         self.debug = debug           # True: assert the cache invariant after every round
@@ -58,6 +60,7 @@ class SpeculativeDecoder:
             t = time.perf_counter()
             yield {"type": "start", "prompt_len": run.seq.prompt_len, "info": run.trace.info}
             caller += time.perf_counter() - t
+        play = steps.play_round if run.cfg.draft_tree == "chain" else tree_round.play_round
         while not run.ended_by:
             if (stop := run.interrupted()) is not None:
                 run.end(stop)
@@ -65,7 +68,7 @@ class SpeculativeDecoder:
             n_tok, n_rej = len(run.trace.tokens), len(run.trace.rejected)
             t, e, c = time.perf_counter(), _busy(run.edge), _busy(run.cloud)
             with torch.inference_mode():     # once per round, not per forward
-                rnd = steps.play_round(run)
+                rnd = play(run)
             if rnd is not None:
                 rnd.round_s = time.perf_counter() - t
                 rnd.edge_s, rnd.cloud_s = _busy(run.edge) - e, _busy(run.cloud) - c
@@ -117,6 +120,11 @@ class SpeculativeDecoder:
             # for the entropy gate and for cycle resampling
             need_p=(cfg.temperature > 0 or gate is not None
                     or cfg.cycle_action == "resample"))
+        run.faults = frozenset(f.names)
+        if cfg.draft_tree != "chain" and (why := tree_unsupported(cloud, edge)):
+            run.cfg = cfg.replace(draft_tree="chain")
+            run.warn({"kind": "tree_unsupported", "message": f"draft_tree={cfg.draft_tree}: {why}; "
+                      "running chains"})
         run.edge.prefill(prompt)
         run.cloud.prefill(prompt)
         return run
@@ -145,6 +153,15 @@ def apply_dependence(tr: Trace, dep: dict | None) -> None:
     """The audio-dependence forward's values on the trace's tokens."""
     for t, v, a in zip(tr.tokens, dep["values"], dep["audio_free_ids"]) if dep else ():
         t.audio_dependence, t.audio_free_id = v, a
+
+
+def tree_unsupported(cloud, edge) -> str | None:
+    """Why this pair cannot verify a tree in one forward (None: it can)."""
+    if getattr(cloud, "verifier", None) is not None:
+        return "a remote cloud (--cloud-url) cannot take a tree attention mask"
+    if any(getattr(type(r), "positions", None) is not ModelRunner.positions for r in (cloud, edge)):
+        return "this backend's positions (Omni's mrope) have no tree form here"
+    return None
 
 
 def model_dtype(backend) -> str | None:

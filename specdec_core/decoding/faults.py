@@ -54,7 +54,26 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("input_corruption", "004", "draft tokens appended to the shared input across "
               "iterations", "'HelloHello' doubling", "commit",
               seen="'HelloHello' doubling: phrases written twice in a row, context_mismatch"),
+    # tree faults (issue 34): they act only with draft_tree = static | dynamic (tree_round.py)
+    FaultInfo("tree_parent_slots", "sglang #8228", "tree drafting row r attends to the r-th draft slot "
+              "of each earlier depth, not its own ancestors", "lower acceptance, "
+              "lossless", "tree",
+              seen="trees only: lossless; mean acceptance length 3.96 -> 3.91 with static trees on the "
+                   "six *_01 clips (dynamic: unchanged there), draft_context when recorded"),
+    FaultInfo("no_compaction", "sglang #26982", "after tree verification the cloud cache keeps "
+              "the first slots instead of gathering the accepted path", "stale cache, text drifts",
+              "tree", seen="trees only: the cloud decodes on rejected nodes' keys: text differs from "
+                           "cloud-only on 6/6 clips, acceptance length 4.23 -> 3.38 (dynamic)"),
+    FaultInfo("linear_positions", "tree masks", "tree positions by slot, not prefix + depth",
+              "wrong positions in the verify forward", "tree",
+              seen="trees only: 6/6 clips differ from cloud-only, acceptance length 4.23 -> 3.42 "
+                   "(dynamic)"),
+    FaultInfo("sibling_mask", "tree masks", "each tree node also sees its siblings in the verify "
+              "mask (a block per parent instead of ancestors only)", "wrong context for nodes", "tree",
+              seen="trees only: 3/6 clips differ from cloud-only (dynamic), acceptance length "
+                   "4.23 -> 4.10"),
 ]}
+TREE_FAULTS = ("tree_parent_slots", "no_compaction", "linear_positions", "sibling_mask")
 
 
 class FaultSet:
@@ -134,8 +153,8 @@ class ResetPositionRunner:
 
     merge_prefill = False   # the prompt's last token is the first incremental step
 
-    def _forward(self, ids, start, prefill, keep=0):
-        return super()._forward(ids, start if prefill else 0, prefill, keep)
+    def _forward(self, ids, start, prefill, keep=0, **kw):
+        return super()._forward(ids, start if prefill else 0, prefill, keep, **kw)
 
 
 # --- draft processor faults -----------------------------------------------------------------

@@ -103,6 +103,7 @@ class Run:
     cancel: threading.Event | None = None
     deadline: float | None = None        # time.perf_counter() value; None = no limit
     cycles: CycleDetector = field(default_factory=CycleDetector)
+    faults: frozenset = frozenset()      # fault names (tree faults bend tree_round.py)
     round: int = 0
     ended_by: str = ""
     new_warnings: list = field(default_factory=list)   # not yet streamed

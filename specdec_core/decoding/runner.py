@@ -12,7 +12,7 @@ import weakref
 import torch
 from transformers import DynamicCache
 
-from specdec_core.compat import output_cache, with_cache
+from specdec_core.compat import cache_gather, output_cache, with_cache
 
 
 class ModelRunner:
@@ -90,6 +90,46 @@ class ModelRunner:
         self.seen = n
         del self.history[n:]
 
+    # -- trees (decoding/tree_round.py) --------------------------------------------------------
+    def feed_tree(self, ids: list[int], pos: list[int], sees: list[list[int]], base: int) -> torch.Tensor:
+        """ONE forward over `ids` at absolute positions `pos` with a tree mask: new row r sees
+        every cached slot below `base` plus the absolute slots `sees[r]` (its own included).
+        Slots count as `seen` does (a pending prompt is fed first in the same forward). Returns
+        [n, V] logits of the new rows; `seen` is not advanced: the caller keeps its path with
+        `compact`."""
+        if not torch.is_inference_mode_enabled():
+            with torch.inference_mode():
+                return self.feed_tree(ids, pos, sees, base)
+        t0 = time.perf_counter()
+        t, p = torch.tensor([ids], device=self.device), torch.tensor([pos], device=self.device)
+        pre = self._prompt_ids[:, : self.seen] if self._pending else t[:, :0]
+        self._pending, m, past = False, pre.shape[1], self._len
+        vis = torch.zeros(m + len(ids), past + m + len(ids), dtype=torch.bool)
+        vis[:m, past: past + m] = torch.ones(m, m, dtype=torch.bool).tril()
+        vis[m:, :base] = True
+        for r, cols in enumerate(sees):
+            vis[m + r, cols] = True
+        t, p = torch.cat([pre, t], 1), torch.cat([self.positions(0, m), p], 1)
+        logits = self._forward(t, p, prefill=m > 0, keep=len(ids), mask=vis)
+        self._len += t.shape[1]
+        self.forwards += 1
+        self.busy_s += time.perf_counter() - t0
+        return logits
+
+    def compact(self, slots: list[int], ids: list[int], gather: bool = True) -> None:
+        """Keep, after what this runner has seen, only the tree slots `slots` (the accepted
+        path, fed as `ids`): their keys and values are copied down (gather=False keeps the first
+        len(slots) slots instead: the no_compaction fault), the rest is cropped."""
+        if gather and slots:
+            cache_gather(self.cache, self.seen, slots)
+        self._len = self.seen
+        n = self.seen + len(slots)
+        drop = self.cache.get_seq_length() - n
+        if drop > 0:
+            self.cache.crop(-drop)
+        self._len = self.seen = n
+        self.history.extend(ids)
+
     # -- introspection ------------------------------------------------------------------------
     def cache_len(self) -> int:
         """What the cache object holds (the debug invariant reads it; the hot path keeps
@@ -118,17 +158,22 @@ class ModelRunner:
                 self._pos = torch.arange(max(end, 2 * self._pos.shape[1]), device=self.device)[None]
         return self._pos[:, start:end]
 
-    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, keep: int = 0) -> torch.Tensor:
-        """One model call on `ids` at positions start..; logits of the last `keep` positions
-        (0 = all)."""
+    def _forward(self, ids: torch.Tensor, start, prefill: bool, keep: int = 0,
+                 mask: torch.Tensor | None = None) -> torch.Tensor:
+        """One model call on `ids` at positions start.. (or the [1, n] positions `start`);
+        logits of the last `keep` positions (0 = all). `mask`: a tree's [n, past + n] bool
+        visibility, handed to the model as a 4D mask."""
         extra = dict(self._prefill_kwargs) if prefill else {}
         if keep:
             extra["logits_to_keep"] = keep
         if self._masks is None:
             self._masks = prepared_masks(self.model)
-        if self._masks and "attention_mask" not in extra:
+        if mask is not None:
+            extra["attention_mask"] = tree_mask(mask, self._masks, self.model, self.device)
+        elif self._masks and "attention_mask" not in extra:
             extra["attention_mask"] = {"full_attention": causal_mask(self._len, ids.shape[1], self.device)}
-        out = self.model(input_ids=ids, position_ids=self.positions(start, ids.shape[1]),
+        pos = start if isinstance(start, torch.Tensor) else self.positions(start, ids.shape[1])
+        out = self.model(input_ids=ids, position_ids=pos,
                          use_cache=True, **with_cache(self.model, self.cache), **extra)
         self.cache = output_cache(out)
         return self._cut(out.logits[0])
@@ -151,6 +196,17 @@ def causal_mask(past: int, n: int, device) -> torch.Tensor | None:
         return None
     kv = torch.arange(past + n, device=device)
     return (kv[None, :] <= kv[past:, None])[None, None]
+
+
+def tree_mask(vis: torch.Tensor, prepared: bool, model, device):
+    """A tree's visibility as the model takes it: the prepared bool mapping (sdpa models the
+    runner checked), else a 4D additive float mask (what tree loops hand a model)."""
+    vis = vis.to(device)[None, None]
+    if prepared:
+        return {"full_attention": vis}
+    dtype = next(model.parameters()).dtype
+    out = torch.zeros(vis.shape, dtype=dtype, device=device)
+    return out.masked_fill_(~vis, torch.finfo(dtype).min)
 
 
 def prepared_masks(model) -> bool:

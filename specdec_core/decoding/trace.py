@@ -38,6 +38,7 @@ class TokenRecord:
     audio_dependence: float | None = None   # nats; set after the decode (decoding/dependence.py)
     audio_free_id: int | None = None        # the cloud's argmax here without the audio
     cloud_top2: list | None = None   # verified: the verify row's [top-1 id, top-2 id, margin]
+    node: int | None = None          # a tree round: its node index in round["tree"]["nodes"]
 
     def to_dict(self) -> dict:
         # hand-written: dataclasses.asdict deep-copies recursively and showed up in profiles
@@ -47,6 +48,8 @@ class TokenRecord:
              "top": self.top.to_list() if isinstance(self.top, TopK) else self.top,
              "cycle": self.cycle, "audio_dependence": self.audio_dependence,
              "audio_free_id": self.audio_free_id}
+        if self.node is not None:
+            d["node"] = self.node
         if self.source == "rejected":
             d["at"] = self.at
         elif self.cloud_top2 is not None:

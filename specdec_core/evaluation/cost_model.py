@@ -225,3 +225,23 @@ def trace_speedup(rounds_per_decode: list, ref: list, costs: Costs, k: int) -> f
     loop = sum(loop_time(len(r), costs) for r in ref)
     sd = sum(trace_time(rs, costs, k) for rs in rounds_per_decode)
     return loop / sd if sd > 0 else float("inf")
+
+
+def tree_advice(costs: Costs, k: int, branch: int, nodes: int, mal: dict) -> dict:
+    """Whether a tree pays here: the per-token time of a chain round at k against a dynamic tree
+    round (one edge forward for the root, k - 1 more of `branch` nodes, one cloud verify forward
+    `nodes` + 1 wide), each divided by its measured mean acceptance length (`mal`: chain, dynamic).
+    The verify forward is priced by its width from the measured forward costs: on a CPU it grows
+    with width, on a GPU it is flat up to the compute bound."""
+    chain = (costs.forward("edge", 1) + (k - 1) * costs.warm() + costs.forward("cloud", k + 1)
+             + costs.overhead(k)) / mal["chain"]
+    tree = (costs.forward("edge", 1) + (k - 1) * costs.forward("edge", branch)
+            + costs.forward("cloud", nodes + 1) + costs.overhead(k)) / mal["dynamic"]
+    pays = tree < chain
+    return {"chain_s_per_token": round(chain, 7), "tree_s_per_token": round(tree, 7),
+            "verify_width_cost": round(costs.forward("cloud", nodes + 1) / costs.forward("cloud", k + 1), 3),
+            "tree_pays": pays,
+            "advice": (f"a dynamic tree pays here: {chain / tree:.2f}x the chain's speed per token"
+                       if pays else f"a tree does not pay here: a {nodes + 1}-wide verify costs "
+                       f"{costs.forward('cloud', nodes + 1) / costs.forward('cloud', k + 1):.2f}x a "
+                       f"{k + 1}-wide one; stay with chains (draft_tree=chain)")}

@@ -20,7 +20,10 @@ MAX_CROSS = 128      # nodes per forward for which every token is scored under e
 
 def mask_rows(mask, past: int, n: int) -> dict | None:
     """The compact content of a 4D mask, or None for none / a causal one (padding columns,
-    masked for every row, aside)."""
+    masked for every row, aside). A prepared mapping ({"full_attention": mask}, what generate
+    and the built-in runner hand transformers 5 models) is read through."""
+    if isinstance(mask, dict):
+        mask = mask.get("full_attention", next(iter(mask.values()), None))
     if not isinstance(mask, torch.Tensor) or mask.dim() != 4 or n < 1:
         return None
     m = mask[0, 0, -n:, :past + n]
@@ -28,7 +31,9 @@ def mask_rows(mask, past: int, n: int) -> dict | None:
     if vis.shape[-1] < past + n:
         return None
     causal = torch.ones(n, n, dtype=torch.bool).tril()
-    if torch.equal(vis[:, past:], causal) and bool((vis[:, :past] == vis[:1, :past]).all()):
+    hidden = (~vis[0, :past]).nonzero().reshape(-1)       # causal: hidden columns only lead
+    leading = hidden.numel() == 0 or int(hidden[-1]) == hidden.numel() - 1
+    if torch.equal(vis[:, past:], causal) and bool((vis[:, :past] == vis[:1, :past]).all()) and leading:
         return None
     seen = vis.all(0)
     lead = int(seen.nonzero()[0]) if seen.any() else 0      # leading padding, hidden from all
