@@ -45,10 +45,43 @@ def recorded(demo, name, clip, knobs=GREEDY) -> list:
     return res["findings"]
 
 
+# the tree faults (issue 34) act on draft_tree = static | dynamic; their loops are the tree_*.py
+# examples (a Medusa-style static tree). fault -> (example loop, the code it names, severity)
+TREE_ZOO = {"no_compaction": ("tree_no_compaction", "stale_cache", "error"),
+            "linear_positions": ("tree_linear_positions", "tree_positions", "error"),
+            "sibling_mask": ("tree_sibling_mask", "tree_mask", "error"),
+            "tree_parent_slots": ("tree_parent_slots", "draft_context", "warning")}
+
+
 def test_zoo_is_complete():
     from specdec_core.decoding.faults import FAULTS
 
-    assert set(FAULTS) == set(ZOO)
+    assert set(FAULTS) == set(ZOO) | set(TREE_ZOO)
+
+
+def top(findings, severity):
+    return [f["code"] for f in top_level(findings, severity)]
+
+
+@pytest.mark.parametrize("fault", sorted(TREE_ZOO))
+def test_tree_fault_and_its_tree_loop_name_the_same_mechanism(demo, fault):
+    """run --fault X --draft-tree static and record of the tree loop with the same bug: the same
+    top-level code (an error, or draft_context's warning for the lossless parent-slots bug)."""
+    example, code, severity = TREE_ZOO[fault]
+    cfg = DecodeConfig(faults=[fault], draft_tree="static", k=4, max_new_tokens=128)
+    for clip in CLIPS:
+        run = run_clip(demo, clip, cfg)["trace"]["diagnostics"]
+        rec = recorded(demo, example, clip)
+        assert top(run, severity) == top(rec, severity) == [code], (clip, run, rec)
+        if severity == "warning":
+            assert top(run, "error") == top(rec, "error") == [], (clip, run, rec)
+
+
+@pytest.mark.parametrize("shape", ["static", "dynamic"])
+def test_correct_tree_runs_give_no_error(demo, shape):
+    for clip in CLIPS:
+        res = run_clip(demo, clip, DecodeConfig(draft_tree=shape, max_new_tokens=96))
+        assert res["ok"] and errors(res["trace"]["diagnostics"]) == [], res["trace"]["diagnostics"]
 
 
 @pytest.mark.parametrize("fault", sorted(ZOO))

@@ -126,14 +126,7 @@ def cmd_bench(args) -> int:
     # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
     # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
     torch.set_num_threads(args.threads)
-    if args.repeats < 1 or (args.sweep_repeats is not None and args.sweep_repeats < 1):
-        raise UserError("--repeats and --sweep-repeats must be at least 1")
-    if not 0 <= args.quality_budget <= 1:
-        raise UserError("--quality-budget must be between 0 and 1")
-    for x in args.ks or ():          # bad sweep points fail now, not after the main run
-        bench_config(k=x)
-    for t in args.thresholds or ():
-        bench_config(k=args.k, entropy_threshold=t)
+    _bench_knobs_ok(args)
     backend = load_backend(args.backend, **backend_options(args))
     if not backend.needs_audio:
         prompts = [backend.build_inputs(None, "detailed")]
@@ -152,12 +145,7 @@ def cmd_bench(args) -> int:
         res["cost_model"]["overhead_per_k_s"] = round(costs.overhead_per_k, 7)
         res["advice_check"] = check_advice(backend, prompts, res["advice"], repeats=args.repeats, log=log)
     if args.trees:
-        from specdec_core.evaluation.bench_trees import run_tree_bench, tree_report
-        from specdec_core.evaluation.cost_model import tree_advice
-        t = res["trees"] = run_tree_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log)
-        t["advice"] = tree_advice(costs, args.k, t["tree_branch"], t["tree_nodes"],
-                                  {s: t["acceptance"][s]["mean_accepted_length"] for s in ("chain", "dynamic")})
-        log(tree_report(t) + "\n  " + t["advice"]["advice"])
+        res["trees"] = _bench_trees(backend, prompts, args, costs, log)
     if args.sweep:
         res.update(run_sweeps(backend, prompts, res["c"], k=args.k, ks=args.ks or DEFAULT_KS,
                               thresholds=args.thresholds, repeats=args.sweep_repeats or args.repeats,
@@ -176,6 +164,32 @@ def cmd_bench(args) -> int:
         print(f"wrote {out}" + (f" and {res['sweep_plot']}" if res.get("sweep_plot") else ""))
     print(reports.bench_summary(res))
     return 0 if res["identical_outputs"] and not reports.classic_sweep_mismatches(res) else 1
+
+
+def _bench_trees(backend, prompts, args, costs, log) -> dict:
+    """bench --trees: chain vs static vs dynamic trees, and the cost model's advice."""
+    from specdec_core.evaluation.bench_trees import run_tree_bench, tree_report
+    from specdec_core.evaluation.cost_model import tree_advice
+
+    t = run_tree_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log)
+    t["advice"] = tree_advice(costs, args.k, t["tree_branch"], t["tree_nodes"],
+                              {s: t["acceptance"][s]["mean_accepted_length"] for s in ("chain", "dynamic")})
+    log(tree_report(t) + "\n  " + t["advice"]["advice"])
+    return t
+
+
+def _bench_knobs_ok(args) -> None:
+    """Bad bench arguments fail now, not after the main run."""
+    from specdec_core.evaluation.bench import bench_config
+
+    if args.repeats < 1 or (args.sweep_repeats is not None and args.sweep_repeats < 1):
+        raise UserError("--repeats and --sweep-repeats must be at least 1")
+    if not 0 <= args.quality_budget <= 1:
+        raise UserError("--quality-budget must be between 0 and 1")
+    for x in args.ks or ():
+        bench_config(k=x)
+    for t in args.thresholds or ():
+        bench_config(k=args.k, entropy_threshold=t)
 
 
 def cmd_remote_bench(args) -> int:
