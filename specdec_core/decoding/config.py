@@ -11,6 +11,7 @@ from specdec_core.errors import ConfigError
 
 VERIFY_RULES = ("greedy", "sampling", "rank")
 CYCLE_ACTIONS = ("warn", "resample", "stop")
+DRAFTERS = ("edge", "head")
 PROMPT_TYPES = ("detailed", "concise")
 # entropy_threshold's units: nats, or a fraction of ln|V| (the most entropy a distribution over
 # the |V| ids the edge drafts from can have), which means the same on any vocabulary.
@@ -28,6 +29,11 @@ class DecodeConfig:
     """Every knob; each field's Knob (range, step, label, help, widget) is its metadata."""
     k: int = knob("int", 4, minimum=1, maximum=32, step=1, label="draft length k", group="draft",
                   kind="slider", help="Max draft tokens per round.")
+    drafter: str = knob("choice", "edge", choices=DRAFTERS, label="drafter", group="draft",
+                        kind="dropdown",
+                        help="edge: the edge model drafts. head: an EAGLE-style head on the "
+                             "cloud's own last hidden states drafts (read out by the cloud's LM "
+                             "head; the demo backend ships one).")
     verify: str = knob("choice", "greedy", choices=VERIFY_RULES, label="acceptance rule",
                        group="verify", kind="dropdown",
                        help="greedy: accept while draft == cloud argmax (lossless). sampling: "

@@ -54,6 +54,14 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("input_corruption", "004", "draft tokens appended to the shared input across "
               "iterations", "'HelloHello' doubling", "commit",
               seen="'HelloHello' doubling: phrases written twice in a row"),
+    FaultInfo("stale_features", "vllm #14649", "drafter=head: accepted tokens keep the head's "
+              "own predicted features instead of the cloud's (its KV entries are not re-fed)",
+              "lossless, lower acceptance", "runner (decoding/head.py)",
+              seen="text unchanged; mean acceptance length lower than with the cloud's features"),
+    FaultInfo("raw_q", "transformers #47932", "sampling: q taken from the raw draft logits while "
+              "the drafts were sampled from the processed (temperature) ones", "not lossless with "
+              "sampling; invisible with greedy", "verify",
+              seen="greedy unchanged; with sampling the acceptance rule is fed the wrong q"),
 ]}
 
 
@@ -92,6 +100,8 @@ class FaultSet:
         return stopper
 
     def wrap_verify(self, verify):
+        if "raw_q" in self:
+            verify = with_raw_q(verify)
         if "string_stop" not in self:
             return verify
 
@@ -113,6 +123,16 @@ class FaultSet:
                       for r in records if r.source in ("accepted", "draft")]
             return commit(run, copies + records)
         return corrupting_commit
+
+
+def with_raw_q(verify):
+    """transformers #47932: the sampling rule gets q from the raw logits (temperature 1, no
+    processing) although the drafts were drawn from the processed distribution."""
+    def verify_with_raw_q(run, d, q):
+        if q is not None and d.rows:
+            q = torch.softmax(torch.stack(d.rows).float(), dim=-1)
+        return verify(run, d, q)
+    return verify_with_raw_q
 
 
 def _with(mixin, base):

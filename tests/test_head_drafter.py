@@ -1,0 +1,64 @@
+"""The demo draft head (issue 35): drafter=head is lossless with greedy on every kind of clip,
+and the stale_features fault keeps the text but costs acceptance."""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from specdec_core import DecodeConfig
+from specdec_core.api import load_backend, run_clip
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_audio"
+CLIPS = ([str(SAMPLES / n) for n in ("sad_01.wav", "angry_01.wav", "happy_02.wav")]
+         + sorted(str(p) for p in (SAMPLES / "heldout2").glob("*.wav"))[:2]
+         + sorted(str(p) for p in (SAMPLES / "unheard").glob("*.wav"))[:2])
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_backend("demo")
+
+
+@pytest.fixture(scope="module")
+def head_runs(demo):
+    return [run_clip(demo, c, DecodeConfig(drafter="head"), baseline=True) for c in CLIPS]
+
+
+def mean_len(runs):
+    return statistics.mean(r["metrics"]["mean_accepted_length"] for r in runs)
+
+
+def test_demo_backend_ships_a_head(demo):
+    assert demo.head is not None
+    assert sum(p.numel() for p in demo.head.parameters()) < 500_000
+
+
+def test_head_greedy_is_identical_to_cloud_only(head_runs):
+    assert len(head_runs) >= 6
+    for r in head_runs:
+        assert r["ok"], r
+        assert r["token_ids"] == r["baseline"]["token_ids"], r["audio"]
+
+
+def test_head_drafts_better_than_chance(head_runs):
+    # a working head on the cloud's own features: well over one token per cloud call
+    assert mean_len(head_runs) > 2.0
+
+
+def test_stale_features_is_lossless_but_costs_acceptance(demo, head_runs):
+    cfg = DecodeConfig(drafter="head", faults=["stale_features"])
+    stale = [run_clip(demo, c, cfg) for c in CLIPS]
+    for s, h in zip(stale, head_runs):
+        assert s["token_ids"] == h["token_ids"], s["audio"]
+    assert mean_len(stale) < mean_len(head_runs) - 0.1
+
+
+def test_drafter_knob_is_in_the_schema():
+    from specdec_core.decoding.config import DecodeConfig as C
+    from specdec_core.decoding.knobs import schema
+    k = schema(C)["drafter"]
+    assert k.default == "edge" and tuple(k.choices) == ("edge", "head")
+    with pytest.raises(Exception):
+        C.from_dict({"drafter": "medusa"})
