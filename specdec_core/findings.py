@@ -76,3 +76,12 @@ def from_json(d: dict) -> Finding:
     return Finding(code=code, severity=sev, title=str(d.get("title", "")), detail=str(d.get("detail", "")),
                    cause=str(d.get("cause", "") or ""), fix=str(d.get("fix", "") or ""),
                    evidence=d.get("evidence") or {}, explained_by=d.get("explained_by"))
+
+
+# -- heads (issue 35) ------------------------------------------------------------------------
+register("stale_features", "warning",
+         "a head drafter's KV entries for accepted tokens were computed from its own predicted "
+         "features instead of the cloud's last hidden states (vllm #14649): lossless, lower acceptance",
+         "the features behind the head's cache differ from the cloud's hidden states at the same "
+         "positions; the finding measures the first-draft acceptance with both",
+         source="decoder")

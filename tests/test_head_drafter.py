@@ -62,3 +62,18 @@ def test_drafter_knob_is_in_the_schema():
     assert k.default == "edge" and tuple(k.choices) == ("edge", "head")
     with pytest.raises(Exception):
         C.from_dict({"drafter": "medusa"})
+
+
+def codes(r):
+    return {d.get("code") or d.get("key") for d in r["trace"]["diagnostics"]}
+
+
+def test_stale_features_found_blind_with_its_cost(demo, head_runs):
+    cfg = DecodeConfig(drafter="head", faults=["stale_features"])
+    stale = run_clip(demo, CLIPS[0], cfg)
+    f = [d for d in stale["trace"]["diagnostics"] if d.get("code") == "stale_features"]
+    assert f and f[0]["severity"] == "warning", stale["trace"]["diagnostics"]
+    ev = f[0]["evidence"]
+    assert ev["acceptance_cost"] > 0 and "first-draft acceptance" in f[0]["detail"]
+    for r in head_runs:      # the correct head: no such finding
+        assert "stale_features" not in codes(r), r["audio"]

@@ -19,7 +19,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
-from specdec_core.decoding.head import head_runners
+from specdec_core.decoding.head import head_findings, head_runners
 from specdec_core.decoding.run import Run, TextLookup, TokenSeq, logits_width
 from specdec_core.decoding.stopping import build_stopper
 from specdec_core.decoding.trace import Trace
@@ -144,7 +144,7 @@ class SpeculativeDecoder:
                                               caller_s=caller)
         if dep:
             tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
-        tr.diagnostics = diagnose(tr)
+        tr.diagnostics = head_findings(run, diagnose(tr))
         return tr
 
 

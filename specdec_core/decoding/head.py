@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec_core.decoding.head_checks import FeatureProbe, stale_features_finding
 from specdec_core.decoding.runner import ModelRunner
 
 
@@ -65,12 +66,21 @@ class HeadRunner(ModelRunner):
         self.cloud_runner, self.cloud_model, self.stale = cloud_runner, cloud_model, stale
         self.own = torch.zeros(0, head.config.hidden_size)   # the head's predicted features
         self.trusted = 0    # leading positions whose KV entries came from the cloud's features
+        self.used = torch.zeros(0, head.config.hidden_size)  # input feature behind each KV entry
+        self.probe = FeatureProbe()
+        self.round_start = False   # blind check: the features in the cache vs the cloud's
 
     def feed(self, ids, last_only=False):
         self.cloud_runner.ensure_prefilled()
-        return super().feed(ids, last_only)
+        stale = self.probe.before(self) if self.round_start else False
+        self.round_start = False
+        logits = super().feed(ids, last_only)
+        if stale:
+            self.probe.after(self, logits[-1])
+        return logits
 
     def crop(self, n: int) -> None:
+        self.round_start = True
         keep = n if self.stale else min(n, self.trusted)
         super().crop(keep)
         self.own = self.own[:n]
@@ -102,6 +112,7 @@ class HeadRunner(ModelRunner):
         out = self.model(feats[None].to(dtype=dtype, device=emb.device), emb, cache=self.cache,
                          position_ids=self.positions(start, n))[0]
         self.own = torch.cat([self.own[:start], out.detach().float().cpu()], dim=0)
+        self.used = torch.cat([self.used[:start], feats.float().cpu()], dim=0)
         if all_cloud and self.trusted == start:
             self.trusted = start + n
         rows = out[-keep:] if keep else out
@@ -132,3 +143,13 @@ def head_runners(backend, cloud_runner, stale: bool = False):
     head_runner = HeadRunner(head, cloud_runner, backend.cloud,
                              vocab_size=backend.shared_vocab, stale=stale)
     return cloud_runner, head_runner
+
+
+def head_findings(run, diagnostics: list) -> list:
+    """The built-in decoder's diagnostics plus the head's feature check (drafter=head)."""
+    if not isinstance(run.edge, HeadRunner):
+        return diagnostics
+    f = stale_features_finding(run.edge.probe, run.seq.ids, run.seq.prompt_len)
+    if f is None:
+        return diagnostics
+    return [d for d in diagnostics if (d.get("code") or d.get("key")) != "clean"] + [f]
