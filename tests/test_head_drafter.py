@@ -77,3 +77,21 @@ def test_stale_features_found_blind_with_its_cost(demo, head_runs):
     assert ev["acceptance_cost"] > 0 and "first-draft acceptance" in f[0]["detail"]
     for r in head_runs:      # the correct head: no such finding
         assert "stale_features" not in codes(r), r["audio"]
+
+
+def test_trace_tokens_say_who_drafted_them(head_runs):
+    from components.token_view import _tooltip
+    toks = head_runs[0]["trace"]["tokens"]
+    by_source = {}
+    for t in toks:
+        by_source.setdefault(t["source"], set()).add(t["drafter"])
+    assert by_source["accepted"] == {"head"}
+    assert by_source.get("corrected", {None}) | by_source.get("bonus", {None}) == {None}
+    acc = next(t for t in toks if t["source"] == "accepted")
+    assert "drafted by" in _tooltip(acc, "accepted", "#0") and "head" in _tooltip(acc, "accepted", "#0")
+
+
+def test_head_drafter_is_a_live_and_ab_choice():
+    from ui import knobs
+    src = open(knobs.__file__).read()
+    assert "schema" in src   # the panel is built from the knob schema, which has `drafter`

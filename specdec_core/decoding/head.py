@@ -120,11 +120,12 @@ class HeadRunner(ModelRunner):
 
     @torch.inference_mode()
     def recompute_last(self, generated):
-        """The head's next-token logits over prompt + generated without its cache (the same
-        input features as the cached path): the reference for the cache check."""
+        """The head's next-token logits over prompt + generated without its cache, from the
+        features its cached entries were made from: the reference for the cache check (stale
+        features are the feature probe's finding, not a cache desync)."""
         ids = torch.cat([self._prompt_ids, torch.tensor([generated], dtype=torch.long,
                                                         device=self.device)], dim=1)
-        feats, _ = self.input_features(0, ids.shape[1])
+        feats = self.used[: ids.shape[1]]    # the features the cached entries were made from
         dtype = next(self.model.parameters()).dtype
         out = self.model(feats[None].to(dtype), self.cloud_model.get_input_embeddings()(ids),
                          position_ids=self.positions(0, ids.shape[1]))[0, -1:]

@@ -66,7 +66,8 @@ def draft_records(run, d: Draft) -> tuple[torch.Tensor | None, list[TokenRecord]
     """Records for a drafted block, computed once over the stacked rows (per-token tensor work
     in the loop is what tracing used to cost). Returns (q, records): q [n, V] is the
     distribution the drafts came from, needed by the sampling rule."""
-    recs = [TokenRecord(-1, t, run.text[t], "draft", run.round) for t in d.block]
+    who = run.cfg.drafter
+    recs = [TokenRecord(-1, t, run.text[t], "draft", run.round, drafter=who) for t in d.block]
     if not (run.detail or run.need_p) or not d.block:
         return None, recs
     q = sampling.probs(torch.stack(d.rows), run.cfg.temperature)
