@@ -92,6 +92,8 @@ def test_trace_tokens_say_who_drafted_them(head_runs):
 
 
 def test_head_drafter_is_a_live_and_ab_choice():
-    from ui import knobs
-    src = open(knobs.__file__).read()
-    assert "schema" in src   # the panel is built from the knob schema, which has `drafter`
+    # the Live and A/B panels and share links are built from the knob schema
+    from components.config_panel import config_to_query, default_config, query_to_config
+    assert default_config()["drafter"] == "edge"
+    q = config_to_query({**default_config(), "drafter": "head"})
+    assert "drafter=head" in q and query_to_config(q)["drafter"] == "head"
