@@ -85,3 +85,11 @@ register("stale_features", "warning",
          "the features behind the head's cache differ from the cloud's hidden states at the same "
          "positions; the finding measures the first-draft acceptance with both",
          source="decoder")
+# `acceptance_rule` is the recorder's sampling-check code (issue 33 registers it with the other
+# sampling codes); the built-in decoder's raw-q check reports the same mechanism under it.
+if "acceptance_rule" not in REGISTRY:
+    register("acceptance_rule", "error",
+             "the sampling rule accepted against min(1, p/q) with a q other than the drafts' "
+             "distribution (e.g. q from raw logits, transformers #47932): not lossless",
+             "accept indicators inconsistent with min(1, p/q); in the built-in decoder, the q "
+             "handed to the rule differs from the distribution the drafts were sampled from")

@@ -97,3 +97,21 @@ def test_head_drafter_is_a_live_and_ab_choice():
     assert default_config()["drafter"] == "edge"
     q = config_to_query({**default_config(), "drafter": "head"})
     assert "drafter=head" in q and query_to_config(q)["drafter"] == "head"
+
+
+SAMPLING = {"drafter": "head", "verify": "sampling", "temperature": 0.8}
+
+
+def test_raw_q_found_by_the_sampling_check_and_correct_head_is_clean(demo):
+    ok = run_clip(demo, CLIPS[0], DecodeConfig.from_dict(SAMPLING))
+    bad = run_clip(demo, CLIPS[0], DecodeConfig.from_dict({**SAMPLING, "faults": ["raw_q"]}))
+    # (text symptoms of the cloud's own sampled text, e.g. doubling, are issue 36's to demote)
+    assert "acceptance_rule" not in codes(ok) and "stale_features" not in codes(ok)
+    f = [d for d in bad["trace"]["diagnostics"] if d.get("code") == "acceptance_rule"]
+    assert f and f[0]["severity"] == "error" and f[0]["evidence"]["max_tv"] > 0.05
+
+
+def test_raw_q_is_invisible_with_greedy(demo, head_runs):
+    r = run_clip(demo, CLIPS[0], DecodeConfig(drafter="head", faults=["raw_q"]))
+    assert r["token_ids"] == head_runs[0]["token_ids"]
+    assert "acceptance_rule" not in codes(r)

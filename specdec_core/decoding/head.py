@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from specdec_core.decoding.head_checks import FeatureProbe, stale_features_finding
+from specdec_core.decoding.head_checks import (FeatureProbe, q_mismatch_finding,
+                                               stale_features_finding)
 from specdec_core.decoding.runner import ModelRunner
 
 
@@ -147,10 +148,12 @@ def head_runners(backend, cloud_runner, stale: bool = False):
 
 
 def head_findings(run, diagnostics: list) -> list:
-    """The built-in decoder's diagnostics plus the head's feature check (drafter=head)."""
-    if not isinstance(run.edge, HeadRunner):
+    """The built-in decoder's diagnostics plus the head's checks: stale features
+    (drafter=head) and a sampling rule fed a q other than the drafts' distribution."""
+    extra = [q_mismatch_finding(run.trace.warnings)]
+    if isinstance(run.edge, HeadRunner):
+        extra.append(stale_features_finding(run.edge.probe, run.seq.ids, run.seq.prompt_len))
+    extra = [f for f in extra if f is not None]
+    if not extra:
         return diagnostics
-    f = stale_features_finding(run.edge.probe, run.seq.ids, run.seq.prompt_len)
-    if f is None:
-        return diagnostics
-    return [d for d in diagnostics if (d.get("code") or d.get("key")) != "clean"] + [f]
+    return [d for d in diagnostics if (d.get("code") or d.get("key")) != "clean"] + extra
