@@ -30,7 +30,7 @@ class DecodeConfig:
     k: int = knob("int", 4, minimum=1, maximum=32, step=1, label="draft length k", group="draft",
                   kind="slider", help="Max draft tokens per round.")
     drafter: str = knob("choice", "edge", choices=DRAFTERS, label="drafter", group="draft",
-                        kind="dropdown",
+                        kind="dropdown", design=False,
                         help="edge: the edge model drafts. head: an EAGLE-style head on the "
                              "cloud's own last hidden states drafts (read out by the cloud's LM "
                              "head; the demo backend ships one).")

@@ -25,6 +25,8 @@ class FaultInfo:
     # what a user sees on the demo pair with the default knobs (greedy, verify every block),
     # measured on the shipped clips: the cloud's verification often hides the text symptom
     seen: str = ""
+    # knobs without which the fault's code path does not run (a head fault needs drafter=head)
+    needs: tuple = ()
 
 
 FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
@@ -58,12 +60,14 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
               "own predicted features instead of the cloud's (its KV entries are not re-fed)",
               "lossless, lower acceptance", "runner (decoding/head.py)",
               seen="text unchanged; mean acceptance length 2.76 -> 1.87 at k=4 on the six *_01 "
-                   "clips; stale_features warning with the first-draft acceptance it costs"),
+                   "clips; stale_features warning with the first-draft acceptance it costs",
+              needs=(("drafter", "head"),)),
     FaultInfo("raw_q", "transformers #47932", "sampling: q taken from the raw draft logits while "
               "the drafts were sampled from the processed (temperature) ones", "not lossless with "
               "sampling; invisible with greedy", "verify",
               seen="greedy unchanged; T=0.8: acceptance 0.593 -> 0.547 on the six *_01 clips, "
-                   "acceptance_rule error (q off by TV up to ~0.3)"),
+                   "acceptance_rule error (q off by TV up to ~0.3)",
+              needs=(("drafter", "head"), ("verify", "sampling"), ("temperature", 0.8))),
 ]}
 
 
