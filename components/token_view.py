@@ -83,6 +83,7 @@ def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
     fields = [
         ("id", rec.get("id")),
         ("round", rec.get("round")),
+        ("drafted by", rec.get("drafter") or ("cloud" if rec.get("source") in ("corrected", "bonus") else None)),
         ("entropy", f"{num(rec.get('entropy'), 2)} nats" if rec.get("entropy") is not None else DASH),
         ("edge p", num(rec.get("draft_prob"))),
         ("cloud p", num(rec.get("target_prob"))),

@@ -210,3 +210,12 @@ register("tree_inferred", "info", "the tree of a verify forward was inferred: no
 register("draft_context", "warning", "drafting reads a context other than the node's "
          "ancestors (draft slots instead of parents): lossless, fewer drafts accepted",
          "an edge forward drafting tree nodes whose mask or positions are not its ancestors'")
+
+# -- heads (issue 35) ------------------------------------------------------------------------
+register("stale_features", "warning",
+         "a head drafter's KV entries for accepted tokens were computed from its own predicted "
+         "features instead of the cloud's last hidden states (vllm #14649): lossless, lower acceptance",
+         "the features behind the head's cache differ from the cloud's hidden states at the same "
+         "positions; the finding measures the first-draft acceptance with both",
+         source="decoder")
+# raw_q (transformers #47932) is reported under the sampling checks' `acceptance_rule` code

@@ -31,6 +31,13 @@ def _load(folder: Path, role: str, dtype=torch.float32):
     return model.eval()
 
 
+def load_head(folder: Path, dtype):
+    if not (folder / "model.safetensors").exists():
+        return None
+    from specdec_core.demo.head import DraftHead
+    return DraftHead.from_pretrained(folder, dtype)
+
+
 class DemoBackend(Backend):
     name = "demo"
     needs_audio = True
@@ -41,6 +48,8 @@ class DemoBackend(Backend):
         self.dtype = dtype or torch.float32
         self.edge = _load(models_dir / "edge", "edge", self.dtype)
         self.cloud = _load(models_dir / "cloud", "cloud", self.dtype)
+        # the EAGLE-style draft head trained on the cloud's features (drafter=head, issue 35)
+        self.head = load_head(models_dir / "head", self.dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(str(models_dir / "cloud"),
                                                        local_files_only=True)
         # Stop by id: <|im_end|> ends the assistant turn, <|endoftext|> ends a document.

@@ -12,6 +12,7 @@ from specdec_core.errors import ConfigError
 VERIFY_RULES = ("greedy", "sampling", "rank")
 DRAFT_TREES = ("chain", "static", "dynamic")
 CYCLE_ACTIONS = ("warn", "resample", "stop")
+DRAFTERS = ("edge", "head")
 PROMPT_TYPES = ("detailed", "concise")
 # entropy_threshold's units: nats, or a fraction of ln|V| (the most entropy a distribution over
 # the |V| ids the edge drafts from can have), which means the same on any vocabulary.
@@ -42,6 +43,11 @@ class DecodeConfig:
     tree_nodes: int = knob("int", 10, minimum=1, maximum=64, step=1, label="tree nodes",
                            group="draft", kind="slider",
                            help="Trees: draft nodes verified per cloud call.")
+    drafter: str = knob("choice", "edge", choices=DRAFTERS, label="drafter", group="draft",
+                        kind="dropdown", design=False,
+                        help="edge: the edge model drafts. head: an EAGLE-style head on the "
+                             "cloud's own last hidden states drafts (read out by the cloud's LM "
+                             "head; the demo backend ships one).")
     verify: str = knob("choice", "greedy", choices=VERIFY_RULES, label="acceptance rule",
                        group="verify", kind="dropdown",
                        help="greedy: accept while draft == cloud argmax (lossless). sampling: "

@@ -19,6 +19,7 @@ from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
 from specdec_core.decoding.runner import ModelRunner
+from specdec_core.decoding.head import head_findings, head_runners
 from specdec_core.decoding.run import Run, TextLookup, TokenSeq, logits_width
 from specdec_core.decoding.stopping import build_stopper
 from specdec_core.decoding.trace import Trace
@@ -99,7 +100,10 @@ class SpeculativeDecoder:
         limit = float(cfg.time_limit_s or 0)
         gen = torch.Generator().manual_seed(cfg.seed)
         cloud = f.wrap_runner(b.make_runner(b.cloud, "cloud"), "cloud")
-        edge = f.wrap_runner(b.make_runner(b.edge, "edge"), "edge")
+        if cfg.drafter == "head":   # the head reads the cloud's features (decoding/head.py)
+            cloud, edge = head_runners(b, cloud, stale="stale_features" in f)
+        else:
+            edge = f.wrap_runner(b.make_runner(b.edge, "edge"), "edge")
         # the entropy gate in nats, resolved ONCE (entropy_unit=frac: a fraction of ln|V|, |V|
         # the width of the edge logits the drafts come from); the trace keeps both
         vocab = logits_width(edge)
@@ -145,7 +149,9 @@ class SpeculativeDecoder:
                                               caller_s=caller)
         if dep:
             tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
-        # findings come from the one check list, on a recording of this run (recorder/builtin.py)
+        # findings come from the one check list, on a recording of this run (recorder/builtin.py);
+        # the head drafter's own checks (decoding/head.py) are joined to them there
+        tr.diagnostics = head_findings(run, [])
         return tr
 
 

@@ -25,6 +25,8 @@ class FaultInfo:
     # what a user sees on the demo pair with the default knobs (greedy, verify every block),
     # measured on the shipped clips: the cloud's verification often hides the text symptom
     seen: str = ""
+    # knobs without which the fault's code path does not run (a head fault needs drafter=head)
+    needs: tuple = ()
 
 
 FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
@@ -72,6 +74,18 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
               "mask (a block per parent instead of ancestors only)", "wrong context for nodes", "tree",
               seen="trees only: 3/6 clips differ from cloud-only (dynamic), acceptance length "
                    "4.23 -> 4.10"),
+    FaultInfo("stale_features", "vllm #14649", "drafter=head: accepted tokens keep the head's "
+              "own predicted features instead of the cloud's (its KV entries are not re-fed)",
+              "lossless, lower acceptance", "runner (decoding/head.py)",
+              seen="text unchanged; mean acceptance length 2.76 -> 1.87 at k=4 on the six *_01 "
+                   "clips; stale_features warning with the first-draft acceptance it costs",
+              needs=(("drafter", "head"),)),
+    FaultInfo("raw_q", "transformers #47932", "sampling: q taken from the raw draft logits while "
+              "the drafts were sampled from the processed (temperature) ones", "not lossless with "
+              "sampling; invisible with greedy", "verify",
+              seen="greedy unchanged; T=0.8: acceptance 0.593 -> 0.547 on the six *_01 clips, "
+                   "acceptance_rule error (q off by TV up to ~0.3)",
+              needs=(("drafter", "head"), ("verify", "sampling"), ("temperature", 0.8))),
 ]}
 TREE_FAULTS = ("tree_parent_slots", "no_compaction", "linear_positions", "sibling_mask")
 
@@ -111,6 +125,8 @@ class FaultSet:
         return stopper
 
     def wrap_verify(self, verify):
+        if "raw_q" in self:
+            verify = with_raw_q(verify)
         if "string_stop" not in self:
             return verify
 
@@ -132,6 +148,16 @@ class FaultSet:
                       for r in records if r.source in ("accepted", "draft")]
             return commit(run, copies + records)
         return corrupting_commit
+
+
+def with_raw_q(verify):
+    """transformers #47932: the sampling rule gets q from the raw logits (temperature 1, no
+    processing) although the drafts were drawn from the processed distribution."""
+    def verify_with_raw_q(run, d, q):
+        if q is not None and d.rows:
+            q = torch.softmax(torch.stack(d.rows).float(), dim=-1)
+        return verify(run, d, q)
+    return verify_with_raw_q
 
 
 def _with(mixin, base):

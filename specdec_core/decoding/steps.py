@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specdec_core.decoding import checks, sampling
+from specdec_core.decoding.head_checks import q_matches_draft
 from specdec_core.decoding.stopping import Stop
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, TopK
 
@@ -66,7 +67,8 @@ def draft_records(run, d: Draft) -> tuple[torch.Tensor | None, list[TokenRecord]
     """Records for a drafted block, computed once over the stacked rows (per-token tensor work
     in the loop is what tracing used to cost). Returns (q, records): q [n, V] is the
     distribution the drafts came from, needed by the sampling rule."""
-    recs = [TokenRecord(-1, t, run.text[t], "draft", run.round) for t in d.block]
+    who = run.cfg.drafter
+    recs = [TokenRecord(-1, t, run.text[t], "draft", run.round, drafter=who) for t in d.block]
     if not (run.detail or run.need_p) or not d.block:
         return None, recs
     q = sampling.probs(torch.stack(d.rows), run.cfg.temperature)
@@ -84,6 +86,7 @@ def draft_records(run, d: Draft) -> tuple[torch.Tensor | None, list[TokenRecord]
 def verify(run, d: Draft, q):
     """One cloud call over what it has not seen yet plus the block, and the acceptance rule
     (decoding/verifier.py: a local forward on the logits, or one request to a remote cloud)."""
+    q_matches_draft(run, d, q)                          # the q the rule gets (issue 35)
     committed = run.seq.ids[: len(run.seq)]            # the drafted block sits past the mark
     return run.verifier(committed, d.block, q)
 

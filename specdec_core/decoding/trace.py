@@ -39,12 +39,14 @@ class TokenRecord:
     audio_free_id: int | None = None        # the cloud's argmax here without the audio
     cloud_top2: list | None = None   # verified: the verify row's [top-1 id, top-2 id, margin]
     node: int | None = None          # a tree round: its node index in round["tree"]["nodes"]
+    drafter: str | None = None  # who drafted it: edge | head (drafter knob); None: the cloud's
 
     def to_dict(self) -> dict:
         # hand-written: dataclasses.asdict deep-copies recursively and showed up in profiles
         d = {"i": self.i, "id": self.id, "text": self.text, "source": self.source,
              "round": self.round, "entropy": self.entropy, "draft_prob": self.draft_prob,
              "target_prob": self.target_prob, "target_rank": self.target_rank,
+             "drafter": self.drafter,
              "top": self.top.to_list() if isinstance(self.top, TopK) else self.top,
              "cycle": self.cycle, "audio_dependence": self.audio_dependence,
              "audio_free_id": self.audio_free_id}

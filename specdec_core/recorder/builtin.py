@@ -20,6 +20,7 @@ from specdec_core.decoding.vocab import TokenClasses
 from specdec_core.recorder.analyze import analyze
 from specdec_core.recorder.hooks import Recorder
 from specdec_core.recorder.isolated import private_pair
+from specdec_core.recorder.roots import link
 
 COPY_LIMIT = 200_000_000      # parameters of a pair still copied per recording (demo: ~2M)
 _SHARED = threading.Lock()
@@ -80,7 +81,9 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
     if dep:
         own.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         own.metrics["acceptance_by_dependence"] = acceptance_by_dependence(own)
-    recorded, own.diagnostics = analyze(recording, backend.tokenizer, prompt.info, dep)
+    head = own.diagnostics           # the head drafter's own checks (decoding/head.py), if any
+    recorded, found = analyze(recording, backend.tokenizer, prompt.info, dep)
+    own.diagnostics = link(found + head) if head else found
     if out is not None:
         out.update(recording=recording, trace=recorded)
     yield ev

@@ -1,0 +1,159 @@
+"""Drafting with a head on the cloud's features (EAGLE-style, issue 35).
+
+`FeatureRunner` is mixed into the cloud's runner: every cloud forward keeps the last hidden
+states of the positions it was fed (a forward hook on the final norm), cropped with the cache.
+`HeadRunner` has the ModelRunner interface the draft step uses (prefill/feed/crop/seen), so the
+head drafts where the edge would: `feed(ids)` returns next-token logits (the head's draft
+distribution; a tree drafter can expand it as it expands the edge's). The input feature of
+position p is the cloud's feature at p-1 when the cloud has verified p-1, else the head's own
+prediction for p-1 (a token it drafted itself). After a verify, `crop` also drops the head's
+KV entries that were computed from its own features, so the accepted tokens are re-fed with
+the cloud's (EAGLE). The `stale_features` fault skips that (vllm #14649).
+"""
+from __future__ import annotations
+
+import torch
+
+from specdec_core.decoding.head_checks import (FeatureProbe, q_mismatch_finding,
+                                               stale_features_finding)
+from specdec_core.decoding.runner import ModelRunner
+
+
+def final_norm(model):
+    """The module whose output is the last hidden state the LM head reads."""
+    base = getattr(model, "model", model)
+    return getattr(base, "norm", None) or getattr(base, "final_layernorm")
+
+
+class FeatureRunner:
+    """Mixin for the cloud runner: `features` [positions, hidden] of what the cache holds."""
+
+    features: torch.Tensor | None = None
+
+    def _forward(self, ids, start, prefill, keep=0):
+        grabbed = []
+        hook = final_norm(self.model).register_forward_hook(
+            lambda _m, _i, out: grabbed.append(out[0] if isinstance(out, tuple) else out))
+        try:
+            logits = super()._forward(ids, start, prefill, keep)
+        finally:
+            hook.remove()
+        new = grabbed[-1][0].detach().float()
+        old = self.features[:start] if self.features is not None else new[:0]
+        self.features = torch.cat([old, new], dim=0)
+        return logits
+
+    def crop(self, n: int) -> None:
+        super().crop(n)
+        if self.features is not None:
+            self.features = self.features[:n]
+
+    def ensure_prefilled(self) -> None:
+        """The head needs the prompt's features before it drafts: feed the prompt now (one
+        forward, as EAGLE's target prefill) instead of merging it into the first verify."""
+        if self._pending:
+            self._pending = False
+            self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True, keep=1)
+            self._len = self.seen
+
+
+class HeadRunner(ModelRunner):
+    """The draft head behind the runner interface; `stale=True` is the stale_features fault."""
+
+    merge_prefill = True
+
+    def __init__(self, head, cloud_runner, cloud_model, vocab_size=None, stale: bool = False):
+        super().__init__(head, vocab_size)
+        self.cloud_runner, self.cloud_model, self.stale = cloud_runner, cloud_model, stale
+        self.own = torch.zeros(0, head.config.hidden_size)   # the head's predicted features
+        self.trusted = 0    # leading positions whose KV entries came from the cloud's features
+        self.used = torch.zeros(0, head.config.hidden_size)  # input feature behind each KV entry
+        self.probe = FeatureProbe()
+        self.round_start = False   # blind check: the features in the cache vs the cloud's
+
+    def feed(self, ids, last_only=False):
+        self.cloud_runner.ensure_prefilled()
+        stale = self.probe.before(self) if self.round_start else False
+        self.round_start = False
+        logits = super().feed(ids, last_only)
+        if stale:
+            self.probe.after(self, logits[-1])
+        return logits
+
+    def crop(self, n: int) -> None:
+        self.round_start = True
+        keep = n if self.stale else min(n, self.trusted)
+        super().crop(keep)
+        self.own = self.own[:n]
+        self.trusted = min(self.trusted, keep)
+
+    def input_features(self, start: int, n: int) -> tuple[torch.Tensor, bool]:
+        """Features of positions start-1..start+n-2, and whether all came from the cloud."""
+        cloud = self.cloud_runner.features
+        have = 0 if cloud is None else cloud.shape[0]
+        rows, all_cloud = [], True
+        for p in range(start - 1, start + n - 1):
+            own_ok = 0 <= p < self.own.shape[0]
+            if p < 0:
+                rows.append(torch.zeros(self.own.shape[1]))
+            elif p < have and not (self.stale and own_ok):
+                rows.append(cloud[p])
+            elif own_ok:
+                rows.append(self.own[p])
+                all_cloud = False
+            else:
+                raise RuntimeError(f"head drafter: no feature for position {p}")
+        return torch.stack(rows), all_cloud
+
+    def _forward(self, ids, start, prefill, keep=0):
+        n = ids.shape[1]
+        feats, all_cloud = self.input_features(start, n)
+        dtype = next(self.model.parameters()).dtype
+        emb = self.cloud_model.get_input_embeddings()(ids)
+        out = self.model(feats[None].to(dtype=dtype, device=emb.device), emb, cache=self.cache,
+                         position_ids=self.positions(start, n))[0]
+        self.own = torch.cat([self.own[:start], out.detach().float().cpu()], dim=0)
+        self.used = torch.cat([self.used[:start], feats.float().cpu()], dim=0)
+        if all_cloud and self.trusted == start:
+            self.trusted = start + n
+        rows = out[-keep:] if keep else out
+        return self._cut(self.cloud_model.get_output_embeddings()(rows))
+
+    @torch.inference_mode()
+    def recompute_last(self, generated):
+        """The head's next-token logits over prompt + generated without its cache, from the
+        features its cached entries were made from: the reference for the cache check (stale
+        features are the feature probe's finding, not a cache desync)."""
+        ids = torch.cat([self._prompt_ids, torch.tensor([generated], dtype=torch.long,
+                                                        device=self.device)], dim=1)
+        feats = self.used[: ids.shape[1]]    # the features the cached entries were made from
+        dtype = next(self.model.parameters()).dtype
+        out = self.model(feats[None].to(dtype), self.cloud_model.get_input_embeddings()(ids),
+                         position_ids=self.positions(0, ids.shape[1]))[0, -1:]
+        self.check_forwards += 1
+        return self._cut(self.cloud_model.get_output_embeddings()(out))[0]
+
+
+def head_runners(backend, cloud_runner, stale: bool = False):
+    """(cloud runner that keeps its features, head runner) for drafter=head."""
+    head = getattr(backend, "head", None)
+    if head is None:
+        from specdec_core.errors import ConfigError
+        raise ConfigError(f"drafter=head: the {backend.name} backend has no draft head")
+    base = cloud_runner.__class__
+    cloud_runner.__class__ = type(f"Feature{base.__name__}", (FeatureRunner, base), {})
+    head_runner = HeadRunner(head, cloud_runner, backend.cloud,
+                             vocab_size=backend.shared_vocab, stale=stale)
+    return cloud_runner, head_runner
+
+
+def head_findings(run, diagnostics: list) -> list:
+    """The built-in decoder's diagnostics plus the head's checks: stale features
+    (drafter=head) and a sampling rule fed a q other than the drafts' distribution."""
+    extra = [q_mismatch_finding(run.trace.warnings)]
+    if isinstance(run.edge, HeadRunner):
+        extra.append(stale_features_finding(run.edge.probe, run.seq.ids, run.seq.prompt_len))
+    extra = [f for f in extra if f is not None]
+    if not extra:
+        return diagnostics
+    return [d for d in diagnostics if (d.get("code") or d.get("key")) != "clean"] + extra
