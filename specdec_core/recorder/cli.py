@@ -4,6 +4,7 @@ user's own decoder under the Recorder and diagnose it blind. FUNCTION defaults t
 Exit codes as for `run`: 0 ok, 1 some clip failed, 2 usage error."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -105,6 +106,23 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
     return extra
 
 
+@contextlib.contextmanager
+def kept_configs(*models):
+    """The models' configs as they were before the user's decoder, whatever it did or raised:
+    the backend is shared (tests, the app's visitors). transformers 5.0.0's early-exit generator
+    sets `num_hidden_layers` to the exit layer and raised before restoring it, so every later
+    decode on the same cloud ran 4 layers (issue 36)."""
+    configs = [m.config for m in models if getattr(m, "config", None) is not None]
+    saved = [dict(vars(c)) for c in configs]
+    try:
+        yield
+    finally:
+        for c, before in zip(configs, saved):
+            for name in set(vars(c)) - set(before):
+                delattr(c, name)
+            vars(c).update(before)
+
+
 def numerics_probe(backend, prompt, out, k: int):
     """recording["numerics"]: width-1 vs width-(k+1) logits of the cloud on this clip."""
     from specdec_core.recorder.numerics import probe
@@ -136,7 +154,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
                    **declared)
     sys.path.insert(0, str(path.parent))
     try:
-        with rec, torch.no_grad():
+        with rec, torch.no_grad(), kept_configs(backend.edge, backend.cloud):
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(),
                      k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops,
                      **_extra_knobs(fn, knobs, prompt.prefill_kwargs, seed))

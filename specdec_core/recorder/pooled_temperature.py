@@ -4,13 +4,13 @@ Pooled draws are evidence only when they are independent: a run repeated with th
 (identical prompt and output) counts once, and a temperature finding needs (1) a pooled
 log-likelihood ratio of at least LR_POOLED against the declared temperature and (2) the same
 verdict from the two independent halves of the distinct runs (each half's estimate off the
-declared T on the same side, outside the tolerance band). Rates over 20 seed sets:
+declared T on the same side). Rates over 20 seed sets:
 scripts/pooled_temperature_rate.py, docs/recorder.md.
 """
 from __future__ import annotations
 
-LR_POOLED = 3.0     # pooled log-likelihood ratio (2*LR ~ chi2(1): p ~ 0.014 per pooled test)
-BAND = (0.8, 1.25)  # estimated / declared temperature inside the band: no finding
+LR_POOLED = 2.5     # pooled log-likelihood ratio (2*LR ~ chi2(1): p ~ 0.025 per pooled test)
+MIN_DRAFTS = 30     # fewer informative drafts over all runs: no pooled verdict
 
 
 def distinct(recordings: list[dict]) -> list[dict]:
@@ -37,21 +37,20 @@ def _samples(recordings: list[dict]) -> list:
 
 
 def _side(samples, T: float) -> int:
-    """-1 sharper, +1 flatter than T, 0 inside the band or too few drafts to tell."""
+    """-1 sharper, +1 flatter than T, 0 when too few drafts to tell."""
     from specdec_core.recorder.checks import estimate_temperature
 
     est, n, *_ = estimate_temperature(samples)
-    if est is None or n < 6:
+    if est is None or n < MIN_DRAFTS // 2:
         return 0
-    ratio = est / T
-    return -1 if ratio < BAND[0] else 1 if ratio > BAND[1] else 0
+    return -1 if est < T else 1
 
 
 def _pooled_lr(samples, T: float) -> float:
     from specdec_core.recorder.checks import estimate_temperature
 
     est, n, _, ll, grid = estimate_temperature(samples)
-    if est is None:
+    if est is None or n < MIN_DRAFTS:
         return 0.0
     return float(ll.max() - ll[int((grid - T).abs().argmin())])
 
