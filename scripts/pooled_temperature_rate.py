@@ -28,6 +28,7 @@ def flagged(backend, name: str, T: float, seed_set: int, clips: list[str]) -> bo
              "prompt_type": "detailed"}
     res = [record_clip(fn, path, backend, c, knobs, seed=1000 * seed_set + i)
            for i, c in enumerate(clips)]
+    assert all(r["ok"] for r in res), [r.get("error") for r in res if not r["ok"]]
     return any(f["code"] == "hidden_draft_processing" for f in pooled_findings(res))
 
 

@@ -184,7 +184,11 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         if fd is not None and fd["cause"] == "numerics":   # info, never an error (issue 27)
             res["findings"] = found = found + [numeric_finding(fd, recording["numerics"] and
                                                                recording["numerics"]["dtype"])]
-            res["trace"]["diagnostics"] = found
+    from specdec_core.recorder.model_or_decoder import judge_text
+
+    res["findings"] = found = judge_text(found, recording, res.get("reference"))
+    if found:
+        res["trace"]["diagnostics"] = found
     return res
 
 

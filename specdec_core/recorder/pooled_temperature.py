@@ -13,11 +13,19 @@ LR_POOLED = 2.5     # pooled log-likelihood ratio (2*LR ~ chi2(1): p ~ 0.025 per
 MIN_DRAFTS = 30     # fewer informative drafts over all runs: no pooled verdict
 
 
+def run_key(rec: dict) -> tuple:
+    """What makes two runs the same evidence: every id each model was fed, in order (the same
+    seed on the same prompt replays them all; a greedy-verified loop's output alone is not
+    enough, its drafts differ by seed)."""
+    fed = tuple((f.get("model"), tuple(f.get("ids") or ())) for f in rec.get("forwards") or ())
+    return tuple(rec.get("prompt_ids") or ()), tuple(rec.get("out_ids") or ()), fed
+
+
 def distinct(recordings: list[dict]) -> list[dict]:
-    """One recording per distinct run (same prompt and output ids: the same seed replayed)."""
+    """One recording per distinct run (the same seed replayed on the same prompt counts once)."""
     seen, out = set(), []
     for rec in recordings:
-        key = (tuple(rec.get("prompt_ids") or ()), tuple(rec.get("out_ids") or ()))
+        key = run_key(rec)
         if key not in seen:
             seen.add(key)
             out.append(rec)

@@ -64,8 +64,8 @@ def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=
         accepted, extra = rejection_sample(draft, torch.stack(qs), ps, gen)
         keep = len(seq) + len(accepted)
         for cache in (cloud_cache, edge_cache):
-            if cache.get_seq_length() > keep:
-                cache.crop(keep)
+            if cache.get_seq_length() > keep:        # transformers 5: crop(-n_removed)
+                cache.crop(keep - cache.get_seq_length())
         cloud_seen, edge_seen = keep, min(edge_seen, keep)
         for tok in accepted + [extra]:
             seq.append(tok)
