@@ -1,5 +1,5 @@
 """How often the pooled temperature check fires (issue 36): correct sampling loops (false
-alarms, 4 clips) and double_temperature (found, 12 clips), over N seed sets, every clip its own
+alarms, 4 clips) and double_temperature (found, 24 clips), over N seed sets, every clip its own
 seed (clip i of set s: seed 1000*s + i, as `record --seed` gives). Prints one line per loop:
 `loop T: flagged F/N seed sets`. docs/recorder.md has the numbers.
 
@@ -14,9 +14,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# (loop, declared T, clips): the correct loops on 4 clips, double_temperature on 12
+# (loop, declared T, clips): the correct loops on 4 clips, double_temperature on 24
 LOOPS = [("sampling_correct", 0.7, 4), ("wild/vllm_rejection", 1.0, 4),
-         ("double_temperature", 0.7, 12)]
+         ("double_temperature", 0.7, 24)]
 CLIPS = sorted(str(p) for p in (ROOT / "sample_audio" / "heldout2").glob("*.wav"))
 
 
