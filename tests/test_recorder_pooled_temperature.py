@@ -86,3 +86,16 @@ def test_greedy_text_finding_follows_the_reference():
     out = judge_text([_other("vocab_widths", "info"), _leak()], rec, {"matches": True})
     assert [(f["code"], f["severity"]) for f in out] == [("template_leak", "warning"),
                                                           ("vocab_widths", "info")]
+
+
+def test_exact_sampling_loop_leaking_the_template_gets_a_warning_not_an_error(demo):
+    """heldout2/happy_m5 at T = 1.0, seed 0: the cloud samples `<|im_start|>` itself."""
+    fn, path = load_function(str(ROOT / "examples" / "decoders" / "sampling_correct.py"))
+    knobs = {**SAMPLING, "temperature": 1.0}
+    res = record_clip(fn, path, demo, str(ROOT / "sample_audio" / "heldout2" / "happy_m5.wav"),
+                      knobs, seed=0)
+    assert "\nuser\n" in res["text"]          # the cloud's next turn (markers are special ids)
+    leak = next(f for f in res["findings"] if f["code"] == "template_leak")
+    assert leak["severity"] == "warning" and "the cloud alone does this too" in leak["cause"]
+    assert not [f for f in res["findings"] if f["severity"] == "error"]
+    assert leak in res["trace"]["diagnostics"]
