@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # (loop, declared T, clips): the correct loops on 4 clips, double_temperature on 24
-LOOPS = [("sampling_correct", 0.7, 4), ("wild/vllm_rejection", 1.0, 4),
+LOOPS = [("sampling_correct", 0.7, 4), ("sampling_vllm_rejection", 1.0, 4),
          ("double_temperature", 0.7, 24)]
 CLIPS = sorted(str(p) for p in (ROOT / "sample_audio" / "heldout2").glob("*.wav"))
 

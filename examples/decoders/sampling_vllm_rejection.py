@@ -1,4 +1,4 @@
-"""A correct sampling loop around vLLM-style rejection sampling (vllm/v1/sample/rejection_sampler.py).
+"""A correct sampling loop with vLLM-style rejection sampling (after vllm/v1/sample/rejection_sampler.py).
 
 The verification step is written the way vLLM's RejectionSampler does it, batched over the
 block: one uniform per draft drawn at once, accepted while u < p(x) / q(x); the recovered token
