@@ -41,16 +41,20 @@ system-deps:
 demo: install
 	GRADIO_SERVER_NAME=$${GRADIO_SERVER_NAME:-127.0.0.1} $(BIN)/python app.py
 
-# The whole suite on the lock, then the recorder/backend/Omni/check tests on both ends of the
-# declared transformers range (each in its own cached virtualenv; scripts/range_test.sh).
+# The whole suite on the lock, on both cores (pytest-xdist; a test file stays on one worker so
+# its module fixtures are built once), then every recorder/backend/Omni/check test at the floor,
+# a middle release and the newest release of the declared transformers range (each in its own
+# cached virtualenv; scripts/range_test.sh). PYTEST_WORKERS=1 runs serially.
+PYTEST_WORKERS ?= 2
 test: install-test
 	@scripts/cloud/cloud.sh venv >/dev/null || echo "cloud virtualenv not built: tests/test_remote.py will skip"
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory test-range
 
 test-range: install-test
-	PY=$(PY) PIP=$(BIN)/pip scripts/range_test.sh oldest
-	PY=$(PY) PIP=$(BIN)/pip scripts/range_test.sh newest
+	PY=$(PY) PIP=$(BIN)/pip PYTEST_WORKERS=$(PYTEST_WORKERS) scripts/range_test.sh oldest
+	PY=$(PY) PIP=$(BIN)/pip PYTEST_WORKERS=$(PYTEST_WORKERS) scripts/range_test.sh middle
+	PY=$(PY) PIP=$(BIN)/pip PYTEST_WORKERS=$(PYTEST_WORKERS) scripts/range_test.sh newest
 
 # Refresh requirements.lock: a fresh throwaway virtualenv, an unpinned install of everything
 # (torch stays at $(TORCH)), pip freeze. Then run make test.

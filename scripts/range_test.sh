@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The transformers range, both ends (issue 26; docs/versions.md). `make test` runs
 #   scripts/range_test.sh oldest    the lowest transformers pyproject.toml declares
+#   scripts/range_test.sh middle    the median release pip offers between oldest and newest
 #   scripts/range_test.sh newest    the newest release pip can install today
 #   scripts/range_test.sh 5.23.0    any one release
-# after the whole suite on the lock: the recorder, backend, Omni and pair-check tests
+# after the whole suite on the lock: every recorder, backend, Omni and pair-check test
 # ($RANGE_TESTS) in a virtualenv of that transformers, built once per machine under
 # ${SPECSCOPE_CLOUD_VENV_ROOT:-~/.cache/specscope}/tf-<version>-<hash> (hash of the lock, the
 # version and python's, like scripts/cloud/cloud.sh). Everything else comes from
@@ -17,12 +18,24 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PY="${PY:-python3}"
 LOCK="$ROOT/requirements.lock"
-RANGE_TESTS="${RANGE_TESTS:-tests/test_recorder_omni.py tests/test_recorder_unit.py tests/test_backends.py tests/test_omni.py tests/test_check.py tests/test_versions.py}"
+RANGE_TESTS="${RANGE_TESTS:-tests/test_recorder_*.py tests/test_record_isolation.py tests/test_backends.py tests/test_omni.py tests/test_check.py tests/test_versions.py}"
 cd "$ROOT"
+# downloads are kept beside the range virtualenvs: a new lock or release rebuilds a virtualenv
+# from this cache instead of the network (CI's fresh clones share ~/.cache)
+export PIP_CACHE_DIR="${PIP_CACHE_DIR:-${SPECSCOPE_CLOUD_VENV_ROOT:-$HOME/.cache/specscope}/pip-cache}"
 
 locked() { grep -E "^$1==" "$LOCK" | head -1 | cut -d= -f3; }
 oldest() { grep -oE '"transformers>=[0-9][0-9.]*' pyproject.toml | head -1 | sed 's/.*>=//'; }
+releases() { "${PIP:-$ROOT/.venv/bin/pip}" index versions transformers 2>/dev/null | sed -nE 's/^Available versions: //p' | tr -d ' ' | tr ',' '\n'; }
 newest() { "${PIP:-$ROOT/.venv/bin/pip}" index versions transformers 2>/dev/null | sed -nE '1s/^transformers \(([^)]*)\).*/\1/p'; }
+# the median final release in [oldest, newest] (sorted by version)
+middle() {
+  local lo hi
+  lo="$(oldest)"; hi="$(newest)"
+  [ -n "$hi" ] || return 0
+  releases | grep -E '^[0-9]+(\.[0-9]+)*$' | sort -V |
+    awk -v lo="$lo" -v hi="$hi" '$0==lo{on=1} on{v[n++]=$0} $0==hi{on=0} END{if (n) print v[int(n/2)]}'
+}
 
 # quiet pip, without this machine's notes about index folders it skips
 pipq() {
@@ -37,6 +50,7 @@ want="${1:-oldest}"
 case "$want" in
   oldest) version="$(oldest)" ;;
   newest) version="$(newest)" ;;
+  middle) version="$(middle)" ;;
   *) version="$want" ;;
 esac
 if [ -z "$version" ]; then
@@ -87,11 +101,15 @@ PYREQS
   fi
   exec 9>&-
 fi
+# both cores when pytest-xdist is there (tests/conftest.py keeps tests xdist-safe)
+xdist_args() {
+  if "$VENV/bin/python" -c 'import xdist' 2>/dev/null; then echo "-n ${PYTEST_WORKERS:-2} --dist loadfile"; fi
+}
 echo "range: transformers $version ($want): $RANGE_TESTS"
 t1=$SECONDS
 set +e
 # shellcheck disable=SC2086
-PYTHONPATH="$ROOT" "$VENV/bin/python" -m pytest -q -p no:cacheprovider $RANGE_TESTS
+PYTHONPATH="$ROOT" "$VENV/bin/python" -m pytest -q -p no:cacheprovider $(xdist_args) $RANGE_TESTS
 rc=$?
 echo "range: transformers $version: pytest exit $rc in $((SECONDS - t1)) s (venv ready in $((t1 - t0)) s)"
 exit $rc

@@ -4,6 +4,7 @@ SPECSCOPE_TEST_URL=http://host:port/ makes the tests use an already running app 
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import socket
@@ -33,15 +34,25 @@ def _ready(url: str) -> bool:
         return False
 
 
+_SHARED: dict = {}
+
+
 @contextlib.contextmanager
 def app_server(timeout: float = 120.0):
-    """Yields the base URL (with a trailing slash) of a running SpecScope app."""
+    """Yields the base URL (with a trailing slash) of a running SpecScope app: one app.py per
+    test process (each xdist worker), started on first use and stopped when the process exits,
+    shared as SPECSCOPE_TEST_URL's external app is (the tests never assume a fresh server)."""
     external = os.environ.get("SPECSCOPE_TEST_URL")
     if external:
         yield external.rstrip("/") + "/"
         return
-    with app_process(timeout=timeout) as (url, _proc):
-        yield url
+    shared = _SHARED.get("app")
+    if shared is None or shared[1].poll() is not None:
+        ctx = app_process(timeout=timeout)
+        url, proc = ctx.__enter__()
+        _SHARED["app"] = shared = (url, proc)
+        atexit.register(ctx.__exit__, None, None, None)
+    yield shared[0]
 
 
 @contextlib.contextmanager
@@ -52,6 +63,9 @@ def app_process(env: dict | None = None, timeout: float = 120.0, log_name: str =
            "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     (ROOT / "test-artifacts").mkdir(exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")       # one log per xdist worker
+    if worker:
+        log_name = log_name.replace(".log", f"-{worker}.log")
     log = open(ROOT / "test-artifacts" / log_name, "w")
     proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT)

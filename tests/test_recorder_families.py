@@ -42,10 +42,26 @@ def errors(res):
     return {f["code"] for f in res["findings"] if f["severity"] == "error"}
 
 
+def early_exit_broken() -> bool:
+    """transformers 5.0.0's EarlyExitCandidateGenerator.get_candidates calls its parent without
+    the `is_first_iteration` the parent requires (TypeError inside generate): upstream."""
+    import inspect
+
+    from transformers.generation import candidate_generator as cg
+
+    gen = getattr(cg, "EarlyExitCandidateGenerator", None)
+    return gen is not None and "is_first_iteration" in inspect.signature(
+        gen.get_candidates).parameters and "super().get_candidates(input_ids)" in \
+        inspect.getsource(gen.get_candidates)
+
+
 @pytest.mark.parametrize("target,drafter", [("hf_prompt_lookup.py", "lookup"),
                                             ("hf_early_exit.py", "self"),
                                             ("hf_assisted_default.py", "model")])
 def test_hf_drafting_families_record_clean(demo, target, drafter):
+    if target == "hf_early_exit.py" and early_exit_broken():
+        pytest.skip("upstream: this transformers' EarlyExitCandidateGenerator.get_candidates() "
+                    "omits 'is_first_iteration' (TypeError inside generate)")
     res = rec(demo, target, GREEDY, reference=True)
     assert res["reference"]["matches"]                  # the loop is exact
     assert errors(res) == set(), res["findings"]
@@ -109,6 +125,24 @@ def test_topk_filtered_drafts_are_a_filter_not_a_temperature(demo):
     assert not [f for f in pooled if f["severity"] == "error"], pooled
     assert [f["code"] for f in pooled] == ["draft_filter"], pooled     # named, as info
     assert pooled[0]["severity"] == "info" and pooled[0]["evidence"]["top_k"] == 3
+
+
+def test_a_failing_decoder_leaves_the_shared_models_as_they_were(demo, tmp_path):
+    """A decoder that changes the cloud's config and raises (transformers 5.0.0's early exit)
+    must not change what the next recording of the same backend runs (issue 36)."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def decode(edge, cloud, tokenizer, input_ids, **kw):\n"
+                   "    cloud.config.num_hidden_layers = 1\n"
+                   "    cloud.config.added_by_user = True\n"
+                   "    raise TypeError('boom')\n")
+    layers = demo.cloud.config.num_hidden_layers
+    fn, path = load_function(str(bad))
+    res = record_clip(fn, path, demo, CLIP, GREEDY)
+    assert not res["ok"] and "boom" in res["error"]
+    assert demo.cloud.config.num_hidden_layers == layers > 1
+    assert not hasattr(demo.cloud.config, "added_by_user")
+    after = rec(demo, "correct.py", GREEDY, reference=True)
+    assert after["reference"]["matches"] and errors(after) == set()
 
 
 def test_cache_passed_positionally_is_followed(demo):

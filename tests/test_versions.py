@@ -43,9 +43,9 @@ def test_make_installs_from_the_lock_and_tests_both_range_ends():
     assert "pip install -q -c $(LOCK) torch" in mk and "-c $(LOCK) -e '.[test,bench,scale]'" in mk
     assert "LOCK := requirements.lock" in mk and "$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)" in mk
     test = mk.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "pytest -q -ra" in test and "test-range" in test
+    assert "pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile" in test and "test-range" in test
     rng = mk.split("\ntest-range:", 1)[1].split("\n\n", 1)[0]
-    assert "range_test.sh oldest" in rng and "range_test.sh newest" in rng
+    assert all(f"range_test.sh {end}" in rng for end in ("oldest", "middle", "newest"))
     assert "scripts/lock.sh" in mk.split("\nlock:", 1)[1]
     assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"
 
@@ -69,6 +69,18 @@ def test_range_script_picks_both_ends(tmp_path):
     # newest == the lock's transformers: the whole suite already ran on it
     out = " ".join(_range("newest", tmp_path, lock_pins()["transformers"]))
     assert "skipped" in out and "lock" in out
+
+
+def test_range_script_picks_the_median_release_between_the_ends(tmp_path):
+    pip = tmp_path / "pip"
+    listed = "5.3.0, 5.2.0, 5.1.0, 5.0.0, 4.57.6, 5.1.0rc1"
+    pip.write_text(f"#!/bin/sh\necho 'transformers (5.3.0)'\necho 'Available versions: {listed}'\n")
+    pip.chmod(0o755)
+    env = dict(os.environ, RANGE_DRY_RUN="1", PIP=str(pip), SPECSCOPE_CLOUD_VENV_ROOT=str(tmp_path))
+    p = subprocess.run(["bash", str(ROOT / "scripts" / "range_test.sh"), "middle"],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[:2] == ["middle", "5.2.0"]     # 5.0.0 5.1.0 [5.2.0] 5.3.0
 
 
 def test_audio_only_processor_gets_stand_ins_only_where_transformers_reads_them():

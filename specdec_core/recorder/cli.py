@@ -4,6 +4,7 @@ user's own decoder under the Recorder and diagnose it blind. FUNCTION defaults t
 Exit codes as for `run`: 0 ok, 1 some clip failed, 2 usage error."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -28,6 +29,8 @@ def add_parser(sub):
                    help=f"declared knobs: {', '.join(KNOBS)}")
     p.add_argument("--reference", action="store_true",
                    help="also run the cloud's greedy decode and report the first divergence")
+    p.add_argument("--seed", type=int, default=0,
+                   help="clip i gets seed SEED+i, for decoders that take a `seed` (default 0)")
     p.add_argument("--out", help="output JSON (default: stdout)")
     return p
 
@@ -81,10 +84,11 @@ def _where(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}{loc}"
 
 
-def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None) -> dict:
+def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | None = None) -> dict:
     """What a decoder's signature asks for beyond the contract: the declared temperature
-    (sampling loops) and `model_inputs`, the prompt's model inputs besides the ids (Omni:
-    input_features, feature_attention_mask), each only when there is one."""
+    (sampling loops), `model_inputs`, the prompt's model inputs besides the ids (Omni:
+    input_features, feature_attention_mask), each only when there is one, and `seed` where the
+    signature names one (each clip its own: pooled runs must be independent, issue 36)."""
     import inspect
 
     try:
@@ -97,7 +101,26 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None) -> dict:
         extra["temperature"] = knobs["temperature"]
     if ("model_inputs" in ps or anything) and model_inputs:
         extra["model_inputs"] = dict(model_inputs)
+    if "seed" in ps and seed is not None:
+        extra["seed"] = seed
     return extra
+
+
+@contextlib.contextmanager
+def kept_configs(*models):
+    """The models' configs as they were before the user's decoder, whatever it did or raised:
+    the backend is shared (tests, the app's visitors). transformers 5.0.0's early-exit generator
+    sets `num_hidden_layers` to the exit layer and raised before restoring it, so every later
+    decode on the same cloud ran 4 layers (issue 36)."""
+    configs = [m.config for m in models if getattr(m, "config", None) is not None]
+    saved = [dict(vars(c)) for c in configs]
+    try:
+        yield
+    finally:
+        for c, before in zip(configs, saved):
+            for name in set(vars(c)) - set(before):
+                delattr(c, name)
+            vars(c).update(before)
 
 
 def numerics_probe(backend, prompt, out, k: int):
@@ -110,7 +133,8 @@ def numerics_probe(backend, prompt, out, k: int):
         return None
 
 
-def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False) -> dict:
+def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False,
+                seed: int | None = None) -> dict:
     import torch
 
     from specdec_core.api import prepare
@@ -130,10 +154,10 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
                    **declared)
     sys.path.insert(0, str(path.parent))
     try:
-        with rec, torch.no_grad():
+        with rec, torch.no_grad(), kept_configs(backend.edge, backend.cloud):
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(),
                      k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops,
-                     **_extra_knobs(fn, knobs, prompt.prefill_kwargs))
+                     **_extra_knobs(fn, knobs, prompt.prefill_kwargs, seed))
         out = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
     except Exception as e:
         return {"audio": label, "ok": False, "error": f"decoder failed: {_where(e)}",
@@ -142,6 +166,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         sys.path.remove(str(path.parent))
     recording = rec.finish(out)
     recording["backend"] = backend.name
+    recording["seed"] = seed
     from specdec_core.decoding.dependence import audio_dependence
     dep = audio_dependence(backend, prompt, out)
     recording["numerics"] = numerics_probe(backend, prompt, out, k=knobs["k"])
@@ -159,7 +184,11 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         if fd is not None and fd["cause"] == "numerics":   # info, never an error (issue 27)
             res["findings"] = found = found + [numeric_finding(fd, recording["numerics"] and
                                                                recording["numerics"]["dtype"])]
-            res["trace"]["diagnostics"] = found
+    from specdec_core.recorder.model_or_decoder import judge_text
+
+    res["findings"] = found = judge_text(found, recording, res.get("reference"))
+    if found:
+        res["trace"]["diagnostics"] = found
     return res
 
 
@@ -167,7 +196,7 @@ def pooled_findings(results: list[dict]) -> list[dict]:
     """Checks that need more evidence than one clip gives, over every recorded clip together:
     today the sampled-draft temperature check (a peaked edge drafts few informative tokens per
     clip, so a second temperature is often invisible on one clip and plain over six)."""
-    from specdec_core.recorder.checks import pooled_temperature
+    from specdec_core.recorder.pooled_temperature import pooled_temperature
     from specdec_core.recorder.sampling import pooled_sampling
 
     from specdec_core.analysis.audio_dependence import pooled_edge_mishears
@@ -216,8 +245,8 @@ def cmd_record(args) -> int:
     for line in warning_lines(backend):
         print(line, file=sys.stderr)
     results = []
-    for src in args.audio:
-        res = record_clip(fn, path, backend, src, knobs, args.reference)
+    for i, src in enumerate(args.audio):
+        res = record_clip(fn, path, backend, src, knobs, args.reference, seed=args.seed + i)
         results.append(res)
         print(f"{res['audio']}: " + (f"recorded; {_by_severity(res.get('findings', []))}"
                                      if res["ok"] else f"error: {res['error']}"), file=sys.stderr)

@@ -1,0 +1,53 @@
+"""Text symptoms of an exact loop are the model's, not the decoder's (issue 36, item 4).
+
+A text finding (template_leak, doubling, cycle, punct_flood) says what the output looks like,
+not who made it. An exact loop emits what the cloud alone would: under sampling, any sample the
+cloud itself could draw (a correct loop at T = 1 on a clip where the cloud samples
+`<|im_start|>user…` leaks the template because the cloud does); under greedy, the cloud's own
+greedy output. Such a finding becomes a warning about the model or the prompt ("the cloud alone
+does this too"); it stays an error when the loop is not shown exact: another error finding
+(the decoder has a bug that can make the text), or, under greedy, an output that leaves the
+reference (`record --reference`: the cloud's own greedy decode) or no reference to compare.
+"""
+from __future__ import annotations
+
+from specdec_core.findings import Finding
+
+TEXT_CODES = ("template_leak", "doubling", "cycle", "punct_flood")
+MODEL_CAUSE = ("the cloud alone does this too: the loop is exact ({why}), so this text is what "
+               "the model produces on this prompt, not a decoder bug")
+MODEL_FIX = ("look at the model or the prompt (chat template, stop ids, temperature, prompt "
+             "type); compare with `run --baseline` (cloud only)")
+
+
+def exact_because(recording: dict, reference: dict | None, findings: list[dict]) -> str | None:
+    """Why the loop's output is the cloud's own (a short reason), or None when it is not shown."""
+    if any(f["severity"] == "error" and f["code"] not in TEXT_CODES for f in findings):
+        return None
+    declared = recording.get("declared") or {}
+    if declared.get("temperature") and declared.get("verify") == "sampling":
+        return "sampling: no check found the samples off the cloud's distribution"
+    if reference is not None and reference.get("matches"):
+        return "greedy: identical to the cloud's own greedy decode"
+    return None
+
+
+def model_or_decoder(f: dict, recording: dict, reference: dict | None,
+                     findings: list[dict]) -> dict:
+    """`f` as it is, or, for a text finding of an exact loop, the same finding as a warning whose
+    cause says the cloud alone does this too."""
+    if f["code"] not in TEXT_CODES or f["severity"] != "error":
+        return f
+    why = exact_because(recording, reference, findings)
+    if why is None:
+        return f
+    ev = dict(f.get("evidence") or {}, model_or_decoder="model", decoder_error=f["cause"])
+    return Finding({**f, "severity": "warning", "title": f"{f['title']} (the cloud alone does this too)",
+                    "cause": MODEL_CAUSE.format(why=why), "fix": MODEL_FIX, "evidence": ev})
+
+
+def judge_text(findings: list[dict], recording: dict, reference: dict | None = None) -> list[dict]:
+    """Every finding through model_or_decoder, errors first as before."""
+    out = [model_or_decoder(f, recording, reference, findings) for f in findings]
+    rank = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+    return sorted(out, key=lambda f: rank.get(f["severity"], 9))
