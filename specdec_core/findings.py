@@ -139,13 +139,17 @@ register("unverified_end", "error", "the run ended on tokens the cloud never ver
 register("dropped_output", "error", "tokens the loop returned are not what the models were fed",
          "the returned ids differ from the sequence the last forwards were fed")
 register("cycle", "error", "a deterministic draft loop revisits the same state: a short pattern repeats",
-         "the committed text repeats a short pattern (declared cycle detection)")
+         "the committed text repeats a short pattern (declared cycle detection)",
+         severities=("error", "warning"))
 register("doubling", "error", "tokens appended to the input twice: phrases written twice in a row",
-         "three or more spans of 1-8 hanzi written twice in a row")
+         "three or more spans of 1-8 hanzi written twice in a row",
+         severities=("error", "warning"))
 register("template_leak", "error", "the decoder ran past <|im_end|> into the next chat turn",
-         "chat-template markers in the output text")
+         "chat-template markers in the output text",
+         severities=("error", "warning"))
 register("punct_flood", "error", "an over-sharp draft distribution or position errors make punctuation win",
-         "more than 40% of the output characters are punctuation")
+         "more than 40% of the output characters are punctuation",
+         severities=("error", "warning"))
 register("length", "info", "the description is too short or too long for its prompt type",
          "hanzi count outside the prompt type's length band")
 register("no_stop", "warning", "stop ids not recognised: no stop before max_new_tokens",

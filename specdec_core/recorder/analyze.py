@@ -10,6 +10,7 @@ from specdec_core.recorder import (checks, dropped, omni_checks, output_checks, 
                                    tree, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
+from specdec_core.recorder.model_or_decoder import judge_text
 from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
@@ -120,7 +121,8 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     trace = build_trace(rec, t, rounds, tokenizer, info)
     repaired += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
-    found = link(repaired + CHECKS(Evidence(rec, t, rounds, texts, trace)))
+    # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
+    found = judge_text(link(repaired + CHECKS(Evidence(rec, t, rounds, texts, trace))), rec)
     found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
     trace.diagnostics = found
     return trace, found

@@ -11,7 +11,7 @@ reference (`record --reference`: the cloud's own greedy decode) or no reference 
 """
 from __future__ import annotations
 
-from specdec_core.findings import Finding
+from specdec_core.findings import finding
 
 TEXT_CODES = ("template_leak", "doubling", "cycle", "punct_flood")
 MODEL_CAUSE = ("the cloud alone does this too: the loop is exact ({why}), so this text is what "
@@ -42,8 +42,9 @@ def model_or_decoder(f: dict, recording: dict, reference: dict | None,
     if why is None:
         return f
     ev = dict(f.get("evidence") or {}, model_or_decoder="model", decoder_error=f["cause"])
-    return Finding({**f, "severity": "warning", "title": f"{f['title']} (the cloud alone does this too)",
-                    "cause": MODEL_CAUSE.format(why=why), "fix": MODEL_FIX, "evidence": ev})
+    return finding(f["code"], f"{f['title']} (the cloud alone does this too)", f["detail"],
+                   MODEL_CAUSE.format(why=why), MODEL_FIX, ev, severity="warning",
+                   explained_by=f.get("explained_by"))
 
 
 def judge_text(findings: list[dict], recording: dict, reference: dict | None = None) -> list[dict]:
