@@ -17,7 +17,7 @@ from specdec_core.decoding.faults import FAULTS
 from . import common
 from .knobs import KnobPanel
 from .runs import Run
-from components.status import status_html
+from components.status import finished_status, status_html
 
 from .views import TraceView
 from .gpu import gpu
@@ -195,7 +195,7 @@ class ABTab:
             if bases[0]:
                 extra.append(("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
                               bases[1]["token_ids"] == tb.get("token_ids")))
-            yield pack(status_html("err" if stopped else "ok", ("Stopped: " if stopped else "Done: ") + name,
+            yield pack(status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")),
                                    detail, ctx),
                        views[0].values(runs[0].live, cfg_a.prompt_type, plots=True, speedup=sps[0]),
                        views[1].values(runs[1].live, cfg_b.prompt_type, plots=True, speedup=sps[1]),

@@ -9,7 +9,7 @@ import gradio as gr
 
 from components.cards import diagnostics_html, findings_summary
 from components.compare import speedup, vs_cloud_html
-from components.status import prompt_info_md, status_html
+from components.status import finished_status, prompt_info_md, status_html
 from components.timing_plot import timing_figure
 from components.token_view import COLOURINGS
 from components.pair_panel import pair_panel_html
@@ -241,7 +241,7 @@ class LiveTab:
             tr = live.trace
             m = tr.get("metrics") or {}
             ended = tr.get("ended_by") or "—"
-            detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s · "
+            detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s wall time · "
                       f"ended by {ended}" + (f" ({run.cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
             if run.baseline is not None:
                 same = run.baseline["token_ids"] == tr.get("token_ids")
@@ -252,8 +252,7 @@ class LiveTab:
                     detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
                                f"{sp['cloud_only_s']:.2f} s cloud-only)")
             detail += findings_summary(tr.get("diagnostics"))
-            kind = "err" if run.stopped else "ok"
-            head = f"Stopped: {name}" if kind == "err" else f"Done: {name}"
+            kind, head = finished_status(name, run.stopped, tr.get("diagnostics"))
             stem = f"{name.rsplit('.', 1)[0]}"
             yield self._pack(
                 status_html(kind, head, detail, ctx),
