@@ -70,3 +70,9 @@ def test_identical_texts_show_no_only_in_legend():
 def test_speedup_line_says_which_time_it_uses():
     html = vs_cloud_html("a", "a", {"speedup": 1.2, "decode_s": 0.17, "cloud_only_s": 0.2})
     assert "decoding here" in html and "wall time less" in html
+
+
+def test_a_recording_with_an_error_has_no_green_no_findings_card():
+    from components.inspect_view import run_error_html
+    html = run_error_html("the cloud timed out")
+    assert 'data-run-error="1"' in html and "No findings" not in html and "✖" in html

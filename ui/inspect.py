@@ -13,7 +13,7 @@ import gradio as gr
 
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_html
-from components.inspect_view import (pooled_findings_html, pooled_html, pooled_trace, round_choices,
+from components.inspect_view import (pooled_findings_html, run_error_html, pooled_html, pooled_trace, round_choices,
                                      round_html)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
@@ -245,7 +245,8 @@ class InspectTab:
         path = common.write_json(f"recording-{label}", rec)
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
-                + findings_html(list(res["findings"] or [])), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
+                + (findings_html(res["findings"]) if res["findings"] or res["ok"]
+                   else run_error_html(res["error"] or "unknown error")), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
                 round_html(rec, 1, _texts(), len(tr.get("rounds") or [])), path,
