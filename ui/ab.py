@@ -28,6 +28,14 @@ NO_FAULT = "—"
 class ABTab:
     def __init__(self, live):
         self.live = live
+        self._inputs(live)
+        self._configurations()
+        self._sides()
+        self._comparison()
+        self._wire()
+
+    def _inputs(self, live):
+        """Clip, backend, prompt type, reference, the fault-vs-fixed shortcut and the buttons."""
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=320):
                 self.sample = gr.Dropdown(common.sample_choices(), value=live.sample.value,
@@ -54,6 +62,8 @@ class ABTab:
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run A and B", variant="primary", elem_id="ab-run", scale=2)
                     self.stop_btn = gr.Button("■ Stop", variant="stop", scale=1)
+
+    def _configurations(self):
         with gr.Accordion("Configurations", open=True):
             with gr.Row(equal_height=False):
                 with gr.Column(elem_classes="ss-ab-a"):
@@ -62,6 +72,9 @@ class ABTab:
                 with gr.Column(elem_classes="ss-ab-b"):
                     gr.Markdown("#### B", elem_classes="ss-ab-head")
                     self.panel_b = KnobPanel("B", prompt_type_widget=self.prompt_type, open_first=False)
+
+    def _sides(self):
+        """The status line, then A and B side by side: tokens, cards, plots and findings."""
         self.status = gr.HTML(status_html("idle", "Set A and B, pick a clip, press Run A and B."),
                               elem_id="ab-status", js_on_load=None)
         with gr.Row(equal_height=False):
@@ -75,6 +88,9 @@ class ABTab:
                 self.view_b = TraceView("B", compact=True)
                 gr.Markdown("##### Diagnostics B", elem_classes="ss-h")
                 self.diag_b = gr.HTML(diagnostics_html(None), elem_id="ab-diag-b", js_on_load=None)
+
+    def _comparison(self):
+        """The cloud-only text, the metric table and the text difference."""
         self.ref_text = gr.Textbox(label="cloud-only text", interactive=False, lines=2,
                                    buttons=["copy"])
         with gr.Row(equal_height=False):
@@ -87,7 +103,6 @@ class ABTab:
             with gr.Column(scale=2):
                 gr.Markdown("#### Text difference", elem_classes="ss-h")
                 self.char_diff = gr.HTML(char_diff_html("", ""), elem_id="ab-char-diff", js_on_load=None)
-        self._wire()
 
     @property
     def outputs(self):
