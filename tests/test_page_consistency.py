@@ -76,3 +76,12 @@ def test_a_recording_with_an_error_has_no_green_no_findings_card():
     from components.inspect_view import run_error_html
     html = run_error_html("the cloud timed out")
     assert 'data-run-error="1"' in html and "No findings" not in html and "✖" in html
+
+
+def test_every_example_decoder_is_listed_with_a_description():
+    from ui.inspect import example_choices, example_names
+    choices = example_choices()
+    assert [v for _, v in choices] == example_names() and len(choices) >= 20
+    for label, name in choices:
+        assert label.startswith(name + " · ") and len(label) > len(name) + 8, label
+        assert "seed" not in label.split(" · ", 1)[1].lower()[:12], label     # no "Bug (seed 000 D)"

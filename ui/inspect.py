@@ -4,7 +4,9 @@ Also the `/record` API endpoint. Gradio wiring only: recording and analysis live
 specdec_core.recorder, rendering in components/."""
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
 import json
 import traceback
 from pathlib import Path
@@ -31,6 +33,21 @@ EMPTY = "No trace yet: pick a decoder and a clip, then press Record (or upload a
 def example_names() -> list[str]:
     names = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_"))
     return (["correct"] if "correct" in names else []) + [n for n in names if n != "correct"]
+
+
+def example_summary(name: str) -> str:
+    """The first line of an example decoder's docstring, read without running the file; the
+    seed reference ("Bug (seed 000 D / 002): ...") shortened to "bug: ..."."""
+    doc = ast.get_docstring(ast.parse((EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8"))) or ""
+    para = " ".join(doc.strip().split("\n\n")[0].split())          # the first paragraph, one line
+    para = re.sub(r"^Bug( \([^)]*\))?:\s*", "bug: ", para)
+    first = re.split(r"\.\s(?=[A-Z])", para)[0].rstrip(".:")       # its first sentence
+    return first if len(first) <= 110 else first[:109].rsplit(" ", 1)[0] + "…"
+
+
+def example_choices() -> list[tuple[str, str]]:
+    """(label, name) for the decoder list: the file name and what the decoder does."""
+    return [(f"{n} · {example_summary(n)}" if example_summary(n) else n, n) for n in example_names()]
 
 
 def _load_example(name: str):
@@ -167,13 +184,20 @@ def _texts():
 
 class InspectTab:
     def __init__(self):
+        self._inputs()
+        self._single()
+        self._pooled()
+        self._wire()
+
+    def _inputs(self):
+        """The example decoder and clip to record, or a recording to upload."""
         gr.Markdown("Record **your own** speculative decoder (here: the example zoo in "
                     "`examples/decoders/`) or upload a recording (`python -m specdec_core record "
                     "FILE.py:FUNCTION AUDIO --out rec.json`). The findings are computed blind, "
                     "from what the two models were fed and scored.")
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=300):
-                self.decoder = gr.Dropdown(example_names(), value="correct", label="example decoder",
+                self.decoder = gr.Dropdown(example_choices(), value="correct", label="example decoder",
                                            elem_id="inspect-decoder")
                 self.sample = gr.Dropdown(common.sample_choices(), value=common.DEFAULT_SAMPLE,
                                           label="sample clip", elem_id="inspect-sample")
@@ -182,6 +206,9 @@ class InspectTab:
                 self.upload = gr.File(label="or upload a recording (JSON)", file_types=[".json"],
                                       type="filepath", elem_id="inspect-upload")
                 self.download = gr.File(label="recording (download)", interactive=False)
+
+    def _single(self):
+        """One recording: status, findings, trace, plots and the per-step drill-down."""
         self.status = gr.HTML(status_html("idle", "Pick a decoder and a clip, then Record."),
                               elem_id="inspect-status")
         self.badges = gr.HTML("", elem_id="inspect-badges")
@@ -201,6 +228,9 @@ class InspectTab:
                                  "and the call)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
         self.state = gr.State(None)
+
+    def _pooled(self):
+        """Several recordings pooled: the checks that need more than one clip."""
         gr.Markdown("### Pooled over several recordings", elem_classes="ss-h")
         gr.Markdown("Upload two or more recordings (or one `record` output over several clips): "
                     "checks that need more evidence than one clip run over all of them, and the "
@@ -219,6 +249,8 @@ class InspectTab:
                                 [self.pool_status, self.pool_findings, self.pool, self.pool_plot],
                                 api_visibility="private")
 
+
+    def _wire(self):
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
                 self.acclen, self.round, self.drill, self.download, self.state, self.timing]
         self.record.click(self.on_record, [self.decoder, self.sample], outs,
