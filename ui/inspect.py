@@ -50,6 +50,19 @@ def example_choices() -> list[tuple[str, str]]:
     return [(f"{n} · {example_summary(n)}" if example_summary(n) else n, n) for n in example_names()]
 
 
+def as_recording_error(e: Exception) -> Exception:
+    """An uploaded recording that breaks the analysis: one line saying what is wrong with the
+    file, not an exception name (KeyError, TypeError). Errors of the app itself stay as they are."""
+    if isinstance(e, UserError) or not isinstance(e, (KeyError, TypeError, ValueError, IndexError,
+                                                      AttributeError)):
+        return e
+    traceback.print_exc()
+    if isinstance(e, KeyError):
+        return UserError(f"not a usable recording: it has no field {e.args[0]!s}")
+    return UserError("not a usable recording: a field has the wrong type or shape "
+                     "(write it with `python -m specdec_core record`)")
+
+
 def _load_example(name: str):
     if name not in example_names():
         raise UserError(f"unknown example decoder {name!r}; choose one of {', '.join(example_names())}")
@@ -302,7 +315,7 @@ class InspectTab:
             raw = Path(path).read_text(encoding="utf-8", errors="replace")
             return self._show(analyze_upload(raw), Path(path).stem)
         except Exception as e:  # noqa: BLE001
-            return self._fail(e)
+            return self._fail(as_recording_error(e))
 
     def on_pool(self, paths):
         try:
@@ -310,7 +323,10 @@ class InspectTab:
             if not paths:
                 raise UserError("no file uploaded")
             files = [(Path(p).stem, Path(p).read_text(encoding="utf-8", errors="replace")) for p in paths]
-            entries, pooled = analyze_pool(files)
+            try:
+                entries, pooled = analyze_pool(files)
+            except Exception as e:  # noqa: BLE001
+                raise as_recording_error(e) from e
             pt = pooled_trace([e["trace"] for e in entries])
             errs = sum(f.get("severity") == "error" for f in pooled)
             kind = "err" if errs else "ok"
