@@ -87,12 +87,13 @@ def test_every_example_decoder_is_listed_with_a_description():
         assert "seed" not in label.split(" · ", 1)[1].lower()[:12], label     # no "Bug (seed 000 D)"
 
 
-@pytest.mark.parametrize("raw", ['{"trace": {}}', '{"trace": 5, "recording": []}', '[1, 2]',
-                                 '{"recording": {"forwards": "x"}}'])
+@pytest.mark.parametrize("raw", ['{"schema": "specscope.recording/1", "forwards": [1, 2]}',
+                                 '{"schema": "specscope.recording/1", "forwards": [{}]}'])
 def test_a_malformed_recording_gets_a_reason_not_an_exception_name(raw, tmp_path):
     from ui.inspect import InspectTab
     path = tmp_path / "bad.json"
     path.write_text(raw, encoding="utf-8")
     status = object.__new__(InspectTab).on_upload(str(path))[0]     # no widgets needed
     assert 'data-state="err"' in status
+    assert "not a usable recording" in status, status
     assert not re.search(r"KeyError|TypeError|AttributeError|IndexError|ValueError|internal error", status), status

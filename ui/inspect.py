@@ -50,16 +50,15 @@ def example_choices() -> list[tuple[str, str]]:
     return [(f"{n} · {example_summary(n)}" if example_summary(n) else n, n) for n in example_names()]
 
 
-def as_recording_error(e: Exception) -> Exception:
+def unreadable(e: Exception, name: str = "") -> UserError:
     """An uploaded recording that breaks the analysis: one line saying what is wrong with the
-    file, not an exception name (KeyError, TypeError). Errors of the app itself stay as they are."""
-    if isinstance(e, UserError) or not isinstance(e, (KeyError, TypeError, ValueError, IndexError,
-                                                      AttributeError)):
-        return e
+    file, not an exception name (KeyError, TypeError); the traceback goes to the log."""
     traceback.print_exc()
+    where = f"{name}: " if name else ""
     if isinstance(e, KeyError):
-        return UserError(f"not a usable recording: it has no field {e.args[0]!s}")
-    return UserError("not a usable recording: a field has the wrong type or shape "
+        return UserError(f"{where}not a usable recording: it has no field {e.args[0]!s} "
+                         "(write it with `python -m specdec_core record`)")
+    return UserError(f"{where}not a usable recording: a field has the wrong type or shape "
                      "(write it with `python -m specdec_core record`)")
 
 
@@ -136,7 +135,7 @@ def analyze_upload(raw: str) -> dict:
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001
-        raise UserError(f"the recording could not be read: {type(e).__name__}: {e}".splitlines()[0]) from None
+        raise unreadable(e) from None
     td = trace.to_dict()
     return {"audio": None, "ok": not rec.get("error"), "error": rec.get("error"), "text": td.get("text"),
             "token_ids": td.get("token_ids"), "findings": findings, "trace": td, "recording": rec}
@@ -174,8 +173,7 @@ def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
             except UserError:
                 raise
             except Exception as e:  # noqa: BLE001
-                raise UserError(f"{name}: the recording could not be read: {type(e).__name__}: {e}"
-                                .splitlines()[0]) from None
+                raise unreadable(e, name) from None
             entries.append({"label": name, "ok": not rec.get("error"), "findings": findings,
                             "trace": trace.to_dict(), "recording": rec})
     return entries, pooled_findings(entries)
@@ -315,7 +313,7 @@ class InspectTab:
             raw = Path(path).read_text(encoding="utf-8", errors="replace")
             return self._show(analyze_upload(raw), Path(path).stem)
         except Exception as e:  # noqa: BLE001
-            return self._fail(as_recording_error(e))
+            return self._fail(e)
 
     def on_pool(self, paths):
         try:
@@ -323,10 +321,7 @@ class InspectTab:
             if not paths:
                 raise UserError("no file uploaded")
             files = [(Path(p).stem, Path(p).read_text(encoding="utf-8", errors="replace")) for p in paths]
-            try:
-                entries, pooled = analyze_pool(files)
-            except Exception as e:  # noqa: BLE001
-                raise as_recording_error(e) from e
+            entries, pooled = analyze_pool(files)
             pt = pooled_trace([e["trace"] for e in entries])
             errs = sum(f.get("severity") == "error" for f in pooled)
             kind = "err" if errs else "ok"
