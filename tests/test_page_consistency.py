@@ -97,3 +97,12 @@ def test_a_malformed_recording_gets_a_reason_not_an_exception_name(raw, tmp_path
     assert 'data-state="err"' in status
     assert "not a usable recording" in status, status
     assert not re.search(r"KeyError|TypeError|AttributeError|IndexError|ValueError|internal error", status), status
+
+
+def test_accepted_length_plot_ticks_stay_on_its_rounds(corrupted):
+    from components.plots import accepted_length_figure
+    fig = accepted_length_figure(corrupted["trace"])
+    rounds = [r["round"] for r in corrupted["trace"]["rounds"]]
+    lo, hi = fig.layout.xaxis.range
+    assert lo == min(rounds) - 0.5 and hi == max(rounds) + 0.5
+    assert fig.layout.xaxis.tick0 == min(rounds) and float(fig.layout.xaxis.dtick).is_integer()
