@@ -93,6 +93,12 @@ def _scalar(value):
 COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "nodes_per_call", "cloud_calls", "cloud_call_rate", "target_forwards",
         "draft_forwards", "corrections", "rejected_tokens", "tokens_per_s", "wall_s", "bytes_up",
         "bytes_down", "speedup"}
+# Timings move between repeats of one and the same run (other work on the machine, caches):
+# a timing difference within NOISE_REL of the larger value is "within noise", not a win. Identical
+# A fixed tolerance, not measured per comparison: a single A/B pair has no repeat to measure.
+TIMED = {"decode_s", "wall_s", "tokens_per_s", "speedup", "cloud_only_s"}
+NOISE_REL = 0.20
+WITHIN_NOISE = f"within noise: a timing difference under {NOISE_REL:.0%} is not called better"
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
 BANDS = {"punct_density": (0.10, 0.25)}
 HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
@@ -128,6 +134,8 @@ def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None
         return "", NOT_COMPARED
     if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
         return "=", "equal"
+    if key in TIMED and abs(b - a) <= NOISE_REL * max(abs(a), abs(b)):
+        return "=", WITHIN_NOISE
     win = "B" if (b - a) * direction > 0 else "A"
     return win, ("higher is better" if direction > 0 else "lower is better") + (
         " (same text on both sides)" if key in COST and same_text else "")
@@ -201,12 +209,12 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
         if isinstance(a, str) and " / " in a or isinstance(b, str) and " / " in (b or ""):
             a, b = ra, rb     # per-position lists: shown, not compared
         win, why = judge(key, a, b, same_text, prompt_type)
-        cell = {"A": "A", "B": "B", "=": "tie", "": "—"}[win]
+        cell = {"A": "A", "B": "B", "=": "within noise" if why == WITHIN_NOISE else "tie", "": "—"}[win]
         rows.append(
             f'<tr data-key="{esc(key)}" data-better="{esc(win)}"><th title="{esc(hover(key))}">{esc(term(key).label)}</th>'
             f'<td>{esc(fmt(key, ra))}</td><td>{esc(fmt(key, rb))}</td>'
             f'<td>{esc("" if isinstance(ra, bool) or isinstance(rb, bool) else _delta(key, a, b))}</td>'
-            f'<td class="ss-ab-better ss-ab-better-{esc(cell)}" title="{esc(why)}">{esc(cell)}</td></tr>')
+            f'<td class="ss-ab-better ss-ab-better-{esc(cell.split()[0])}" title="{esc(why)}">{esc(cell)}</td></tr>')
     note = ("" if same_text is not False else
             f'<div class="ss-ab-note">{esc(NOT_COMPARED)}; costs are shown without a winner.</div>')
     return ('<div class="ss-ab-table">' + note + '<table><thead><tr><th>metric</th><th>A</th><th>B</th>'
@@ -246,8 +254,9 @@ def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = Non
         cls = "ss-vs-fast" if x >= 1 else "ss-vs-slow"
         slower = "" if x >= 1 else " — slower than the cloud alone"
         head = (f'<div class="ss-vs-speed {cls}" data-speedup="{x:.4f}" title="{esc(hover("speedup"))}">'
-                f'<b>{x:.2f}×</b> speed-up over cloud-only · {sp["decode_s"]:.2f} s here vs '
-                f'{sp["cloud_only_s"]:.2f} s cloud-only{slower}</div>')
+                f'<b>{x:.2f}×</b> speed-up over cloud-only · {sp["decode_s"]:.2f} s decoding here vs '
+                f'{sp["cloud_only_s"]:.2f} s cloud-only{slower} (decoding: the wall time less the page\'s '
+                f'drawing between rounds)</div>')
     same = (text or "") == (base_text or "")
     verdict = ('<span class="ss-vs-same">same text as cloud-only</span>' if same else
                '<span class="ss-vs-diff">differs from cloud-only</span>')
@@ -269,7 +278,11 @@ def char_diff_html(text_a: str | None, text_b: str | None, names: tuple[str, str
             parts.append(f"<del>{esc(a[i1:i2])}</del>")
         if op in ("insert", "replace"):
             parts.append(f"<ins>{esc(b[j1:j2])}</ins>")
-    same = f"{100 * matcher.ratio():.0f}% of characters in common" if (a or b) else "both texts are empty"
+    if a == b:
+        what = "identical texts" if a else "both texts are empty"
+        return (f'<div class="ss-diff" data-identical="1"><div class="ss-diff-legend">{what}</div>'
+                f'<div class="ss-diff-text">{esc(a)}</div></div>')
+    same = f"{100 * matcher.ratio():.0f}% of characters in common"
     return (
         f'<div class="ss-diff"><div class="ss-diff-legend"><del>only in {esc(names[0])}</del> · <ins>only in {esc(names[1])}</ins> · '
         f'{same}</div><div class="ss-diff-text">{"".join(parts)}</div></div>'

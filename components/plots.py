@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-
-import math
 
 from specdec_core.analysis.glossary import term
 from specdec_core.analysis.metrics import drafted_entropies, share_above, threshold_nats
@@ -192,8 +192,15 @@ def accepted_length_figure(trace: dict | None) -> go.Figure:
                                  marker=dict(symbol="line-ew-open", size=16, color="#1f2328", line=dict(width=2)),
                                  hovertemplate="round %{x}: %{y} drafted<extra></extra>"))
     fig.update_layout(barmode="stack", bargap=0.25, legend_traceorder="normal")
-    fig.update_xaxes(dtick=1 if len(ids) <= 30 else None)
+    fig.update_xaxes(**round_axis(ids))
     return fig
+
+
+def round_axis(ids: list[int]) -> dict:
+    """An x axis of rounds: whole-number ticks on rounds that exist, nothing before the first
+    round or after the last (no tick -1, no 2.5)."""
+    step = 1 if len(ids) <= 30 else math.ceil(len(ids) / 15)
+    return dict(range=[ids[0] - 0.5, ids[-1] + 0.5], tick0=ids[0], dtick=step, tickformat="d")
 
 
 def position_acceptance(trace: dict) -> list[tuple[int, float, int]]:

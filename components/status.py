@@ -5,9 +5,9 @@ import html
 
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
-    """kind: idle | run | ok | err. `context`: (what, value) badges after the text (run_context):
+    """kind: idle | run | ok | warn | err. `context`: (what, value) badges after the text (run_context):
     which backend, dtype, cloud and faults the run used; a fault badge stands out."""
-    icon = {"idle": "●", "run": "◌", "ok": "✔", "err": "✖"}.get(kind, "●")
+    icon = {"idle": "●", "run": "◌", "ok": "✔", "warn": "▲", "err": "✖"}.get(kind, "●")
     d = f'<span class="ss-status-detail">{html.escape(detail)}</span>' if detail else ""
     ctx = "".join(
         f'<span class="ss-status-tag{" ss-status-fault" if what == "fault" else ""}" data-what="{html.escape(what)}">'
@@ -15,6 +15,19 @@ def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str,
     ctx = f'<span class="ss-status-ctx">{ctx}</span>' if ctx else ""
     return (f'<div class="ss-status ss-status-{kind}" data-state="{kind}"><span class="ss-status-icon">'
             f'{icon}</span><span class="ss-status-text">{html.escape(text)}</span>{d}{ctx}</div>')
+
+
+def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]:
+    """(kind, head) for a finished run: never a green "Done" above an error finding. Stopped ->
+    err "Stopped"; any error finding -> err "Done, with errors"; a warning -> warn; else ok."""
+    sev = {str(f.get("severity", "")).lower() for fs in finding_lists for f in fs or []}
+    if stopped:
+        return "err", f"Stopped: {name}"
+    if "error" in sev:
+        return "err", f"Done, with errors: {name}"
+    if "warning" in sev:
+        return "warn", f"Done, with warnings: {name}"
+    return "ok", f"Done: {name}"
 
 
 def run_context(backend: str, dtype: str = "", device: str = "", cloud: str = "",

@@ -134,7 +134,9 @@ def _token_span(tok: dict, in_cycle: bool, dropped: list[dict], colour: str = "s
 def _rejected_span(rej: dict) -> str:
     at = rej.get("at")
     head = f"draft of round {rej.get('round', DASH)}"   # the tooltip's kind label says "rejected"
-    note = f"dropped: the cloud rejected it (rank {rej.get('target_rank', DASH)})"
+    rank = rej.get("target_rank")
+    note = ("dropped: the cloud rejected it" + (f" (its rank {rank} under the cloud)" if rank is not None else
+            " (no cloud rank was recorded for it)"))
     if at is not None:
         note += f"; replaced by token #{at}"
     return (

@@ -98,7 +98,7 @@ def pick_option(page, elem_id: str, text: str) -> None:
     page.locator(f"#{elem_id} [role=option]", has_text=text).first.click()
 
 
-def wait_state(page, elem_id: str, states=("ok", "err"), timeout: float = 90_000) -> str:
+def wait_state(page, elem_id: str, states=("ok", "warn", "err"), timeout: float = 90_000) -> str:
     """Wait until the status box #elem_id shows one of `states`; returns the state."""
     sel = ", ".join(f"#{elem_id} [data-state={s}]" for s in states)
     page.wait_for_selector(sel, timeout=timeout)

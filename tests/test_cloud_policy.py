@@ -359,7 +359,7 @@ def test_with_an_allowlist_the_listed_server_is_used_and_no_other(artifacts):
             assert options == [NONE, stub.url], options      # (the selected one carries a tick)
             page.locator("#live-cloud-url [role=option]", has_text=stub.url).first.click()
             page.click("#live-run")
-            assert wait_state(page, "live-status", timeout=240_000) == "ok", page.inner_text("#live-status")
+            assert wait_state(page, "live-status", timeout=240_000) in ("ok", "warn"), page.inner_text("#live-status")
             page.screenshot(path=str(artifacts / "cloud-url-list.png"), full_page=True)
             browser.close()
             assert stub.connections >= 1 and "/v1/completions" in stub.paths, stub.paths

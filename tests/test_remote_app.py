@@ -26,5 +26,5 @@ def test_a_dead_cloud_url_is_a_message_and_the_app_keeps_serving(artifacts):
         page.click("#live-run")
         # the error box stays until the new run replaces it: wait for that before reading
         page.wait_for_selector("#live-status [data-state=err]", state="detached", timeout=60_000)
-        assert wait_state(page, "live-status") == "ok", page.inner_text("#live-status")
+        assert wait_state(page, "live-status") in ("ok", "warn"), page.inner_text("#live-status")
         browser.close()

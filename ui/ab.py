@@ -17,7 +17,7 @@ from specdec_core.decoding.faults import FAULTS
 from . import common
 from .knobs import KnobPanel
 from .runs import Run
-from components.status import status_html
+from components.status import finished_status, status_html
 
 from .views import TraceView
 from .gpu import gpu
@@ -28,6 +28,14 @@ NO_FAULT = "—"
 class ABTab:
     def __init__(self, live):
         self.live = live
+        self._inputs(live)
+        self._configurations()
+        self._sides()
+        self._comparison()
+        self._wire()
+
+    def _inputs(self, live):
+        """Clip, backend, prompt type, reference, the fault-vs-fixed shortcut and the buttons."""
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=320):
                 self.sample = gr.Dropdown(common.sample_choices(), value=live.sample.value,
@@ -54,6 +62,8 @@ class ABTab:
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run A and B", variant="primary", elem_id="ab-run", scale=2)
                     self.stop_btn = gr.Button("■ Stop", variant="stop", scale=1)
+
+    def _configurations(self):
         with gr.Accordion("Configurations", open=True):
             with gr.Row(equal_height=False):
                 with gr.Column(elem_classes="ss-ab-a"):
@@ -62,6 +72,9 @@ class ABTab:
                 with gr.Column(elem_classes="ss-ab-b"):
                     gr.Markdown("#### B", elem_classes="ss-ab-head")
                     self.panel_b = KnobPanel("B", prompt_type_widget=self.prompt_type, open_first=False)
+
+    def _sides(self):
+        """The status line, then A and B side by side: tokens, cards, plots and findings."""
         self.status = gr.HTML(status_html("idle", "Set A and B, pick a clip, press Run A and B."),
                               elem_id="ab-status", js_on_load=None)
         with gr.Row(equal_height=False):
@@ -75,6 +88,9 @@ class ABTab:
                 self.view_b = TraceView("B", compact=True)
                 gr.Markdown("##### Diagnostics B", elem_classes="ss-h")
                 self.diag_b = gr.HTML(diagnostics_html(None), elem_id="ab-diag-b", js_on_load=None)
+
+    def _comparison(self):
+        """The cloud-only text, the metric table and the text difference."""
         self.ref_text = gr.Textbox(label="cloud-only text", interactive=False, lines=2,
                                    buttons=["copy"])
         with gr.Row(equal_height=False):
@@ -87,7 +103,6 @@ class ABTab:
             with gr.Column(scale=2):
                 gr.Markdown("#### Text difference", elem_classes="ss-h")
                 self.char_diff = gr.HTML(char_diff_html("", ""), elem_id="ab-char-diff", js_on_load=None)
-        self._wire()
 
     @property
     def outputs(self):
@@ -138,77 +153,90 @@ class ABTab:
                 raise ConfigError(f"config {side}: {e}") from None
         return out
 
+    def _pack(self, status, va=None, vb=None, ref=None, diff=None, cdiff=None, da=None, db=None) -> list:
+        sk, n_view = gr.skip(), len(self.view_a.outputs)
+        rest = [sk if v is None else v for v in (ref, diff, cdiff, da, db)]
+        return [status, *(va or [sk] * n_view), *(vb or [sk] * n_view), *rest]
+
     def run(self, request: gr.Request, sample, audio, backend_name, reference_on, *values):
-        sk = gr.skip()
-        n_view = len(self.view_a.outputs)
-
-        def pack(status, va=None, vb=None, ref=sk, diff=sk, cdiff=sk, da=sk, db=sk):
-            return [status, *(va or [sk] * n_view), *(vb or [sk] * n_view), ref, diff, cdiff, da, db]
-
         try:
             cfg_a, cfg_b = self._configs(values)
             src, name = common.resolve_audio(sample, audio)
             backend = common.get_backend(backend_name)
             session = common.session_of(request)
             runs = [Run(backend, src, cfg_a, session, name), Run(backend, src, cfg_b, session, name)]
-            cfg_a, cfg_b = runs[0].cfg, runs[1].cfg
-            views = [self.view_a, self.view_b]
-            ctx = common.run_context(backend, "", None) + ab_faults(cfg_a, cfg_b)
-            yield pack(status_html("run", f"Decoding {name} with A and B…", "", ctx), self.view_a.reset(),
-                       self.view_b.reset(), "", metric_diff_html(None, None), char_diff_html("", ""),
-                       diagnostics_html(None), diagnostics_html(None))
-            # Interleave the two decodes round by round so both stream side by side.
-            iters, done = [iter(r) for r in runs], [False, False]
-            while not all(done):
-                for i in (0, 1):
-                    if not done[i]:
-                        live, _ = next(iters[i], (runs[i].live, None))
-                        done[i] = live.done
-                if runs[0].clock.tokens_due():   # one clock paces the pair's token views
-                    lives = [r.live for r in runs]
-                    yield pack(status_html("run", f"Decoding {name} with A and B…",
-                                           f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens", ctx),
-                               views[0].values(lives[0], cfg_a.prompt_type, clock=runs[0].clock),
-                               views[1].values(lives[1], cfg_b.prompt_type, clock=runs[1].clock))
-            ref, bases = "", [None, None]
-            stopped = runs[0].stopped or runs[1].stopped
-            if reference_on and not stopped:
-                yield pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx))
-                bases[0] = runs[0].run_baseline()
-                # the same reference unless B's stops differ (then B's own, with B's stops); B's
-                # divergence verdict is judged against it either way
-                bases[1] = (runs[1].run_baseline(runs[0].reference) if same_reference(cfg_a, cfg_b)
-                            else runs[1].run_baseline())
-                ref = bases[0]["text"]
-            ta, tb = runs[0].live.trace, runs[1].live.trace
-            sps = [speedup(t, b) if b else None for t, b in zip((ta, tb), bases)]
-            detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')}{_sp(sps[0])}"
-                      f"{_fs(ta)} · "
-                      f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}{_sp(sps[1])}"
-                      f"{_fs(tb)}")
-            same_text = (ta.get("text") or "") == (tb.get("text") or "")
-            extra = []
-            if any(sps):
-                extra.append(("speedup", (sps[0] or {}).get("speedup"), (sps[1] or {}).get("speedup")))
-                extra.append(("decode_s", (sps[0] or {}).get("decode_s"), (sps[1] or {}).get("decode_s")))
-                extra.append(("cloud_only_s", (sps[0] or {}).get("cloud_only_s"), (sps[1] or {}).get("cloud_only_s")))
-            if bases[0]:
-                extra.append(("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
-                              bases[1]["token_ids"] == tb.get("token_ids")))
-            yield pack(status_html("err" if stopped else "ok", ("Stopped: " if stopped else "Done: ") + name,
-                                   detail, ctx),
-                       views[0].values(runs[0].live, cfg_a.prompt_type, plots=True, speedup=sps[0]),
-                       views[1].values(runs[1].live, cfg_b.prompt_type, plots=True, speedup=sps[1]),
-                       ref, metric_diff_html(ta.get("metrics"), tb.get("metrics"), same_text,
-                                             cfg_a.prompt_type, extra=extra),
-                       text_diffs_html(ta.get("text"), tb.get("text"), bases),
-                       diagnostics_html(ta.get("diagnostics")), diagnostics_html(tb.get("diagnostics")))
+            ctx = common.run_context(backend, "", None) + ab_faults(runs[0].cfg, runs[1].cfg)
+            yield self._pack(status_html("run", f"Decoding {name} with A and B…", "", ctx), self.view_a.reset(),
+                             self.view_b.reset(), "", metric_diff_html(None, None), char_diff_html("", ""),
+                             diagnostics_html(None), diagnostics_html(None))
+            yield from self._stream_pair(runs, name, ctx)
+            bases = yield from self._references(runs, reference_on, ctx)
+            yield self._finished(runs, bases, name, ctx)
         except Exception as e:  # noqa: BLE001 - keep the page usable
             if not isinstance(e, UserError):
                 traceback.print_exc()
             msg = common.user_message(e)
             gr.Warning(msg)
-            yield pack(status_html("err", "Could not run", msg))
+            yield self._pack(status_html("err", "Could not run", msg), self.view_a.cleared(), self.view_b.cleared(),
+                             "", metric_diff_html(None, None), char_diff_html("", ""),
+                             diagnostics_html(None), diagnostics_html(None))
+
+    def _stream_pair(self, runs, name, ctx):
+        """Interleave the two decodes round by round so both stream side by side."""
+        views = [self.view_a, self.view_b]
+        iters, done = [iter(r) for r in runs], [False, False]
+        while not all(done):
+            for i in (0, 1):
+                if not done[i]:
+                    live, _ = next(iters[i], (runs[i].live, None))
+                    done[i] = live.done
+            if runs[0].clock.tokens_due():   # one clock paces the pair's token views
+                lives = [r.live for r in runs]
+                yield self._pack(status_html("run", f"Decoding {name} with A and B…",
+                                             f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens", ctx),
+                                 *[v.values(lv, r.cfg.prompt_type, clock=r.clock)
+                                   for v, lv, r in zip(views, lives, runs)])
+
+    def _references(self, runs, reference_on, ctx):
+        """The cloud-only references: the same one unless B's stops differ (then B's own, with
+        B's stops); B's divergence verdict is judged against it either way."""
+        bases = [None, None]
+        if reference_on and not (runs[0].stopped or runs[1].stopped):
+            yield self._pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx))
+            bases[0] = runs[0].run_baseline()
+            bases[1] = (runs[1].run_baseline(runs[0].reference) if same_reference(runs[0].cfg, runs[1].cfg)
+                        else runs[1].run_baseline())
+        return bases
+
+    def _finished(self, runs, bases, name, ctx) -> list:
+        ta, tb = runs[0].live.trace, runs[1].live.trace
+        sps = [speedup(t, b) if b else None for t, b in zip((ta, tb), bases)]
+        detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')}{_sp(sps[0])}{_fs(ta)} · "
+                  f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}{_sp(sps[1])}{_fs(tb)}")
+        same_text = (ta.get("text") or "") == (tb.get("text") or "")
+        stopped = runs[0].stopped or runs[1].stopped
+        return self._pack(
+            status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")), detail, ctx),
+            *[v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
+              for v, r, sp in zip((self.view_a, self.view_b), runs, sps)],
+            bases[0]["text"] if bases[0] else "",
+            metric_diff_html(ta.get("metrics"), tb.get("metrics"), same_text, runs[0].cfg.prompt_type,
+                             extra=extra_rows(ta, tb, sps, bases)),
+            text_diffs_html(ta.get("text"), tb.get("text"), bases),
+            diagnostics_html(ta.get("diagnostics")), diagnostics_html(tb.get("diagnostics")))
+
+
+def extra_rows(ta: dict, tb: dict, sps: list, bases: list) -> list[tuple[str, object, object]]:
+    """The A/B table's first rows: speed-up and times against cloud-only, and whether each side
+    matches its reference."""
+    extra = []
+    if any(sps):
+        for key in ("speedup", "decode_s", "cloud_only_s"):
+            extra.append((key, (sps[0] or {}).get(key), (sps[1] or {}).get(key)))
+    if bases[0]:
+        extra.append(("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
+                      bases[1]["token_ids"] == tb.get("token_ids")))
+    return extra
 
 
 def _fs(trace: dict) -> str:

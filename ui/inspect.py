@@ -4,7 +4,9 @@ Also the `/record` API endpoint. Gradio wiring only: recording and analysis live
 specdec_core.recorder, rendering in components/."""
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
 import json
 import traceback
 from pathlib import Path
@@ -13,7 +15,7 @@ import gradio as gr
 
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_html
-from components.inspect_view import (pooled_findings_html, pooled_html, pooled_trace, round_choices,
+from components.inspect_view import (pooled_findings_html, run_error_html, pooled_html, pooled_trace, round_choices,
                                      round_html)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
@@ -31,6 +33,33 @@ EMPTY = "No trace yet: pick a decoder and a clip, then press Record (or upload a
 def example_names() -> list[str]:
     names = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_"))
     return (["correct"] if "correct" in names else []) + [n for n in names if n != "correct"]
+
+
+def example_summary(name: str) -> str:
+    """The first line of an example decoder's docstring, read without running the file; the
+    seed reference ("Bug (seed 000 D / 002): ...") shortened to "bug: ..."."""
+    doc = ast.get_docstring(ast.parse((EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8"))) or ""
+    para = " ".join(doc.strip().split("\n\n")[0].split())          # the first paragraph, one line
+    para = re.sub(r"^Bug( \([^)]*\))?:\s*", "bug: ", para)
+    first = re.split(r"\.\s(?=[A-Z])", para)[0].rstrip(".:")       # its first sentence
+    return first if len(first) <= 110 else first[:109].rsplit(" ", 1)[0] + "…"
+
+
+def example_choices() -> list[tuple[str, str]]:
+    """(label, name) for the decoder list: the file name and what the decoder does."""
+    return [(f"{n} · {example_summary(n)}" if example_summary(n) else n, n) for n in example_names()]
+
+
+def unreadable(e: Exception, name: str = "") -> UserError:
+    """An uploaded recording that breaks the analysis: one line saying what is wrong with the
+    file, not an exception name (KeyError, TypeError); the traceback goes to the log."""
+    traceback.print_exc()
+    where = f"{name}: " if name else ""
+    if isinstance(e, KeyError):
+        return UserError(f"{where}not a usable recording: it has no field {e.args[0]!s} "
+                         "(write it with `python -m specdec_core record`)")
+    return UserError(f"{where}not a usable recording: a field has the wrong type or shape "
+                     "(write it with `python -m specdec_core record`)")
 
 
 def _load_example(name: str):
@@ -106,7 +135,7 @@ def analyze_upload(raw: str) -> dict:
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001
-        raise UserError(f"the recording could not be read: {type(e).__name__}: {e}".splitlines()[0]) from None
+        raise unreadable(e) from None
     td = trace.to_dict()
     return {"audio": None, "ok": not rec.get("error"), "error": rec.get("error"), "text": td.get("text"),
             "token_ids": td.get("token_ids"), "findings": findings, "trace": td, "recording": rec}
@@ -144,8 +173,7 @@ def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
             except UserError:
                 raise
             except Exception as e:  # noqa: BLE001
-                raise UserError(f"{name}: the recording could not be read: {type(e).__name__}: {e}"
-                                .splitlines()[0]) from None
+                raise unreadable(e, name) from None
             entries.append({"label": name, "ok": not rec.get("error"), "findings": findings,
                             "trace": trace.to_dict(), "recording": rec})
     return entries, pooled_findings(entries)
@@ -167,13 +195,20 @@ def _texts():
 
 class InspectTab:
     def __init__(self):
+        self._inputs()
+        self._single()
+        self._pooled()
+        self._wire()
+
+    def _inputs(self):
+        """The example decoder and clip to record, or a recording to upload."""
         gr.Markdown("Record **your own** speculative decoder (here: the example zoo in "
                     "`examples/decoders/`) or upload a recording (`python -m specdec_core record "
                     "FILE.py:FUNCTION AUDIO --out rec.json`). The findings are computed blind, "
                     "from what the two models were fed and scored.")
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=300):
-                self.decoder = gr.Dropdown(example_names(), value="correct", label="example decoder",
+                self.decoder = gr.Dropdown(example_choices(), value="correct", label="example decoder",
                                            elem_id="inspect-decoder")
                 self.sample = gr.Dropdown(common.sample_choices(), value=common.DEFAULT_SAMPLE,
                                           label="sample clip", elem_id="inspect-sample")
@@ -182,6 +217,9 @@ class InspectTab:
                 self.upload = gr.File(label="or upload a recording (JSON)", file_types=[".json"],
                                       type="filepath", elem_id="inspect-upload")
                 self.download = gr.File(label="recording (download)", interactive=False)
+
+    def _single(self):
+        """One recording: status, findings, trace, plots and the per-step drill-down."""
         self.status = gr.HTML(status_html("idle", "Pick a decoder and a clip, then Record."),
                               elem_id="inspect-status")
         self.badges = gr.HTML("", elem_id="inspect-badges")
@@ -201,6 +239,9 @@ class InspectTab:
                                  "and the call)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
         self.state = gr.State(None)
+
+    def _pooled(self):
+        """Several recordings pooled: the checks that need more than one clip."""
         gr.Markdown("### Pooled over several recordings", elem_classes="ss-h")
         gr.Markdown("Upload two or more recordings (or one `record` output over several clips): "
                     "checks that need more evidence than one clip run over all of them, and the "
@@ -219,6 +260,8 @@ class InspectTab:
                                 [self.pool_status, self.pool_findings, self.pool, self.pool_plot],
                                 api_visibility="private")
 
+
+    def _wire(self):
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
                 self.acclen, self.round, self.drill, self.download, self.state, self.timing]
         self.record.click(self.on_record, [self.decoder, self.sample], outs,
@@ -245,7 +288,8 @@ class InspectTab:
         path = common.write_json(f"recording-{label}", rec)
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
-                + findings_html(list(res["findings"] or [])), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
+                + (findings_html(res["findings"]) if res["findings"] or res["ok"]
+                   else run_error_html(res["error"] or "unknown error")), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
                 round_html(rec, 1, _texts(), len(tr.get("rounds") or [])), path,

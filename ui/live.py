@@ -9,7 +9,7 @@ import gradio as gr
 
 from components.cards import diagnostics_html, findings_summary
 from components.compare import speedup, vs_cloud_html
-from components.status import prompt_info_md, status_html
+from components.status import finished_status, prompt_info_md, status_html
 from components.timing_plot import timing_figure
 from components.tree_view import render_tree, tree_rounds
 from components.token_view import COLOURINGS
@@ -212,13 +212,13 @@ class LiveTab:
                 sk if vs_cloud is None else vs_cloud]
 
     def run(self, request: gr.Request, sample, audio, backend_name, baseline_on, cloud_url, *knobs):
-        hidden = gr.update(visible=False)
         try:
             cfg = DecodeConfig.from_dict(self.panel.to_config(knobs))
         except ConfigError as e:
             gr.Warning(str(e))
             yield self._pack(status_html("err", "Invalid knobs", str(e)))
             return
+        hidden = gr.update(visible=False)
         yield self._pack(status_html("run", "Reading the clip…"), self.view.reset(),
                          "", diagnostics_html(None), None, hidden, hidden, vs_cloud="")
         try:
@@ -228,55 +228,73 @@ class LiveTab:
                 yield self._pack(status_html("run", "Connecting to the cloud server…", cloud_url))
             backend = with_cloud(common.get_backend(backend_name), cloud_url, cfg)
             run = Run(backend, src, cfg, common.session_of(request), name)
-            cfg = run.cfg
-            ctx = common.run_context(backend, cloud_url, cfg)
-            for live, _new in run:
-                if live.done:
-                    break
-                if live.n_tokens and run.clock.tokens_due():
-                    n_warn = len(live.trace.get("warnings") or [])
-                    yield self._pack(status_html("run", f"Decoding {name}…",
-                                                 f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"
-                                                 + (f" · ⚠ {n_warn} warning(s), listed under the trace"
-                                                    if n_warn else ""), ctx),
-                                     self.view.values(live, cfg.prompt_type, clock=run.clock))
-            base, sp, vs = "", None, ""
-            if baseline_on and not run.stopped:
-                yield self._pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx),
-                                 self.view.values(live, cfg.prompt_type, clock=run.clock))
-                bl = run.run_baseline()
-                base, sp = bl["text"], speedup(live.trace, bl)
-                vs = vs_cloud_html(live.trace.get("text"), base, sp)
-            tr = live.trace
-            m = tr.get("metrics") or {}
-            ended = tr.get("ended_by") or "—"
-            detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s · "
-                      f"ended by {ended}" + (f" ({run.cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
-            if run.baseline is not None:
-                same = run.baseline["token_ids"] == tr.get("token_ids")
-                fd = run.baseline.get("first_divergence")
-                detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only"
-                                   + (f" at token {fd['index']} ({fd['cause']})" if fd else ""))
-                if sp:
-                    detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
-                               f"{sp['cloud_only_s']:.2f} s cloud-only)")
-            detail += findings_summary(tr.get("diagnostics"))
-            kind = "err" if run.stopped else "ok"
-            head = f"Stopped: {name}" if kind == "err" else f"Done: {name}"
-            stem = f"{name.rsplit('.', 1)[0]}"
-            yield self._pack(
-                status_html(kind, head, detail, ctx),
-                self.view.values(live, cfg.prompt_type, plots=True, speedup=sp),
-                base, diagnostics_html(tr.get("diagnostics")), prompt_info_md(tr.get("info")),
-                gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
-                gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
-                timing_figure(tr), vs)
+            ctx = common.run_context(backend, cloud_url, run.cfg)
+            live = yield from self._stream(run, name, ctx)
+            yield from self._finish(run, live, name, ctx, baseline_on)
         except Exception as e:  # noqa: BLE001 - the page must stay usable; bugs are logged
-            if not isinstance(e, UserError):
-                traceback.print_exc()
-            msg = common.user_message(e)
-            gr.Warning(msg)
-            yield self._pack(status_html("err", "Could not run", msg))
+            yield self._failed(e)
+
+    def _stream(self, run, name, ctx):
+        """The decode's partial traces, painted as the clock allows; returns the last one."""
+        for live, _new in run:
+            if live.done:
+                break
+            if live.n_tokens and run.clock.tokens_due():
+                n_warn = len(live.trace.get("warnings") or [])
+                yield self._pack(status_html("run", f"Decoding {name}…",
+                                             f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"
+                                             + (f" · ⚠ {n_warn} warning(s), listed under the trace"
+                                                if n_warn else ""), ctx),
+                                 self.view.values(live, run.cfg.prompt_type, clock=run.clock))
+        return live
+
+    def _finish(self, run, live, name, ctx, baseline_on):
+        """The cloud-only baseline (when asked for) and the finished page."""
+        base, sp, vs = "", None, ""
+        if baseline_on and not run.stopped:
+            yield self._pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx),
+                             self.view.values(live, run.cfg.prompt_type, clock=run.clock))
+            bl = run.run_baseline()
+            base, sp = bl["text"], speedup(live.trace, bl)
+            vs = vs_cloud_html(live.trace.get("text"), base, sp)
+        tr = live.trace
+        kind, head = finished_status(name, run.stopped, tr.get("diagnostics"))
+        stem = f"{name.rsplit('.', 1)[0]}"
+        yield self._pack(
+            status_html(kind, head, finished_detail(tr, run.cfg, run.baseline, sp), ctx),
+            self.view.values(live, run.cfg.prompt_type, plots=True, speedup=sp),
+            base, diagnostics_html(tr.get("diagnostics")), prompt_info_md(tr.get("info")),
+            gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
+            gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
+            timing_figure(tr), vs)
+
+    def _failed(self, e: Exception) -> list:
+        """A failed run: its one-line reason, and every output cleared (plots included)."""
+        if not isinstance(e, UserError):
+            traceback.print_exc()
+        msg = common.user_message(e)
+        gr.Warning(msg)
+        hidden, nothing = gr.update(visible=False), gr.update(value=None)
+        return self._pack(status_html("err", "Could not run", msg), self.view.cleared(), "",
+                          diagnostics_html(None), "", hidden, hidden, nothing, "")
+
+
+def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> str:
+    """The finished status line's detail: tokens, wall time, what ended it, the cloud-only
+    comparison (its speed-up uses decoding time, said so) and the findings' summary."""
+    m = tr.get("metrics") or {}
+    ended = tr.get("ended_by") or "—"
+    detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s wall time · "
+              f"ended by {ended}" + (f" ({cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
+    if baseline is not None:
+        same = baseline["token_ids"] == tr.get("token_ids")
+        fd = baseline.get("first_divergence")
+        detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only"
+                           + (f" at token {fd['index']} ({fd['cause']})" if fd else ""))
+        if sp:
+            detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
+                       f"{sp['cloud_only_s']:.2f} s cloud-only)")
+    return detail + findings_summary(tr.get("diagnostics"))
 
 
 def show_tree(rnd, trace_file):

@@ -23,6 +23,8 @@ PAGE_CSS = """
 .ss-status-ok .ss-status-icon { color: #009E73; }
 .ss-status-err { background: #fff1e8; border-color: #f0b48c; }
 .ss-status-err .ss-status-icon { color: #D55E00; }
+.ss-status-warn { background: #fff8e1; border-color: #e6c770; }
+.ss-status-warn .ss-status-icon { color: #B8860B; }
 .ss-tokens-panel { border: 1px solid #d8dee4; border-radius: 8px; padding: 10px 12px !important;
   min-height: 120px; background: #fff; overflow: visible !important; }
 .ss-ab-head { font-weight: 650; font-size: 16px; }

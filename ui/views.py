@@ -76,6 +76,13 @@ class TraceView:
         return [render_tokens(None, live=True), warnings_html(None), "", metric_cards(None),
                 *[gr.skip()] * n_figs]
 
+    def cleared(self) -> list:
+        """Every output emptied, the plots included: after a failed run nothing of the previous
+        run may stay on the page."""
+        n_figs = 2 if self.position is None else 3
+        return [render_tokens(None), warnings_html(None), "", metric_cards(None),
+                *[gr.update(value=None)] * n_figs]
+
     def values(self, live, prompt_type: str | None = None, plots: bool | None = None,
                clock: Clock | None = None, speedup: dict | None = None) -> list:
         """Output values for the current partial (or final) trace; with plots=None the run's

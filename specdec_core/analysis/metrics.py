@@ -26,8 +26,7 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
         "new_tokens": n,
         "rounds": len(rounds),
         "acceptance_rate": round(accepted / drafted_v, 4) if drafted_v else None,
-        # tokens committed per cloud call: accepted + the correction or bonus token
-        "mean_accepted_length": round(sum(r.committed for r in verified) / len(verified), 4) if verified else None,
+        "mean_accepted_length": mean_accepted_length(verified),
         "per_position_acceptance": ppa,
         "cloud_calls": len(verified),
         "cloud_call_rate": round(len(verified) / len(rounds), 4) if rounds else 0.0,
@@ -53,6 +52,16 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
     m.update(link_metrics(trace, wall_s))
     m.update(text_metrics(trace.text))
     return m
+
+
+def mean_accepted_length(verified) -> float | None:
+    """Tokens the cloud vouched for per cloud call: the accepted drafts plus the one correction or
+    bonus token (vLLM's mean acceptance length), at most k + 1. Counted from what the cloud
+    checked, not from what was committed: a faulty commit that appends extra, unchecked tokens
+    (input_corruption) must not raise it above k + 1."""
+    if not verified:
+        return None
+    return round(sum(min(r.committed, r.accepted + 1) for r in verified) / len(verified), 4)
 
 
 # ---- where the time goes ----------------------------------------------------------------------
