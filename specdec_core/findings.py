@@ -221,5 +221,5 @@ register("stale_features", "warning",
          "features instead of the cloud's last hidden states (vllm #14649): lossless, lower acceptance",
          "the features behind the head's cache differ from the cloud's hidden states at the same "
          "positions; the finding measures the first-draft acceptance with both",
-         source="decoder")
+         source="recorder")
 # raw_q (transformers #47932) is reported under the sampling checks' `acceptance_rule` code

@@ -8,14 +8,14 @@ distribution; a tree drafter can expand it as it expands the edge's). The input 
 position p is the cloud's feature at p-1 when the cloud has verified p-1, else the head's own
 prediction for p-1 (a token it drafted itself). After a verify, `crop` also drops the head's
 KV entries that were computed from its own features, so the accepted tokens are re-fed with
-the cloud's (EAGLE). The `stale_features` fault skips that (vllm #14649).
+the cloud's (EAGLE). The `stale_features` fault skips that (vllm #14649); the Recorder finds it
+blind (recorder/head_hooks.py, head_checks.py).
 """
 from __future__ import annotations
 
 import torch
 
-from specdec_core.decoding.head_checks import (FeatureProbe, q_mismatch_finding,
-                                               stale_features_finding)
+from specdec_core.decoding.head_checks import q_mismatch_finding
 from specdec_core.decoding.runner import ModelRunner
 
 
@@ -68,20 +68,12 @@ class HeadRunner(ModelRunner):
         self.own = torch.zeros(0, head.config.hidden_size)   # the head's predicted features
         self.trusted = 0    # leading positions whose KV entries came from the cloud's features
         self.used = torch.zeros(0, head.config.hidden_size)  # input feature behind each KV entry
-        self.probe = FeatureProbe()
-        self.round_start = False   # blind check: the features in the cache vs the cloud's
 
     def feed(self, ids, last_only=False):
         self.cloud_runner.ensure_prefilled()
-        stale = self.probe.before(self) if self.round_start else False
-        self.round_start = False
-        logits = super().feed(ids, last_only)
-        if stale:
-            self.probe.after(self, logits[-1])
-        return logits
+        return super().feed(ids, last_only)
 
     def crop(self, n: int) -> None:
-        self.round_start = True
         keep = n if self.stale else min(n, self.trusted)
         super().crop(keep)
         self.own = self.own[:n]
@@ -123,7 +115,7 @@ class HeadRunner(ModelRunner):
     def recompute_last(self, generated):
         """The head's next-token logits over prompt + generated without its cache, from the
         features its cached entries were made from: the reference for the cache check (stale
-        features are the feature probe's finding, not a cache desync)."""
+        features are the recorder's stale_features finding, not a cache desync)."""
         ids = torch.cat([self._prompt_ids, torch.tensor([generated], dtype=torch.long,
                                                         device=self.device)], dim=1)
         feats = self.used[: ids.shape[1]]    # the features the cached entries were made from
@@ -148,12 +140,9 @@ def head_runners(backend, cloud_runner, stale: bool = False):
 
 
 def head_findings(run, diagnostics: list) -> list:
-    """The built-in decoder's diagnostics plus the head's checks: stale features
-    (drafter=head) and a sampling rule fed a q other than the drafts' distribution."""
-    extra = [q_mismatch_finding(run.trace.warnings)]
-    if isinstance(run.edge, HeadRunner):
-        extra.append(stale_features_finding(run.edge.probe, run.seq.ids, run.seq.prompt_len))
-    extra = [f for f in extra if f is not None]
+    """The built-in decoder's diagnostics plus a sampling rule fed a q other than the drafts'
+    distribution. (Stale features are the recorder's finding: recorder/head_checks.py.)"""
+    extra = [f for f in [q_mismatch_finding(run.trace.warnings)] if f is not None]
     if not extra:
         return diagnostics
     return [d for d in diagnostics if (d.get("code") or d.get("key")) != "clean"] + extra

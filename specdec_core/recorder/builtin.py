@@ -56,6 +56,8 @@ def _private(backend, isolated: bool):
         return backend, _SHARED
     own = copy.copy(backend)
     own.edge, own.cloud = private_pair(backend.edge, backend.cloud)
+    if getattr(backend, "head", None) is not None:    # the head drafter (issue 35)
+        own.head = copy.deepcopy(backend.head)
     return own, nullcontext()
 
 
@@ -67,8 +69,9 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
     # the audio-dependence forward runs after the hooks are off: inside them it would read as
     # a cloud forward verifying the whole output
     dec = SpeculativeDecoder(b, cfg, trace=trace, dependence=False)
+    head = getattr(b, "head", None) if cfg.drafter == "head" else None
     with lock, Recorder(b.edge, b.cloud, b.tokenizer, prompt.input_ids, b.stop_ids,
-                        **declared_knobs(b, cfg)) as rec:
+                        drafter=head, **declared_knobs(b, cfg)) as rec:
         for ev in dec.stream(prompt, cancel=cancel):
             if ev["type"] == "done":
                 break
@@ -81,9 +84,9 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
     if dep:
         own.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         own.metrics["acceptance_by_dependence"] = acceptance_by_dependence(own)
-    head = own.diagnostics           # the head drafter's own checks (decoding/head.py), if any
+    own_q = own.diagnostics     # the sampling rule's q check (decoding/head.py), if any
     recorded, found = analyze(recording, backend.tokenizer, prompt.info, dep)
-    own.diagnostics = link(found + head) if head else found
+    own.diagnostics = link(found + own_q) if own_q else found
     if out is not None:
         out.update(recording=recording, trace=recorded)
     yield ev

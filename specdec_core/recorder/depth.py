@@ -9,7 +9,8 @@ all of them is recorded as the drafter's (`model: "edge"`, `module: "cloud"`, `d
 
 `recording["drafter"]`: "self" (partial-depth forwards of the cloud drafted), "model" (a second
 model drafted), "lookup" (only the cloud ran: drafts appear as extra ids in its verify forwards,
-e.g. prompt lookup / n-gram drafting).
+e.g. prompt lookup / n-gram drafting), "head" (a module fed the cloud's hidden states drafted:
+recorder/head_hooks.py).
 """
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ class Depth:
 
     @staticmethod
     def drafter(forwards: list[dict]) -> str:
+        if any(f.get("module") == "head" for f in forwards):
+            return "head"
         if any(f.get("module") == "cloud" and f["model"] == "edge" for f in forwards):
             return "self"
         if any(f["model"] == "edge" for f in forwards):

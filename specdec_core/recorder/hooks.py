@@ -19,7 +19,7 @@ import weakref
 import torch
 
 from specdec_core.compat import forward_cache, output_cache
-from specdec_core.recorder import mrope, tree_hooks
+from specdec_core.recorder import head_hooks, mrope, tree_hooks
 from specdec_core.recorder.depth import Depth
 
 SCHEMA = "specscope.recording/1"
@@ -109,8 +109,8 @@ class Recorder:
     declared: the user's declared knobs (k, temperature, verify, max_new_tokens, min_new_tokens,
     sentence_ids); the checks compare what was observed with them."""
 
-    def __init__(self, edge, cloud, tokenizer, prompt_ids, stop_ids=(), **declared):
-        self.models = {"edge": edge, "cloud": cloud}
+    def __init__(self, edge, cloud, tokenizer, prompt_ids, stop_ids=(), drafter=None, **declared):
+        self.models = {"edge": edge, "cloud": cloud}   # drafter: a head module (head_hooks.py)
         self.tokenizer = tokenizer
         self.prompt_ids = _ints(prompt_ids[0] if isinstance(prompt_ids, torch.Tensor)
                                 and prompt_ids.dim() == 2 else prompt_ids)
@@ -126,6 +126,7 @@ class Recorder:
         self._depth = Depth(self.models)      # decoder layers each forward ran (self-drafting)
         self._t0 = self.wall_s = 0.0
         self.error: str | None = None
+        self._head = drafter and head_hooks.HeadWatch(self, drafter, cloud)
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self):
@@ -135,7 +136,7 @@ class Recorder:
                 break
             self._handles.append(m.register_forward_pre_hook(self._pre(role), with_kwargs=True))
             self._handles.append(m.register_forward_hook(self._post(role), with_kwargs=True))
-        self._handles += self._depth.attach()
+        self._handles += self._depth.attach() + (self._head.attach() if self._head else [])
         self._t0 = time.perf_counter()
         return self
 

@@ -33,6 +33,7 @@ EXPLAINS: dict[str, tuple] = {
     "acceptance_rule": ("residual_mismatch",) + _TEXT,
     "residual_mismatch": _TEXT,
     "greedy_draft_sampling": ("hidden_draft_processing",) + _TEXT,
+    "stale_features": ("acceptance_collapse",),      # lossless: only the acceptance drops
     "hidden_draft_processing": ("punct_flood", "acceptance_collapse", "cycle", "doubling", "edge_mishears"),
 }
 

@@ -1,0 +1,56 @@
+"""The head drafter's blind check (issue 35): `stale_features`, from what the recorder kept of
+each head forward (recorder/head_hooks.py).
+
+A head's KV entries whose input features differ from the cloud's last hidden states at the same
+positions, where the cloud had already run those positions in the same context, were computed
+from the head's own predicted features: for accepted tokens, vllm #14649 (lossless, lower
+acceptance). What it costs: on the rounds whose first draft was made from stale features, the
+first draft's acceptance against the first draft the head makes from the cloud's features
+(the recorder's cache-free re-run, `fresh_next`).
+"""
+from __future__ import annotations
+
+from specdec_core.findings import finding
+
+
+def _first_drafts(t) -> list[tuple[bool, bool]]:
+    """(the draft made was the committed token, the draft from the cloud's features was)."""
+    pairs = []
+    for f in t.fwds:
+        fresh = (f.raw.get("features") or {}).get("fresh_next")
+        n = len(f.ctx)
+        if fresh is None or not f.rows or f.match < n or n >= len(t.C):
+            continue
+        pairs.append((f.rows["argmax"][-1] == t.C[n], fresh == t.C[n]))
+    return pairs
+
+
+def check_stale_features(t) -> list:
+    heads = [f for f in t.fwds if f.raw.get("features")]
+    stale = sorted({q for f in heads for q in f.raw["features"]["stale"]})
+    if not stale:
+        return []
+    checked = max(f.raw["features"]["checked"] for f in heads)
+    worst = max(f.raw["features"]["max_dist"] for f in heads)
+    pairs = _first_drafts(t)
+    used = sum(a for a, _ in pairs) / max(1, len(pairs))
+    right = sum(b for _, b in pairs) / max(1, len(pairs))
+    cost = max(0.0, right - used)
+    first = next(f for f in heads if f.raw["features"]["stale"])
+    measured = (f"over {len(pairs)} rounds the first draft was accepted {used:.0%} of the time, "
+                f"{right:.0%} with the cloud's features: the stale features cost {cost:.0%} "
+                f"first-draft acceptance" if pairs else "what it costs was not measurable here")
+    return [finding(
+        "stale_features",
+        f"head drafter reads stale features at {len(stale)} of {checked} checked positions",
+        f"the head's KV entries for accepted tokens were computed from its own predicted features, "
+        f"not the cloud's last hidden states at the same positions (cosine distance up to "
+        f"{worst:.3f}, first at position {stale[0]}, head forward #{first.i}); {measured}",
+        "after a verify the accepted tokens keep the head's approximated features (vllm #14649)",
+        "re-feed the accepted tokens to the head with the cloud's last hidden states from the "
+        "verify forward (crop the head's cache to the last position fed with cloud features)",
+        evidence={"stale_positions": len(stale), "checked": checked, "first_position": stale[0],
+                  "forward": first.i, "max_cosine_distance": worst, "rounds": len(pairs),
+                  "first_draft_acceptance": round(used, 3),
+                  "first_draft_acceptance_with_cloud_features": round(right, 3),
+                  "acceptance_cost": round(cost, 3) if pairs else None})]
