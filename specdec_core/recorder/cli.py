@@ -106,6 +106,21 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
     return extra
 
 
+def head_drafter(fn, backend):
+    """A decoder whose signature names `drafter` drafts with the backend's head (a module fed
+    the cloud's hidden states, issue 35): it is handed the head, and the Recorder hooks it."""
+    import inspect
+
+    try:
+        wants = "drafter" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    head = getattr(backend, "head", None) if wants else None
+    if wants and head is None:
+        raise UserError(f"the decoder takes a head drafter; the {backend.name} backend has none")
+    return head
+
+
 @contextlib.contextmanager
 def kept_configs(*models):
     """The models' configs as they were before the user's decoder, whatever it did or raised:
@@ -150,14 +165,16 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         return {"audio": label, "ok": False, "error": str(e)}
     declared = {k: v for k, v in knobs.items() if k != "prompt_type"}
     stops = tuple(backend.stop_ids)
+    head = head_drafter(fn, backend)
     rec = Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids, stops,
-                   **declared)
+                   drafter=head, **declared)
     sys.path.insert(0, str(path.parent))
     try:
         with rec, torch.no_grad(), kept_configs(backend.edge, backend.cloud):
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(),
                      k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops,
-                     **_extra_knobs(fn, knobs, prompt.prefill_kwargs, seed))
+                     **_extra_knobs(fn, knobs, prompt.prefill_kwargs, seed),
+                     **({"drafter": head} if head is not None else {}))
         out = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
     except Exception as e:
         return {"audio": label, "ok": False, "error": f"decoder failed: {_where(e)}",

@@ -20,12 +20,14 @@ RUN = 6            # ids that must agree after the shift (fewer only when the ou
 MAX_EDITS = 8
 
 
-def _committed(t, p: int, tok: int, greedy: bool) -> bool:
+def _committed(t, p: int, tok: int, greedy: bool, fed_text: list) -> bool:
     """Did the models treat `tok` at position p as committed text? The cloud row that first
-    scored p-1 chose it (greedy: its argmax), or it was fed at p AFTER that row (a correction
-    fed back, never a rejected draft); and every model that ran was fed it there."""
+    scored p-1 in the fed text's context chose it (greedy: its argmax), or it was fed at p
+    AFTER that row (a correction fed back, never a rejected draft); and every model that ran
+    was fed it there. (A row that scored p-1 after other, rejected drafts decides nothing.)"""
     first = min(((f.i, f.row_at(p - 1)) for f in t.fwds if f.model == "cloud" and f.rows
-                 and f.row_at(p - 1) is not None and len(f.ctx) >= p), default=None)
+                 and f.row_at(p - 1) is not None and len(f.ctx) >= p
+                 and f.ctx[:p] == fed_text[:p]), default=None)
     if first is None:
         return False
     fi, r = first
@@ -93,7 +95,7 @@ def _shift(t, gen: list, M: list, i: int, j: int, greedy: bool):
         if j >= d and M[j:j + d] == M[j - d:j]:
             return None     # the models were fed a token/block twice: a context finding's case
         if need >= 2 and _agree(gen[i:], M[j + d:]) >= need and all(
-                _committed(t, P + j + x, M[j + x], greedy) for x in range(d)):
+                _committed(t, P + j + x, M[j + x], greedy, t.prompt + M) for x in range(d)):
             return ("dropped", d)
         need = min(RUN, len(gen) - i - d)
         if need >= 2 and _agree(gen[i + d:], M[j:]) >= need and not any(
