@@ -33,9 +33,11 @@ EXPLAINS: dict[str, tuple] = {
     "acceptance_rule": ("residual_mismatch",) + _TEXT,
     "residual_mismatch": _TEXT,
     "greedy_draft_sampling": ("hidden_draft_processing",) + _TEXT,
-    "stale_features": ("acceptance_collapse",),      # lossless: only the acceptance drops
+    "stale_features": ("acceptance_collapse",),      # a warning root: lossless, acceptance drops
     "hidden_draft_processing": ("punct_flood", "acceptance_collapse", "cycle", "doubling", "edge_mishears"),
 }
+# roots that are warnings yet explain symptoms (a lossless bug: the text is right, slower)
+ROOT_SEVERITY = {"stale_features": ("error", "warning")}
 
 
 def merge_repeats(found: list) -> list:
@@ -60,7 +62,7 @@ def link(found: list) -> list:
     by = {f["code"]: f for f in found}
     for root, symptoms in EXPLAINS.items():
         r = by.get(root)
-        if r is None or r["explained_by"] or r["severity"] != "error":
+        if r is None or r["explained_by"] or r["severity"] not in ROOT_SEVERITY.get(root, ("error",)):
             continue
         for code in symptoms:
             f = by.get(code)

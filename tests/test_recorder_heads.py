@@ -1,0 +1,131 @@
+"""The Recorder on head drafters (issue 35 item 3): a module fed the cloud's hidden states,
+handed to the Recorder as `drafter=`, is recorded like a model (recording["drafter"] == "head")
+with a fingerprint of its input features per row; `stale_features` is found blind in a user's
+loop (examples/decoders/head_*.py) and in the built-in decoder (the same check), with the
+acceptance it costs. Correct head loops and runs get no error."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdec_core.api import load_backend, prepare, run_clip
+from specdec_core.decoding.config import DecodeConfig
+from specdec_core.recorder.cli import load_function, record_clip
+from specdec_core.recorder.roots import top_level
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "decoders"
+CLIPS = [str(ROOT / "sample_audio" / "sad_01.wav"),
+         str(ROOT / "sample_audio" / "unheard" / "worried_klatt3.wav")]
+GREEDY = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy", "prompt_type": "detailed"}
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_backend("demo")
+
+
+def record(demo, name, clip):
+    fn, path = load_function(f"{EXAMPLES / name}.py:decode")
+    res = record_clip(fn, path, demo, clip, dict(GREEDY))
+    assert res["ok"], res
+    return res
+
+
+@pytest.fixture(scope="module")
+def loops(demo):
+    return {(name, clip): record(demo, name, clip)
+            for name in ("head_correct", "head_stale_features") for clip in CLIPS}
+
+
+@pytest.fixture(scope="module")
+def cloud_only(demo):
+    cfg = DecodeConfig(k=4, max_new_tokens=128, prompt_type="detailed")
+    return {c: run_clip(demo, c, cfg, baseline=True)["baseline"]["token_ids"] for c in CLIPS}
+
+
+def codes(found, severity=None):
+    return [f["code"] for f in found if severity is None or f["severity"] == severity]
+
+
+def stale(found):
+    return next((f for f in found if f["code"] == "stale_features"), None)
+
+
+def test_head_loop_is_recorded_as_a_head_with_feature_fingerprints(loops):
+    rec = loops[("head_correct", CLIPS[0])]["recording"]
+    assert rec["drafter"] == "head"
+    heads = [f for f in rec["forwards"] if f.get("module") == "head"]
+    assert heads and all(f["model"] == "edge" for f in heads)
+    # ids recovered from the embeddings the loop fed, rows from the cloud's LM head
+    assert all(f["ids"] and f["rows"] for f in heads)
+    fp = heads[0]["features"]["fp"]
+    assert len(fp) == len(heads[0]["ids"]) and len(fp[0]) == 5
+    assert heads[-1]["features"]["checked"] > len(rec["prompt_ids"])
+
+
+def test_correct_head_loop_is_lossless_and_clean(loops, cloud_only):
+    for clip in CLIPS:
+        res = loops[("head_correct", clip)]
+        base = cloud_only[clip]
+        assert res["token_ids"][:len(base)] == base, clip
+        assert codes(res["findings"], "error") == [] and stale(res["findings"]) is None, res["findings"]
+
+
+def test_stale_head_loop_is_found_blind_with_its_cost(loops, cloud_only):
+    costs = []
+    for clip in CLIPS:
+        res = loops[("head_stale_features", clip)]
+        base = cloud_only[clip]
+        assert res["token_ids"][:len(base)] == base, clip     # lossless: only acceptance drops
+        f = stale(res["findings"])
+        assert f is not None and f["severity"] == "warning", res["findings"]
+        assert codes(res["findings"], "error") == []
+        assert f["evidence"]["stale_positions"] > 0 and f["evidence"]["rounds"] > 0
+        assert "first-draft acceptance" in f["detail"]
+        costs.append(f["evidence"]["acceptance_cost"])
+    assert max(costs) > 0.05, costs
+
+
+def test_stale_loop_costs_acceptance_against_the_correct_one(loops):
+    def mean_len(name):
+        return sum(loops[(name, c)]["trace"]["metrics"]["mean_accepted_length"] for c in CLIPS)
+    assert mean_len("head_stale_features") < mean_len("head_correct")
+
+
+def test_builtin_head_run_and_the_user_loop_name_the_same_code(demo, loops):
+    """run --fault stale_features --set drafter=head and record of head_stale_features.py: the
+    same top-level warning from the same recorder check; the correct built-in head run: none."""
+    for clip in CLIPS:
+        run = run_clip(demo, clip, DecodeConfig(drafter="head", faults=["stale_features"],
+                                                max_new_tokens=128))["trace"]["diagnostics"]
+        rec = loops[("head_stale_features", clip)]["findings"]
+        assert "stale_features" in codes(top_level(run, "warning")) == codes(top_level(rec, "warning"))
+        assert codes(run, "error") == []
+        assert stale(run)["evidence"]["acceptance_cost"] > 0
+
+
+def test_builtin_head_runs_are_recorded_with_the_head(demo):
+    from specdec_core.recorder.builtin import record_builtin
+
+    cfg = DecodeConfig(drafter="head", verify="sampling", temperature=0.8, max_new_tokens=96)
+    rec, _trace, found, own = record_builtin(demo, prepare(demo, CLIPS[1], cfg), cfg)
+    assert rec["drafter"] == "head"
+    assert sum(f.get("module") == "head" for f in rec["forwards"]) >= own.metrics["cloud_calls"]
+    assert codes(found, "error") == [] and stale(found) is None, found
+
+
+def test_a_decoder_asking_for_a_head_on_a_backend_without_one_is_a_user_error(demo):
+    import copy
+
+    from specdec_core.errors import UserError
+    from specdec_core.recorder.cli import head_drafter
+
+    fn, _ = load_function(f"{EXAMPLES / 'head_correct'}.py:decode")
+    bare = copy.copy(demo)
+    bare.head = None
+    with pytest.raises(UserError, match="head drafter"):
+        head_drafter(fn, bare)
+    correct, _ = load_function(f"{EXAMPLES / 'correct'}.py:decode")
+    assert head_drafter(correct, demo) is None
