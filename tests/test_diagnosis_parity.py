@@ -53,10 +53,33 @@ TREE_ZOO = {"no_compaction": ("tree_no_compaction", "stale_cache", "error"),
             "tree_parent_slots": ("tree_parent_slots", "draft_context", "warning")}
 
 
+# the head faults (issue 35) act on drafter=head; their loops are examples/decoders/head_*.py.
+# fault -> (example loop, the code it names, severity, knobs)
+HEAD_ZOO = {"stale_features": ("head_stale_features", "stale_features", "warning", GREEDY)}
+# raw_q (q from the raw logits, transformers #47932) is found in the built-in decoder by its q
+# check (acceptance_rule); in a user's loop only the recorder's statistics see it, pooled over
+# clips at a low temperature (docs/recorder.md): no per-clip parity
+BUILTIN_ONLY = {"raw_q": "acceptance_rule"}
+
+
 def test_zoo_is_complete():
     from specdec_core.decoding.faults import FAULTS
 
-    assert set(FAULTS) == set(ZOO) | set(TREE_ZOO)
+    assert set(FAULTS) == set(ZOO) | set(TREE_ZOO) | set(HEAD_ZOO) | set(BUILTIN_ONLY)
+
+
+@pytest.mark.parametrize("fault", sorted(HEAD_ZOO))
+def test_head_fault_and_its_head_loop_name_the_same_mechanism(demo, fault):
+    """run --fault X --set drafter=head and record of the user-style head loop with the same
+    bug: the same top-level code, from the same recorder check; no error on either."""
+    example, code, severity, knobs = HEAD_ZOO[fault]
+    cfg = DecodeConfig(faults=[fault], drafter="head",
+                       **{k: v for k, v in knobs.items() if k != "prompt_type"})
+    for clip in CLIPS:
+        run = run_clip(demo, clip, cfg)["trace"]["diagnostics"]
+        rec = recorded(demo, example, clip, knobs)
+        assert top(run, severity) == top(rec, severity) == [code], (clip, run, rec)
+        assert top(run, "error") == top(rec, "error") == [], (clip, run, rec)
 
 
 def top(findings, severity):
