@@ -139,3 +139,9 @@ def test_sampling_head_loop_gets_no_error(demo):
         res = record_clip(fn, path, demo, clip, dict(knobs), seed=i)
         assert res["ok"] and res["recording"]["drafter"] == "head"
         assert codes(res["findings"], "error") == [] and stale(res["findings"]) is None, res["findings"]
+
+
+def test_head_with_a_draft_tree_is_a_one_line_user_error(demo):
+    res = run_clip(demo, CLIPS[0], DecodeConfig(drafter="head", draft_tree="dynamic"))
+    assert not res["ok"] and "drafter=head drafts chains only" in res["error"]
+    assert "\n" not in res["error"] and "Traceback" not in res["error"]

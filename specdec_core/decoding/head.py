@@ -126,12 +126,15 @@ class HeadRunner(ModelRunner):
         return self._cut(self.cloud_model.get_output_embeddings()(out))[0]
 
 
-def head_runners(backend, cloud_runner, stale: bool = False):
+def head_runners(backend, cloud_runner, stale: bool = False, tree: str = "chain"):
     """(cloud runner that keeps its features, head runner) for drafter=head."""
+    from specdec_core.errors import ConfigError
+
     head = getattr(backend, "head", None)
     if head is None:
-        from specdec_core.errors import ConfigError
         raise ConfigError(f"drafter=head: the {backend.name} backend has no draft head")
+    if tree != "chain":   # tree slots need the features gathered with the cache: not wired yet
+        raise ConfigError(f"drafter=head drafts chains only (draft_tree=chain), not draft_tree={tree}")
     base = cloud_runner.__class__
     cloud_runner.__class__ = type(f"Feature{base.__name__}", (FeatureRunner, base), {})
     head_runner = HeadRunner(head, cloud_runner, backend.cloud,
