@@ -145,3 +145,15 @@ def test_head_with_a_draft_tree_is_a_one_line_user_error(demo):
     res = run_clip(demo, CLIPS[0], DecodeConfig(drafter="head", draft_tree="dynamic"))
     assert not res["ok"] and "drafter=head drafts chains only" in res["error"]
     assert "\n" not in res["error"] and "Traceback" not in res["error"]
+
+
+def test_isolated_head_run_records_a_private_head_and_leaves_no_hooks(demo):
+    """The Live tab's judged runs (isolated=True) hook private copies, the head's included."""
+    from specdec_core.recorder.builtin import judged_stream
+
+    cfg = DecodeConfig(drafter="head", faults=["stale_features"], max_new_tokens=96)
+    out: dict = {}
+    for ev in judged_stream(demo, prepare(demo, CLIPS[0], cfg), cfg, isolated=True, out=out):
+        pass
+    assert out["recording"]["drafter"] == "head" and stale(ev["trace"].diagnostics) is not None
+    assert not demo.head._forward_hooks and not demo.head._forward_pre_hooks
