@@ -141,9 +141,28 @@ def test_sampling_head_loop_gets_no_error(demo):
         assert codes(res["findings"], "error") == [] and stale(res["findings"]) is None, res["findings"]
 
 
-def test_head_with_a_draft_tree_is_a_one_line_user_error(demo):
-    res = run_clip(demo, CLIPS[0], DecodeConfig(drafter="head", draft_tree="dynamic"))
-    assert not res["ok"] and "drafter=head drafts chains only" in res["error"]
+@pytest.mark.parametrize("shape", ["dynamic", "static"])
+def test_head_drafts_trees_greedy_identical_and_clean(demo, shape):
+    """drafter=head with draft_tree=dynamic is EAGLE-2: each node fed its parent's predicted
+    feature under the tree mask; greedy identical to cloud-only, no finding, the head's tree
+    forwards recorded as trees."""
+    from specdec_core.recorder.builtin import record_builtin
+
+    cfg = DecodeConfig(drafter="head", draft_tree=shape, max_new_tokens=128)
+    for clip in CLIPS:
+        res = run_clip(demo, clip, cfg, baseline=True)
+        assert res["ok"] and res["token_ids"] == res["baseline"]["token_ids"], clip
+        assert [f for f in res["trace"]["diagnostics"] if f["severity"] != "info"
+                and f["code"] != "edge_mishears"] == [], res["trace"]["diagnostics"]
+    rec = record_builtin(demo, prepare(demo, CLIPS[0], cfg), cfg)[0]
+    assert rec["drafter"] == "head" and rec["draft_shape"] == "tree"
+    assert any(f.get("module") == "head" and f.get("mask_rows") for f in rec["forwards"])
+
+
+def test_head_with_a_sampled_tree_is_a_one_line_user_error(demo):
+    cfg = DecodeConfig(drafter="head", draft_tree="dynamic", verify="sampling", temperature=0.8)
+    res = run_clip(demo, CLIPS[0], cfg)
+    assert not res["ok"] and "drafter=head with a draft tree is greedy only" in res["error"]
     assert "\n" not in res["error"] and "Traceback" not in res["error"]
 
 

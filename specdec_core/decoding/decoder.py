@@ -101,7 +101,8 @@ class SpeculativeDecoder:
         gen = torch.Generator().manual_seed(cfg.seed)
         cloud = f.wrap_runner(b.make_runner(b.cloud, "cloud"), "cloud")
         if cfg.drafter == "head":   # the head reads the cloud's features (decoding/head.py)
-            cloud, edge = head_runners(b, cloud, stale="stale_features" in f, tree=cfg.draft_tree)
+            cloud, edge = head_runners(b, cloud, stale="stale_features" in f,
+                                       sampled_tree=cfg.draft_tree != "chain" and cfg.verify == "sampling")
         else:
             edge = f.wrap_runner(b.make_runner(b.edge, "edge"), "edge")
         # the entropy gate in nats, resolved ONCE (entropy_unit=frac: a fraction of ln|V|, |V|

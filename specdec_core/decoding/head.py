@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from specdec_core.decoding.head_checks import q_mismatch_finding
-from specdec_core.decoding.runner import ModelRunner
+from specdec_core.decoding.runner import ModelRunner, tree_mask
 
 
 def final_norm(model):
@@ -30,18 +30,26 @@ class FeatureRunner:
 
     features: torch.Tensor | None = None
 
-    def _forward(self, ids, start, prefill, keep=0):
+    def _forward(self, ids, start, prefill, keep=0, mask=None):
         grabbed = []
         hook = final_norm(self.model).register_forward_hook(
             lambda _m, _i, out: grabbed.append(out[0] if isinstance(out, tuple) else out))
         try:
-            logits = super()._forward(ids, start, prefill, keep)
+            logits = super()._forward(ids, start, prefill, keep, mask=mask)
         finally:
             hook.remove()
         new = grabbed[-1][0].detach().float()
-        old = self.features[:start] if self.features is not None else new[:0]
+        slot = start if isinstance(start, int) else self._len      # tree rows: cache slots
+        old = self.features[:slot] if self.features is not None else new[:0]
         self.features = torch.cat([old, new], dim=0)
         return logits
+
+    def compact(self, slots, ids, gather=True) -> None:
+        """A tree's accepted path kept (decoding/tree_round.py): its features follow its slots."""
+        if self.features is not None:
+            keep = self.features[slots] if gather and slots else self.features[self.seen:self.seen + len(slots)]
+            self.features = torch.cat([self.features[: self.seen], keep], dim=0)
+        super().compact(slots, ids, gather)
 
     def crop(self, n: int) -> None:
         super().crop(n)
@@ -79,6 +87,13 @@ class HeadRunner(ModelRunner):
         self.own = self.own[:n]
         self.trusted = min(self.trusted, keep)
 
+    def feed_tree(self, ids, pos, sees, base):
+        """Tree drafting (EAGLE-2): each node is fed with its parent's predicted feature (the
+        depth-1 nodes: the head's feature of the last committed token, slot base-1)."""
+        self.tree_parents = [sorted(s for s in cols if s >= base)[-2:-1] or [base - 1]
+                             for cols in sees]
+        return super().feed_tree(ids, pos, sees, base)
+
     def input_features(self, start: int, n: int) -> tuple[torch.Tensor, bool]:
         """Features of positions start-1..start+n-2, and whether all came from the cloud."""
         cloud = self.cloud_runner.features
@@ -97,13 +112,19 @@ class HeadRunner(ModelRunner):
                 raise RuntimeError(f"head drafter: no feature for position {p}")
         return torch.stack(rows), all_cloud
 
-    def _forward(self, ids, start, prefill, keep=0):
+    def _forward(self, ids, start, prefill, keep=0, mask=None):
         n = ids.shape[1]
-        feats, all_cloud = self.input_features(start, n)
+        if mask is None:
+            feats, all_cloud = self.input_features(start, n)
+            pos, extra = self.positions(start, n), {}
+        else:                   # a tree: rows fed with their parents' features, slots from _len
+            feats, all_cloud = self.own[[p for (p,) in self.tree_parents]], False
+            pos, start = start, self._len
+            extra = {"attention_mask": tree_mask(mask, False, self.model, self.device)}
         dtype = next(self.model.parameters()).dtype
         emb = self.cloud_model.get_input_embeddings()(ids)
         out = self.model(feats[None].to(dtype=dtype, device=emb.device), emb, cache=self.cache,
-                         position_ids=self.positions(start, n))[0]
+                         position_ids=pos, **extra)[0]
         self.own = torch.cat([self.own[:start], out.detach().float().cpu()], dim=0)
         self.used = torch.cat([self.used[:start], feats.float().cpu()], dim=0)
         if all_cloud and self.trusted == start:
@@ -126,15 +147,18 @@ class HeadRunner(ModelRunner):
         return self._cut(self.cloud_model.get_output_embeddings()(out))[0]
 
 
-def head_runners(backend, cloud_runner, stale: bool = False, tree: str = "chain"):
-    """(cloud runner that keeps its features, head runner) for drafter=head."""
+def head_runners(backend, cloud_runner, stale: bool = False, sampled_tree: bool = False):
+    """(cloud runner that keeps its features, head runner) for drafter=head; with a draft tree
+    (EAGLE-2) greedy only: the recorder reads a sampled tree's drafts from the re-fed path's
+    rows, which a head computes from the cloud's features (not the rows it drafted from)."""
     from specdec_core.errors import ConfigError
 
     head = getattr(backend, "head", None)
     if head is None:
         raise ConfigError(f"drafter=head: the {backend.name} backend has no draft head")
-    if tree != "chain":   # tree slots need the features gathered with the cache: not wired yet
-        raise ConfigError(f"drafter=head drafts chains only (draft_tree=chain), not draft_tree={tree}")
+    if sampled_tree:
+        raise ConfigError("drafter=head with a draft tree is greedy only (verify=greedy); "
+                          "sampled head trees are not judged correctly yet")
     base = cloud_runner.__class__
     cloud_runner.__class__ = type(f"Feature{base.__name__}", (FeatureRunner, base), {})
     head_runner = HeadRunner(head, cloud_runner, backend.cloud,

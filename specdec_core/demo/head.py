@@ -40,10 +40,10 @@ class DraftHead(nn.Module):
         self.body = Qwen2Model(config)
         self.body.embed_tokens = None  # the cloud's embeddings are used; none of its own
 
-    def forward(self, features, token_embeds, cache=None, position_ids=None):
+    def forward(self, features, token_embeds, cache=None, position_ids=None, attention_mask=None):
         x = self.fc(torch.cat([features, token_embeds.to(features.dtype)], dim=-1))
         kw = with_cache(self.body, cache) if cache is not None else {}
-        out = self.body(inputs_embeds=x, position_ids=position_ids,
+        out = self.body(inputs_embeds=x, position_ids=position_ids, attention_mask=attention_mask,
                         use_cache=cache is not None, **kw)
         return out.last_hidden_state
 

@@ -107,8 +107,9 @@ class HeadWatch:
         self.used = _cat(self.used, keep, x)
         seen = {"fp": fingerprint(x), **self._compare()}
         own = time.perf_counter() - h0           # the hook's own cost, never the loop's
-        self.r._pre("head")(module, (), {"input_ids": ids, "cache": cache,
-                                          "position_ids": kwargs.get("position_ids")})
+        self.r._pre("head")(module, (), {"input_ids": ids, "cache": cache,   # a tree's mask too
+                                          "position_ids": kwargs.get("position_ids"),
+                                          "attention_mask": kwargs.get("attention_mask")})
         rec = self.r.forwards[-1]
         rec["model"], rec["module"], rec["features"] = "edge", "head", seen
         rec["time"]["pre"] += own
