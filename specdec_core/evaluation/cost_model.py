@@ -227,6 +227,11 @@ def trace_speedup(rounds_per_decode: list, ref: list, costs: Costs, k: int) -> f
     return loop / sd if sd > 0 else float("inf")
 
 
+# the cost model's predictions agree with measured speeds to about 10% (docs/benchmarks.md):
+# a tree is advised only past that
+TREE_MARGIN = 0.10
+
+
 def tree_advice(costs: Costs, k: int, branch: int, nodes: int, mal: dict) -> dict:
     """Whether a tree pays here: the per-token time of a chain round at k against a dynamic tree
     round (one edge forward for the root, k - 1 more of `branch` nodes, one cloud verify forward
@@ -237,11 +242,16 @@ def tree_advice(costs: Costs, k: int, branch: int, nodes: int, mal: dict) -> dic
              + costs.overhead(k)) / mal["chain"]
     tree = (costs.forward("edge", 1) + (k - 1) * costs.forward("edge", branch)
             + costs.forward("cloud", nodes + 1) + costs.overhead(k)) / mal["dynamic"]
-    pays = tree < chain
+    ratio, width = chain / tree, costs.forward("cloud", nodes + 1) / costs.forward("cloud", k + 1)
+    pays = ratio > 1 + TREE_MARGIN
+    if pays:
+        advice = f"a dynamic tree pays here: {ratio:.2f}x the chain's speed per token (draft_tree=dynamic)"
+    elif ratio >= 1 - TREE_MARGIN:
+        advice = (f"a tree and a chain are even here ({ratio:.2f}x, within the cost model's "
+                  f"{TREE_MARGIN:.0%}): keep draft_tree=chain, the simpler one")
+    else:
+        advice = (f"a tree does not pay here: a {nodes + 1}-wide verify costs {width:.2f}x a "
+                  f"{k + 1}-wide one; stay with chains (draft_tree=chain)")
     return {"chain_s_per_token": round(chain, 7), "tree_s_per_token": round(tree, 7),
-            "verify_width_cost": round(costs.forward("cloud", nodes + 1) / costs.forward("cloud", k + 1), 3),
-            "tree_pays": pays,
-            "advice": (f"a dynamic tree pays here: {chain / tree:.2f}x the chain's speed per token"
-                       if pays else f"a tree does not pay here: a {nodes + 1}-wide verify costs "
-                       f"{costs.forward('cloud', nodes + 1) / costs.forward('cloud', k + 1):.2f}x a "
-                       f"{k + 1}-wide one; stay with chains (draft_tree=chain)")}
+            "verify_width_cost": round(width, 3), "tree_pays": pays, "speed_ratio": round(ratio, 3),
+            "advice": advice}
