@@ -158,11 +158,9 @@ def _sampled(trace) -> bool:
 def check_edge_mishears(trace) -> list[dict]:
     """[the warning] when drafts at audio-dependent positions are rejected much more often than
     the others, with enough evidence, and the rejected ones are the cloud's audio-free choice
-    (the edge drafts as if it had not heard the clip); [] otherwise. Findings (specdec_core/findings.py): title, detail,
-    cause, fix, evidence (the recorder adds its own fields). Greedy runs only: under sampling a
-    draft is rejected by the p/q overlap, which is lower at high-entropy (often audio-dependent)
-    positions for any edge, so the comparison would not isolate hearing (a correct
-    sample-and-match loop in bf16 tripped it on one clip)."""
+    (the edge drafts as if it had not heard the clip); [] otherwise. Greedy runs only: under
+    sampling the p/q overlap is lower at high-entropy positions for any edge, so the comparison
+    would not isolate hearing."""
     if _sampled(trace):
         return []
     split = acceptance_by_dependence(trace)
