@@ -1,11 +1,7 @@
-"""Qwen2.5-Omni thinkers as the edge/cloud pair: 3B drafts, 7B verifies, on one GPU.
-
-Both models see the same prompt (built once by the cloud folder's Omni processor): the official
-system prompt, then the clip and the instruction on the user side. The audio features enter only
-in the prefill; afterwards every step passes explicit 3-row mrope positions, so positions stay
-right after any rollback. The checks that refuse bad folders, devices and memory up front are
-in omni_loading.py.
-"""
+"""Qwen2.5-Omni thinkers as the edge/cloud pair: 3B drafts, 7B verifies, on one GPU. One prompt
+for both (the cloud folder's processor); audio features only in the prefill, explicit 3-row
+mrope positions after it (docs/omni.md). Up-front checks of folders, devices and memory:
+omni_loading.py."""
 from __future__ import annotations
 
 import inspect
