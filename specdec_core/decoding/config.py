@@ -145,11 +145,6 @@ class DecodeConfig:
     def cadence(self) -> int:
         return self.k if self.verify_every is None else min(self.verify_every, self.k)
 
-    @property
-    def has_gates(self) -> bool:
-        return bool(self.comma_gate or self.period_gate or self.ban_adjacent_repeat
-                    or self.no_repeat_ngram or self.repetition_penalty != 1.0)
-
     def validate(self) -> None:
         """Check and normalise every knob against its schema entry (ConfigError, one line);
         a knob with units is checked in the unit its unit knob picks, after that knob."""

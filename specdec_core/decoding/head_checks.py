@@ -1,13 +1,6 @@
-"""Blind check of a head drafter's features (issue 35): the features behind the head's KV
-entries against the cloud's last hidden states at the same positions.
-
-At the first feed of each round (the accepted tokens and the correction), `FeatureProbe`
-compares, for every position the head's cache keeps, the input feature it was computed from
-with the cloud's feature there (cosine distance). Where they differ (the head kept its own
-predicted features for accepted tokens: vllm #14649) it also drafts the round's first token
-from the cloud's features, cache-free, so the finding can say what the stale features cost:
-first-draft acceptance with the features the head used against with the cloud's.
-"""
+"""Blind check of a head drafter's features (issue 35, `stale_features`, docs/findings.md): the
+features behind the head's KV entries against the cloud's last hidden states at the same
+positions, and what stale ones cost in first-draft acceptance (vllm #14649)."""
 from __future__ import annotations
 
 import torch
