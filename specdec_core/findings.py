@@ -223,3 +223,13 @@ register("stale_features", "warning",
          "positions; the finding measures the first-draft acceptance with both",
          source="decoder")
 # raw_q (transformers #47932) is reported under the sampling checks' `acceptance_rule` code
+
+# -- drafters with their own tokenizer (issue 36) --------------------------------------------
+register("edge_tokenizer", "info", "the edge drafts in its own vocabulary: its forwards are read "
+         "through text in the cloud's ids (universal assisted generation)",
+         "the recording's edge has a vocabulary other than the cloud's and its tokenizer's texts",
+         source="recorder")
+register("edge_lost_prompt_tokens", "warning", "the edge's re-tokenized prompt lacks special "
+         "tokens of the cloud's prompt (audio condition tokens): it drafts without the clip",
+         "special tokens of the cloud's prompt other than chat markers in no edge context",
+         source="recorder")

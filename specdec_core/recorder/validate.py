@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 
-from specdec_core.errors import UserError
+from specdec_core.recorder.tape import RecordingError
 
 SCHEMA_PREFIX = "specscope.recording/"
 MODELS = ("edge", "cloud")
 
 
-class RecordingRefused(UserError):
+class RecordingRefused(RecordingError):
     """A recording that is too large or malformed: the message says which limit or what."""
 
 
