@@ -104,3 +104,16 @@ def test_an_edge_fed_the_wrong_text_is_still_found(results, backend):
 def test_recording_of_a_same_vocab_pair_has_no_edge_texts():
     from specdec_core.recorder.edge_vocab import edge_texts
     assert edge_texts(torch.nn.Linear(1, 1), {"edge": 772, "cloud": 772}, []) == {}
+
+
+def test_heads_of_different_widths_over_one_tokenizer_are_not_an_own_vocabulary(backend, tmp_path):
+    """An edge whose head is wider than the cloud's but whose tokenizer is the cloud's (the
+    Qwen2.5-Omni 3B / 7B case) keeps the ids as they are: no texts, no translation."""
+    from specdec_core.recorder.edge_vocab import edge_texts
+    backend.tokenizer.save_pretrained(tmp_path)
+    edge = torch.nn.Linear(1, 1)
+    edge.name_or_path = str(tmp_path)
+    assert edge_texts(edge, {"edge": 780, "cloud": 772}, [], backend.tokenizer) == {}
+    own = edge_texts(backend.edge, {"edge": 755, "cloud": 772},
+                     [{"model": "edge", "ids": [5, 6], "rows": None}], backend.tokenizer)
+    assert own["edge_tokenizer"]["width"] == 755 and set(own["edge_tokenizer"]["texts"]) == {"5", "6"}

@@ -28,12 +28,13 @@ def _edge_ids(forwards) -> set[int]:
     return ids
 
 
-def edge_texts(edge, vocab: dict, forwards: list[dict]) -> dict:
-    """{"edge_tokenizer": ...} for a recording whose edge has its own vocabulary, else {}."""
+def edge_texts(edge, vocab: dict, forwards: list[dict], tokenizer=None) -> dict:
+    """{"edge_tokenizer": ...} for a recording whose edge has its own vocabulary, else {}
+    (heads of different widths over one tokenizer, e.g. Qwen2.5-Omni 3B / 7B, share ids)."""
     if not vocab.get("edge") or vocab.get("edge") == vocab.get("cloud"):
         return {}
     tok = _own_tokenizer(edge)
-    if tok is None:
+    if tok is None or (tokenizer is not None and tok.get_vocab() == tokenizer.get_vocab()):
         return {}
     ids = sorted(i for i in _edge_ids(forwards) if 0 <= i < len(tok))
     special = set(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.special}

@@ -258,7 +258,7 @@ class Recorder:
                "forwards": self.forwards, "layers": self._depth.total,
                "drafter": self._depth.drafter(self.forwards),
                "draft_shape": "tree" if any(map(tree_hooks.is_tree, self.forwards)) else "chain",
-               **edge_vocab.edge_texts(self.models["edge"], vocab, self.forwards)}
+               **edge_vocab.edge_texts(self.models["edge"], vocab, self.forwards, tok)}
         model = next((m for m in (self.models["cloud"], self.models["edge"]) if mrope.is_mrope(m)), None)
         layout = mrope.prompt_layout(model, self.prompt_ids, self._mm) if model is not None else None
         if layout:
