@@ -56,6 +56,8 @@ class RemoteCloud:
             client.close()
 
     def __getattr__(self, name):          # edge, tokenizer, stop_ids, build_inputs, ...
+        if name.startswith("__") or name == "base":   # copy.copy probes before __dict__ is set
+            raise AttributeError(name)
         return getattr(self.base, name)
 
     def make_runner(self, model, role: str):
@@ -115,6 +117,9 @@ class RemoteVerifier:
                               f"server's max_model_len {limit}")
         rows, bonus, bonus_lp, reply = r.client.score(r.remote.model, ids, n_rows=n)
         r.forwards += 1
+        observer = vars(r.remote).get("observer")      # a Recorder (recorder/builtin.py)
+        if observer is not None:
+            observer(ids, rows, bonus, bonus_lp, reply.seconds)
         r.seen, r.history = len(ids), ids
         if cfg.verify == "rank":
             ok = [row.rank <= cfg.rank_threshold for row in rows]

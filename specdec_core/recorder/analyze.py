@@ -23,7 +23,8 @@ SEVERITY = {"error": 0, "warning": 1, "info": 2}
 
 def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
     out, k = [], rec.get("declared", {}).get("k")
-    if k:
+    if k and rec.get("declared", {}).get("entropy_threshold") is None:   # a gate verifies
+        # several confident blocks in one forward: its rounds are longer than k by design
         long = [r for r in rounds if r.verified and len(r.block) > k]
         runs = [r for r in rounds if r.verified and (r.end - r.block_start) > k + 1]
         sizes = sorted({len(r.block) for r in rounds if r.verified and r.block})
@@ -98,6 +99,7 @@ CHECKS = CheckList([
     lambda e: checks.check_positions(e.t, skip_2d=bool(e.rec.get("mrope"))),
     lambda e: omni_checks.check_mrope(e.t, e.rec),
     lambda e: omni_checks.check_audio(e.t, e.rec),
+    lambda e: checks.check_own_prompt(e.t, e.texts),
     lambda e: checks.check_contexts(e.t, e.rounds),
     _rank_window,
     lambda e: output_checks.check_lossless(e.t, e.rounds, e.declared, e.texts),

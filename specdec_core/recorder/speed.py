@@ -157,6 +157,10 @@ def recomputed(t) -> dict:
 
 
 def check_speed(rec: dict, t) -> list[dict]:
+    """The loop's own time: a user's loop only (the built-in decoder's time split is shown on
+    the page; its Python overhead on a tiny pair, trees most, is not the user's bug)."""
+    if rec.get("builtin"):
+        return []
     found = []
     split = recording_split(rec)
     if split and split["other_share"] is not None and split["other_share"] > OVERHEAD_SHARE:
