@@ -229,7 +229,4 @@ register("edge_tokenizer", "info", "the edge drafts in its own vocabulary: its f
          "through text in the cloud's ids (universal assisted generation)",
          "the recording's edge has a vocabulary other than the cloud's and its tokenizer's texts",
          source="recorder")
-register("edge_lost_prompt_tokens", "warning", "the edge's re-tokenized prompt lacks special "
-         "tokens of the cloud's prompt (audio condition tokens): it drafts without the clip",
-         "special tokens of the cloud's prompt other than chat markers in no edge context",
-         source="recorder")
+# (an edge whose re-tokenized prompt lost the audio condition tokens: `audio_missing`, warning)

@@ -71,7 +71,7 @@ def test_rounds_keep_their_drafts_and_rejections(results):
 
 def test_lost_condition_tokens_are_a_warning(results):
     for res in results:
-        f = next(f for f in res["findings"] if f["code"] == "edge_lost_prompt_tokens")
+        f = next(f for f in res["findings"] if f["code"] == "audio_missing")
         assert f["severity"] == "warning"
         lost = f["evidence"]["lost"]
         assert lost and all(t.startswith("<") and "im_" not in t for t in lost), lost

@@ -10,7 +10,7 @@ re-encoded with the cloud's tokenizer; its rows move to the cloud positions that
 edge tokens end, and their ids to the cloud id of the same text. The rounds (drafts, rejections)
 then come out of the usual reconstruction. Found: `edge_tokenizer` (info) and, when the edge's
 prompt lost special tokens of the cloud's prompt that are not chat markers (the audio condition
-tokens, Omni's audio placeholders), `edge_lost_prompt_tokens` (warning)."""
+tokens, Omni's audio placeholders), `audio_missing` (warning; it explains `edge_mishears`)."""
 from __future__ import annotations
 
 from bisect import bisect_right
@@ -149,7 +149,7 @@ def _findings(frame: Frame, rec: dict, first_edge) -> list[dict]:
     lost = _lost(frame, rec, first_edge)
     if lost:
         out.append(finding(
-            "edge_lost_prompt_tokens", f"the edge's re-tokenized prompt lost {len(lost)} special "
+            "audio_missing", f"the edge's re-tokenized prompt lost {len(lost)} special "
             f"token(s) of the cloud's prompt ({', '.join(lost[:4])}{'…' if len(lost) > 4 else ''})",
             "the cloud's prompt holds special tokens (audio condition tokens, audio placeholders) "
             "that are not in any edge forward's context",
@@ -158,7 +158,7 @@ def _findings(frame: Frame, rec: dict, first_edge) -> list[dict]:
             "hearing the clip; lossless, fewer drafts accepted at audio-dependent words",
             "give the edge the condition as text it can read, or an edge tokenizer that knows "
             "these tokens and a conversion that keeps them",
-            evidence={"lost": lost[:16], "n_lost": len(lost)}))
+            evidence={"model": "edge", "lost": lost[:16], "n_lost": len(lost)}, severity="warning"))
     return out
 
 
