@@ -61,6 +61,7 @@ class Frame:
         self.cends = _ends(self.cpieces)
         self.text = "".join(self.cpieces)
         self.width = (rec.get("vocab") or {}).get("cloud")
+        self._cloud: dict[int, int] = {}
 
     def piece(self, cid: int) -> str:
         return self.tok.decode([cid], skip_special_tokens=True)
@@ -70,6 +71,11 @@ class Frame:
 
     def to_cloud(self, eid: int) -> int:
         """The cloud id of an edge id's text (its first id), specials by name."""
+        if eid not in self._cloud:
+            self._cloud[eid] = self._to_cloud(eid)
+        return self._cloud[eid]
+
+    def _to_cloud(self, eid: int) -> int:
         if eid in self.especial:
             cid = self.tok.convert_tokens_to_ids(self.especial[eid])
             if isinstance(cid, int) and cid != self.tok.unk_token_id:
