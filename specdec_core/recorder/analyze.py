@@ -14,6 +14,8 @@ from specdec_core.recorder.model_or_decoder import judge_text
 from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
+from specdec_core.recorder.validate import check_recording
+from specdec_core.recorder import retokenized
 from specdec_core.recorder.trace_build import Texts, build_trace
 
 SEVERITY = {"error": 0, "warning": 1, "info": 2}
@@ -115,7 +117,10 @@ CHECKS = CheckList([
 def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
     decoding/dependence.py's result for the output, when the backend gives one."""
-    rec, repaired = dropped.repair(rec)   # the rest reads the text the models were fed
+    check_recording(rec)                  # caps and consistency first (issue 36)
+    rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
+    rec, repaired = dropped.repair(rec)
+    repaired = retok + repaired   # the rest reads the text the models were fed
     rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
     t = build_tapes(rec)
     rounds = tree_trace.fix_rounds(build_rounds(t))
