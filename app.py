@@ -3,7 +3,9 @@ change it). Importing this module builds the page without launching it (tests, S
 
 Limits for a shared Space (environment, or the flags below): SPECSCOPE_TIME_LIMIT_S caps every
 decode's wall time (0 = the time_limit_s knob decides), SPECSCOPE_MAX_FILE_SIZE caps an upload
-(default 20mb), SPECSCOPE_CACHE_EVERY_S / SPECSCOPE_CACHE_MAX_AGE_S clean old uploads and exports.
+(default 20mb), SPECSCOPE_CACHE_EVERY_S / SPECSCOPE_CACHE_MAX_AGE_S clean old uploads and exports,
+SPECSCOPE_MAX_QUEUED_PER_SESSION caps one visitor's queued or running decodes (default 4),
+SPECSCOPE_MAX_RECORDING_MB / _FORWARDS / _IDS cap an uploaded recording (recorder/validate.py).
 Cloud servers (the Live tab's remote cloud): only those in SPECSCOPE_CLOUD_URLS (comma-separated);
 without that list, a free-form URL only when serving on loopback (`make demo`) or with
 SPECSCOPE_ALLOW_ANY_CLOUD_URL=1 (specdec_core/backends/cloud_policy.py, docs/remote.md).

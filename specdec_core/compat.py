@@ -63,11 +63,9 @@ def output_cache(out):
     if out is None:
         return None
     if isinstance(out, dict) or hasattr(out, "keys"):
+        keys = set(out.keys())   # not `name in out`: ModelOutput maps the old name and warns
         for name in NAMES:
-            try:
-                c = out[name] if name in out else None
-            except Exception:   # noqa: BLE001 - ModelOutput raises on missing string keys
-                c = None
+            c = out[name] if name in keys else None
             if c is not None:
                 return c
         return None

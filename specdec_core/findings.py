@@ -223,3 +223,10 @@ register("stale_features", "warning",
          "positions; the finding measures the first-draft acceptance with both",
          source="recorder")
 # raw_q (transformers #47932) is reported under the sampling checks' `acceptance_rule` code
+
+# -- drafters with their own tokenizer (issue 36) --------------------------------------------
+register("edge_tokenizer", "info", "the edge drafts in its own vocabulary: its forwards are read "
+         "through text in the cloud's ids (universal assisted generation)",
+         "the recording's edge has a vocabulary other than the cloud's and its tokenizer's texts",
+         source="recorder")
+# (an edge whose re-tokenized prompt lost the audio condition tokens: `audio_missing`, warning)

@@ -56,7 +56,10 @@ class CloudServer:
         self.start_s: list[float] = []
 
     def start(self) -> None:
-        env = dict(os.environ, CLOUD_PORT=str(self.port), CLOUD_THREADS="1")
+        # --enforce-eager: no torch.compile warm-up at each start (the test server starts twice;
+        # vLLM's compile cache does not reload across starts), the same float32 forwards
+        env = dict(os.environ, CLOUD_PORT=str(self.port), CLOUD_THREADS="1",
+                   CLOUD_EXTRA_ARGS=os.environ.get("CLOUD_EXTRA_ARGS", "--enforce-eager"))
         log = open(self.log_path, "ab")
         t0 = time.time()
         self.proc = subprocess.Popen(["make", "-s", "--no-print-directory", "cloud",

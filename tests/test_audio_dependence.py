@@ -138,6 +138,11 @@ def test_edge_without_audio_mishears_and_the_correct_loop_does_not(demo):
     assert deaf["token_ids"] == good["token_ids"]            # the cloud verifies everything
     hit = [f for f in deaf["findings"] if f["code"] == "edge_mishears"]
     assert hit and hit[0]["severity"] == "warning"
+    # the root first: the edge's prompt lost the clip's condition tokens (no cache or context
+    # error: the edge's own prompt positions are its own); the mishearing is nested under it
+    assert [(f["code"], f["severity"]) for f in deaf["findings"] if not f["explained_by"]] == [
+        ("audio_missing", "warning")], deaf["findings"]
+    assert hit[0]["explained_by"] == "audio_missing"
     ev = hit[0]["evidence"]
     assert ev["audio_rejection"] > 2 * ev["other_rejection"] and ev["p_value"] < 0.01
     assert not [f for f in good["findings"] if f["code"] == "edge_mishears"]

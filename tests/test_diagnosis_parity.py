@@ -166,3 +166,21 @@ def test_correct_loop_in_bfloat16_gives_no_error():
     backend = load_backend("demo", dtype="bfloat16")
     for clip in CLIPS:
         assert errors(recorded(backend, "correct", clip)) == []
+
+
+@pytest.mark.parametrize("fault", [None, "no_resync", "mask_1x1"])
+def test_a_remote_cloud_run_is_judged_by_the_same_checks(demo, fault):
+    """--cloud-url: the verify requests are recorded as the cloud's forwards (recorder/
+    remote_rows.py), so a correct remote run has no error and a fault names its mechanism."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from openai_stub import OpenAIStub
+    from specdec_core.backends.remote import RemoteCloud
+
+    with OpenAIStub(demo.cloud, demo.tokenizer) as stub:
+        remote = RemoteCloud(demo, stub.url)
+        for clip in CLIPS:
+            res = run_clip(remote, clip, DecodeConfig(faults=[fault] if fault else [], max_new_tokens=96))
+            assert res["ok"], res
+            assert errors(res["trace"]["diagnostics"]) == ([ZOO[fault]] if fault else []), res["trace"]["diagnostics"]

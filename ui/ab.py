@@ -176,7 +176,7 @@ class ABTab:
             if not isinstance(e, UserError):
                 traceback.print_exc()
             msg = common.user_message(e)
-            gr.Warning(msg)
+            gr.Warning(common.toast_text(msg))
             yield self._pack(status_html("err", "Could not run", msg), self.view_a.cleared(), self.view_b.cleared(),
                              "", metric_diff_html(None, None), char_diff_html("", ""),
                              diagnostics_html(None), diagnostics_html(None))

@@ -6,8 +6,10 @@
 """
 from __future__ import annotations
 
+import json
 import threading
 import traceback
+from pathlib import Path
 
 import anyio
 import gradio as gr
@@ -25,7 +27,7 @@ from .gpu import gpu
 def _fail(e: Exception):
     if not isinstance(e, UserError):
         traceback.print_exc()
-    raise gr.Error(common.user_message(e), print_exception=False) from None
+    raise gr.Error(common.toast_text(common.user_message(e)), print_exception=False) from None
 
 
 def _cfg(config_json: str | None) -> DecodeConfig:
@@ -121,11 +123,23 @@ def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, ses
                 if ev["type"] == "done":
                     d = ev["result"].to_dict()
                     d["rows"] = [{k: v for k, v in r.items() if k != "trace"} for r in d["rows"]]
-                    return d
+                    return names_only(d, [manifest, *(clips or [])])
         finally:
             common.unregister(session, cancel)
     except Exception as e:  # noqa: BLE001
         _fail(e)
+
+
+def names_only(d: dict, uploads) -> dict:
+    """A batch answer with every server path of an upload (Gradio's upload cache) replaced by
+    the file's name (issue 36): the visitor sees what they sent, not where the server keeps it."""
+    text = json.dumps(d, ensure_ascii=False)
+    for p in sorted({str(q) for u in uploads if u for q in (u, Path(u).resolve())}, key=len, reverse=True):
+        text = text.replace(json.dumps(p)[1:-1], Path(p).name)
+    dirs = {str(Path(u).resolve().parent) for u in uploads if u}
+    for folder in sorted(dirs, key=len, reverse=True):
+        text = text.replace(json.dumps(folder + "/")[1:-1], "")
+    return json.loads(text)
 
 
 async def api_batch(config_json: str, config_b_json: str, limit: float, manifest, clips,

@@ -142,7 +142,7 @@ class BatchTab:
             if not isinstance(e, UserError):
                 traceback.print_exc()
             msg = common.user_message(e)
-            gr.Warning(msg)
+            gr.Warning(common.toast_text(msg))
             return [status_html("err", "Batch not run", msg), sk, sk, sk, sk, sk, sk]
         finally:
             cancel.set()

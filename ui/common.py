@@ -4,6 +4,7 @@ files for the download buttons."""
 from __future__ import annotations
 
 import csv
+import html
 import json
 import os
 import sys
@@ -239,6 +240,12 @@ def export_dir(stem: str) -> Path:
     d = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def toast_text(msg) -> str:
+    """A message for gr.Warning / gr.Info / gr.Error, which render HTML: escaped, so a value a
+    visitor typed (a share link's knob, a file name) shows as text, never as an element."""
+    return html.escape(str(msg), quote=False)
 
 
 def user_message(e: Exception) -> str:

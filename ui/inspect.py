@@ -21,6 +21,7 @@ from components.plots import accepted_length_figure, entropy_figure, position_ac
 from components.timing_plot import timing_figure
 from components.token_view import render_tokens
 from specdec_core.errors import UserError
+from specdec_core.recorder.validate import check_recording, check_size, max_mb, parse_json
 
 from . import common
 from .live import colour_radio
@@ -108,21 +109,54 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
 
 
 def parse_recording(raw: str) -> dict:
-    """A recording JSON, or a `record` CLI output (its first result) -> the recording dict."""
-    try:
-        obj = json.loads(raw)
-    except (ValueError, TypeError):
-        raise UserError("not a JSON file: upload a recording saved by SpecScope (rec.json)") from None
+    """A recording JSON, or a `record` CLI output (its first result) -> the recording dict,
+    checked (size, nesting, caps, consistency: recorder/validate.py)."""
+    obj = parse_json(raw)
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
         recs = [r.get("recording") for r in obj["results"] if isinstance(r, dict) and r.get("recording")]
         obj = recs[0] if recs else None
     if isinstance(obj, dict) and isinstance(obj.get("recording"), dict):
         obj = obj["recording"]
-    if not (isinstance(obj, dict) and str(obj.get("schema", "")).startswith("specscope.recording/")
-            and isinstance(obj.get("forwards"), list)):
-        raise UserError("not a SpecScope recording: expected a JSON object with schema "
-                        "'specscope.recording/1' and a 'forwards' list")
+    check_recording(obj)
     return obj
+
+
+def upload_limit_mb() -> float:
+    """The largest recording the page takes: the recording cap, or Gradio's upload cap if lower
+    (above that Gradio's own check answers only "Error")."""
+    from gradio.utils import _parse_file_size
+
+    cap = _parse_file_size(common.MAX_FILE_SIZE)
+    return min(max_mb(), cap / 1e6) if cap else max_mb()
+
+
+SIZE_GUARD_JS = """
+const LIMIT_MB = @LIMIT@, TEMPLATE = @TEMPLATE@;
+const BOXES = {'inspect-upload': '#inspect-status', 'inspect-pool-upload': '#inspect-pool-status'};
+function guard(ev, files) {
+  const box = ev.target.closest && ev.target.closest('#inspect-upload, #inspect-pool-upload');
+  const big = box && [...(files || [])].find(f => f.size > LIMIT_MB * 1e6);
+  if (!big) return;
+  ev.stopImmediatePropagation(); ev.preventDefault();
+  if (ev.target.value) ev.target.value = '';
+  const out = document.querySelector(BOXES[box.id]);
+  const at = out.querySelector('.ss-status') ? out.querySelector('.ss-status').parentElement : out;
+  at.innerHTML = TEMPLATE;
+  at.querySelector('.ss-status-detail').textContent =
+    `recording too large: ${(big.size / 1e6).toFixed(1)} MB (the limit is ${LIMIT_MB} MB)`;
+}
+for (const kind of ['change', 'input']) {
+  document.addEventListener(kind, ev => ev.target.type === 'file' && guard(ev, ev.target.files), true);
+}
+document.addEventListener('drop', ev => guard(ev, ev.dataTransfer && ev.dataTransfer.files), true);
+"""
+
+
+def size_guard_js() -> str:
+    """A file over the upload limit is refused in the browser with its size and the limit
+    (issue 36: Gradio's own cap shows only "Error"); smaller ones are checked on the server."""
+    return (SIZE_GUARD_JS.replace("@LIMIT@", f"{upload_limit_mb():g}")
+            .replace("@TEMPLATE@", json.dumps(status_html("err", "could not inspect", "-"))))
 
 
 def analyze_upload(raw: str) -> dict:
@@ -144,9 +178,9 @@ def analyze_upload(raw: str) -> dict:
 def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
     """Every recording in a file: a recording JSON, or all results of a `record` CLI output."""
     try:
-        obj = json.loads(raw)
-    except (ValueError, TypeError):
-        raise UserError(f"{label}: not a JSON file") from None
+        obj = parse_json(raw)
+    except UserError as e:
+        raise UserError(f"{label}: {e}") from None
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
         out = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", r["recording"])
                for i, r in enumerate(obj["results"], 1)
@@ -217,6 +251,8 @@ class InspectTab:
                 self.upload = gr.File(label="or upload a recording (JSON)", file_types=[".json"],
                                       type="filepath", elem_id="inspect-upload")
                 self.download = gr.File(label="recording (download)", interactive=False)
+                gr.HTML("", js_on_load=size_guard_js(), container=False, padding=False,
+                        elem_id="inspect-size-guard")
 
     def _single(self):
         """One recording: status, findings, trace, plots and the per-step drill-down."""
@@ -310,6 +346,7 @@ class InspectTab:
         try:
             if not path:
                 raise UserError("no file uploaded")
+            check_size(Path(path).stat().st_size)
             raw = Path(path).read_text(encoding="utf-8", errors="replace")
             return self._show(analyze_upload(raw), Path(path).stem)
         except Exception as e:  # noqa: BLE001
@@ -320,6 +357,8 @@ class InspectTab:
             paths = [p for p in (paths or []) if p]
             if not paths:
                 raise UserError("no file uploaded")
+            for p in paths:
+                check_size(Path(p).stat().st_size)
             files = [(Path(p).stem, Path(p).read_text(encoding="utf-8", errors="replace")) for p in paths]
             entries, pooled = analyze_pool(files)
             pt = pooled_trace([e["trace"] for e in entries])
@@ -347,4 +386,4 @@ def api_record(decoder: str, sample: str) -> dict:
     except Exception as e:  # noqa: BLE001
         if not isinstance(e, UserError):
             traceback.print_exc()
-        raise gr.Error(common.user_message(e), print_exception=False) from None
+        raise gr.Error(common.toast_text(common.user_message(e)), print_exception=False) from None

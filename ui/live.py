@@ -157,7 +157,7 @@ class LiveTab:
         try:
             cfg = checked_for_widgets(query_to_config(urlencode(params)))
         except ConfigError as e:
-            gr.Warning(f"share link ignored: {e}")
+            gr.Warning(common.toast_text(f"share link ignored: {e}"))
             return [gr.skip()] * (n + 1)
         sample = params.get("sample")
         sample_up = gr.update(value=sample) if sample in common.sample_names() else gr.skip()
@@ -179,14 +179,14 @@ class LiveTab:
         try:
             return DecodeConfig.from_dict(cfg).to_json(indent=1)
         except ConfigError as e:
-            gr.Warning(str(e))
+            gr.Warning(common.toast_text(str(e)))
             return json.dumps(cfg, ensure_ascii=False, indent=1)
 
     def json_to_knobs(self, text, *values):
         try:
             cfg = checked_for_widgets(DecodeConfig.from_json(text or "{}").to_dict())
         except ConfigError as e:
-            gr.Warning(f"config JSON not applied: {e}")
+            gr.Warning(common.toast_text(f"config JSON not applied: {e}"))
             return [gr.skip()] * len(self.panel.inputs)
         return self.panel.updates_for(cfg)
 
@@ -195,7 +195,7 @@ class LiveTab:
         try:
             DecodeConfig.from_dict(cfg)
         except ConfigError as e:
-            gr.Warning(f"fix the knobs first: {e}")
+            gr.Warning(common.toast_text(f"fix the knobs first: {e}"))
         q = config_to_query(cfg)
         if sample:
             q = (q + "&" if q else "") + urlencode({"sample": sample})
@@ -215,7 +215,7 @@ class LiveTab:
         try:
             cfg = DecodeConfig.from_dict(self.panel.to_config(knobs))
         except ConfigError as e:
-            gr.Warning(str(e))
+            gr.Warning(common.toast_text(str(e)))
             yield self._pack(status_html("err", "Invalid knobs", str(e)))
             return
         hidden = gr.update(visible=False)
@@ -273,7 +273,7 @@ class LiveTab:
         if not isinstance(e, UserError):
             traceback.print_exc()
         msg = common.user_message(e)
-        gr.Warning(msg)
+        gr.Warning(common.toast_text(msg))
         hidden, nothing = gr.update(visible=False), gr.update(value=None)
         return self._pack(status_html("err", "Could not run", msg), self.view.cleared(), "",
                           diagnostics_html(None), "", hidden, hidden, nothing, "")
@@ -315,7 +315,7 @@ def check_upload_status(path):
     msg = common.check_upload(path)
     if msg is None:
         return gr.skip()
-    gr.Warning(msg)
+    gr.Warning(common.toast_text(msg))
     return status_html("err", "Not a usable clip", msg)
 
 

@@ -1,40 +1,10 @@
-"""One rule, two diagnoses: accepted drafts that the cloud ranked 2nd or lower.
+"""One rule, two diagnoses: accepted drafts that the cloud ranked 2nd or lower, judged against the
+acceptance rule the user DECLARED (`verify`, `rank_threshold`, `temperature`), never `faults`.
 
-The built-in decoder's diagnostics (`analysis.diagnostics.diagnose`) and the flight recorder
-(`recorder.checks.check_lossless`, `recorder.analyze`) judge the accepted tokens of a trace
-against the acceptance rule the user DECLARED: the knobs as set (`verify`, `rank_threshold`,
-`temperature`). A fault is a bug in the code, not a declaration, so the built-in decoder's
-trace carries the knobs as the user set them and nothing here reads `faults`: the finding comes
-from the cloud ranks of the accepted tokens.
-
-The declared rule allows a widest cloud rank, its *window* (`rank_window`):
-
-    1     verify=greedy (greedy acceptance is argmax equality at any temperature),
-          verify=sampling at temperature 0 (both distributions are one-hot),
-          verify=rank with rank_threshold=1: the user asked for a lossless run
-    R     verify=rank with rank_threshold R > 1: lossy by the user's choice (design.md, seed 000 C)
-    None  verify=sampling at temperature > 0: min(1, p/q) accepts drafts of any rank and is
-          lossless in distribution, so a rank >= 2 says nothing
-
-Findings (severity chosen for what the user asked for):
-
-    lossless_violation    error    window 1 and an accepted token ranked >= 2: the code does not
-                                   do what was declared (rank acceptance in a loop that claims
-                                   greedy, e.g. the `lenient_rank` fault); the output is not the
-                                   cloud's greedy output. Same code and cause as the recorder's.
-    rank_window_exceeded  error    window R > 1 and an accepted token ranked > R: the rule accepted
-                                   more than the user allowed.
-    lossy_accept          info     window R > 1, every accepted rank <= R, some >= 2: the knob
-                                   doing what it says; the finding says how lossy the run was.
-                          warning  the same, but a token outside the cloud's top-5 was accepted:
-                                   the window is wide enough to give seed 000 C's incoherent tail
-                                   (the range the knob's help and the seed000_fixed preset use is 3-5).
-
-Every finding names how many tokens, at which positions (index among generated tokens), with
-which cloud ranks, and where the text departs from the cloud's own greedy output: at the first
-token the cloud did not rank 1st. When every token before the first low-rank acceptance was the
-cloud's choice (rank 1) that is exactly where it departs; otherwise at the latest there.
-"""
+`rank_window` is the widest cloud rank that rule allows: 1 for a lossless run, R for
+verify=rank with rank_threshold R > 1, None for verify=sampling at T > 0 (any rank can be
+accepted). The findings (`lossless_violation`, `rank_window_exceeded`, `lossy_accept`) are
+registered in findings.py and described in docs/findings.md."""
 from __future__ import annotations
 
 from collections import Counter

@@ -1,18 +1,8 @@
 """Acceptance split by audio dependence, and the `edge_mishears` finding (pure functions).
 
-Each committed token carries `audio_dependence` (nats; decoding/dependence.py). A drafted token
-is judged at the position it was drafted for: accepted drafts at their own position, and the
-first rejected draft of a round at the position its correction took (the same prefix, so the
-same value). Later drafts of a rejected block were dropped unjudged and count in `drafts` only.
-
-Definitions follow the serving engines (analysis/glossary.py):
-  acceptance rate     accepted / judged drafts of the class
-  mean accepted length 1 + accepted / verify steps, over the verified rounds whose judged drafts
-                      include one of the class (a round can count for both classes)
-  per-position        for draft slot j: P(accepted | slots before j accepted), by the class of
-                      the draft in slot j
-Works on Trace objects and trace dicts alike (the views and the recorder read both).
-"""
+A drafted token is judged at the position it was drafted for (a rejected draft at its
+correction's position). Definitions follow the serving engines (analysis/glossary.py,
+docs/metrics.md). Works on Trace objects and trace dicts alike."""
 from __future__ import annotations
 
 import math
@@ -168,11 +158,9 @@ def _sampled(trace) -> bool:
 def check_edge_mishears(trace) -> list[dict]:
     """[the warning] when drafts at audio-dependent positions are rejected much more often than
     the others, with enough evidence, and the rejected ones are the cloud's audio-free choice
-    (the edge drafts as if it had not heard the clip); [] otherwise. Findings (specdec_core/findings.py): title, detail,
-    cause, fix, evidence (the recorder adds its own fields). Greedy runs only: under sampling a
-    draft is rejected by the p/q overlap, which is lower at high-entropy (often audio-dependent)
-    positions for any edge, so the comparison would not isolate hearing (a correct
-    sample-and-match loop in bf16 tripped it on one clip)."""
+    (the edge drafts as if it had not heard the clip); [] otherwise. Greedy runs only: under
+    sampling the p/q overlap is lower at high-entropy positions for any edge, so the comparison
+    would not isolate hearing."""
     if _sampled(trace):
         return []
     split = acceptance_by_dependence(trace)

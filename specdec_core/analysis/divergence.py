@@ -1,19 +1,7 @@
-"""Bug or numerics? The verdict on where a decoder's output first leaves the cloud-only reference.
-
-Pure functions of numbers the callers gather: the reference's own logits at the divergent
-position (HF generate, one new token per forward) and what the forward the decoder committed
-from said there (its top-1 - top-2 margin, whether the committed token is its argmax, its width).
-
-    numerics  the decoder's forward saw the same context, the committed token is that forward's
-              argmax, and the two forwards disagree by more than the margin but by no more than
-              this dtype's arithmetic moves logits (the numerics probe): a near-tie flipped.
-    decoder   the committed token is not what its own forward chose, or the contexts differ, or
-              the forwards disagree by far more than numerics explain: a bug, and the error
-              finding that explains it is named (`explained_by`).
-
-After a numerics divergence the two texts differ for good: the rest of the run is judged
-against the decoder's own forwards (which the lossless checks already do), never the reference.
-"""
+"""Bug or numerics? The verdict on where a decoder's output first leaves the cloud-only reference:
+`numerics` (a near-tie flipped by this dtype's arithmetic) or `decoder` (a bug, with the error
+finding that explains it). Pure functions of numbers the callers gather (docs/recorder.md,
+"Bug or numerics?")."""
 from __future__ import annotations
 
 # How far beyond the probed width-1 vs width-(k+1) difference a flip is still put down to

@@ -1,24 +1,9 @@
 """Prosody features measured with Praat (praat-parselmouth) -> bins -> condition tokens.
 
-The measurements are Praat's, the field's standard tools for prosody (docs/listening.md says
-why Praat and not openSMILE's eGeMAPS, and what both read on the same clips):
-
-* F0: Praat's autocorrelation pitch tracker with path finding (`To Pitch (ac)`, Boersma 1993);
-* loudness and speech rate: Praat's intensity contour; the rate counts its peaks that rise
-  at least NUCLEUS_DIP_DB above the dips on both sides (syllable nuclei, de Jong & Wempe 2009);
-* speech and pauses: Praat's `To TextGrid (silences)`. A silence of UTTERANCE_GAP_S or more
-  separates two utterances (another sentence, another recording joined on): it is not a
-  hesitation inside speech, so it counts neither as pause nor as speaking time.
-
-The bin thresholds are the calibrated meaning of the condition tokens the demo models were
-trained on (espeak-ng clips in sample_audio/, scripts/make_samples.py); every calibration clip
-reads the same bins as with the hand-written front end this replaced. `rate` reads roughly two
-nuclei per syllable of espeak-ng's Mandarin voice; only the bins matter.
-
-Pitch is speaker-relative: with a speaker's other clips (a manifest's `speaker` column) the
-features are z-normalised per speaker (audio/speakers.py); for a single clip the voice's register
-is estimated from the F0 distribution (register_of).
-"""
+F0, loudness, speech rate (syllable nuclei) and pauses are Praat's measurements; the bin
+thresholds are the calibrated meaning of the condition tokens the demo models were trained on.
+Pitch is speaker-relative (audio/speakers.py, or register_of for a single clip). Why Praat, the
+measurements and the calibration: docs/listening.md."""
 from __future__ import annotations
 
 import warnings

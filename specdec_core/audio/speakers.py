@@ -1,17 +1,7 @@
-"""Per-speaker normalisation of the prosody features (standard practice in speech emotion
-recognition): when a manifest names each clip's `speaker`, a feature is read relative to that
-speaker's own clips instead of to the calibration voices.
-
-Each feature is z-normalised over the speaker's clips and mapped onto the calibration set's
-distribution of the same feature (the 18 clips in sample_audio/, CALIBRATION below), so the bin
-thresholds keep their meaning: value = mean_cal + sd_cal * (x - mean_spk) / sd_spk. Pitch uses the
-median F0 in semitones, so no register estimate is needed. With 2-3 clips the std is too noisy:
-the features are only centred (x - mean_spk + mean_cal, same units). With one clip, or none
-voiced, the clip is read on its own (prosody.extract without a speaker).
-
-This assumes what every per-speaker normalisation assumes: a speaker's clips span several
-emotions. Centre a speaker whose clips are all angry and they read as average for that speaker.
-"""
+"""Per-speaker normalisation of the prosody features: with a manifest's `speaker` column, each
+feature is z-normalised over the speaker's clips and mapped onto the calibration clips'
+distribution (only centred with 2-3 clips; one clip is read on its own). docs/listening.md,
+"Speaker-relative pitch and speaker normalisation"."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -28,11 +28,6 @@ def torch_dtype(name):
     return getattr(torch, key)
 
 
-def dtype_name(model) -> str:
-    """The dtype a loaded model runs in, as the CLI spells it ('bfloat16')."""
-    return str(next(model.parameters()).dtype).removeprefix("torch.")
-
-
 def available_backends() -> list[str]:
     """Backends a user can pick now: demo always; omni/hf when models are configured."""
     out = ["demo"]

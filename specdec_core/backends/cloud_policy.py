@@ -1,20 +1,9 @@
-"""Who may point the app's remote cloud where (issue 30). Pure functions of the environment.
-
-A page served to the network must not let a visitor make the server connect to an address of
-the visitor's choosing (server-side request forgery: probing what only the server can reach).
-So the app, never the CLI (the user's own machine and URLs), takes a cloud server URL only
-
-- from the operator's allowlist `SPECSCOPE_CLOUD_URLS` (comma-separated): the page offers
-  exactly those, "none" first, and any other value is refused before any connection;
-- or, with no allowlist, free-form when the app serves on a loopback address only
-  (GRADIO_SERVER_NAME 127.0.0.1 / localhost / ::1, no share link, not a Hugging Face Space),
-  or when the operator sets `SPECSCOPE_ALLOW_ANY_CLOUD_URL=1`;
-- otherwise not at all: the field is disabled with a line saying why, a value that still
-  arrives is refused before any connection.
+"""Who may point the app's remote cloud where (issue 30). Pure functions of the environment: an
+operator's allowlist `SPECSCOPE_CLOUD_URLS`, free-form only on a loopback server or with
+`SPECSCOPE_ALLOW_ANY_CLOUD_URL=1`, otherwise refused (docs/remote.md, "Offering a cloud server").
 
     policy = cloud_policy()            # from os.environ
-    url = policy.resolve(value)        # None: the cloud in the process; raises CloudURLRefused
-"""
+    url = policy.resolve(value)        # None: the cloud in the process; raises CloudURLRefused"""
 from __future__ import annotations
 
 import ipaddress

@@ -42,11 +42,12 @@ class DemoBackend(Backend):
     name = "demo"
     needs_audio = True
 
-    def __init__(self, models_dir: str | Path = MODELS_DIR, dtype=None):
+    def __init__(self, models_dir: str | Path = MODELS_DIR, dtype=None, edge_model=None):
+        """edge_model: another edge's folder (e.g. one with its own tokenizer, demo/own_vocab.py)."""
         models_dir = Path(models_dir)
         # float32 unless asked: bfloat16 is the CPU stand-in for a GPU deployment (docs/recorder.md)
         self.dtype = dtype or torch.float32
-        self.edge = _load(models_dir / "edge", "edge", self.dtype)
+        self.edge = _load(Path(edge_model) if edge_model else models_dir / "edge", "edge", self.dtype)
         self.cloud = _load(models_dir / "cloud", "cloud", self.dtype)
         # the EAGLE-style draft head trained on the cloud's features (drafter=head, issue 35)
         self.head = load_head(models_dir / "head", self.dtype)

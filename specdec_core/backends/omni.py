@@ -1,11 +1,7 @@
-"""Qwen2.5-Omni thinkers as the edge/cloud pair: 3B drafts, 7B verifies, on one GPU.
-
-Both models see the same prompt (built once by the cloud folder's Omni processor): the official
-system prompt, then the clip and the instruction on the user side. The audio features enter only
-in the prefill; afterwards every step passes explicit 3-row mrope positions, so positions stay
-right after any rollback. The checks that refuse bad folders, devices and memory up front are
-in omni_loading.py.
-"""
+"""Qwen2.5-Omni thinkers as the edge/cloud pair: 3B drafts, 7B verifies, on one GPU. One prompt
+for both (the cloud folder's processor); audio features only in the prefill, explicit 3-row
+mrope positions after it (docs/omni.md). Up-front checks of folders, devices and memory:
+omni_loading.py."""
 from __future__ import annotations
 
 import inspect
@@ -34,14 +30,9 @@ MAX_AUDIO_SECONDS = 30.0          # the Whisper front end pads/cuts every clip t
 
 # -- runner -------------------------------------------------------------------------------------
 class OmniRunner(ModelRunner):
-    """ModelRunner with Qwen2.5-Omni mrope positions.
-
-    get_rope_index gives the prompt's 3-row positions and rope_delta = max position + 1 - length
-    (0 for audio-only prompts: their audio positions run on like text; nonzero with vision). A
-    token at absolute index i >= prompt length sits at i + rope_delta on all three rows, exactly
-    as in the model's own generate. Both are recomputed at every prefill: one clip never
-    inherits another's delta.
-    """
+    """ModelRunner with Qwen2.5-Omni mrope positions: the prompt's 3-row positions from
+    get_rope_index, a later token at absolute index i at i + rope_delta on all three rows, as in
+    the model's own generate. Recomputed at every prefill (docs/omni.md)."""
 
     # The prefill carries the audio features: a first step merged into it would also scatter
     # them over any drafted id that happens to be an audio placeholder (the model then raises).

@@ -1,16 +1,6 @@
-"""A small stdlib client for an OpenAI-compatible completions server (vLLM's api_server).
-
-Only what the remote cloud needs: list the served models, tokenize a probe text, and score a
-token-id prompt with prompt logprobs. Every request is timed and its bytes counted (HTTP request
-line, headers and body each way). Every failure is a RemoteError with a one-line message of our
-own: the remote's text (an error body, a bad status line) never reaches it, only `detail`.
-
-What a server can send back is bounded, so an allowed but misbehaving server cannot exhaust
-this process: a reply body over MAX_REPLY_BYTES (SPECSCOPE_CLOUD_MAX_REPLY_MB, default 16) is
-refused while it streams in, and a request that has not been answered in full `timeout` seconds
-after it was sent is cut off (a watchdog shuts the socket, so a server dripping bytes cannot
-stretch the per-read socket timeout). Redirects are not followed.
-"""
+"""A small stdlib client for an OpenAI-compatible completions server (vLLM's api_server): list
+models, tokenize, score a token-id prompt. Requests are timed and their bytes counted; failures
+are one-line RemoteErrors; replies are bounded in size and time (docs/remote.md)."""
 from __future__ import annotations
 
 import http.client

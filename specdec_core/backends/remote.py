@@ -1,18 +1,8 @@
 """The cloud behind a server: the edge runs here, the cloud verifier behind vLLM's OpenAI API.
 
-`RemoteCloud(backend, url)` is the wrapped backend with its cloud replaced: the decoder gets a
-`RemoteRunner` for the cloud role, whose verifier sends ONE /v1/completions request per verified
-block: the whole sequence (prompt, committed tokens, drafted block) as token ids, max_tokens 1,
-temperature 0, prompt_logprobs 1. The reply gives, for every drafted position, the cloud's rank
-and logprob of the drafted token and its top-1, and the greedy token after the block (the bonus).
-That decides greedy and rank acceptance exactly. The sampling rule needs the cloud's full
-distribution at the first rejected position and is refused, as is temperature > 0 (the
-correction would be sampled from that distribution).
-
-The server keeps no session: each request carries the sequence, and the server scores it all
-(vLLM computes prompt logprobs for every prompt position). Blocks the entropy gate does not
-send to the cloud cost nothing.
-"""
+`RemoteCloud(backend, url)` is the wrapped backend with its cloud replaced by a `RemoteRunner`
+that sends ONE /v1/completions request (prompt_logprobs) per verified block; greedy and rank
+acceptance only (docs/remote.md)."""
 from __future__ import annotations
 
 import math
@@ -56,6 +46,8 @@ class RemoteCloud:
             client.close()
 
     def __getattr__(self, name):          # edge, tokenizer, stop_ids, build_inputs, ...
+        if name.startswith("__") or name == "base":   # copy.copy probes before __dict__ is set
+            raise AttributeError(name)
         return getattr(self.base, name)
 
     def make_runner(self, model, role: str):
@@ -115,6 +107,9 @@ class RemoteVerifier:
                               f"server's max_model_len {limit}")
         rows, bonus, bonus_lp, reply = r.client.score(r.remote.model, ids, n_rows=n)
         r.forwards += 1
+        observer = vars(r.remote).get("observer")      # a Recorder (recorder/builtin.py)
+        if observer is not None:
+            observer(ids, rows, bonus, bonus_lp, reply.seconds)
         r.seen, r.history = len(ids), ids
         if cfg.verify == "rank":
             ok = [row.rank <= cfg.rank_threshold for row in rows]

@@ -9,15 +9,9 @@ class CacheInvariantError(AssertionError):
     pass
 
 
-def first_draft_row(run, raw: torch.Tensor, logits: torch.Tensor) -> None:
-    """The cache check on the first drafted token of a round. (Hidden processing of the draft
-    logits is judged by the recorder's checks on the recorded run: recorder/checks.py.)"""
-    cache_agrees(run, raw)
-
-
 def cache_agrees(run, cached: torch.Tensor) -> None:
-    """Every cache_check_every rounds: the edge's cached next-token logits against a cache-free
-    recompute of the committed sequence."""
+    """Every cache_check_every rounds, on a round's first draft row: the edge's cached
+    next-token logits against a cache-free recompute of the committed sequence."""
     n = run.cfg.cache_check_every
     if not n or run.round % n or run.seq.n_gen == 0:
         return

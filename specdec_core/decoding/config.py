@@ -31,17 +31,17 @@ class DecodeConfig:
     k: int = knob("int", 4, minimum=1, maximum=32, step=1, label="draft length k", group="draft",
                   kind="slider", help="Max draft tokens per round.")
     draft_tree: str = knob("choice", "chain", choices=DRAFT_TREES, label="draft tree", group="draft",
-                           kind="dropdown",
+                           kind="dropdown", design=False,
                            help="chain: k drafts in a row. static: a fixed Medusa-style tree of "
                                 "paths. dynamic: EAGLE-2, the most probable frontier nodes expanded "
                                 "depth by depth up to k. A tree is verified in ONE cloud forward "
                                 "with a tree attention mask.")
     tree_branch: int = knob("int", 2, minimum=1, maximum=8, step=1, label="tree branch",
-                            group="draft", kind="slider",
+                            group="draft", kind="slider", design=False,
                             help="Trees: children per expanded node (and nodes expanded per depth "
                                  "for dynamic).")
     tree_nodes: int = knob("int", 10, minimum=1, maximum=64, step=1, label="tree nodes",
-                           group="draft", kind="slider",
+                           group="draft", kind="slider", design=False,
                            help="Trees: draft nodes verified per cloud call.")
     drafter: str = knob("choice", "edge", choices=DRAFTERS, label="drafter", group="draft",
                         kind="dropdown", design=False,
@@ -144,11 +144,6 @@ class DecodeConfig:
     @property
     def cadence(self) -> int:
         return self.k if self.verify_every is None else min(self.verify_every, self.k)
-
-    @property
-    def has_gates(self) -> bool:
-        return bool(self.comma_gate or self.period_gate or self.ban_adjacent_repeat
-                    or self.no_repeat_ngram or self.repetition_penalty != 1.0)
 
     def validate(self) -> None:
         """Check and normalise every knob against its schema entry (ConfigError, one line);

@@ -13,7 +13,6 @@ import torch
 
 from specdec_core.analysis.metrics import compute_metrics, time_split
 from specdec_core.decoding import checks, steps, tree_round
-from specdec_core.decoding.checks import CacheInvariantError  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.faults import FaultSet
@@ -34,7 +33,6 @@ class SpeculativeDecoder:
         self.faults = FaultSet(cfg.faults)
         self.declared = cfg          # the knobs as set: what the trace's config says
         self.cfg = self.faults.configure(cfg)   # what the (possibly faulty) code runs with
-        self.tree_note = None        # why a tree was asked for and chains run (remote, Omni)
         self.detail = trace          # False: no per-token alternatives (benchmarks)
         self.dependence = dependence and trace   # the audio-dependence forward after the decode
         self.debug = debug           # True: assert the cache invariant after every round

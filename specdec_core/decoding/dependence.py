@@ -1,13 +1,7 @@
-"""Audio dependence per token: how much the cloud's next-token distribution depends on the clip.
-
-One extra cloud forward per run, after the decode (never inside a round, so it cannot change
-the output): teacher-forced over the run's own output, once with the prompt as heard and once
-with the backend's counterfactual prompt (the audio taken away: `Backend.counterfactual_inputs`).
-When both prompts have the same length (demo, Omni) the two are ONE batched forward of 2 rows.
-At generated position i the value is KL(p_with(. | prefix_i) || p_without(. | prefix_i)) in
-nats, on the vocabulary both models share. The prefix is the committed output, so a position's
-value is the same for the draft judged there and the token finally committed there.
-"""
+"""Audio dependence per token: KL(p_with || p_without) in nats, the cloud's next-token
+distribution with and without the clip (`Backend.counterfactual_inputs`), teacher-forced over
+the run's own output in one extra forward after the decode, never inside a round
+(docs/metrics.md, "Audio dependence")."""
 from __future__ import annotations
 
 import time

@@ -1,11 +1,7 @@
-"""The edge-cloud link: what one cloud call would send and how long that takes (U-HLM-style).
-
-For a cloud in this process nothing crosses a network, so the link is modelled: a call sends
-the token ids the cloud has not seen yet (the prompt on the first call, then the catch-up and the
-drafted block) in one message, and gets back the number of accepted tokens and the next token.
-The modelled time of a call is one round trip plus the uplink transfer; the downlink message is a
-few bytes and is not rated. A remote cloud (backends/remote.py) measures the same fields instead.
-"""
+"""The edge-cloud link: what one cloud call would send (the ids the cloud has not seen, then
+the block) and how long that takes (one round trip plus the uplink), modelled for a cloud in
+this process; a remote cloud (backends/remote.py) measures the same fields (docs/remote.md,
+"The link model")."""
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass

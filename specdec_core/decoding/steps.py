@@ -40,7 +40,7 @@ def draft(run) -> Draft:
         raw = run.edge.feed(feed, last_only=True)[-1]
         logits = procs(seq.tensor(), raw[None])[0] if procs else raw
         if j == 0:
-            checks.first_draft_row(run, raw, logits)
+            checks.cache_agrees(run, raw)
         p = sampling.probs(logits, cfg.temperature) if run.need_p else None
         tok = sampling.pick(p, logits, cfg.temperature, run.gen)
         if cfg.cycle_action == "resample":

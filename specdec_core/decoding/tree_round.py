@@ -1,14 +1,6 @@
-"""The tree round (draft_tree = static | dynamic): draft a tree, verify it in ONE cloud forward,
-commit the accepted path, keep only that path in both caches.
-
-The edge scores the last committed token (the root), then expands depth by depth: the nodes to
-expand are fed in one forward each depth, each seeing the committed prefix and its ancestors'
-slots (positions = root + depth). The cloud takes what it has not seen (up to the root) and
-every selected node in one forward with a tree mask; the acceptance rule walks the tree
-(decoding/tree.py). The cloud's cache is compacted by gathering the path's slots; the edge's is
-cropped to the committed prefix and the path is fed again with the next round's first forward
-(it is fed then anyway). Tree faults (`run.faults`) bend one line each, marked `fault:`.
-"""
+"""The tree round (draft_tree = static | dynamic): draft a tree depth by depth, verify it in ONE
+cloud forward with a tree mask, commit the accepted path, keep only that path in both caches
+(docs/trees.md). Tree faults (`run.faults`) bend one line each, marked `fault:`."""
 from __future__ import annotations
 
 import time

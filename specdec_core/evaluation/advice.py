@@ -1,18 +1,6 @@
 """`bench` advice (issue 20 item 3): the k and entropy threshold the measured cost model says are
-fastest, and a rerun that checks the prediction.
-
-Greedy verification is lossless: every k gives the cloud's own greedy tokens, so the advised k
-is pure speed — the argmax over candidate k of cost_model.predict_speedup with the measured costs
-and the per-position acceptance of one traced pass per candidate k (each k its own). An entropy threshold
-is lossy (blocks whose drafts all stay under it are committed without the cloud, design.md), so a
-threshold is advised only within a stated quality cost: `quality_cost` = 1 − prefix agreement,
-the mean share of the cloud's greedy output lost before the first differing token (0 = the same
-text, 1 = differs from the first token). Each candidate threshold is decoded once at the advised
-k and its predicted speedup is the measured costs summed over its real rounds
-(cost_model.trace_time: edge forwards, the cloud forward at the width it fed, overhead per round).
-`check_advice` then times the advised configurations against the cloud loop, interleaved, and
-reports measured / predicted (the prediction holds when within 15%).
-"""
+fastest (a threshold only within `quality_cost`), and `check_advice`, a rerun that checks the
+prediction (docs/benchmarks.md, "Advice")."""
 from __future__ import annotations
 
 import math

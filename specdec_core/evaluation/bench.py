@@ -9,7 +9,6 @@ threshold sweeps live in bench_sweep.py.
 """
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -47,15 +46,8 @@ def cost_model_speedup(tokens: int, target_forwards: int, draft_forwards: int, c
     """Speedup over a cloud-only loop predicted from counted forwards: the loop spends one cloud
     forward per token, the decoder `target_forwards` cloud forwards and `draft_forwards` edge
     forwards that cost c each, so predicted = tokens / (target_forwards + c · draft_forwards)
-    (decode forwards only: the prompt prefill is paid by both sides alike).
-
-    In classic mode (entropy_threshold=null) every round is one cloud forward after k edge
-    forwards, so this is E[tokens per round] / (1 + k·c); with every block k long and each draft
-    accepted independently with probability α, E[tokens per round] = (1 − α^(k+1)) / (1 − α) and
-    the prediction equals the Leviathan et al. expectation `predicted_speedup(α, k, c)` (with α
-    from `leviathan_alpha`). It needs none of the formula's assumptions: blocks cut short by a
-    stop, acceptance that is not independent, thresholded runs where the cloud skips blocks. Like
-    the formula, it prices a (k+1)-token verification forward as a one-token one."""
+    (decode forwards only). In classic mode with i.i.d. acceptance this is the Leviathan et al.
+    expectation `predicted_speedup(α, k, c)`, without its assumptions (docs/benchmarks.md)."""
     cost = target_forwards + c * draft_forwards
     return tokens / cost if cost > 0 else float("inf")
 
@@ -63,8 +55,7 @@ def cost_model_speedup(tokens: int, target_forwards: int, draft_forwards: int, c
 def bench_config(**kw) -> DecodeConfig:
     """The benchmark's decode config: no cache-consistency checks (a debugging feature);
     thresholds are in nats whatever the config's default entropy unit is."""
-    if kw.get("entropy_threshold") is not None and "entropy_unit" in {
-            f.name for f in dataclasses.fields(DecodeConfig)}:
+    if kw.get("entropy_threshold") is not None:
         kw.setdefault("entropy_unit", "nats")
     return DecodeConfig(cache_check_every=0, **kw)
 

@@ -1,13 +1,5 @@
-"""`bench --sweep`: the k sweep and the entropy-threshold sweep, and their plot.
-
-Both sweeps share one timing loop (evaluation/bench.time_jobs): every repeat decodes each prompt
-with cloud_only (HF generate), the minimal cloud loop and every sweep point, in an order that
-rotates every repeat, and speedups are the medians (and min–max ranges) of per-repeat ratios.
-Per point it reports the acceptance rate α, cloud calls per token, the prediction of the cost
-model from counted forwards (bench.cost_model_speedup; in classic mode also the Leviathan et al.
-formula) and how much of the output is still the cloud's own greedy output: thresholded runs
-commit edge tokens the cloud never saw, so they are lossy by design.
-"""
+"""`bench --sweep`: the k sweep and the entropy-threshold sweep, and their plot, on the bench's
+one interleaved timing loop (bench.time_jobs); docs/benchmarks.md."""
 from __future__ import annotations
 
 import math

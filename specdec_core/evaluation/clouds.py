@@ -1,12 +1,6 @@
 """Several cloud servers for one batch (`--cloud-url A --cloud-url B`): each row goes to the
-least busy server that is up (ties: round robin), so N edges spread their requests.
-
-A row that fails on a server makes the pool look at that server (GET /v1/models, short
-timeout): a server that does not answer is marked down and gets no new rows; its rows in flight
-fail with the client's one-line error (marked `retry`, so `--resume` runs them again). A down
-server is looked at again every RECHECK_S seconds and takes rows again once it answers. With no
-server up, rows fail at once with a one-line error instead of waiting.
-"""
+least busy server that is up (ties: round robin). A failing server is probed and marked down
+(its rows fail with `retry`) and looked at again every RECHECK_S seconds (docs/scale.md)."""
 from __future__ import annotations
 
 import itertools

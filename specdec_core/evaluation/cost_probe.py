@@ -20,12 +20,8 @@ from specdec_core.evaluation.cost_model import (FORMULA, Costs, cloud_token_time
 
 def default_clock(backend):
     """The clock costs are measured with: the process's CPU time when both models run on the
-    CPU, wall time otherwise (a GPU forward is mostly waiting for the device). On a shared CPU
-    the wall time of a short forward is its CPU time plus, now and then, a whole scheduler
-    slice spent waiting for another process: a median misses those waits and a mean over a few
-    dozen samples is at the mercy of one of them, while under a fair scheduler the waits are in
-    proportion to the CPU time used — so CPU time predicts the RATIO of two wall times (the
-    speedup) on a loaded machine, and equals wall time on a quiet one."""
+    CPU (it predicts the ratio of two wall times on a loaded machine), wall time otherwise;
+    docs/benchmarks.md, "Clock"."""
     devs = {p.device.type for m in (backend.edge, backend.cloud) for p in list(m.parameters())[:1]}
     return (time.process_time, "cpu") if devs == {"cpu"} else (time.perf_counter, "wall")
 
@@ -78,12 +74,9 @@ def forward_timer(backend, clock=time.perf_counter):
 def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps: int = 2,
                    out: dict | None = None, clock=time.perf_counter) -> dict:
     """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
-    the mode the decoder uses it (edge: drafting, last position's logits only; cloud: verifying,
-    every position's logits), edge and cloud and all widths interleaved, `reps` times each
-    (after the edge's one-token forward, which follows a cloud forward as a round's first draft
-    does, a second one is timed into out["edge_warm"][1]: the rest of a round's drafts);
-    appended to out[role][w] (lists of seconds). `ids`: generated ids to fill the cache with
-    after the prompt (padded by repeating the last one)."""
+    the mode the decoder uses it, interleaved, `reps` times each, appended to out[role][w]
+    (a second one-token edge forward goes to out["edge_warm"][1]). `ids`: generated ids to fill
+    the cache with after the prompt (padded by repeating the last one)."""
     out = out if out is not None else {"edge": {}, "cloud": {}}
     need = cache_len - prompt.length + 1 + max(widths)
     fill = (list(ids) or [int(prompt.input_ids[0, -1])])
@@ -145,12 +138,9 @@ def mean(xs, default=0.0):
 
 
 class CostProbe:
-    """A job of the bench's interleaved timing loop (bench.time_jobs calls it once per prompt per
-    repeat, in the rotating order of the other methods): per prompt it (1) decodes with the
-    traced decoder under forward_timer (rounds' time outside the forwards, prefills, the trace's
-    acceptance), (2) runs the minimal cloud loop the same way (its time per token outside the
-    forward), (3) times forwards of every width at the run's typical cache length (measure_widths).
-    `summary` turns each repeat's samples into Costs and a prediction."""
+    """A job of the bench's interleaved timing loop, once per prompt per repeat: a traced decode,
+    the minimal cloud loop and the forwards by width (docs/benchmarks.md, "The measured cost
+    model"). `summary` turns each repeat's samples into Costs and a prediction."""
 
     def __init__(self, prompts: list, outputs: list[list[int]], widths, loop, reps: int = 1, clock=None):
         self.prompts, self.outputs, self.loop = prompts, outputs, loop   # loop: bench.cloud_loop

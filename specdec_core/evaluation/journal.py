@@ -1,13 +1,6 @@
 """DIR/results.jsonl: one line per finished batch row, appended and flushed as it finishes, so a
-killed batch keeps every row it finished and `--resume` runs only the rows missing from it.
-
-A row's key is (clip name, configuration name). Reading tolerates what a kill leaves behind: a
-last line cut short (or any line that is not a JSON row) is dropped and its row runs again. A row
-that failed for a passing reason (its worker died, its cloud server went away: `retry: true`)
-is not kept either, so `--resume` runs it again; a clip that fails on its own (not audio, bad
-label) stays failed. Opening for resume rewrites the file with the rows it keeps, so it holds
-exactly one line per row at all times.
-"""
+killed batch keeps its rows and `--resume` runs only the missing ones. A cut-short line or a row
+that failed with `retry: true` is dropped and runs again (docs/scale.md)."""
 from __future__ import annotations
 
 import json

@@ -1,13 +1,6 @@
-"""`batch --engine ray`: the edges as Ray actors, on this machine or on a Ray cluster.
-
-Without an address a local Ray starts with the command (N CPUs, no dashboard, bound to
-127.0.0.1, usage stats off) and stops with it; with one (`ray start --head` printed it) the
-batch joins that cluster and leaves it as it was. Each actor (one CPU) opens the backend once
-and takes one clip x configuration at a time from the driver, which gives every row its cloud
-server (evaluation/clouds.py). A worker that dies (killed, out of memory) fails the row it was
-running with a one-line error marked `retry`; Ray restarts it (up to MAX_RESTARTS times) and
-the batch goes on. See docs/scale.md.
-"""
+"""`batch --engine ray`: the edges as Ray actors, on this machine or on a Ray cluster
+(docs/scale.md). A worker that dies fails its row with a `retry` error and is restarted (up to
+MAX_RESTARTS times); the batch goes on."""
 from __future__ import annotations
 
 import logging

@@ -1,10 +1,6 @@
 """`bench --cloud-url URL`: the same clips decoded with the cloud in this process and behind the
-server, interleaved and repeated in one run; the outputs must agree token for token.
-
-Reports tokens/s for both (median and range over repeats), and per cloud call: the request time
-on the link (median, 10th-90th percentile) and the bytes each way, next to the bytes the link
-model counts for the same calls (token ids + framing, decoding/link.py).
-"""
+server, interleaved in one run, outputs identical token for token: tokens/s, request time and
+bytes per cloud call next to the link model's count (docs/remote.md, "Measured")."""
 from __future__ import annotations
 
 import statistics

@@ -1,16 +1,8 @@
-"""`batch ... --out DIR [--resume]`: a manifest x configurations into DIR, on either engine.
+"""`batch ... --out DIR [--resume]`: a manifest x configurations into DIR, on either engine
+(docs/scale.md). Rows are journalled as they finish (journal.py) and returned in manifest order.
 
     result, ran = run_batch_dir(spec, clips, {"A": cfg}, "out/", engine="ray", workers=2,
-                                cloud_urls=["http://127.0.0.1:8000"], resume=True, on_row=print)
-
-Every finished row goes to DIR/results.jsonl at once (evaluation/journal.py); `resume` runs only
-the rows missing from it. The result holds the rows in manifest order (clip-major, then the
-configurations in order) whatever the engine and whatever order they finished in, and the
-caller writes results.json / results.csv / summary.json from it as before. `engine="local"`
-decodes in this process, one row at a time; `engine="ray"` on Ray actors
-(evaluation/ray_engine.py). Both run a row the same way (evaluation/edges.py), so greedy token
-ids are identical.
-"""
+                                cloud_urls=["http://127.0.0.1:8000"], resume=True, on_row=print)"""
 from __future__ import annotations
 
 import threading

@@ -14,6 +14,8 @@ from specdec_core.recorder.model_or_decoder import judge_text
 from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
+from specdec_core.recorder.validate import check_recording
+from specdec_core.recorder import retokenized
 from specdec_core.recorder.trace_build import Texts, build_trace
 
 SEVERITY = {"error": 0, "warning": 1, "info": 2}
@@ -21,7 +23,8 @@ SEVERITY = {"error": 0, "warning": 1, "info": 2}
 
 def check_structure(t, rounds, rec: dict, texts) -> list[dict]:
     out, k = [], rec.get("declared", {}).get("k")
-    if k:
+    if k and rec.get("declared", {}).get("entropy_threshold") is None:   # a gate verifies
+        # several confident blocks in one forward: its rounds are longer than k by design
         long = [r for r in rounds if r.verified and len(r.block) > k]
         runs = [r for r in rounds if r.verified and (r.end - r.block_start) > k + 1]
         sizes = sorted({len(r.block) for r in rounds if r.verified and r.block})
@@ -96,6 +99,7 @@ CHECKS = CheckList([
     lambda e: checks.check_positions(e.t, skip_2d=bool(e.rec.get("mrope"))),
     lambda e: omni_checks.check_mrope(e.t, e.rec),
     lambda e: omni_checks.check_audio(e.t, e.rec),
+    lambda e: checks.check_own_prompt(e.t, e.texts),
     lambda e: checks.check_contexts(e.t, e.rounds),
     _rank_window,
     lambda e: output_checks.check_lossless(e.t, e.rounds, e.declared, e.texts),
@@ -114,7 +118,10 @@ CHECKS = CheckList([
 def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
     decoding/dependence.py's result for the output, when the backend gives one."""
-    rec, repaired = dropped.repair(rec)   # the rest reads the text the models were fed
+    check_recording(rec)                  # caps and consistency first (issue 36)
+    rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
+    rec, repaired = dropped.repair(rec)
+    repaired = retok + repaired   # the rest reads the text the models were fed
     rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
     t = build_tapes(rec)
     rounds = tree_trace.fix_rounds(build_rounds(t))

@@ -11,6 +11,9 @@ from __future__ import annotations
 import copy
 import threading
 from contextlib import nullcontext
+from functools import partial
+
+import torch
 
 from specdec_core.analysis.audio_dependence import acceptance_by_dependence
 from specdec_core.decoding.config import DecodeConfig
@@ -19,7 +22,9 @@ from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.vocab import TokenClasses
 from specdec_core.recorder.analyze import analyze
 from specdec_core.recorder.hooks import Recorder
+from specdec_core.backends.remote import RemoteCloud
 from specdec_core.recorder.isolated import private_pair
+from specdec_core.recorder.remote_rows import remote_forward
 from specdec_core.recorder.roots import link
 
 COPY_LIMIT = 200_000_000      # parameters of a pair still copied per recording (demo: ~2M)
@@ -66,19 +71,26 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
     """decoder.stream's events; the final "done" trace carries the recorder's findings as its
     diagnostics. `out` (optional) receives the recording and the recorded trace."""
     b, lock = _private(backend, isolated)
+    if isinstance(b, RemoteCloud):       # its verify requests are the cloud's forwards: a copy
+        b = copy.copy(b)                 # of the wrapper holds this recording's observer
     # the audio-dependence forward runs after the hooks are off: inside them it would read as
     # a cloud forward verifying the whole output
     dec = SpeculativeDecoder(b, cfg, trace=trace, dependence=False)
-    head = getattr(b, "head", None) if cfg.drafter == "head" else None
-    with lock, Recorder(b.edge, b.cloud, b.tokenizer, prompt.input_ids, b.stop_ids,
+    remote = isinstance(b, RemoteCloud)
+    # a remote cloud's local model (kept for the baseline) decodes nothing: hook a stand-in
+    cloud = torch.nn.Module() if remote else b.cloud
+    head = getattr(b, "head", None) if cfg.drafter == "head" and not remote else None   # issue 35
+    with lock, Recorder(b.edge, cloud, b.tokenizer, prompt.input_ids, b.stop_ids,
                         drafter=head, **declared_knobs(b, cfg)) as rec:
+        if remote:
+            b.observer = partial(remote_forward, rec)
         for ev in dec.stream(prompt, cancel=cancel):
             if ev["type"] == "done":
                 break
             yield ev
     own = ev["trace"]
     recording = rec.finish(own.token_ids)
-    recording["backend"] = backend.name
+    recording["backend"], recording["builtin"] = backend.name, True
     dep = audio_dependence(backend, prompt, own.token_ids) if trace else None
     apply_dependence(own, dep)
     if dep:

@@ -90,7 +90,9 @@ def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
         for p, (f, r) in sorted(rnd.drafted_by.items()):
             if p >= len(ref) or (rnd.verified and p < rnd.block_start):
                 continue
-            d = next((j for j, (a, b) in enumerate(zip(f.ctx[:p], ref[:p])) if a != b), None)
+            own = t.ref(f.model)       # the drafter's own prompt positions are its own
+            d = next((j for j, (a, b) in enumerate(zip(f.ctx[:p], ref[:p]))
+                      if a != (own[j] if j < t.P else b)), None)
             if d is not None and f.ctx[d] is not None:
                 hits[_classify(f, d, prev if prev >= 0 else -1)].append((f, d, "draft"))
                 break
@@ -122,6 +124,27 @@ def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
                 causes.mismatch(f, d, C),
                 "feed each model exactly seq[cache_len:] of the one committed sequence",
                 _ev(f, d, toks, n_forwards=len(lst)), severity="error"))
+    return out
+
+
+def check_own_prompt(t: Tapes, texts) -> list[dict]:
+    """A drafter prefilled with a prompt that differs from the cloud's (same length): lossless
+    (the cloud verifies), but it drafts from another condition; where the differing tokens are
+    the clip's audio condition (the demo's prosody tokens), it does not hear the clip."""
+    out = []
+    for model, own in t.own_prompt.items():
+        if not own:
+            continue
+        diff = [j for j in range(t.P) if own[j] != t.prompt[j]]
+        shown = ", ".join(f"{texts(t.prompt[j])}→{texts(own[j])}" for j in diff[:6])
+        out.append(finding(
+            "audio_missing", f"the {model}'s prompt differs from the cloud's at {len(diff)} position(s)",
+            f"{model} prefill: {shown}{' …' if len(diff) > 6 else ''}",
+            "the drafter was given its own prompt (e.g. the audio or its condition tokens taken "
+            "out): the output stays the cloud's, but drafts that depend on what was heard fail",
+            "prefill both models with the same prompt (and the same audio features)",
+            {"model": model, "forward": None, "position": diff[0], "tokens": None,
+             "positions": diff[:20]}, severity="warning"))
     return out
 
 

@@ -1,17 +1,7 @@
-"""How many decoder layers each forward ran, and so who drafted.
-
-A self-speculative loop drafts with the cloud module itself, stopping early or skipping layers
-(transformers' `assistant_early_exit` sets `config.num_hidden_layers` to the exit layer for the
-drafting calls; LayerSkip / SWIFT-style loops call a subset of the layers). Such a forward is a
-draft, not a verdict. The evidence is counted, not guessed from a config: a pre hook on every
-decoder layer of each model counts the layers a forward ran; a cloud forward that ran fewer than
-all of them is recorded as the drafter's (`model: "edge"`, `module: "cloud"`, `depth: n`).
-
-`recording["drafter"]`: "self" (partial-depth forwards of the cloud drafted), "model" (a second
-model drafted), "lookup" (only the cloud ran: drafts appear as extra ids in its verify forwards,
-e.g. prompt lookup / n-gram drafting), "head" (a module fed the cloud's hidden states drafted:
-recorder/head_hooks.py).
-"""
+"""How many decoder layers each forward ran, and so who drafted: a cloud forward that ran fewer
+than all its layers (early exit, layer skipping) is recorded as the drafter's. Sets
+`recording["drafter"]`: "self", "model", "lookup" or "head" (a module handed as `drafter=`,
+recorder/head_hooks.py) (docs/recorder.md)."""
 from __future__ import annotations
 
 import torch.nn as nn

@@ -1,15 +1,6 @@
-"""`dropped_output`: the returned ids are not the text the models were fed.
-
-A loop can run correctly and still return the wrong ids: a slice that starts one token late
-(`seq[n_prompt + 1:]`), a token lost or added when blocks are joined. Evidence: the context the
-cloud was last fed (the models' own view of the committed text) against the returned ids. Where
-they part, a short shift (1-3 ids) that makes the rest agree again for a long run is a drop (or
-an insertion). A dropped id counts only when the models treated it as committed text: some
-forward fed it at that position AFTER the first cloud forward that scored that position (a
-rejected draft, fed only as a draft, is not committed text), and every model that ran was fed
-it. A "dropped" run that repeats the ids before it is the models being fed a token twice (a
-context finding), not a drop. The analysis then continues on the repaired sequence.
-"""
+"""`dropped_output`: the returned ids are not the text the models were fed (a slice one token
+late, a token lost joining blocks). Found where the cloud's last context and the returned ids
+part by a short shift; the analysis continues on the repaired sequence (docs/recorder.md)."""
 from __future__ import annotations
 
 from specdec_core.findings import finding

@@ -19,7 +19,7 @@ import weakref
 import torch
 
 from specdec_core.compat import forward_cache, output_cache
-from specdec_core.recorder import head_hooks, mrope, tree_hooks
+from specdec_core.recorder import edge_vocab, head_hooks, mrope, tree_hooks
 from specdec_core.recorder.depth import Depth
 
 SCHEMA = "specscope.recording/1"
@@ -126,7 +126,7 @@ class Recorder:
         self._depth = Depth(self.models)      # decoder layers each forward ran (self-drafting)
         self._t0 = self.wall_s = 0.0
         self.error: str | None = None
-        self._head = drafter and head_hooks.HeadWatch(self, drafter, cloud)
+        self._head = head_hooks.HeadWatch(self, drafter, cloud) if drafter is not None else None
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self):
@@ -258,7 +258,8 @@ class Recorder:
                "wall_s": round(self.wall_s, 4), "error": self.error,
                "forwards": self.forwards, "layers": self._depth.total,
                "drafter": self._depth.drafter(self.forwards),
-               "draft_shape": "tree" if any(map(tree_hooks.is_tree, self.forwards)) else "chain"}
+               "draft_shape": "tree" if any(map(tree_hooks.is_tree, self.forwards)) else "chain",
+               **edge_vocab.edge_texts(self.models["edge"], vocab, self.forwards, tok)}
         model = next((m for m in (self.models["cloud"], self.models["edge"]) if mrope.is_mrope(m)), None)
         layout = mrope.prompt_layout(model, self.prompt_ids, self._mm) if model is not None else None
         if layout:

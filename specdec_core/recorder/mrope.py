@@ -1,13 +1,7 @@
 """Qwen2.5-Omni (and Qwen2-VL-style) models in a recording: 3-row mrope positions, the rope
-delta, the audio span, and prefills that carry audio as `input_features` or as `inputs_embeds`.
-
-A thinker places its prompt with `get_rope_index` (three rows: time, height, width; audio runs
-on like text, images and video do not) and every later token at absolute index i at
-i + rope_delta on all three rows, delta = max prompt position + 1 - prompt length (0 for
-audio-only prompts). The recorder recomputes the prompt's positions with the model's own
-`get_rope_index` when the recording finishes (`prompt_layout`); omni_checks.py checks every
-forward's positions against them.
-"""
+delta, the audio span, and prefills that carry audio as `input_features` or `inputs_embeds`.
+The prompt's positions are recomputed with the model's own `get_rope_index`; omni_checks.py
+checks every forward against them (docs/recorder.md, "Qwen2.5-Omni thinkers")."""
 from __future__ import annotations
 
 import torch

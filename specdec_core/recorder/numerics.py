@@ -1,14 +1,6 @@
 """The numerics probe: how far the cloud's logits move between a decode-width forward (1 new
-token, what plain greedy `generate()` runs) and a verify-width forward (k+1 new tokens, what a
-speculative loop runs) at the same positions of this clip.
-
-Teacher-forced on the output: the cloud's cache is filled up to a window start once, then the
-window's k+1 tokens are fed in one forward and, after a crop, one token at a time; the largest
-absolute logit difference over the shared vocabulary is what this dtype's arithmetic alone
-moves a logit by here. A greedy choice whose top-1 - top-2 margin is below it can flip between
-the two widths without any bug (docs/recorder.md, "bug or numerics?"). A few windows, spread
-over the output: cheap next to the decode itself.
-"""
+token) and a verify-width forward (k+1) at the same positions of this clip, teacher-forced on a
+few windows of the output (docs/recorder.md, "Bug or numerics?")."""
 from __future__ import annotations
 
 import torch

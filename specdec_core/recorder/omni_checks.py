@@ -59,7 +59,7 @@ def check_vocab(t, rec: dict) -> list[dict]:
     compares them on the shared part. An error only for what shows a bug in the output: an id
     only the wider head has (logits of different widths compared without slicing), or an id
     outside the tokenizer (picked from padding rows)."""
-    widths = {m: sorted({f.rows["vocab"] for f in t.fwds if f.model == m and f.rows})
+    widths = {m: sorted({f.rows["vocab"] for f in t.fwds if f.model == m and f.rows and f.rows["vocab"]})
               for m in ("edge", "cloud")}
     tok_n = (rec.get("vocab") or {}).get("tokenizer")
     e, c = widths["edge"], widths["cloud"]

@@ -70,7 +70,8 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
             "after committing each token, stop if its id is in stop_ids",
             _ev(None, t.P + i, [gen[i]], index=i)))
     fw = {f.i: f for f in t.fwds}
-    used_cloud = any(f.model == "cloud" for f in t.fwds)
+    # a declared entropy gate lets confident blocks through unverified, the end included
+    used_cloud = any(f.model == "cloud" for f in t.fwds) and d.get("entropy_threshold") is None
     tail = 0
     for p in range(len(t.C) - 1, t.P - 1, -1):
         if p in t.decided:

@@ -1,12 +1,6 @@
-"""The sampled-draft temperature check over several recordings of one decoder (issue 36).
-
-Pooled draws are evidence only when they are independent: a run repeated with the same seed
-(identical prompt and output) counts once, and a temperature finding needs (1) a pooled
-log-likelihood ratio of at least LR_POOLED against the declared temperature and (2) the same
-verdict from the two independent halves of the distinct runs (each half's estimate off the
-declared T on the same side). Rates over 20 seed sets:
-scripts/pooled_temperature_rate.py, docs/recorder.md.
-"""
+"""The sampled-draft temperature check over several recordings of one decoder (issue 36): a
+pooled likelihood ratio of at least LR_POOLED over the distinct runs, confirmed by both
+independent halves (docs/recorder.md, "Seeds and the pooled temperature check")."""
 from __future__ import annotations
 
 LR_POOLED = 2.5     # pooled log-likelihood ratio (2*LR ~ chi2(1): p ~ 0.025 per pooled test)

@@ -34,10 +34,9 @@ EXPLAINS: dict[str, tuple] = {
     "residual_mismatch": _TEXT,
     "greedy_draft_sampling": ("hidden_draft_processing",) + _TEXT,
     "stale_features": ("acceptance_collapse",),      # a warning root: lossless, acceptance drops
+    "audio_missing": ("edge_mishears",),
     "hidden_draft_processing": ("punct_flood", "acceptance_collapse", "cycle", "doubling", "edge_mishears"),
 }
-# roots that are warnings yet explain symptoms (a lossless bug: the text is right, slower)
-ROOT_SEVERITY = {"stale_features": ("error", "warning")}
 
 
 def merge_repeats(found: list) -> list:
@@ -62,11 +61,12 @@ def link(found: list) -> list:
     by = {f["code"]: f for f in found}
     for root, symptoms in EXPLAINS.items():
         r = by.get(root)
-        if r is None or r["explained_by"] or r["severity"] not in ROOT_SEVERITY.get(root, ("error",)):
+        if r is None or r["explained_by"] or r["severity"] == "info":
             continue
-        for code in symptoms:
+        for code in symptoms:     # a warning explains warnings only, never an error
             f = by.get(code)
-            if f is not None and f is not r and not f["explained_by"]:
+            if f is not None and f is not r and not f["explained_by"] and (
+                    r["severity"] == "error" or f["severity"] != "error"):
                 f["explained_by"] = root
     return found
 

@@ -1,28 +1,7 @@
-"""Blind checks of the rejection-sampling rule (declared temperature T > 0, verify=sampling).
-
-The hooks keep, per scored row, top-5 log-probs, the log-prob of the token that follows and
-`lse_t` = logsumexp(logp / T), so every stored log-prob l gives the log-prob at T: l / T - lse_t.
-That yields, for every judged draft x, q(x) (edge row that drafted it, when x is in its top-5)
-and p(x) (the verifying cloud row, which was fed x). Three checks, each with its own code:
-
-- acceptance_rule: accept indicators against min(1, p/q): exact Poisson-binomial tests of the
-  number accepted, over all judged drafts and over drafts with p < q (where a deterministic
-  "accept if p > q" accepts none);
-- greedy_draft_sampling: the number of drafts that are the edge's argmax against the
-  Poisson-binomial with success probabilities q_T(argmax) (a sampled draft is the argmax only
-  that often), when every draft is the argmax (an over-sharp but sampled draft is the
-  temperature check's hidden_draft_processing);
-- residual_mismatch: corrections drawn from norm(max(0, p - q)) never land on a token with
-  p <= q. We count corrections where that is certain from what was kept (q(c) known, p(c) known
-  or bounded by the cloud's 5th log-prob) with a margin for rounding.
-
-False alarms: the three stochastic tests at ALPHA / 3 each (Bonferroni, family 1e-3); the
-residual count is 0 with probability 1 under the correct rule, MIN_ZERO_RESIDUAL tolerates one
-numerical accident. Drafts outside the edge's top-5 are left out (a choice that does not depend
-on the accept outcome, so the tests stay exact). A correction that repeats the rejected draft
-looks like an acceptance in the recording; when residual_mismatch is found, excess acceptance
-is reported inside it instead of as a separate acceptance_rule.
-"""
+"""Blind checks of the rejection-sampling rule (declared temperature T > 0, verify=sampling):
+`acceptance_rule`, `greedy_draft_sampling`, `residual_mismatch`, from q(x) and p(x) at T of every
+judged draft (docs/recorder.md, "Sampling loops": the tests, their false-alarm rates and why an
+excess acceptance is reported inside residual_mismatch)."""
 from __future__ import annotations
 
 import math

@@ -1,16 +1,6 @@
-"""Where a recorded decoder's time goes, and two speed findings (docs/recorder.md).
-
-The hooks time every forward (`forwards[i]["time"]`: start offset `t` from the recording's
-start, duration `dur`, and the hooks' own cost `pre`/`post`). From these: the time split of the
-whole recording (edge forwards, cloud forwards, the recorder's hooks, everything else = the
-user's loop), the same per rebuilt round, and where the time outside the forwards sits (before
-the first forward, between draft steps, between drafting and verification, after verification).
-
-Findings, from measurements only (time shares and the forwards' shapes, never the file name):
-`loop_overhead` when the loop's own time outside the forwards is a large share of the decode,
-`recomputed_context` when the models compute positions they had already computed for the same
-context (the prompt re-run every round, no cache, a cache rebuilt from scratch).
-"""
+"""Where a recorded decoder's time goes (edge and cloud forwards, the hooks, the user's loop; per
+round and between steps), and the findings `loop_overhead` and `recomputed_context`, from
+measurements only (docs/recorder.md, "Where the time goes")."""
 from __future__ import annotations
 
 from specdec_core.analysis.metrics import time_split
@@ -157,6 +147,10 @@ def recomputed(t) -> dict:
 
 
 def check_speed(rec: dict, t) -> list[dict]:
+    """The loop's own time: a user's loop only (the built-in decoder's time split is shown on
+    the page; its Python overhead on a tiny pair, trees most, is not the user's bug)."""
+    if rec.get("builtin"):
+        return []
     found = []
     split = recording_split(rec)
     if split and split["other_share"] is not None and split["other_share"] > OVERHEAD_SHARE:

@@ -80,6 +80,14 @@ class Tapes:
     out: list[int]
     fwds: list[Fwd] = field(default_factory=list)
     decided: dict = field(default_factory=dict)   # position -> (forward, row) of first cloud decision
+    # a drafter's own prompt where it differs from the cloud's at the same length (an edge fed
+    # the prompt without the audio condition): its prompt positions are judged against it
+    own_prompt: dict = field(default_factory=dict)
+
+    def ref(self, model: str) -> list:
+        """The sequence `model` should read: its own prompt (if any), then the committed output."""
+        own = self.own_prompt.get(model)
+        return own + self.out if own else self.C
 
     @property
     def C(self) -> list[int]:
@@ -117,8 +125,10 @@ def build_tapes(rec: dict) -> Tapes:
         ctx, w = ctx + ids, w + [raw["i"]] * len(ids)
         if raw.get("cache") is not None and raw.get("use_cache") is not False:
             tapes[key] = (ctx, w)
+        if L == 0 and raw["model"] != "cloud" and raw["model"] not in t.own_prompt and len(ids) >= t.P:
+            t.own_prompt[raw["model"]] = ids[:t.P] if ids[:t.P] != t.prompt else None
         rows = raw.get("rows")
-        f = Fwd(raw["i"], raw["model"], raw, L, ctx, w, _common(ctx, C), rows)
+        f = Fwd(raw["i"], raw["model"], raw, L, ctx, w, _common(ctx, t.ref(raw["model"])), rows)
         if rows:
             f.first_q = L + rows["offset"]
         t.fwds.append(f)

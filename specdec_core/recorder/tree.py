@@ -1,20 +1,6 @@
 """Token trees in a recording: rebuild each tree forward's tree, follow caches rewritten in place,
-and hand the chain checks an equivalent chain (docs/recorder.md, "Tree loops").
-
-A forward is a tree (tree_hooks.is_tree) when its 4D mask is not the causal one or its positions
-repeat as a tree's. Its nodes are the fed ids from the mask's first column not seen by every row
-(`c0`). Depths come from the positions when they repeat (the loop's own claim of the tree),
-else from the mask (the number of tree columns a node sees); a node's parent is the node it
-sees one level up. Without a mask (said in an info finding) the accepted path is the one the
-next forward's cache kept, other parents are inferred from the rows.
-
-Each cloud tree forward is judged node by node against its PARENT's row, the accepted path is
-read from the committed output, and the forward is rewritten as the chain the path is: the
-catch-up ids, the path and its first rejected child, with their rows. Edge tree forwards
-(drafting a tree) become inert: their nodes reach the trace through the verified tree. Per
-cache, the slots' owners are followed through `slot_moves` (copy-down), so that the next
-forward's cache holding a rejected node's keys is `stale_cache`, and one holding the path is not.
-"""
+and hand the chain checks an equivalent chain: the catch-up ids, the accepted path and its first
+rejected child (docs/recorder.md, "Tree loops")."""
 from __future__ import annotations
 
 import copy

@@ -1,16 +1,6 @@
-"""What the flight recorder keeps for token trees (recorder/tree.py reads it; docs/recorder.md).
-
-- `mask_rows`: a 4D attention mask that is not the plain causal one, compactly: `from` = the
-  first column not seen by every new row, `rows` = for each new row the columns >= `from` it
-  sees (a tree: its ancestors and itself).
-- `rows["cross"]`: in a forward that is a tree (mask_rows, or positions that repeat as a tree's),
-  the rank and log-prob of every fed token under every scored row, so that each node can be
-  judged by its parent's row whatever the tree turns out to be.
-- `slot_moves`: cache slots whose contents changed between two forwards (the user rewrote the
-  cache in place, e.g. the accepted nodes' keys copied down into the path's slots), as
-  [slot, source slot it now equals (or -1)], read from the last layer's keys (one head): layer
-  0's keys depend on the token and position only, two nodes with one id at one depth tie there.
-"""
+"""What the flight recorder keeps for token trees: `mask_rows` (a non-causal 4D mask, compactly),
+`rows["cross"]` (every fed token under every scored row of a tree forward) and `slot_moves`
+(cache slots rewritten in place). recorder/tree.py reads them; docs/recorder.md, "Tree loops"."""
 from __future__ import annotations
 
 import torch

@@ -1,0 +1,103 @@
+"""What a recording must be before anything reads it (issue 36): a size cap in MB, JSON that
+parses (deep nesting is "not a recording", not a RecursionError), counts of forwards and fed ids
+under their caps, and forwards that do not contradict each other (each forward's index is its
+place in the list: the same forwards pasted several times are refused as malformed).
+
+The ONE check for every reader: the Inspect upload (ui/inspect.py), `analyze()` (the library,
+the CLI's `record`), the app's per-session caps. Limits live here only; each can be set by an
+environment variable (SPECSCOPE_MAX_RECORDING_MB, _FORWARDS, _IDS)."""
+from __future__ import annotations
+
+import json
+import os
+
+from specdec_core.recorder.tape import RecordingError
+
+SCHEMA_PREFIX = "specscope.recording/"
+MODELS = ("edge", "cloud")
+
+
+class RecordingRefused(RecordingError):
+    """A recording that is too large or malformed: the message says which limit or what."""
+
+
+def _env(name: str, default, cast):
+    try:
+        return cast(os.environ.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def max_mb() -> float:
+    return _env("SPECSCOPE_MAX_RECORDING_MB", 20.0, float)
+
+
+def max_forwards() -> int:
+    return _env("SPECSCOPE_MAX_RECORDING_FORWARDS", 20000, int)
+
+
+def max_ids() -> int:
+    return _env("SPECSCOPE_MAX_RECORDING_IDS", 400000, int)
+
+
+def check_size(n_bytes: int) -> None:
+    if n_bytes > max_mb() * 1e6:
+        raise RecordingRefused(f"recording too large: {n_bytes / 1e6:.1f} MB "
+                               f"(the limit is {max_mb():g} MB)")
+
+
+def parse_json(raw: str | bytes):
+    """Raw text -> the JSON object, size-checked first; nesting too deep for the parser is
+    refused with its reason."""
+    check_size(len(raw.encode("utf-8") if isinstance(raw, str) else raw))
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise RecordingRefused("not a recording: the JSON is nested too deeply") from None
+    except (ValueError, TypeError):
+        raise RecordingRefused("not a JSON file: upload a recording saved by SpecScope "
+                               "(rec.json)") from None
+
+
+def _int_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+def _check_forward(j: int, f) -> int:
+    """One forward's shape; returns how many ids it was fed."""
+    if not isinstance(f, dict):
+        raise RecordingRefused(f"not a usable recording (malformed): forward {j} is not an object")
+    if f.get("i") != j:
+        raise RecordingRefused(
+            f"not a usable recording (malformed): forward {j} says it is forward {f.get('i')!r} (forwards "
+            "repeated, reordered or pasted together)")
+    if f.get("model") not in MODELS:
+        raise RecordingRefused(f"not a usable recording (malformed): forward {j} has model {f.get('model')!r}")
+    ids = f.get("ids")
+    if ids is not None and not _int_list(ids):
+        raise RecordingRefused(f"not a usable recording (malformed): forward {j}'s ids are not token ids")
+    L = f.get("cache_len")
+    if L is not None and (not isinstance(L, int) or L < 0):
+        raise RecordingRefused(f"not a usable recording (malformed): forward {j} has cache_len {L!r}")
+    return len(ids or [])
+
+
+def check_recording(rec: dict) -> None:
+    """Raise RecordingRefused (a UserError, one line) unless `rec` is a recording within the
+    caps whose forwards are consistent."""
+    if not (isinstance(rec, dict) and str(rec.get("schema", "")).startswith(SCHEMA_PREFIX)
+            and isinstance(rec.get("forwards"), list)):
+        raise RecordingRefused("not a SpecScope recording: expected a JSON object with schema "
+                               "'specscope.recording/1' and a 'forwards' list")
+    fwds = rec["forwards"]
+    if len(fwds) > max_forwards():
+        raise RecordingRefused(f"recording too large: {len(fwds)} forwards (the limit is "
+                               f"{max_forwards()})")
+    for key in ("prompt_ids", "out_ids"):
+        if rec.get(key) is not None and not _int_list(rec[key]):
+            raise RecordingRefused(f"not a usable recording (malformed): {key} are not token ids")
+    n = len(rec.get("prompt_ids") or []) + len(rec.get("out_ids") or [])
+    for j, f in enumerate(fwds):
+        n += _check_forward(j, f)
+        if n > max_ids():
+            raise RecordingRefused(f"recording too large: more than {max_ids()} token ids")
