@@ -189,6 +189,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "test-artifacts" / "gpu_check.json"))
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
+                    help="GPU dtype (fp32 separates kernel numerics from decoder bugs)")
     ap.add_argument("--smoke", action="store_true",
                     help="CPU run with shrunken models: checks the script, measures nothing")
     args = ap.parse_args(argv)
@@ -201,17 +203,19 @@ def main(argv=None) -> int:
     from specdec_core.audio.loading import load_audio
     from specdec_core.backends.omni import (OmniBackend, audio_only_processor, check_gpu_memory,
                                             memory_needed)
+    import transformers
     from transformers import WhisperFeatureExtractor
 
     torch.set_num_threads(1 if smoke else 4)
     dev = torch.device("cpu" if smoke else "cuda")
-    dtype, GiB = (torch.float32 if smoke else torch.bfloat16), 1024 ** 3
+    dtype, GiB = (torch.float32 if smoke or args.dtype == "fp32" else torch.bfloat16), 1024 ** 3
     audio_path = args.audio or str(sorted((ROOT / "sample_audio").glob("*.wav"))[0])
     clip = load_audio(audio_path)
     configs = {"edge": thinker_config("3B", smoke), "cloud": thinker_config("7B", smoke)}
     need = memory_needed(configs, dtype)
     out = {"device": "cpu (smoke)" if smoke else torch.cuda.get_device_name(dev),
-           "torch": torch.__version__,
+           "torch": torch.__version__, "dtype": str(dtype).replace("torch.", ""),
+           "transformers": transformers.__version__,
            "audio": audio_path, "audio_seconds": round(clip.duration, 2), "k": args.k,
            "max_new_tokens": args.max_new_tokens,
            "estimate_gib": {r: round(v / GiB, 2) for r, v in need.items()},
@@ -264,7 +268,7 @@ def main(argv=None) -> int:
 def markdown(o: dict, k: int) -> str:
     f, g = o["forward"], o["gpu_memory_gib"]
     rows = [
-        ("device", o["device"]),
+        ("device", f"{o['device']} ({o.get('dtype', 'bfloat16')})"),
         ("clip", f"{o['audio']} ({o['audio_seconds']} s, {o['audio_tokens']} audio tokens, "
                  f"prompt {o['prompt_tokens']} tokens)"),
         ("build 3B / 7B (random init)", f"{o['build_s']['3B']} s / {o['build_s']['7B']} s"),
