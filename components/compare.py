@@ -63,6 +63,7 @@ DIFF_CSS = """
 .ss-ab-table thead th:first-child { text-align: left; }
 .ss-ab-table tr.ss-ab-group th { text-align: left; background: #f6f8fa; font-weight: 650; cursor: default;
   color: #57606a; font-size: 12.5px; text-transform: uppercase; letter-spacing: 0.03em; }
+.ss-ab-group-note { text-transform: none; letter-spacing: normal; font-weight: 400; }
 .ss-ab-better { font-weight: 650; text-align: center !important; cursor: help; }
 .ss-ab-better-A { color: #0072B2; } .ss-ab-better-B { color: #CC79A7; }
 .ss-ab-better-—, .ss-ab-better-same, .ss-ab-better-within, .ss-ab-better-tie { color: #8c959f; font-weight: 500; }
@@ -311,10 +312,12 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
         body = [_diff_row(k, *vals[k], same_text, prompt_type, (timings or {}).get(k), identical)
                 for k in keys if k in vals and _shown(k, *vals[k], vals, no_link, group)]
         if body:
+            note = ""
             if group == "speed" and timings:
                 n = len(next(iter(timings.values()))[0])
-                title += f" — median of {n} quiet repeats per side; hover a value for each repeat"
-            rows.append(f'<tr class="ss-ab-group" data-group="{group}"><th colspan="5">{esc(title)}</th></tr>')
+                note = (f' <span class="ss-ab-group-note">— median of {n} quiet repeats per side; hover a '
+                        'value for each repeat</span>')
+            rows.append(f'<tr class="ss-ab-group" data-group="{group}"><th colspan="5">{esc(title)}{note}</th></tr>')
             rows += body
     notes = [IDENTICAL] if identical else []
     if same_text is False:

@@ -98,7 +98,7 @@ def _band_item(ok: list, metrics: list, prompt_type: str) -> dict:
         parts[pt] += 1
         in_band += lo <= (m.get("hanzi_count") or 0) <= hi
     bands = ", ".join(f"{pt} {LENGTH_BANDS[pt][0]}-{LENGTH_BANDS[pt][1]}" for pt in LENGTH_BANDS if pt in parts)
-    return _item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({in_band / n:.0%})",
+    return _item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({_pct(in_band / n)})",
                  f">= {BAND_SHARE:.0%} of clips in band ({bands} 汉字)")
 
 
