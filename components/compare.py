@@ -263,8 +263,9 @@ def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
         return False
     if key in ONLY_IF_ANY and not (_scalar(ra) or _scalar(rb)):
         return False
-    # wall time includes the page's drawing between rounds: the decode time replaces it
-    return not (key == "wall_s" and any(v is not None for v in vals.get("decode_s", ())))
+    # the wall time and tokens per second of a streamed run include the page's drawing between
+    # rounds (the side's cards show them as such): the table's decode time replaces them
+    return not (key in ("wall_s", "tokens_per_s") and any(v is not None for v in vals.get("decode_s", ())))
 
 
 def _cell_word(win: str, why: str) -> str:

@@ -42,7 +42,8 @@ def test_identical_configs_name_no_winner_and_show_identical_texts(page, artifac
     assert cells["decode_s"] == "within noise" and cells["acceptance_rate"] == "same", cells
     assert "identical configurations" in page.inner_text("#ab-diff")
     # only rows that apply: no link figures without a link model, no all-zero failure counts
-    assert not {"link_s", "e2e_s", "bytes_up", "ttft_s", "cache_desyncs", "wall_s"} & set(cells), cells
+    assert not {"link_s", "e2e_s", "bytes_up", "ttft_s", "cache_desyncs", "wall_s",
+             "tokens_per_s"} & set(cells), cells
     assert len(cells) <= 22, cells
     groups = page.eval_on_selector_all("#ab-diff tr[data-group]", "rs => rs.map(r => r.dataset.group)")
     assert groups == ["speed", "text", "draft"]

@@ -247,7 +247,7 @@ class ABTab:
                   f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}{_sp(sps[1])}{_fs(tb)}")
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
-        rows, timings = timing_rows(ta, tb, sps, samples)
+        rows, timings = timing_rows(sps, samples)
         return self._pack(
             status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")), detail, ctx),
             *[v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
@@ -283,14 +283,12 @@ def time_repeats(runs, session: str, n: int = REPEATS) -> list[list[float] | Non
     return out
 
 
-def timing_rows(ta: dict, tb: dict, sps: list, samples: list) -> tuple[list, dict]:
+def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
     """The A/B table's speed rows, (key, A, B), and the repeats they are judged on: with repeats,
-    the medians of the decode time, tokens per second and speed-up over cloud-only."""
+    the medians of the decode time and of the speed-up over cloud-only."""
     rows, timings = [], {}
     if all(samples):
-        n = [len(t.get("token_ids") or []) for t in (ta, tb)]
         timings["decode_s"] = tuple(samples)
-        timings["tokens_per_s"] = tuple([k / x for x in xs] for k, xs in zip(n, samples))
         if all(sps):
             timings["speedup"] = tuple([sp["cloud_only_s"] / x for x in xs] for sp, xs in zip(sps, samples))
         for key, (sa, sb) in timings.items():
