@@ -138,10 +138,10 @@ class ABTab:
                             api_visibility="private")
         self.fault_vs_fixed.input(self.set_fault, [self.fault_vs_fixed, *a.inputs], b.inputs,
                                   queue=False, api_visibility="private").then(
-            self.run, ins, self.outputs, api_name="ab_fault_run", **run_kw)
+            gpu(self.run), ins, self.outputs, api_name="ab_fault_run", **run_kw)
         self.compare.input(self.set_pair, [self.compare, *a.inputs], [*a.inputs, *b.inputs],
                            queue=False, api_visibility="private").then(
-            self.run, ins, self.outputs, api_name="ab_compare_run", **run_kw)
+            gpu(self.run), ins, self.outputs, api_name="ab_compare_run", **run_kw)
         # picking a clip previews it; the prompt type stays the user's choice
         self.sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(),
                           self.sample, self.audio, queue=False, api_visibility="private")
