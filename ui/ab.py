@@ -114,7 +114,8 @@ class ABTab:
                 gr.Markdown("#### Metrics: A vs B", elem_classes="ss-h")
                 gr.Markdown("Hover a metric for its unit and meaning, and a *better* cell for why. "
                             "Fewer cloud calls or a higher acceptance wins only when A and B wrote the "
-                            "same text.", elem_classes="ss-note")
+                            f"same text. Times are the medians of {REPEATS} quiet repeats per side: a time "
+                            "wins only beyond their spread, else it is *within noise*.", elem_classes="ss-note")
                 self.diff = gr.HTML(metric_diff_html(None, None), elem_id="ab-diff", js_on_load=None)
             with gr.Column(scale=2):
                 gr.Markdown("#### Text difference", elem_classes="ss-h")
