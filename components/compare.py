@@ -87,7 +87,9 @@ AB_SIDES_CSS = ("#ab-sides { display: grid !important; grid-template-columns: mi
                 "#ab-side-a, #ab-side-b { display: contents !important; }\n"
                 "#ab-side-a > * { grid-column: 1; } #ab-side-b > * { grid-column: 2; }\n"
                 + "".join(f"#ab-side-a > :nth-child({i}), #ab-side-b > :nth-child({i}) {{ grid-row: {i}; }}\n"
-                          for i in range(1, AB_SIDES_ROWS + 1)))
+                          for i in range(1, AB_SIDES_ROWS + 1))
+                + "@media (max-width: 720px) { #ab-sides { display: flex !important; flex-direction: column; }"
+                  " #ab-side-a, #ab-side-b { display: flex !important; flex-direction: column; } }\n")
 DIFF_CSS += AB_SIDES_CSS
 
 
