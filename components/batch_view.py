@@ -9,7 +9,7 @@ import pandas as pd
 
 from specdec_core.analysis.glossary import term
 
-from .formatting import esc, is_number
+from .formatting import esc, fmt, is_number
 
 BATCH_CSS = """
 .ss-checklist { font-family: system-ui, sans-serif; font-size: 14px; border: 1px solid #d8dee4;
@@ -25,8 +25,10 @@ BATCH_CSS = """
 .ss-check-info .ss-check-icon { color: #8c959f; }
 .ss-check-value { font-variant-numeric: tabular-nums; font-weight: 600; }
 .ss-check-target { color: #6e7781; }
-.ss-label-matrix { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
+.ss-by-label-box { max-width: 100%; overflow-x: auto; }
+.ss-label-matrix { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; width: 100%; }
 .ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; }
+.ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; }
 .ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
 """
 
@@ -55,6 +57,8 @@ def checklist_html(items: list[dict] | None) -> str:
     return f'<div class="ss-checklist"><div class="ss-check-summary">{summary}</div>{"".join(lines)}</div>'
 
 
+CHRF = "chrF (0–100)"     # the score's scale in its title: a reader cannot guess 0-1 or 0-100
+
 # (column title, keys to look for: top level, then row["metrics"], then row["scores"]). The
 # short columns a reader checks first come before the long text, so that the table fits the
 # page without sideways scrolling (the full text is in the results JSON).
@@ -64,7 +68,8 @@ COLUMNS = [
     ("label", ("label",)),
     ("ok", ("ok",)),
     ("emotion hit", ("emotion_hit",)),
-    ("chrF", ("chrf", "chrF")),
+    (CHRF, ("chrf", "chrF")),
+    ("prompt type", ("prompt_type",)),
     ("汉字", ("hanzi_count",)),
     ("acceptance", ("acceptance_rate",)),
     ("acc. len", ("mean_accepted_length",)),
@@ -74,8 +79,6 @@ COLUMNS = [
     ("text", ("text",)),
 ]
 _OPTIONAL = {"config"}  # only shown when some row has it (A/B batches)
-# percentages in the table, from the glossary's unit
-_PERCENT = {"acceptance", "punct."}
 
 
 def columns_help() -> str:
@@ -85,11 +88,15 @@ def columns_help() -> str:
         t = term(keys[0])
         if t.meaning and title not in ("name", "label", "ok", "error", "text", "config"):
             parts.append(f"**{title}**: {t.meaning}")
+        elif title == "prompt type":
+            parts.append("**prompt type**: the clip's prompt, which sets its 汉字 band (detailed 30–70, "
+                         "concise 8–16)")
     return " · ".join(parts)
 
 
 def _lookup(row: dict, keys: tuple[str, ...]):
-    for scope in (row, row.get("metrics") or {}, row.get("scores") or {}):
+    run_cfg = (row.get("trace") or {}).get("config") or {}     # e.g. the config's prompt type
+    for scope in (row, row.get("metrics") or {}, row.get("scores") or {}, run_cfg):
         for key in keys:
             value = scope.get(key) if isinstance(scope, dict) else None
             if value is not None and not isinstance(value, (dict, list)):  # a config dict is not a name
@@ -106,12 +113,12 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
             value = _lookup(row, keys)
             if title == "name" and isinstance(value, str) and "name" not in row:
                 value = os.path.basename(value)  # an audio path: the file name reads better
-            if title in _PERCENT and is_number(value):
-                value = f"{100 * value:.0f}%"
+            if is_number(value) and term(keys[0]).unit == "%":
+                value = fmt(keys[0], value)      # shares written as everywhere: 65.7%
             elif isinstance(value, bool):
                 value = "yes" if value else "no"
             elif is_number(value) and isinstance(value, float):
-                value = round(value, 1 if title in ("chrF", "tokens/s") else 2)
+                value = round(value, 1 if title in (CHRF, "tokens/s") else 2)
             rec[title] = value
         records.append(rec)
     columns = [t for t, _ in COLUMNS if t not in _OPTIONAL or any(r.get(t) is not None for r in records)]
@@ -135,7 +142,7 @@ AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
     _agg("median", "punct_density", 3),
     _agg("median", "repeat_rate", 3),
     _agg("mean", "tokens_per_s", 1),
-    ("chrF vs reference (mean)", None, "chrf_mean", 1),
+    ("chrF vs reference (mean, 0–100)", None, "chrf_mean", 1),
     ("emotion accuracy", None, "emotion_accuracy", 3),
     ("weighted F1 (MER2024)", None, "weighted_f1", 3),
 ]
@@ -149,11 +156,11 @@ def aggregate_frame(result) -> pd.DataFrame:
         for _title, scope, key, digits in AGGREGATE_ROWS:
             v = (s.get(scope) or {}).get(key) if scope else s.get(key)
             if term(key).unit == "%" and is_number(v):     # shares read as percentages, as on Live
-                vals.append(f"{100 * v:.{max(digits - 2, 0)}f}%")
+                vals.append(fmt(key, v))
             else:
                 vals.append(round(v, digits) if isinstance(v, float) else v)
         per_label = s.get("per_label_accuracy") or {}
-        vals.append(", ".join(f"{k} {v:.0%}" for k, v in per_label.items()) or "—")
+        vals.append(", ".join(f"{k} {fmt('emotion_accuracy', v)}" for k, v in per_label.items()) or "—")
         vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
         cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
     titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
@@ -205,14 +212,8 @@ def label_matrix_html(by_label: dict | None) -> str:
     rows = []
     for label, row in by_label.items():
         for cfg, cols in (row.get("configs") or {}).items():
-            cells = "".join(f"<td>{esc(_cell(cols.get(c)))}</td>" for c in LABEL_COLUMNS)
+            cells = "".join(f"<td>{esc(fmt(c, cols.get(c)))}</td>" for c in LABEL_COLUMNS)
             rows.append(f"<tr><th>{esc(label)}</th><td>{esc(cfg)}</td>{cells}</tr>")
     return ('<div class="ss-batch-check ss-by-label" id="batch-by-label"><h4>Acceptance by label</h4>'
-            f'<table class="ss-label-matrix"><tr><th>label</th><th>config</th>{head}</tr>'
-            + "".join(rows) + "</table></div>")
-
-
-def _cell(v) -> str:
-    if v is None:
-        return "—"
-    return f"{v:.3f}" if isinstance(v, float) else str(v)
+            f'<div class="ss-by-label-box"><table class="ss-label-matrix"><tr><th>label</th><th>config</th>{head}</tr>'
+            + "".join(rows) + "</table></div></div>")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import statistics
 
 import pandas as pd
 
@@ -60,8 +61,12 @@ DIFF_CSS = """
 .ss-ab-table th:first-child { text-align: left; font-weight: 500; cursor: help; }
 .ss-ab-table thead th { font-weight: 650; background: #f6f8fa; text-align: right; cursor: default; }
 .ss-ab-table thead th:first-child { text-align: left; }
+.ss-ab-table tr.ss-ab-group th { text-align: left; background: #f6f8fa; font-weight: 650; cursor: default;
+  color: #57606a; font-size: 12.5px; text-transform: uppercase; letter-spacing: 0.03em; }
+.ss-ab-group-note { text-transform: none; letter-spacing: normal; font-weight: 400; }
 .ss-ab-better { font-weight: 650; text-align: center !important; cursor: help; }
-.ss-ab-better-A { color: #0072B2; } .ss-ab-better-B { color: #CC79A7; } .ss-ab-better-— { color: #8c959f; }
+.ss-ab-better-A { color: #0072B2; } .ss-ab-better-B { color: #CC79A7; }
+.ss-ab-better-—, .ss-ab-better-same, .ss-ab-better-within, .ss-ab-better-tie { color: #8c959f; font-weight: 500; }
 .ss-ab-note { font-size: 12.5px; color: #7a5200; background: #fff8e6; padding: 4px 8px; border-radius: 5px; margin-bottom: 6px; }
 .ss-vs { font-family: system-ui, sans-serif; border: 1px solid #d8dee4; border-radius: 8px; padding: 8px 12px; }
 .ss-vs-speed { font-size: 15px; margin-bottom: 4px; }
@@ -72,6 +77,20 @@ DIFF_CSS = """
 .ss-diff ins { background: #cfe6f7; color: #003f66; text-decoration: underline;
   text-decoration-color: #0072B2; text-underline-offset: 3px; border-radius: 2px; }
 """
+
+
+# A and B side by side on one grid: the n-th block of A's column and of B's share a grid row, so
+# a warning box or a longer token view on one side pushes both sides' cards down alike.
+AB_SIDES_ROWS = 12
+AB_SIDES_CSS = ("#ab-sides { display: grid !important; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr);"
+                " column-gap: 16px; row-gap: 8px; align-items: start; }\n"
+                "#ab-side-a, #ab-side-b { display: contents !important; }\n"
+                "#ab-side-a > * { grid-column: 1; } #ab-side-b > * { grid-column: 2; }\n"
+                + "".join(f"#ab-side-a > :nth-child({i}), #ab-side-b > :nth-child({i}) {{ grid-row: {i}; }}\n"
+                          for i in range(1, AB_SIDES_ROWS + 1))
+                + "@media (max-width: 720px) { #ab-sides { display: flex !important; flex-direction: column; }"
+                  " #ab-side-a, #ab-side-b { display: flex !important; flex-direction: column; } }\n")
+DIFF_CSS += AB_SIDES_CSS
 
 
 def _scalar(value):
@@ -93,12 +112,18 @@ def _scalar(value):
 COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "nodes_per_call", "cloud_calls", "cloud_call_rate", "target_forwards",
         "draft_forwards", "corrections", "rejected_tokens", "tokens_per_s", "wall_s", "bytes_up",
         "bytes_down", "speedup"}
-# Timings move between repeats of one and the same run (other work on the machine, caches):
-# a timing difference within NOISE_REL of the larger value is "within noise", not a win. Identical
-# A fixed tolerance, not measured per comparison: a single A/B pair has no repeat to measure.
+# Timings move between repeats of one and the same run (other work on the machine, caches). The
+# A/B tab times each side on REPEATS quiet, interleaved repeats: a timing difference is called
+# better only when the medians differ by more than NOISE_FACTOR x the larger spread (max - min)
+# of the two sides' repeats (identical configurations then name a winner in ~1.5% of rows, by
+# simulation with 3 repeats). Without repeats (a caller with one timing per side), a difference
+# under NOISE_REL of the larger value is "within noise".
 TIMED = {"decode_s", "wall_s", "tokens_per_s", "speedup", "cloud_only_s"}
+REPEATS = 3
+NOISE_FACTOR = 1.5
 NOISE_REL = 0.20
-WITHIN_NOISE = f"within noise: a timing difference under {NOISE_REL:.0%} is not called better"
+WITHIN_NOISE = f"within noise: timed once per side, and a timing difference under {NOISE_REL:.0%} is not called better"
+IDENTICAL = "A and B have identical configurations: any difference is noise, none is called better"
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
 BANDS = {"punct_density": (0.10, 0.25)}
 HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
@@ -111,29 +136,58 @@ def _band(key: str, prompt_type: str | None):
     return BANDS.get(key)
 
 
-def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None) -> tuple[str, str]:
+SAME = "the same value on both sides"
+
+
+def _band_verdict(key: str, a, b, band) -> tuple[str, str]:
+    lo, hi = band
+    ina, inb = lo <= a <= hi, lo <= b <= hi
+    target = f"target {lo:g}–{hi:g}" if key == "hanzi_count" else f"target {lo:.0%}–{hi:.0%}"
+    if ina and inb:
+        return "=", f"both inside the {target}"
+    if ina != inb:
+        return ("A" if ina else "B"), f"only {'A' if ina else 'B'} is inside the {target}"
+    da, db = min(abs(a - lo), abs(a - hi)), min(abs(b - lo), abs(b - hi))
+    if math.isclose(da, db):
+        return "=", f"both equally outside the {target}"
+    return ("A" if da < db else "B"), f"both outside the {target}; {'A' if da < db else 'B'} is closer"
+
+
+def _spread(xs) -> float:
+    return max(xs) - min(xs)
+
+
+def noise_verdict(key: str, samples_a: list, samples_b: list) -> tuple[str, str]:
+    """A timing judged on repeats: better only when the medians differ by more than NOISE_FACTOR
+    x the larger of the two sides' spreads."""
+    ma, mb = statistics.median(samples_a), statistics.median(samples_b)
+    noise = max(_spread(samples_a), _spread(samples_b))
+    seen = (f"A {fmt(key, min(samples_a))}–{fmt(key, max(samples_a))}, B {fmt(key, min(samples_b))}–"
+            f"{fmt(key, max(samples_b))} over {len(samples_a)} and {len(samples_b)} repeats; medians "
+            f"differ by {fmt(key, abs(mb - ma))}, noise {fmt(key, noise)} (the larger spread)")
+    if abs(mb - ma) <= NOISE_FACTOR * noise:
+        return "=", f"within noise: {seen}, not more than {NOISE_FACTOR:g}× the noise"
+    win = "B" if (mb - ma) * DIRECTION[key] > 0 else "A"
+    return win, f"{'higher' if DIRECTION[key] > 0 else 'lower'} is better, beyond the noise: {seen}"
+
+
+def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None,
+          samples: tuple[list, list] | None = None) -> tuple[str, str]:
     """(winner, why): winner "A" | "B" | "=" | "" (no direction or not comparable).
-    same_text None = unknown (API callers without texts): cost metrics are judged as numbers."""
+    same_text None = unknown (API callers without texts): cost metrics are judged as numbers.
+    `samples`: a timing's repeats per side (A's, B's); judged against their measured spread."""
     band = _band(key, prompt_type)
     if band and is_number(a) and is_number(b):
-        lo, hi = band
-        ina, inb = lo <= a <= hi, lo <= b <= hi
-        target = f"target {lo:g}–{hi:g}" if key == "hanzi_count" else f"target {lo:.0%}–{hi:.0%}"
-        if ina and inb:
-            return "=", f"both inside the {target}"
-        if ina != inb:
-            return ("A" if ina else "B"), f"only {'A' if ina else 'B'} is inside the {target}"
-        da, db = min(abs(a - lo), abs(a - hi)), min(abs(b - lo), abs(b - hi))
-        if math.isclose(da, db):
-            return "=", f"both equally outside the {target}"
-        return ("A" if da < db else "B"), f"both outside the {target}; {'A' if da < db else 'B'} is closer"
+        return _band_verdict(key, a, b, band)
     direction = DIRECTION.get(key)
     if direction is None or not (is_number(a) and is_number(b)):
         return "", ""
     if key in COST and same_text is False:
         return "", NOT_COMPARED
+    if key in TIMED and samples and len(samples[0]) > 1 and len(samples[1]) > 1:
+        return noise_verdict(key, *samples)
     if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
-        return "=", "equal"
+        return "=", SAME
     if key in TIMED and abs(b - a) <= NOISE_REL * max(abs(a), abs(b)):
         return "=", WITHIN_NOISE
     win = "B" if (b - a) * direction > 0 else "A"
@@ -170,8 +224,21 @@ def metric_diff_table(metrics_a: dict | None, metrics_b: dict | None, same_text:
     return pd.DataFrame(rows, columns=["metric", "A", "B", "delta", "better"])
 
 
-# Rows the A/B table leaves out: internals a reader of the table has no use for.
-HIDDEN = {"entropy_threshold_nats", "leak_markers", "new_tokens_by_source"}
+# The A/B table's rows, grouped; a metric in no group is left out (internals such as repeat
+# bigrams or punctuation counts: in the results JSON, not in the table a person reads).
+GROUPS = [
+    ("speed", "Speed", ("speedup", "decode_s", "cloud_only_s", "tokens_per_s", "wall_s")),
+    ("text", "Text", ("matches_baseline", "new_tokens", "hanzi_count", "punct_density", "repeat_rate",
+                      "adjacent_repeats", "cycles", "template_leak", "ended_by", "chrf", "emotion_hit")),
+    ("draft", "Drafting and verification",
+     ("acceptance_rate", "mean_accepted_length", "per_position_acceptance", "nodes_per_call",
+      "acceptance_by_depth", "cloud_calls", "cloud_call_rate", "corrections", "rejected_tokens",
+      "draft_only_tokens", "target_forwards", "draft_forwards", "cache_desyncs")),
+    ("link", "Link", ("link", "link_s", "request_ms_mean", "e2e_s", "e2e_ms_per_token", "ttft_s",
+                      "uplink_calls", "bytes_up", "bytes_down", "bytes_per_call")),
+]
+# Rows that count a failure: shown only when a side has one.
+ONLY_IF_ANY = {"cycles", "cache_desyncs", "draft_only_tokens"}
 
 
 def _delta(key: str, a, b) -> str:
@@ -191,32 +258,74 @@ def _delta(key: str, a, b) -> str:
     return sign + text
 
 
+def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
+    if ra is None and rb is None or isinstance(ra, dict) or isinstance(rb, dict):
+        return False     # neither side has it (e.g. no threshold, no server)
+    if group == "link" and no_link:
+        return False
+    if key in ONLY_IF_ANY and not (_scalar(ra) or _scalar(rb)):
+        return False
+    # the wall time and tokens per second of a streamed run include the page's drawing between
+    # rounds (the side's cards show them as such): the table's decode time replaces them
+    return not (key in ("wall_s", "tokens_per_s") and any(v is not None for v in vals.get("decode_s", ())))
+
+
+def _cell_word(win: str, why: str) -> str:
+    if win == "=":
+        return "within noise" if why.startswith("within noise") or why == IDENTICAL else \
+            "same" if why == SAME else "tie"
+    return {"A": "A", "B": "B"}.get(win, "—")
+
+
+def _diff_row(key: str, ra, rb, same_text, prompt_type, samples, identical: bool) -> str:
+    a, b = _scalar(ra), _scalar(rb)
+    if isinstance(a, str) and " / " in a or isinstance(b, str) and " / " in (b or ""):
+        a, b = ra, rb     # per-position lists: shown, not compared
+    win, why = judge(key, a, b, same_text, prompt_type, samples)
+    if ra is not None and ra == rb and not samples:   # equal counts, flags or texts: the same,
+        win, why = "=", SAME                          # whatever their direction or band
+    if identical and win in ("A", "B"):
+        win, why = "=", IDENTICAL
+    cell = _cell_word(win, why)
+    tips = [f' title="{esc(", ".join(fmt(key, x) for x in xs))} over {len(xs)} repeats (median shown)"'
+            if samples else "" for xs in (samples or ((), ()))]
+    return (f'<tr data-key="{esc(key)}" data-better="{esc(win)}"><th title="{esc(hover(key))}">'
+            f'{esc(term(key).label)}</th><td{tips[0]}>{esc(fmt(key, ra))}</td><td{tips[1]}>{esc(fmt(key, rb))}</td>'
+            f'<td>{esc("" if isinstance(ra, bool) or isinstance(rb, bool) else _delta(key, a, b))}</td>'
+            f'<td class="ss-ab-better ss-ab-better-{esc(cell.split()[0])}" title="{esc(why)}">{esc(cell)}</td></tr>')
+
+
 def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
-                     prompt_type: str | None = None, extra: list[tuple[str, object, object]] | None = None) -> str:
-    """The A/B table a person reads: glossary labels (hover: unit and meaning), rounded values
-    with units, the change B − A, and the better side with its reason on hover. `extra`: rows
-    (key, A, B) shown first, e.g. the speed-up over cloud-only."""
+                     prompt_type: str | None = None, extra: list[tuple[str, object, object]] | None = None,
+                     timings: dict | None = None, identical: bool = False) -> str:
+    """The A/B table a person reads, in groups (speed, text, drafting, link): glossary labels
+    (hover: unit and meaning), rounded values with units, the change B − A, and the better side
+    with its reason on hover. Only rows that apply: no link rows when neither run had a link,
+    failure counts only when a side has one. `extra`: rows (key, A, B) that replace the runs'
+    own (the speed-up over cloud-only, timing medians); `timings`: key -> (A's repeats, B's
+    repeats), judged against their spread; `identical`: the two configurations are the same."""
     a_all, b_all = metrics_a or {}, metrics_b or {}
     if not a_all and not b_all:
         return '<div class="ss-none">Run A and B to compare their metrics.</div>'
+    vals = {k: (a_all.get(k), b_all.get(k)) for k in set(a_all) | set(b_all)}
+    vals.update({k: (a, b) for k, a, b in extra or []})
+    no_link = any(m.get("link") == "none" for m in (a_all, b_all) if m)
     rows = []
-    items = [(k, a, b) for k, a, b in extra or []]
-    items += [(k, a_all.get(k), b_all.get(k)) for k in _keys(a_all, b_all) if k not in HIDDEN]
-    for key, ra, rb in items:
-        if ra is None and rb is None:      # neither side has it (e.g. no threshold, no server)
-            continue
-        a, b = _scalar(ra), _scalar(rb)
-        if isinstance(a, str) and " / " in a or isinstance(b, str) and " / " in (b or ""):
-            a, b = ra, rb     # per-position lists: shown, not compared
-        win, why = judge(key, a, b, same_text, prompt_type)
-        cell = {"A": "A", "B": "B", "=": "within noise" if why == WITHIN_NOISE else "tie", "": "—"}[win]
-        rows.append(
-            f'<tr data-key="{esc(key)}" data-better="{esc(win)}"><th title="{esc(hover(key))}">{esc(term(key).label)}</th>'
-            f'<td>{esc(fmt(key, ra))}</td><td>{esc(fmt(key, rb))}</td>'
-            f'<td>{esc("" if isinstance(ra, bool) or isinstance(rb, bool) else _delta(key, a, b))}</td>'
-            f'<td class="ss-ab-better ss-ab-better-{esc(cell.split()[0])}" title="{esc(why)}">{esc(cell)}</td></tr>')
-    note = ("" if same_text is not False else
-            f'<div class="ss-ab-note">{esc(NOT_COMPARED)}; costs are shown without a winner.</div>')
+    for group, title, keys in GROUPS:
+        body = [_diff_row(k, *vals[k], same_text, prompt_type, (timings or {}).get(k), identical)
+                for k in keys if k in vals and _shown(k, *vals[k], vals, no_link, group)]
+        if body:
+            note = ""
+            if group == "speed" and timings:
+                n = len(next(iter(timings.values()))[0])
+                note = (f' <span class="ss-ab-group-note">— median of {n} quiet repeats per side; hover a '
+                        'value for each repeat</span>')
+            rows.append(f'<tr class="ss-ab-group" data-group="{group}"><th colspan="5">{esc(title)}{note}</th></tr>')
+            rows += body
+    notes = [IDENTICAL] if identical else []
+    if same_text is False:
+        notes.append(f"{NOT_COMPARED}; costs are shown without a winner.")
+    note = "".join(f'<div class="ss-ab-note">{esc(n)}</div>' for n in notes)
     return ('<div class="ss-ab-table">' + note + '<table><thead><tr><th>metric</th><th>A</th><th>B</th>'
             '<th>change B − A</th><th>better</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></div>")
 
@@ -236,13 +345,19 @@ def speedup(trace: dict | None, baseline: dict | None) -> dict | None:
     return {"speedup": base["wall_s"] / own, "decode_s": own, "cloud_only_s": base["wall_s"]}
 
 
-def speedup_text(sp: dict | None) -> str:
-    if not sp:
-        return ""
-    x = sp["speedup"]
-    how = "faster" if x >= 1 else "slower"
-    return (f"{x:.2f}× over cloud-only ({sp['decode_s']:.2f} s vs {sp['cloud_only_s']:.2f} s; "
-            f"{how} than the cloud alone)")
+def repeat_speedup(decode_samples: list[float] | None, cloud_only_s: float | None) -> dict | None:
+    """The speed-up over cloud-only from a side's timing repeats: their median decode time."""
+    if not decode_samples or not is_number(cloud_only_s):
+        return None
+    own = statistics.median(decode_samples)
+    return {"speedup": cloud_only_s / own, "decode_s": own, "cloud_only_s": cloud_only_s,
+            "repeats": len(decode_samples)}
+
+
+def _decoding(sp: dict) -> str:
+    if sp.get("repeats"):
+        return f"the median of {sp['repeats']} quiet repeats"
+    return "the wall time less the page's drawing between rounds"
 
 
 def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
@@ -255,8 +370,7 @@ def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = Non
         slower = "" if x >= 1 else " — slower than the cloud alone"
         head = (f'<div class="ss-vs-speed {cls}" data-speedup="{x:.4f}" title="{esc(hover("speedup"))}">'
                 f'<b>{x:.2f}×</b> speed-up over cloud-only · {sp["decode_s"]:.2f} s decoding here vs '
-                f'{sp["cloud_only_s"]:.2f} s cloud-only{slower} (decoding: the wall time less the page\'s '
-                f'drawing between rounds)</div>')
+                f'{sp["cloud_only_s"]:.2f} s cloud-only{slower} (decoding: {_decoding(sp)})</div>')
     same = (text or "") == (base_text or "")
     verdict = ('<span class="ss-vs-same">same text as cloud-only</span>' if same else
                '<span class="ss-vs-diff">differs from cloud-only</span>')

@@ -334,11 +334,11 @@ def test_results_table_flattens_rows():
     ]
     df = results_table(rows)
     # short columns first, the long text last: chrF, emotion hit and error fit without scrolling
-    assert list(df.columns) == ["name", "label", "ok", "emotion hit", "chrF", "汉字", "acceptance", "acc. len",
-                                "punct.", "tokens/s", "error", "text"]
-    assert df.loc[0, "name"] == "angry_01.wav" and df.loc[0, "acceptance"] == "81%"
-    assert df.loc[0, "emotion hit"] == "yes" and df.loc[0, "punct."] == "20%"
-    assert df.loc[0, "chrF"] == 41.5 and pd.isna(df.loc[1, "acceptance"])
+    assert list(df.columns) == ["name", "label", "ok", "emotion hit", "chrF (0–100)", "prompt type", "汉字",
+                                "acceptance", "acc. len", "punct.", "tokens/s", "error", "text"]
+    assert df.loc[0, "name"] == "angry_01.wav" and df.loc[0, "acceptance"] == "81.2%"
+    assert df.loc[0, "emotion hit"] == "yes" and df.loc[0, "punct."] == "20.0%"
+    assert df.loc[0, "chrF (0–100)"] == 41.5 and pd.isna(df.loc[1, "acceptance"])
     assert df.loc[1, "error"] == "bad.wav: not an audio file"
     ab = results_table([{"name": "x", "config_name": "A"}, {"name": "x", "config_name": "B"}])
     assert list(ab["config"]) == ["A", "B"]

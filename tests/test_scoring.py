@@ -95,7 +95,7 @@ def test_checklist_all_good_passes_every_graded_item():
     graded = [it for it in items if it["passed"] is not None]
     assert len(graded) == 8 and all(it["passed"] for it in graded)
     d = by_name(items)
-    assert d["cloud call rate"]["passed"] is None and "1.00" in d["cloud call rate"]["value"]
+    assert d["cloud call rate"]["passed"] is None and "100.0% of rounds" in d["cloud call rate"]["value"]
     assert d["median accepted span"]["value"] == "3.50 tokens"
 
 

@@ -2,15 +2,18 @@
 diff table, the character diff and the cloud-only reference."""
 from __future__ import annotations
 
+import statistics
+import threading
 import traceback
 
 import gradio as gr
 
 from components.cards import diagnostics_html, findings_summary
-from components.compare import char_diff_html, metric_diff_html, speedup
+from components.compare import REPEATS, char_diff_html, metric_diff_html, repeat_speedup, speedup
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.errors import ConfigError, UserError
 from specdec_core.decoding.faults import FAULTS
 
@@ -23,6 +26,15 @@ from .views import TraceView
 from .gpu import gpu
 
 NO_FAULT = "—"
+# One click, two configurations: A's knobs with these changes on each side (issue 34: chain vs
+# tree; issue 35: the edge model vs the head drafting).
+AB_PRESETS = {
+    "A: chain vs B: dynamic tree": ({"draft_tree": "chain"}, {"draft_tree": "dynamic"}),
+    "A: chain vs B: static tree": ({"draft_tree": "chain"}, {"draft_tree": "static"}),
+    "A: edge drafter vs B: head drafter": ({"drafter": "edge"}, {"drafter": "head"}),
+    "A: greedy vs B: sampling (T 0.7)": ({"verify": "greedy", "temperature": 0.0},
+                                         {"verify": "sampling", "temperature": 0.7}),
+}
 
 
 class ABTab:
@@ -56,6 +68,10 @@ class ABTab:
                     [NO_FAULT] + list(FAULTS), value=NO_FAULT, elem_id="ab-fault",
                     label="one click: fault vs fixed (B = A + this fault)",
                     info="B becomes a copy of A's knobs with this fault added; then A and B run")
+                self.compare = gr.Dropdown(
+                    [NO_FAULT] + list(AB_PRESETS), value=NO_FAULT, elem_id="ab-compare",
+                    label="one click: compare two set-ups",
+                    info="A and B become A's knobs with these changes; then A and B run")
                 with gr.Row():
                     self.copy_btn = gr.Button("copy A → B", size="sm", elem_id="ab-copy")
                     self.swap_btn = gr.Button("swap A ↔ B", size="sm")
@@ -77,7 +93,7 @@ class ABTab:
         """The status line, then A and B side by side: tokens, cards, plots and findings."""
         self.status = gr.HTML(status_html("idle", "Set A and B, pick a clip, press Run A and B."),
                               elem_id="ab-status", js_on_load=None)
-        with gr.Row(equal_height=False):
+        with gr.Row(equal_height=False, elem_id="ab-sides"):
             with gr.Column(elem_id="ab-side-a"):
                 gr.Markdown("#### A", elem_classes="ss-ab-head")
                 self.view_a = TraceView("A", compact=True)
@@ -98,7 +114,8 @@ class ABTab:
                 gr.Markdown("#### Metrics: A vs B", elem_classes="ss-h")
                 gr.Markdown("Hover a metric for its unit and meaning, and a *better* cell for why. "
                             "Fewer cloud calls or a higher acceptance wins only when A and B wrote the "
-                            "same text.", elem_classes="ss-note")
+                            f"same text. Times are the medians of {REPEATS} quiet repeats per side: a time "
+                            "wins only beyond their spread, else it is *within noise*.", elem_classes="ss-note")
                 self.diff = gr.HTML(metric_diff_html(None, None), elem_id="ab-diff", js_on_load=None)
             with gr.Column(scale=2):
                 gr.Markdown("#### Text difference", elem_classes="ss-h")
@@ -122,7 +139,10 @@ class ABTab:
                             api_visibility="private")
         self.fault_vs_fixed.input(self.set_fault, [self.fault_vs_fixed, *a.inputs], b.inputs,
                                   queue=False, api_visibility="private").then(
-            self.run, ins, self.outputs, api_name="ab_fault_run", **run_kw)
+            gpu(self.run), ins, self.outputs, api_name="ab_fault_run", **run_kw)
+        self.compare.input(self.set_pair, [self.compare, *a.inputs], [*a.inputs, *b.inputs],
+                           queue=False, api_visibility="private").then(
+            gpu(self.run), ins, self.outputs, api_name="ab_compare_run", **run_kw)
         # picking a clip previews it; the prompt type stays the user's choice
         self.sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(),
                           self.sample, self.audio, queue=False, api_visibility="private")
@@ -142,6 +162,14 @@ class ABTab:
         cfg = self.panel_a.to_config(values)
         cfg["faults"] = [fault]
         return self.panel_b.updates_for(cfg)
+
+    def set_pair(self, name, *values):
+        """Both panels from A's knobs and the pair preset `name`."""
+        if name not in AB_PRESETS:
+            return [gr.skip()] * (len(self.panel_a.inputs) + len(self.panel_b.inputs))
+        cfg = self.panel_a.to_config(values)
+        pa, pb = AB_PRESETS[name]
+        return [*self.panel_a.updates_for({**cfg, **pa}), *self.panel_b.updates_for({**cfg, **pb})]
 
     def _configs(self, values):
         n = len(self.panel_a.inputs)
@@ -171,7 +199,11 @@ class ABTab:
                              diagnostics_html(None), diagnostics_html(None))
             yield from self._stream_pair(runs, name, ctx)
             bases = yield from self._references(runs, reference_on, ctx)
-            yield self._finished(runs, bases, name, ctx)
+            if not (runs[0].stopped or runs[1].stopped):
+                yield self._pack(status_html("run", f"Timing A and B: {REPEATS} quiet repeats each, interleaved…",
+                                             "", ctx))
+            samples = time_repeats(runs, session)
+            yield self._finished(runs, bases, samples, name, ctx)
         except Exception as e:  # noqa: BLE001 - keep the page usable
             if not isinstance(e, UserError):
                 traceback.print_exc()
@@ -208,35 +240,73 @@ class ABTab:
                         else runs[1].run_baseline())
         return bases
 
-    def _finished(self, runs, bases, name, ctx) -> list:
+    def _finished(self, runs, bases, samples, name, ctx) -> list:
         ta, tb = runs[0].live.trace, runs[1].live.trace
-        sps = [speedup(t, b) if b else None for t, b in zip((ta, tb), bases)]
+        sps = [(repeat_speedup(xs, b["wall_s"]) if xs else speedup(t, b)) if b else None
+               for t, b, xs in zip((ta, tb), bases, samples)]
         detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')}{_sp(sps[0])}{_fs(ta)} · "
                   f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}{_sp(sps[1])}{_fs(tb)}")
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
+        rows, timings = timing_rows(sps, samples)
         return self._pack(
             status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")), detail, ctx),
             *[v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
               for v, r, sp in zip((self.view_a, self.view_b), runs, sps)],
             bases[0]["text"] if bases[0] else "",
             metric_diff_html(ta.get("metrics"), tb.get("metrics"), same_text, runs[0].cfg.prompt_type,
-                             extra=extra_rows(ta, tb, sps, bases)),
+                             extra=rows + baseline_rows(ta, tb, bases), timings=timings,
+                             identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
             diagnostics_html(ta.get("diagnostics")), diagnostics_html(tb.get("diagnostics")))
 
 
-def extra_rows(ta: dict, tb: dict, sps: list, bases: list) -> list[tuple[str, object, object]]:
-    """The A/B table's first rows: speed-up and times against cloud-only, and whether each side
-    matches its reference."""
-    extra = []
+def time_repeats(runs, session: str, n: int = REPEATS) -> list[list[float] | None]:
+    """Each side's decode time on `n` quiet repeats (no trace, no page drawing), interleaved
+    A B B A A B … so that drift on the machine falls on both sides alike; [None, None] when a
+    run was stopped or Stop is pressed meanwhile."""
+    if runs[0].stopped or runs[1].stopped:
+        return [None, None]
+    cancel = threading.Event()
+    common.register(session, cancel)
+    out: list[list[float]] = [[], []]
+    try:
+        for i in range(n):
+            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+                r = runs[side]
+                tr = SpeculativeDecoder(r.backend, r.cfg, trace=False, dependence=False).run(r.prompt, cancel)
+                if tr.ended_by in ("cancelled", "time_limit"):
+                    return [None, None]
+                split = tr.metrics.get("time_split") or {}
+                out[side].append(split.get("total_s") or tr.metrics["wall_s"])
+    finally:
+        common.unregister(session, cancel)
+    return out
+
+
+def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
+    """The A/B table's speed rows, (key, A, B), and the repeats they are judged on: with repeats,
+    the medians of the decode time and of the speed-up over cloud-only."""
+    rows, timings = [], {}
+    if all(samples):
+        timings["decode_s"] = tuple(samples)
+        if all(sps):
+            timings["speedup"] = tuple([sp["cloud_only_s"] / x for x in xs] for sp, xs in zip(sps, samples))
+        for key, (sa, sb) in timings.items():
+            rows.append((key, statistics.median(sa), statistics.median(sb)))
+    elif any(sps):
+        rows += [(key, (sps[0] or {}).get(key), (sps[1] or {}).get(key)) for key in ("speedup", "decode_s")]
     if any(sps):
-        for key in ("speedup", "decode_s", "cloud_only_s"):
-            extra.append((key, (sps[0] or {}).get(key), (sps[1] or {}).get(key)))
-    if bases[0]:
-        extra.append(("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
-                      bases[1]["token_ids"] == tb.get("token_ids")))
-    return extra
+        rows.append(("cloud_only_s", (sps[0] or {}).get("cloud_only_s"), (sps[1] or {}).get("cloud_only_s")))
+    return rows, timings
+
+
+def baseline_rows(ta: dict, tb: dict, bases: list) -> list[tuple[str, object, object]]:
+    """Whether each side matches its cloud-only reference."""
+    if not bases[0]:
+        return []
+    return [("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
+             bases[1]["token_ids"] == tb.get("token_ids"))]
 
 
 def _fs(trace: dict) -> str:

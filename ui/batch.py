@@ -25,6 +25,9 @@ BUNDLED, UPLOAD = "bundled samples", "upload CSV + clips"
 DEFAULT_LIMIT = 6
 MAX_WORKERS = 8
 _RAY_LOCK = threading.Lock()
+# Measured once on this machine (2 shared CPU cores, demo backend): a one-clip batch took 17.6 s
+# on Ray with 2 workers and 0.2 s on the local engine (warm), so Ray's start-up is ~17 s.
+RAY_START_S = 17
 
 
 class BatchTab:
@@ -46,10 +49,12 @@ class BatchTab:
                 with gr.Row():
                     self.engine = gr.Radio(list(ENGINES), value="local", label="engine",
                                            info="local: this server's models, one clip at a time; "
-                                                "ray: a local Ray with N edge workers (docs/scale.md)",
+                                                "ray: a local Ray with N edge workers (docs/scale.md), "
+                                                f"which costs ~{RAY_START_S} s of start-up on this machine",
                                            elem_id="batch-engine", scale=2)
                     self.workers = gr.Number(2, label="Ray workers", precision=0, minimum=1,
-                                             maximum=MAX_WORKERS, elem_id="batch-workers", scale=1)
+                                             maximum=MAX_WORKERS, elem_id="batch-workers", scale=1,
+                                             visible=False)
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run batch", variant="primary", elem_id="batch-run", scale=2)
                     self.stop_btn = gr.Button("■ Stop", variant="stop", scale=1)
@@ -81,6 +86,8 @@ class BatchTab:
         self._wire()
 
     def _wire(self):
+        self.engine.change(lambda e: gr.update(visible=e == "ray"), self.engine, self.workers,
+                           queue=False, api_visibility="private")
         self.source.change(lambda s: (gr.update(visible=s == UPLOAD),) * 2, self.source,
                            [self.manifest, self.clips], queue=False, api_visibility="private")
         knobs = self.live.panel
@@ -172,7 +179,7 @@ def _run_ray(items, configs, backend_name, workers, cancel, progress, total):
     if not 1 <= workers <= MAX_WORKERS:
         raise UserError(f"Ray workers must be between 1 and {MAX_WORKERS}, got {workers}")
     out = common.export_dir("batch")
-    progress((0, total), desc=f"starting {workers} Ray workers", unit="runs")
+    progress((0, total), desc=f"starting {workers} Ray workers (~{RAY_START_S} s)", unit="runs")
 
     def on_row(ev):
         if ev["type"] == "progress":

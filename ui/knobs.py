@@ -23,7 +23,7 @@ CUSTOM = "custom"
 FOLLOWS = {"verify_every": "k"}
 # Widgets per group, in display order; prompt_type lives with the clip inputs, not here.
 LAYOUT = [
-    ("Draft & verify", True, ["k", "draft_tree", "tree_branch", "tree_nodes", "verify", "rank_threshold", "entropy_threshold", "entropy_unit",
+    ("Draft & verify", True, ["k", "drafter", "draft_tree", "tree_branch", "tree_nodes", "verify", "rank_threshold", "entropy_threshold", "entropy_unit",
                               "verify_every", "temperature"]),
     ("Stopping & cycles", False, ["max_new_tokens", "min_new_tokens", "stop_at_first_sentence",
                                   "cycle_action", "time_limit_s", "seed", "cache_check_every"]),

@@ -61,9 +61,9 @@ def checklist(rows: list[dict], min_new_tokens: int = 16, prompt_type: str = "de
             ("median accepted span", f">= {MIN_MEDIAN_SPAN:g} tokens per cloud call"),
             ("length within band", f">= {BAND_SHARE:.0%} of clips in band"),
             ("punctuation density", "median 10-25%, no clip > 40%"),
-            ("repeat rate low", f"median <= {MAX_MEDIAN_REPEAT:g}"),
+            ("repeat rate low", f"median <= {MAX_MEDIAN_REPEAT:.0%}"),
             ("adjacent repeats near zero", f"mean <= {MAX_MEAN_ADJACENT:g} per clip"),
-            ("acceptance rate", f"> {MIN_ACCEPTANCE:g}"),
+            ("acceptance rate", f"> {MIN_ACCEPTANCE:.0%}"),
             ("cloud call rate", "reported"))]
     metrics = [r.get("metrics") or {} for r in ok]
     items += _stop_items(metrics, min_new_tokens) + [_span_item(ok), _band_item(ok, metrics, prompt_type)]
@@ -98,7 +98,7 @@ def _band_item(ok: list, metrics: list, prompt_type: str) -> dict:
         parts[pt] += 1
         in_band += lo <= (m.get("hanzi_count") or 0) <= hi
     bands = ", ".join(f"{pt} {LENGTH_BANDS[pt][0]}-{LENGTH_BANDS[pt][1]}" for pt in LENGTH_BANDS if pt in parts)
-    return _item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({in_band / n:.0%})",
+    return _item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({_pct(in_band / n)})",
                  f">= {BAND_SHARE:.0%} of clips in band ({bands} 汉字)")
 
 
@@ -109,8 +109,8 @@ def _text_items(ok: list) -> list:
     return [_item("punctuation density", PUNCT_RANGE[0] <= med_d <= PUNCT_RANGE[1] and floods == 0,
                   f"median {_pct(med_d)}, {floods} clips > {PUNCT_FLOOD:.0%}",
                   f"median {PUNCT_RANGE[0]:.0%}-{PUNCT_RANGE[1]:.0%}, no clip > {PUNCT_FLOOD:.0%}"),
-            _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT, f"median {rep:.3f}",
-                  f"median <= {MAX_MEDIAN_REPEAT:g} (repeated CJK 2/3-grams)"),
+            _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT, f"median {_pct(rep)}",
+                  f"median <= {MAX_MEDIAN_REPEAT:.0%} (repeated CJK 2/3-grams)"),
             _item("adjacent repeats near zero", adj <= MAX_MEAN_ADJACENT, f"mean {adj:.2f} per clip",
                   f"mean <= {MAX_MEAN_ADJACENT:g} per clip")]
 
@@ -118,9 +118,9 @@ def _text_items(ok: list) -> list:
 def _acceptance_items(ok: list) -> list:
     acc = _nums(ok, "acceptance_rate")
     rate, calls = _nums(ok, "cloud_call_rate"), _nums(ok, "cloud_calls")
-    first = (_item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {mean(acc):.3f}",
-                   f"> {MIN_ACCEPTANCE:g} (accepted / drafted, verified rounds)") if acc else
-             _item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:g}"))
+    first = (_item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {_pct(mean(acc))}",
+                   f"> {MIN_ACCEPTANCE:.0%} (accepted / drafted, verified rounds)") if acc else
+             _item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:.0%}"))
     return [first, _item("cloud call rate", None,
-                         f"mean {mean(rate):.2f} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
+                         f"mean {_pct(mean(rate))} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
                          "reported (lower = fewer cloud calls)")]
