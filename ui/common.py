@@ -191,10 +191,10 @@ def cancel_session(session: str | None) -> int:
     return len(running)
 
 
-def active_runs() -> int:
-    """Decodes and batches running now, over every session."""
+def others_running(session: str | None) -> bool:
+    """Whether another session has a decode or batch running now."""
     with _LOCK:
-        return sum(len(v) for v in _RUNNING.values())
+        return any(v for s, v in _RUNNING.items() if s != (session or ""))
 
 
 def session_of(request) -> str:

@@ -14,7 +14,7 @@ from specdec_core.caps import CAPS, cap
 DECODE = "decode"          # the concurrency id of every decode event (Live, A/B, Batch, API)
 _QUEUE: list = [None]      # Gradio's queue once the page is queued (ui/page.queued)
 # A run past COURTESY_AFTER_S (an ordinary demo run takes ~1 s) pauses after each round, while
-# another decode runs, for as long as the round took: it keeps at most half its pace.
+# another visitor's decode runs, for as long as the round took: it keeps at most half its pace.
 COURTESY_AFTER_S = 3.0
 COURTESY_MAX_PAUSE_S = 0.5
 

@@ -11,7 +11,7 @@ from specdec_core.decoding.config import DecodeConfig
 
 from specdec_core.caps import note_cuts
 
-from .common import active_runs, capped, register, unregister
+from .common import capped, others_running, register, unregister
 from .limits import courteous
 from .views import Clock
 
@@ -35,7 +35,7 @@ class Run:
         register(self.session, self.cancel)
         try:
             events = stream_prompt(self.backend, self.prompt, self.cfg, cancel=self.cancel)
-            for ev in courteous(events, lambda: active_runs() > 1):   # a long run yields to others
+            for ev in courteous(events, lambda: others_running(self.session)):   # yields to others
                 new = self.live.add(ev)
                 if self.live.done:    # a cap that ended the run says so, with its variable
                     new = new + note_cuts(self.live.trace, self.asked, self.cfg)
