@@ -150,19 +150,17 @@ def _env_float(name: str, default: float) -> float:
         return default
 
 
-# Every decode of this server ends after this many seconds at most (0 = the knob decides).
-TIME_CAP_S = _env_float("SPECSCOPE_TIME_LIMIT_S", 0.0)
 MAX_FILE_SIZE = os.environ.get("SPECSCOPE_MAX_FILE_SIZE", "20mb")      # per uploaded file
 CACHE_EVERY_S = _env_float("SPECSCOPE_CACHE_EVERY_S", 600.0)           # clean-up period
 CACHE_MAX_AGE_S = _env_float("SPECSCOPE_CACHE_MAX_AGE_S", 3600.0)      # files older are deleted
 
 
 def capped(cfg: DecodeConfig) -> DecodeConfig:
-    """The config with the server's decode-time cap applied (no limit or a longer one -> cap)."""
-    cap = TIME_CAP_S
-    if cap > 0 and (cfg.time_limit_s == 0 or cfg.time_limit_s > cap):
-        return cfg.replace(time_limit_s=cap)
-    return cfg
+    """The config with the server's caps on max new tokens and decode time applied
+    (specdec_core/caps.py: SPECSCOPE_MAX_NEW_TOKENS, SPECSCOPE_TIME_LIMIT_S)."""
+    from specdec_core.caps import cap_config
+
+    return cap_config(cfg)
 
 
 # ---- Stop buttons: the cancel Events of each browser session's running work ------------------
@@ -191,6 +189,12 @@ def cancel_session(session: str | None) -> int:
     for ev in running:
         ev.set()
     return len(running)
+
+
+def others_running(session: str | None) -> bool:
+    """Whether another session has a decode or batch running now."""
+    with _LOCK:
+        return any(v for s, v in _RUNNING.items() if s != (session or ""))
 
 
 def session_of(request) -> str:

@@ -24,6 +24,7 @@ from specdec_core.errors import UserError
 from specdec_core.recorder.validate import check_recording, check_size, max_mb, parse_json
 
 from . import common
+from .limits import release_memory
 from .live import colour_radio
 from components.status import status_html
 
@@ -351,6 +352,8 @@ class InspectTab:
             return self._show(analyze_upload(raw), Path(path).stem)
         except Exception as e:  # noqa: BLE001
             return self._fail(e)
+        finally:
+            release_memory()     # issue 37: a large analysis gives its memory back
 
     def on_pool(self, paths):
         try:
@@ -372,6 +375,8 @@ class InspectTab:
             if not isinstance(e, UserError):
                 traceback.print_exc()
             return [status_html("err", "could not pool", common.user_message(e))] + [gr.skip()] * 3
+        finally:
+            release_memory()
 
     def on_round(self, state, n):
         state = state or {}

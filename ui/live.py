@@ -20,7 +20,7 @@ from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
-from . import common
+from . import common, limits
 from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel
 from .runs import Run
@@ -121,6 +121,8 @@ class LiveTab:
 
     def _wire(self):
         ins = [self.sample, self.audio, self.backend, self.baseline, self.cloud_url, *self.panel.inputs]
+        self.run_btn.click(limits.waiting_status, None, self.status, queue=False,   # issue 37
+                           api_visibility="private", show_progress="hidden")
         self.run_event = self.run_btn.click(
             gpu(self.run), ins, self.outputs, api_visibility="undocumented", api_name="live_run", concurrency_id="decode",
             concurrency_limit=2, trigger_mode="once", show_progress="hidden")

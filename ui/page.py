@@ -44,8 +44,11 @@ def build_demo() -> gr.Blocks:
     from .batch import BatchTab
     from .live import LiveTab
 
+    from specdec_core.caps import serve_app
+
     from . import common
 
+    serve_app()   # the operator's caps follow where the app serves (specdec_core/caps.py)
     # uploads and served result files older than CACHE_MAX_AGE_S go every CACHE_EVERY_S
     clean = (max(1, int(common.CACHE_EVERY_S)), max(1, int(common.CACHE_MAX_AGE_S)))
     with gr.Blocks(title="SpecScope — speculative decoding debugger", delete_cache=clean) as demo:
@@ -84,36 +87,8 @@ def _inspect_css() -> str:
 
 def queued(demo: gr.Blocks) -> gr.Blocks:
     # 2 CPU-bound decodes at a time: more only slows every user down on a small machine.
+    from .limits import install
+
     demo = demo.queue(default_concurrency_limit=2, max_size=32)
-    limit_per_session(demo._queue)
+    install(demo._queue)      # runs per session, the waiting line (ui/limits.py)
     return demo
-
-
-def max_queued_per_session() -> int:
-    return int(os.environ.get("SPECSCOPE_MAX_QUEUED_PER_SESSION", "4"))
-
-
-def session_runs(queue, session: str | None, cid: str = "decode") -> int:
-    """Decode runs of this session waiting in the queue or running now."""
-    waiting = getattr(queue.event_queue_per_concurrency_id.get(cid), "queue", [])
-    running = [e for job in queue.active_jobs if job for e in job]
-    return sum(e.session_hash == session and e.concurrency_id == cid for e in [*waiting, *running])
-
-
-def limit_per_session(queue) -> None:
-    """One client cannot fill the queue (issue 36): a session's decode run beyond
-    SPECSCOPE_MAX_QUEUED_PER_SESSION (waiting or running) is refused with a message; other
-    visitors keep their places."""
-    push = queue.push
-
-    async def guarded(body, request, username):
-        from gradio import route_utils
-
-        fn = route_utils.get_fn(queue.blocks, None, body) if body.fn_index is not None else None
-        cap = max_queued_per_session()
-        if fn is not None and fn.concurrency_id == "decode" and session_runs(queue, body.session_hash) >= cap:
-            return (False, f"You already have {cap} runs queued or running: wait for one to finish "
-                    "(or stop one) before starting another.", "error")
-        return await push(body, request, username)
-
-    queue.push = guarded

@@ -9,7 +9,10 @@ from specdec_core.api import LiveTrace, prepare, stream_prompt
 from specdec_core.decoding.reference import compare, reference_for
 from specdec_core.decoding.config import DecodeConfig
 
-from .common import capped, register, unregister
+from specdec_core.caps import note_cuts
+
+from .common import capped, others_running, register, unregister
+from .limits import courteous
 from .views import Clock
 
 
@@ -20,6 +23,7 @@ class Run:
     def __init__(self, backend, audio_src, cfg: DecodeConfig, session: str = "", name: str = "",
                  cancel: threading.Event | None = None):
         self.backend, self.cfg, self.session, self.name = backend, capped(cfg), session, name
+        self.asked = cfg             # before the server's caps: cut_notes says what a cap ended
         self.cancel = cancel or threading.Event()
         self.prompt = prepare(backend, audio_src, self.cfg)   # raises AudioError before anything runs
         self.live = LiveTrace(self.cfg.to_dict(), tokenizer=backend.tokenizer)
@@ -30,8 +34,12 @@ class Run:
     def __iter__(self):
         register(self.session, self.cancel)
         try:
-            for ev in stream_prompt(self.backend, self.prompt, self.cfg, cancel=self.cancel):
-                yield self.live, self.live.add(ev)
+            events = stream_prompt(self.backend, self.prompt, self.cfg, cancel=self.cancel)
+            for ev in courteous(events, lambda: others_running(self.session)):   # yields to others
+                new = self.live.add(ev)
+                if self.live.done:    # a cap that ended the run says so, with its variable
+                    new = new + note_cuts(self.live.trace, self.asked, self.cfg)
+                yield self.live, new
         finally:
             self.cancel.set()   # closed early: whatever still runs for this run stops
             unregister(self.session, self.cancel)

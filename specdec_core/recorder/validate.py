@@ -4,13 +4,15 @@ under their caps, and forwards that do not contradict each other (each forward's
 place in the list: the same forwards pasted several times are refused as malformed).
 
 The ONE check for every reader: the Inspect upload (ui/inspect.py), `analyze()` (the library,
-the CLI's `record`), the app's per-session caps. Limits live here only; each can be set by an
-environment variable (SPECSCOPE_MAX_RECORDING_MB, _FORWARDS, _IDS)."""
+the CLI's `record`), the app's per-session caps. The limits are caps of specdec_core/caps.py
+(SPECSCOPE_MAX_RECORDING_MB, _FORWARDS, _IDS; tighter when the app serves the network). Output
+ids that no forward could have produced (issue 37: 200,000 out_ids after a few hundred fed ids)
+are refused before anything renders them."""
 from __future__ import annotations
 
 import json
-import os
 
+from specdec_core.caps import cap, raise_hint
 from specdec_core.recorder.tape import RecordingError
 
 SCHEMA_PREFIX = "specscope.recording/"
@@ -21,29 +23,27 @@ class RecordingRefused(RecordingError):
     """A recording that is too large or malformed: the message says which limit or what."""
 
 
-def _env(name: str, default, cast):
-    try:
-        return cast(os.environ.get(name, default))
-    except (TypeError, ValueError):
-        return default
+# Every output id comes from a position some forward was fed: more output ids than fed
+# positions (plus one per forward and this slack) are ids no model was fed.
+UNFED_SLACK = 1000
 
 
 def max_mb() -> float:
-    return _env("SPECSCOPE_MAX_RECORDING_MB", 20.0, float)
+    return cap("recording_mb")
 
 
 def max_forwards() -> int:
-    return _env("SPECSCOPE_MAX_RECORDING_FORWARDS", 20000, int)
+    return cap("recording_forwards")
 
 
 def max_ids() -> int:
-    return _env("SPECSCOPE_MAX_RECORDING_IDS", 400000, int)
+    return cap("recording_ids")
 
 
 def check_size(n_bytes: int) -> None:
     if n_bytes > max_mb() * 1e6:
         raise RecordingRefused(f"recording too large: {n_bytes / 1e6:.1f} MB "
-                               f"(the limit is {max_mb():g} MB)")
+                               f"(the limit is {max_mb():g} MB); {raise_hint('recording_mb')}")
 
 
 def parse_json(raw: str | bytes):
@@ -92,12 +92,24 @@ def check_recording(rec: dict) -> None:
     fwds = rec["forwards"]
     if len(fwds) > max_forwards():
         raise RecordingRefused(f"recording too large: {len(fwds)} forwards (the limit is "
-                               f"{max_forwards()})")
+                               f"{max_forwards()}); {raise_hint('recording_forwards')}")
     for key in ("prompt_ids", "out_ids"):
         if rec.get(key) is not None and not _int_list(rec[key]):
             raise RecordingRefused(f"not a usable recording (malformed): {key} are not token ids")
-    n = len(rec.get("prompt_ids") or []) + len(rec.get("out_ids") or [])
+    fed = 0
     for j, f in enumerate(fwds):
-        n += _check_forward(j, f)
-        if n > max_ids():
-            raise RecordingRefused(f"recording too large: more than {max_ids()} token ids")
+        fed += _check_forward(j, f)
+        if fed > max_ids():
+            _too_many_ids()
+    n_out = len(rec.get("out_ids") or [])
+    if n_out > fed + len(fwds) + UNFED_SLACK:
+        raise RecordingRefused(
+            f"not a usable recording (inconsistent): {n_out:,} output ids, but its {len(fwds):,} "
+            f"forwards were fed only {fed:,} ids: {n_out - fed:,} ids no model was fed")
+    if fed + n_out + len(rec.get("prompt_ids") or []) > max_ids():
+        _too_many_ids()
+
+
+def _too_many_ids():
+    raise RecordingRefused(f"recording too large: more than {max_ids():,} token ids; "
+                           f"{raise_hint('recording_ids')}")

@@ -1,0 +1,101 @@
+"""The operator's caps at the page's queue (issue 36, 37): one visitor's decode runs (waiting or
+running) are capped per session, a queued visitor's status line says how many runs are ahead,
+and a long run pauses between rounds while others decode, so one visitor at the caps cannot
+take the server from everyone else. The caps' values live in specdec_core/caps.py."""
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from components.status import status_html
+from specdec_core.caps import CAPS, cap
+
+DECODE = "decode"          # the concurrency id of every decode event (Live, A/B, Batch, API)
+_QUEUE: list = [None]      # Gradio's queue once the page is queued (ui/page.queued)
+# A run past COURTESY_AFTER_S (an ordinary demo run takes ~1 s) pauses after each round, while
+# another visitor's decode runs, for as long as the round took: it keeps at most half its pace.
+COURTESY_AFTER_S = 3.0
+COURTESY_MAX_PAUSE_S = 0.5
+
+
+def _events(queue, cid: str = DECODE) -> tuple[list, list, int | None]:
+    """(waiting, running) decode events and the decode concurrency limit."""
+    eq = queue.event_queue_per_concurrency_id.get(cid)
+    waiting = list(getattr(eq, "queue", []))
+    running = [e for job in list(queue.active_jobs) if job for e in job if e.concurrency_id == cid]
+    return waiting, running, getattr(eq, "concurrency_limit", None)
+
+
+def session_runs(queue, session: str | None) -> int:
+    """Decode runs of this session waiting in the queue or running now."""
+    waiting, running, _ = _events(queue)
+    return sum(e.session_hash == session for e in [*waiting, *running])
+
+
+def install(queue) -> None:
+    """Cap each session's decode runs at runs_per_session (beyond it a run is refused with a
+    line naming the cap and its variable; other visitors keep their places)."""
+    _QUEUE[0] = queue
+    push = queue.push
+
+    async def guarded(body, request, username):
+        from gradio import route_utils
+
+        fn = route_utils.get_fn(queue.blocks, None, body) if body.fn_index is not None else None
+        n = cap("runs_per_session")
+        if fn is not None and fn.concurrency_id == DECODE and session_runs(queue, body.session_hash) >= n:
+            return (False, f"You already have {n} run{'s' if n != 1 else ''} queued or running "
+                    f"(this server's cap on runs per session; the operator raises it with "
+                    f"{CAPS['runs_per_session'].env}): wait for it to finish or stop it first.", "error")
+        return await push(body, request, username)
+
+    queue.push = guarded
+
+
+def runs_ahead(session: str | None) -> tuple[int, int | None]:
+    """(runs of other sessions a new run of `session` waits for: running or queued, 0 when a
+    decode slot is free; the decode concurrency limit)."""
+    if _QUEUE[0] is None:
+        return 0, None
+    waiting, running, limit = _events(_QUEUE[0])
+    waiting = [e for e in waiting if e.session_hash != session]
+    running = [e for e in running if e.session_hash != session]
+    if not waiting and (limit is None or len(running) < limit):
+        return 0, limit
+    return len(waiting) + len(running), limit
+
+
+def waiting_status(request):
+    """The status line while a run is queued: "waiting: N runs ahead" (a skip when it starts at
+    once); the run's own first update replaces it when it starts."""
+    n, limit = runs_ahead(getattr(request, "session_hash", None))
+    if not n:
+        return gr.skip()
+    return status_html("run", f"waiting: {n} run{'s' if n != 1 else ''} ahead",
+                       f"this server decodes {limit} at a time; yours starts when one ends")
+
+
+def courteous(events, others_busy):
+    """The events of one decode; once it has run COURTESY_AFTER_S, it pauses after each round
+    while others_busy() for as long as the round took (at most COURTESY_MAX_PAUSE_S)."""
+    t0 = last = time.monotonic()
+    for ev in events:
+        yield ev
+        now = time.monotonic()
+        if now - t0 > COURTESY_AFTER_S and others_busy():
+            time.sleep(min(now - last, COURTESY_MAX_PAUSE_S))
+        last = time.monotonic()
+
+
+def release_memory() -> None:
+    """After a large upload or analysis: collect its garbage and hand freed heap pages back to
+    the system (glibc keeps them otherwise), so the server's resident memory returns."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc: the collection is all there is
+        pass
