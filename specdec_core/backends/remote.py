@@ -73,7 +73,7 @@ class RemoteRunner:
     def __init__(self, remote: RemoteCloud):
         self.remote = remote
         self.client = CompletionsClient(remote.url, remote.timeout)
-        self.seen, self.history, self.forwards, self.check_forwards = 0, [], 0, 0
+        self.seen, self.history, self.forwards = 0, [], 0
 
     def prefill(self, prompt) -> None:
         if prompt.prefill_kwargs:
