@@ -16,7 +16,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from specdec_core.findings import finding
-from specdec_core.recorder.tape import build_tapes
+from specdec_core.recorder.tape import _common, build_tapes
 
 CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
@@ -37,15 +37,6 @@ def _cover(ends: list[int], pieces: list[str], m: int) -> int:
     while j and pieces[j - 1] == "":
         j -= 1
     return j
-
-
-def _common(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class Frame:

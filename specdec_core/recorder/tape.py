@@ -98,7 +98,8 @@ class Tapes:
         return len(self.prompt)
 
 
-def _common(a: list, b: list) -> int:
+def _common(a, b) -> int:
+    """Length of the common prefix of two sequences (lists or strings)."""
     n = 0
     for x, y in zip(a, b):
         if x != y:
