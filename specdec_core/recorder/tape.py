@@ -1,10 +1,5 @@
-"""Reconstruction, step 1: per cache, the tape of what it held at every forward.
-
-A forward writes its input ids at positions cache_len .. cache_len+n-1 of its cache; a crop is
-seen as a shorter cache at the next call (the tape is cut there). From the tapes: each forward's
-context, which rows it scored at which positions, how far its context agrees with the committed
-sequence C = prompt + output, and which cloud rows decided which committed positions.
-"""
+"""Reconstruction, step 1: per cache, the tape of what it held at every forward
+(docs/recorder.md, "Reconstruction")."""
 from __future__ import annotations
 
 import math
