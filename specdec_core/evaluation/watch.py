@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from statistics import median
 
+from specdec_core.analysis.divergence import first_index as first_divergence
 from specdec_core.errors import UserError
 
 NO_LABEL = "(none)"
@@ -109,14 +110,6 @@ def load_rows(folder) -> list[dict]:
         lines = (d / "results.jsonl").read_text(encoding="utf-8").splitlines()
         return [json.loads(ln) for ln in lines if ln.strip()]
     raise UserError(f"--baseline {folder}: no results.json or results.jsonl there")
-
-
-def first_divergence(a: list, b: list) -> int | None:
-    """Index of the first differing token (the shorter length when one is a prefix)."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def _findings(row: dict) -> set:

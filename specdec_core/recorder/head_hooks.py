@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.compat import forward_cache
 from specdec_core.decoding.head import final_norm
 
@@ -98,12 +99,7 @@ class HeadWatch:
 
     def _verified(self) -> int:
         """Positions 0..v-1 whose cloud features are the cloud's in the head's own context."""
-        n = 0
-        for a, b in zip(self.ids, self.cloud_ids):
-            if a != b:
-                break
-            n += 1
-        return min(n, 0 if self.cloud_feats is None else self.cloud_feats.shape[0])
+        return min(common_prefix(self.ids, self.cloud_ids), 0 if self.cloud_feats is None else self.cloud_feats.shape[0])
 
     def _compare(self) -> dict:
         """The head's input feature at q (for position q-1) against the cloud's at q-1."""

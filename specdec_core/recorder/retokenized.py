@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.findings import finding
-from specdec_core.recorder.tape import _common, build_tapes
+from specdec_core.recorder.tape import build_tapes
 
 CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
@@ -69,7 +70,7 @@ class Frame:
         epieces = [self.etext.get(i, "") if i is not None else "" for i in ectx]
         eends = _ends(epieces)
         text = "".join(epieces)
-        j = _cover(self.cends, self.cpieces, _common(text, self.text))
+        j = _cover(self.cends, self.cpieces, common_prefix(text, self.text))
         base = self.cends[j - 1] if j else 0
         extra = self.encode(text[base:])
         pieces = self.cpieces[:j] + [self.piece(i) for i in extra]
