@@ -22,13 +22,8 @@ NO_LABEL = "(none)"
 # rounding in the saved files).
 ACCEPTANCE_TOL = 0.02        # draft acceptance rate, absolute
 LENGTH_TOL = 0.05            # mean acceptance length, tokens per cloud call
-# Speed on a shared machine moves by tens of percent between identical runs (measured: the same
-# 4 rows re-run on a loaded 2-core machine ran at 0.67x). A slowdown counts only when the median
-# row is more than SPEED_BAND slower AND the upper quartile of the rows' ratios is below 1 AND
-# it is still that slow after taking out the machine's own slowdown (the time per model forward,
-# now / before: a busier machine makes every forward slower, a slower decoder makes more of them
-# or adds work between them). Limitation: a change that makes each forward itself costlier
-# (a wider recompute, another dtype) reads as machine load.
+# A slowdown counts only past SPEED_BAND on the median row, with the upper quartile below 1 and
+# the machine's own slowdown (time per forward) taken out: docs/metrics.md, regression watch.
 SPEED_BAND = 0.25
 BAD_SEVERITIES = ("error", "warning")
 
