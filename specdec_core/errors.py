@@ -15,3 +15,9 @@ class AudioError(UserError):
 
 class BackendError(UserError):
     pass
+
+
+def first_line(e: Exception) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -1,18 +1,6 @@
-"""One vocabulary of findings: the Finding type, its one constructor, and the registry of codes.
-
-Every finding in SpecScope (the built-in decoder's runs, recordings of users' loops, the pair
-check, batch, the regression watch) is a `Finding`: a dict with exactly the keys
-
-    code, severity (error | warning | info), title, detail, cause, fix, evidence, explained_by
-
-`explained_by` is the code of the finding whose evidence explains this one (a symptom under its
-mechanism, a consequence under its cause), or None for a root finding. A code means one
-mechanism wherever it appears; `REGISTRY` lists each code with its default severity, the
-mechanism and the evidence that triggers it (docs/findings.md is generated from it).
-
-`finding()` is the only constructor in the tree; `from_json()` reads findings from files written
-by older releases (which carried `key` instead of, or beside, `code`, and no `explained_by`).
-"""
+"""One vocabulary of findings: the Finding type, its one constructor `finding()`, `from_json()`
+for files of older releases (`key` for `code`), and the registry of codes that
+docs/findings.md is generated from (the fields and what they mean: docs/findings.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -10,9 +10,7 @@ import math
 from scipy.stats import fisher_exact
 
 # A position is audio-dependent when taking the audio away moves the cloud's next-token
-# distribution by more than this (nats). Measured on the demo pair (18 sample clips): the
-# values are bimodal, median 0.0003, 75th percentile 0.05, 90th 2.0; emotion words 2.5 on
-# average, punctuation 0.001. 0.5 sits in the empty middle.
+# distribution by more than this (nats); why 0.5: docs/metrics.md, "Audio dependence".
 THRESHOLD_NATS = 0.5
 
 # edge_mishears: rejection on audio-dependent drafts vs the others, one-sided Fisher exact test,
@@ -21,10 +19,8 @@ MIN_JUDGED = 5          # judged audio-dependent drafts at least
 MAX_P = 0.01
 MIN_RATIO = 2.0         # audio rejection rate at least this many times the others'
 MIN_DIFF = 0.25         # and at least this many points above it
-# ... and the rejected audio-dependent drafts are the cloud's audio-free choice this often. On
-# the demo pair (12 clips) the correct loop's weaker edge rejects more on audio-dependent
-# tokens too (sad, surprise: p = 0.002), but its rejected drafts there match the audio-free
-# choice 0-1 of 5 times; the edge without audio: 7/8, 5/7, 2/5.
+# ... and the rejected audio-dependent drafts are the cloud's audio-free choice this often
+# (what tells an edge that never got the audio from a weaker one: docs/metrics.md)
 MIN_MATCHES = 2
 MIN_MATCH_SHARE = 0.4
 

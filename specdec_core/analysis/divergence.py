@@ -13,12 +13,17 @@ CONTEXT_CODES = ("stale_cache", "context_mismatch", "position_error", "off_by_on
                  "dropped_output", "unverified_end", "tree_positions", "tree_mask")
 
 
+def common_prefix(a, b) -> int:
+    """Length of the common prefix of two sequences (ids, texts): the index of the first
+    difference, or the shorter length."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def first_index(user: list[int], ref: list[int]) -> int | None:
-    """Index of the first token where the two outputs differ (or where the shorter ends)."""
-    i = next((j for j, (a, b) in enumerate(zip(user, ref)) if a != b), None)
-    if i is None and len(user) != len(ref):
-        i = min(len(user), len(ref))
-    return i
+    """Index of the first token where the two outputs differ (or where the shorter ends); None
+    when they are equal."""
+    i = common_prefix(user, ref)
+    return None if i == len(user) == len(ref) else i
 
 
 EPS = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}

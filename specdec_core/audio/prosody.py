@@ -30,12 +30,9 @@ NUCLEUS_DIP_DB = 6.0          # syllable nuclei: intensity peaks this prominent.
 NUCLEUS_MIN_GAP_S = 0.07      # ...and at least this far apart
 DBFS_OFFSET = 93.979          # Praat intensity is dB re 2e-5 Pa of a signal in Pa: 20*log10(1/2e-5)
 
-# Single-clip register. The F0 floor (FLOOR_PCT-th percentile of voiced frames) moves less with
-# emotion than the median; raised, aroused speech widens the range upwards from it. The resting
-# pitch is estimated as the floor lowered by RANGE_SHARE of the median-floor interval, and the
-# register is a soft split around REGISTER_SPLIT_HZ (logistic, REGISTER_WIDTH_ST wide): the
-# reference is the register references' geometric mix, so an ambiguous voice gets an ambiguous
-# reference rather than a 15-semitone jump at one threshold.
+# Single-clip register: resting pitch = the F0 floor (FLOOR_PCT-th percentile) lowered by
+# RANGE_SHARE of the median-floor interval, soft split around REGISTER_SPLIT_HZ (logistic,
+# REGISTER_WIDTH_ST wide); docs/listening.md, "A single clip".
 FLOOR_PCT = 5
 RANGE_SHARE = 0.5
 REGISTER_SPLIT_HZ = 105.0

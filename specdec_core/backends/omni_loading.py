@@ -14,7 +14,7 @@ import torch
 
 from specdec_core import compat
 from specdec_core.backends import omni_prompts
-from specdec_core.errors import BackendError
+from specdec_core.errors import BackendError, first_line
 
 ENV_FORCE_CPU = "SPECSCOPE_OMNI_FORCE_CPU"
 # A published Omni folder holds the whole model (thinker + talker + token2wav, model_type
@@ -52,7 +52,7 @@ def read_thinker_config(path: str, role: str):
         cfg, _ = PretrainedConfig.get_config_dict(path)
     except Exception as e:
         raise BackendError(f"cannot read the {role} model config from {path}: "
-                           f"{_first_line(e)}") from None
+                           f"{first_line(e)}") from None
     kind = cfg.get("model_type")
     if kind not in OMNI_TYPES:
         raise BackendError(f"{role} model at {path} is not a Qwen2.5-Omni thinker (config "
@@ -63,7 +63,7 @@ def read_thinker_config(path: str, role: str):
     try:
         return Qwen2_5OmniThinkerConfig(**cfg)
     except Exception as e:
-        raise BackendError(f"bad thinker config in {role} model {path}: {_first_line(e)}") from None
+        raise BackendError(f"bad thinker config in {role} model {path}: {first_line(e)}") from None
 
 
 def count_parameters(config) -> int:
@@ -132,7 +132,7 @@ def load_thinker(path: str, role: str, dtype: torch.dtype, device: torch.device)
     except BackendError:
         raise
     except Exception as e:  # a user-named folder that does not load is a user error
-        raise BackendError(f"cannot load {role} Omni thinker from {path}: {_first_line(e)}") from None
+        raise BackendError(f"cannot load {role} Omni thinker from {path}: {first_line(e)}") from None
     return model.eval()
 
 
@@ -153,7 +153,7 @@ def load_processor(path: str, role: str):
                                     AutoTokenizer.from_pretrained(path), _chat_template(path))
     except Exception as e:
         raise BackendError(f"cannot load the Omni processor from {role} model {path}: "
-                           f"{_first_line(first or e)}") from None
+                           f"{first_line(first or e)}") from None
 
 
 def audio_only_processor(feature_extractor, tokenizer, chat_template=None):
@@ -214,8 +214,3 @@ def check_config_ids(config, tokenizer, role: str) -> None:
         if got != want:
             raise BackendError(f"{role} model's {attr} is {got} but the tokenizer's {token} is "
                                f"{want} (model and tokenizer do not belong together)")
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.backends.openai_client import CompletionsClient, RemoteError
 from specdec_core.decoding.link import LinkCost
 from specdec_core.decoding.verifier import Checked
@@ -73,7 +74,7 @@ class RemoteRunner:
     def __init__(self, remote: RemoteCloud):
         self.remote = remote
         self.client = CompletionsClient(remote.url, remote.timeout)
-        self.seen, self.history, self.forwards, self.check_forwards = 0, [], 0, 0
+        self.seen, self.history, self.forwards = 0, [], 0
 
     def prefill(self, prompt) -> None:
         if prompt.prefill_kwargs:
@@ -166,7 +167,7 @@ def _check_vocabulary(client: CompletionsClient, model: str, tokenizer) -> None:
     want = tokenizer(probe, add_special_tokens=False).input_ids
     got = client.tokenize(model, probe)
     if got != want:
-        at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        at = common_prefix(got, want)
         raise RemoteError(f"the cloud model {model!r} does not share the edge's vocabulary: a probe "
                           f"text tokenizes differently from token {at} on (server {len(got)} ids, "
                           f"edge {len(want)})")

@@ -62,9 +62,8 @@ class DecodeConfig:
         group="verify", kind="slider", nullable=True, off_label="off (verify every block)",
         help="Call the cloud only when draft entropy exceeds this (in entropy_unit); off = verify "
              "every block (classic speculative decoding); inf = never (edge only, nats only).")
-    # Not in the design table: the unit of entropy_threshold. frac reads it as a fraction of
-    # ln|V|, |V| = the width of the edge logits the decoder drafts from; the decoder turns it
-    # into nats once per run (trace info entropy_threshold_nats, vocab_size).
+    # |V| = the width of the edge logits; the decoder turns frac into nats once per run (trace
+    # info entropy_threshold_nats, vocab_size)
     entropy_unit: str = knob(
         "choice", "nats", choices=tuple(u.name for u in ENTROPY_UNITS), design=False,
         label="entropy threshold unit", group="verify", kind="dropdown",
@@ -116,14 +115,12 @@ class DecodeConfig:
     faults: list[str] = knob("faults", [], choices=LazyNames("specdec_core.decoding.faults", "FAULTS"),
                              label="faults (bug zoo)", group="run", kind="multiselect",
                              help="Re-create a bug from the source notes to see its symptom.")
-    # Not in the design table: how often (rounds) the edge cache is checked against a cache-free
-    # recompute; 0 = never. Cheap on the demo pair and it is what exposes desync bugs.
+    # cheap on the demo pair, and what exposes desync bugs
     cache_check_every: int = knob("int", 4, minimum=0, maximum=10_000, step=1, design=False,
                                   label="cache check every (rounds)", group="checks", kind="number",
                                   help="Compare the edge cache with a cache-free recompute every "
                                        "this many rounds (0 = never).")
-    # Wall-time cap on one decode in seconds (0 = no limit); the run ends with
-    # ended_by="time_limit". Default suits a shared Space.
+    # the run ends with ended_by="time_limit" (docs/architecture.md); the default suits a Space
     time_limit_s: float = knob("float", 60.0, minimum=0.0, maximum=3600.0, step=1, design=False,
                                label="time limit (s)", group="stop", kind="number",
                                help="End the decode after this many seconds of wall time "

@@ -143,7 +143,6 @@ class HeadRunner(ModelRunner):
         dtype = next(self.model.parameters()).dtype
         out = self.model(feats[None].to(dtype), self.cloud_model.get_input_embeddings()(ids),
                          position_ids=self.positions(0, ids.shape[1]))[0, -1:]
-        self.check_forwards += 1
         return self._cut(self.cloud_model.get_output_embeddings()(out))[0]
 
 

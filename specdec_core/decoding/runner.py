@@ -30,7 +30,6 @@ class ModelRunner:
         self._len = 0                  # positions the KV cache holds (kept by feed and crop)
         self.history: list[int] = []   # the ids the cache holds, for the debug invariant
         self.forwards = 0         # decode forwards (feed() calls)
-        self.check_forwards = 0   # cache-free recomputes, kept out of the speed metrics
         self.busy_s = 0.0         # wall time inside feed() (the forwards): the run's time split
         self._prefill_kwargs: dict = {}
         self._pos = torch.zeros(1, 0, dtype=torch.long)
@@ -146,7 +145,6 @@ class ModelRunner:
         ids = torch.cat([self._prompt_ids, gen], dim=1)
         out = self.model(input_ids=ids, position_ids=self.positions(0, ids.shape[1]),
                          use_cache=False, **self._prefill_kwargs)
-        self.check_forwards += 1
         return self._cut(out.logits[0, -1:])[0]
 
     # -- hooks for backends (Omni: mrope positions) and faults -------------------------------

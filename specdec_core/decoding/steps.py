@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.decoding import checks, sampling
 from specdec_core.decoding.head_checks import q_matches_draft
 from specdec_core.decoding.stopping import Stop
@@ -132,14 +133,7 @@ def resync(run, old: int, block: list[int]) -> None:
 def _still_committed(seen: int, full: list[int], old: int, block: list[int]) -> int:
     """How much of what a runner has seen (old committed ids, then drafts) is still a prefix
     of the committed sequence."""
-    if seen <= old:
-        return seen
-    n = old
-    for a, b in zip(block[: seen - old], full[old:]):
-        if a != b:
-            break
-        n += 1
-    return n
+    return seen if seen <= old else old + common_prefix(block[: seen - old], full[old:])
 
 
 def play_round(run) -> RoundRecord | None:

@@ -1,14 +1,8 @@
 """Stopping by token id only (seed 000 A): the EOS id list, max_new_tokens, and the
 first-sentence rule. Nothing here ever looks at decoded text: string stops truncate on any
-"。" or "Please" and miss `<|im_end|>` once special tokens are skipped.
-
-`Stop` is the one vocabulary of why a run ends (trace.ended_by). A stopper is anything callable
-as `stopper(seq) -> Stop | None` (the `Stopper` protocol); the decoder asks it after every
-drafted and every committed token. `build_stopper(cfg, ...)` makes the fixed one, a
-`StopChecker`, in one place for the decoder, the baseline and the benchmark; its `criteria()`
-gives the same rules as StoppingCriteria so a `model.generate` baseline stops at exactly the
-same token. Faults swap in other stoppers by wrapping this one (decoding/faults.py).
-"""
+"。" or "Please" and miss `<|im_end|>` once special tokens are skipped. `Stop`, stoppers and
+`build_stopper`: docs/architecture.md, "Stops, cancel and the time limit"; faults swap in other
+stoppers by wrapping this one (decoding/faults.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterable

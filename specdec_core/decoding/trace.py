@@ -5,8 +5,6 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
-SOURCES = ("accepted", "corrected", "draft", "bonus")
-
 
 class TopK:
     """The edge's top alternatives for a drafted token, kept as plain lists; the dicts the views

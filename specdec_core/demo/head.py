@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import Qwen2Config, Qwen2Model
-from transformers.cache_utils import DynamicCache
 
 from specdec_core.compat import with_cache
 
@@ -53,10 +52,6 @@ class DraftHead(nn.Module):
         feats = self(features, emb, cache=cache, position_ids=position_ids)
         return cloud.get_output_embeddings()(feats), feats
 
-    @staticmethod
-    def new_cache():
-        return DynamicCache()
-
     def save(self, folder: str | Path) -> None:
         from safetensors.torch import save_file
         folder = Path(folder)
@@ -74,9 +69,3 @@ class DraftHead(nn.Module):
         head.load_state_dict(load_file(str(folder / "model.safetensors")))
         head.eval()
         return head.to(dtype) if dtype is not None else head
-
-
-def cloud_features(out):
-    """The cloud's last hidden states (after its final norm) from a forward run with
-    output_hidden_states=True: the inputs of the head and of the cloud's LM head."""
-    return out.hidden_states[-1]

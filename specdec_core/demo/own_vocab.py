@@ -1,14 +1,8 @@
-"""A demo edge with its OWN tokenizer (issue 36): the drafter of universal assisted generation
-(`generate(assistant_tokenizer=...)`, examples/decoders/hf_universal_assisted.py).
+"""A demo edge with its OWN tokenizer (issue 36): the drafter of universal assisted generation,
+the demo edge with every id moved and the condition tokens left out (docs/recorder.md,
+"Drafters with their own tokenizer").
 
-Built locally in a second, from the shipped demo edge: the same byte-level merges, but every id
-moved (the character tokens in reverse order) and the condition / prompt-type tokens left out,
-so the vocabulary is narrower than the cloud's (the two share no id mapping). The model is the
-demo edge with its embedding rows permuted to the new ids (tied head): it drafts what the demo
-edge drafts for the same text.
-
-    python -m specdec_core.demo.own_vocab OUT_DIR      # model + tokenizer, loadable by
-    python -m specdec_core record examples/decoders/hf_universal_assisted.py CLIP --edge-model OUT_DIR
+    python -m specdec_core.demo.own_vocab OUT_DIR
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation import cost_model as cm
 from specdec_core.evaluation.cost_probe import decode_overheads, default_clock, forward_timer, mean
@@ -38,8 +39,7 @@ def _pass(backend, prompts, cfg) -> dict:
 def quality(outputs: list, ref: list) -> dict:
     """Identical clips and quality cost (1 − mean prefix agreement) against the cloud's output."""
     def prefix(o, r):
-        n = next((i for i, (a, b) in enumerate(zip(o, r)) if a != b), min(len(o), len(r)))
-        return n / max(1, len(r))
+        return common_prefix(o, r) / max(1, len(r))
     agree = sum(prefix(o, r) for o, r in zip(outputs, ref)) / max(1, len(ref))
     return {"identical_clips": sum(o == r for o, r in zip(outputs, ref)),
             "quality_cost": round(1 - agree, 4)}

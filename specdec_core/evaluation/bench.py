@@ -1,12 +1,6 @@
-"""`python -m specdec_core bench`: SpecScope vs HF assisted generation vs cloud-only, one process.
-
-Every method decodes the same prompts with greedy verification, the same k and the same stops;
-runs are interleaved (the method order rotates every repeat, and every prompt is decoded by all
-methods before the next one) and medians with min–max ranges over repeats are reported, so the
-ratios printed come from one run on one machine. Outputs must agree token for token, or the
-benchmark fails: a fast decoder that says something else is not faster. The k and entropy
-threshold sweeps live in bench_sweep.py.
-"""
+"""`python -m specdec_core bench`: SpecScope vs HF assisted generation vs cloud-only, one process,
+interleaved, outputs compared token for token (docs/benchmarks.md). The k and entropy threshold
+sweeps live in bench_sweep.py."""
 from __future__ import annotations
 
 import statistics

@@ -6,6 +6,7 @@ import math
 import statistics
 from pathlib import Path
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation.cost_model import trace_speedup
 from specdec_core.evaluation.bench import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
@@ -42,8 +43,7 @@ def _quality(outputs: list, ref: list) -> dict:
     same = [o == r for o, r in zip(outputs, ref)]
 
     def prefix(o, r):
-        n = next((i for i, (a, b) in enumerate(zip(o, r)) if a != b), min(len(o), len(r)))
-        return n / max(1, len(r))
+        return common_prefix(o, r) / max(1, len(r))
     return {"identical_clips": sum(same), "identical_share": round(sum(same) / max(1, len(same)), 4),
             "prefix_agreement": round(statistics.mean(prefix(o, r) for o, r in zip(outputs, ref)), 4)}
 

@@ -41,9 +41,7 @@ class CloudPool:
         self._turn = itertools.count()
         if check and self.remote:
             for url in self.urls:
-                why = probe(url)
-                if why:
-                    self._mark_down(url, why)
+                self._down_now(url)
             if len(self.down) == len(self.urls):
                 raise UserError(self.reason[self.urls[0]] if len(self.urls) == 1 else
                                 "no cloud server is reachable: " + "; ".join(self.reason.values()))
@@ -62,12 +60,8 @@ class CloudPool:
             return None, None
         now = time.monotonic()
         for url, since in list(self.down.items()):
-            if now - since >= RECHECK_S:
-                why = probe(url)
-                if why:
-                    self._mark_down(url, why)
-                else:
-                    self.down.pop(url)
+            if now - since >= RECHECK_S and not self._down_now(url):
+                self.down.pop(url)
         up = [u for u in self.urls if u not in self.down]
         if not up:
             return None, "no cloud server is reachable: " + "; ".join(self.reason.values())
@@ -85,12 +79,12 @@ class CloudPool:
         self.busy[url] = max(0, self.busy[url] - 1)
         if row is None or row.get("ok") or not row.get("error") or url not in str(row["error"]):
             return False
+        return self._down_now(url)
+
+    def _down_now(self, url: str) -> bool:
+        """Probe url; when it does not answer, mark it down (now, with the reason) and say so."""
         why = probe(url)
         if why:
-            self._mark_down(url, why)
-            return True
-        return False
-
-    def _mark_down(self, url: str, why: str) -> None:
-        self.down[url] = time.monotonic()
-        self.reason[url] = why
+            self.down[url] = time.monotonic()
+            self.reason[url] = why
+        return bool(why)

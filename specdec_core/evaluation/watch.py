@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from statistics import median
 
+from specdec_core.analysis.divergence import first_index as first_divergence
 from specdec_core.errors import UserError
 
 NO_LABEL = "(none)"
@@ -21,13 +22,8 @@ NO_LABEL = "(none)"
 # rounding in the saved files).
 ACCEPTANCE_TOL = 0.02        # draft acceptance rate, absolute
 LENGTH_TOL = 0.05            # mean acceptance length, tokens per cloud call
-# Speed on a shared machine moves by tens of percent between identical runs (measured: the same
-# 4 rows re-run on a loaded 2-core machine ran at 0.67x). A slowdown counts only when the median
-# row is more than SPEED_BAND slower AND the upper quartile of the rows' ratios is below 1 AND
-# it is still that slow after taking out the machine's own slowdown (the time per model forward,
-# now / before: a busier machine makes every forward slower, a slower decoder makes more of them
-# or adds work between them). Limitation: a change that makes each forward itself costlier
-# (a wider recompute, another dtype) reads as machine load.
+# A slowdown counts only past SPEED_BAND on the median row, with the upper quartile below 1 and
+# the machine's own slowdown (time per forward) taken out: docs/metrics.md, regression watch.
 SPEED_BAND = 0.25
 BAD_SEVERITIES = ("error", "warning")
 
@@ -109,14 +105,6 @@ def load_rows(folder) -> list[dict]:
         lines = (d / "results.jsonl").read_text(encoding="utf-8").splitlines()
         return [json.loads(ln) for ln in lines if ln.strip()]
     raise UserError(f"--baseline {folder}: no results.json or results.jsonl there")
-
-
-def first_divergence(a: list, b: list) -> int | None:
-    """Index of the first differing token (the shorter length when one is a prefix)."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def _findings(row: dict) -> set:

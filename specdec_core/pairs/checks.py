@@ -4,6 +4,7 @@ folders' own files (configs, tokenizers, feature extractors), never from the bac
 """
 from __future__ import annotations
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.findings import finding
 from specdec_core.pairs import versions
 from specdec_core.pairs.sides import Side
@@ -42,7 +43,7 @@ def tokenizer_mismatch(edge: Side, cloud: Side):
         ia = te(text, add_special_tokens=False).input_ids
         ib = tc(text, add_special_tokens=False).input_ids
         if ia != ib:
-            at = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
+            at = common_prefix(ia, ib)
             return finding("tokenizer_mismatch", "The tokenizers disagree",
                            f"{_short(text, 40)} encodes differently from token {at}: cloud "
                            f"{_short(ib[at:at + 4])}, edge {_short(ia[at:at + 4])}", fix=fix)
@@ -100,7 +101,7 @@ def chat_template_mismatch(edge: Side, cloud: Side):
         ra, rb = f"(error: {e})", "(rendered)"
     if ra == rb:
         return None
-    at = next((i for i, (x, y) in enumerate(zip(ra, rb)) if x != y), min(len(ra), len(rb)))
+    at = common_prefix(ra, rb)
     return finding("chat_template_mismatch", "The chat templates differ",
                    f"the same conversation renders differently from character {at}: cloud "
                    f"{_short(rb[at:at + 30])}, edge {_short(ra[at:at + 30])}; both models read "

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec_core.errors import BackendError
+from specdec_core.errors import BackendError, first_line
 
 
 @dataclass
@@ -34,11 +34,6 @@ class Side:
         return self.config.get("dtype") or self.config.get("torch_dtype")
 
 
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
 def _json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
@@ -53,7 +48,7 @@ def _configs(path: str, role: str) -> tuple[str, dict, dict, dict | None]:
     try:
         cfg, _ = PretrainedConfig.get_config_dict(path)
     except Exception as e:  # noqa: BLE001 - any unreadable folder is the user's to fix
-        raise BackendError(f"cannot read the {role} model config from {path}: {_first_line(e)}") from None
+        raise BackendError(f"cannot read the {role} model config from {path}: {first_line(e)}") from None
     kind = cfg.get("model_type", "")
     if kind == "qwen2_5_omni":                  # published layout: the thinker inside
         cfg = cfg.get("thinker_config") or {}
@@ -70,7 +65,7 @@ def _tokenizer(path: str, role: str):
     try:
         return load_tokenizer(path)
     except Exception as e:  # noqa: BLE001
-        raise BackendError(f"cannot load the {role} tokenizer from {path}: {_first_line(e)}") from None
+        raise BackendError(f"cannot load the {role} tokenizer from {path}: {first_line(e)}") from None
 
 
 def _feature_extractor(path: str) -> dict | None:

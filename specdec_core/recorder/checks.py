@@ -1,9 +1,5 @@
 """Blind checks: findings computed only from what the models were fed and scored, the output,
-and the user's declared knobs. Nothing here knows which bug (or fault) is switched on.
-
-Each finding: code, severity (error|warning|info), title, detail, cause, fix, evidence
-(model, forward, position, tokens). (specdec_core/findings.py).
-"""
+and the user's declared knobs. Nothing here knows which bug (or fault) is switched on."""
 from __future__ import annotations
 
 import math

@@ -3,8 +3,9 @@ late, a token lost joining blocks). Found where the cloud's last context and the
 part by a short shift; the analysis continues on the repaired sequence (docs/recorder.md)."""
 from __future__ import annotations
 
+from specdec_core.analysis.divergence import common_prefix as _agree
 from specdec_core.findings import finding
-from specdec_core.recorder.tape import _common as _agree, build_tapes
+from specdec_core.recorder.tape import build_tapes
 
 MAX_SHIFT = 3
 RUN = 6            # ids that must agree after the shift (fewer only when the output ends first)

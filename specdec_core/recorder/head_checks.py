@@ -1,13 +1,5 @@
-"""The head drafter's blind check (issue 35): `stale_features`, from what the recorder kept of
-each head forward (recorder/head_hooks.py).
-
-A head's KV entries whose input features differ from the cloud's last hidden states at the same
-positions, where the cloud had already run those positions in the same context, were computed
-from the head's own predicted features: for accepted tokens, vllm #14649 (lossless, lower
-acceptance). What it costs: on the rounds whose first draft was made from stale features, the
-first draft's acceptance against the first draft the head makes from the cloud's features
-(the recorder's cache-free re-run, `fresh_next`).
-"""
+"""The head drafter's blind check (issue 35): `stale_features` and what it costs, from what
+recorder/head_hooks.py kept (docs/recorder.md, "Head drafters")."""
 from __future__ import annotations
 
 from specdec_core.findings import finding

@@ -1,29 +1,12 @@
-"""Recording a head drafter (issue 35): a module fed the cloud's hidden states, passed to the
-Recorder as `drafter=` (docs/recorder.md, "Head drafters").
-
-The head is called as `drafter(features, tokens, cache=..., position_ids=...)` (EAGLE-style:
-`features` [1, n, hidden] are the features of positions p-1 for the tokens at p; `tokens` are
-ids or the cloud's input embeddings of them) and returns predicted features, read out by the
-cloud's own LM head (or logits, or an output with `.logits`). Its forwards are recorded like
-the edge's (`model: "edge"`, `module: "head"`): the ids (embeddings are matched to the cloud's
-embedding rows), the cache, and rows of the logits the cloud's LM head gives its output.
-
-Features: a forward hook on the cloud's final norm keeps the cloud's last hidden states per
-position of what its cache holds (cut at every cloud forward's cache length, as the tape is).
-The head's input features per position are kept the same way. At every head forward each
-input feature of a position whose predecessor the cloud has already run in the same context
-is compared with the cloud's feature there (cosine distance): `rec["features"]` = a per-row
-fingerprint (norm and 4 fixed projections), how many positions were checked, the stale ones.
-Where stale features fed the round's first draft, the head is run once more, cache-free, on
-the cloud's features (`fresh_next`: the first draft it would have made), so the check can say
-what the stale features cost (recorder/head_checks.py).
-"""
+"""Recording a head drafter (issue 35): the `drafter=` module fed the cloud's hidden states, its
+forwards recorded as the edge's plus the feature fingerprints (docs/recorder.md, "Head drafters")."""
 from __future__ import annotations
 
 import time
 
 import torch
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.compat import forward_cache
 from specdec_core.decoding.head import final_norm
 
@@ -116,12 +99,7 @@ class HeadWatch:
 
     def _verified(self) -> int:
         """Positions 0..v-1 whose cloud features are the cloud's in the head's own context."""
-        n = 0
-        for a, b in zip(self.ids, self.cloud_ids):
-            if a != b:
-                break
-            n += 1
-        return min(n, 0 if self.cloud_feats is None else self.cloud_feats.shape[0])
+        return min(common_prefix(self.ids, self.cloud_ids), 0 if self.cloud_feats is None else self.cloud_feats.shape[0])
 
     def _compare(self) -> dict:
         """The head's input feature at q (for position q-1) against the cloud's at q-1."""

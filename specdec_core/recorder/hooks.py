@@ -1,16 +1,6 @@
 """The flight recorder: forward hooks on the two models that log what each forward was fed and
-what it scored, without the user's decoder knowing (schema: docs/recorder.md).
-
-Pre hook (sees the kwargs as passed): input ids, position_ids, cache_position, attention-mask
-shape and the cache length BEFORE the call (caches are mutated in place, so it must be read
-here). Post hook: per scored row, argmax, top-5 ids and log-probs, entropy, vocab width, and
-the rank/log-prob of the token that follows the row in the input (what a verifier needs). The
-last row's log-probs are held until the next forward of the same model, which gives the rank
-of the token it was fed next (what a drafter needs). No full logits are stored.
-Timing (recorder/speed.py): each forward's start offset from the recording's start and its
-duration, read with perf_counter at the end of the pre hook and the start of the post hook, and
-the hooks' own cost (`pre`, `post`) so that it is never charged to the user's loop.
-"""
+what it scored, without the user's decoder knowing (docs/recorder.md, "How it records" and
+"Where the time goes"; schema in the same file)."""
 from __future__ import annotations
 
 import time

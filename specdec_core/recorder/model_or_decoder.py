@@ -1,14 +1,5 @@
-"""Text symptoms of an exact loop are the model's, not the decoder's (issue 36, item 4).
-
-A text finding (template_leak, doubling, cycle, punct_flood) says what the output looks like,
-not who made it. An exact loop emits what the cloud alone would: under sampling, any sample the
-cloud itself could draw (a correct loop at T = 1 on a clip where the cloud samples
-`<|im_start|>user…` leaks the template because the cloud does); under greedy, the cloud's own
-greedy output. Such a finding becomes a warning about the model or the prompt ("the cloud alone
-does this too"); it stays an error when the loop is not shown exact: another error finding
-(the decoder has a bug that can make the text), or, under greedy, an output that leaves the
-reference (`record --reference`: the cloud's own greedy decode) or no reference to compare.
-"""
+"""Text symptoms of an exact loop are the model's, not the decoder's (issue 36, item 4;
+docs/recorder.md, "Text symptoms of an exact loop")."""
 from __future__ import annotations
 
 from specdec_core.findings import finding

@@ -1,20 +1,11 @@
-"""A drafter that sees the text through its own tokenizer (issue 36): transformers' universal
-assisted generation (`generate(assistant_tokenizer=...)`) decodes the cloud's ids to text
-(`skip_special_tokens=True`), re-tokenizes it for the edge, lets the edge draft in its own
-vocabulary and maps the drafts back through text.
-
-The recording keeps the texts of the edge's ids (recorder/edge_vocab.py). `translate`: every edge forward is rewritten in the cloud's coordinates before
-the tapes are built: its context's text is aligned with the committed text (the cloud's ids,
-special tokens as empty text), the agreeing part becomes the committed ids, the rest is
-re-encoded with the cloud's tokenizer; its rows move to the cloud positions that end where the
-edge tokens end, and their ids to the cloud id of the same text. The rounds (drafts, rejections)
-then come out of the usual reconstruction. Found: `edge_tokenizer` (info) and, when the edge's
-prompt lost special tokens of the cloud's prompt that are not chat markers (the audio condition
-tokens, Omni's audio placeholders), `audio_missing` (warning; it explains `edge_mishears`)."""
+"""A drafter that sees the text through its own tokenizer (issue 36, universal assisted
+generation): every edge forward is rewritten in the cloud's coordinates before the tapes are
+built (docs/recorder.md, "Drafters with their own tokenizer")."""
 from __future__ import annotations
 
 from bisect import bisect_right
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.findings import finding
 from specdec_core.recorder.tape import build_tapes
 
@@ -37,15 +28,6 @@ def _cover(ends: list[int], pieces: list[str], m: int) -> int:
     while j and pieces[j - 1] == "":
         j -= 1
     return j
-
-
-def _common(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class Frame:
@@ -88,7 +70,7 @@ class Frame:
         epieces = [self.etext.get(i, "") if i is not None else "" for i in ectx]
         eends = _ends(epieces)
         text = "".join(epieces)
-        j = _cover(self.cends, self.cpieces, _common(text, self.text))
+        j = _cover(self.cends, self.cpieces, common_prefix(text, self.text))
         base = self.cends[j - 1] if j else 0
         extra = self.encode(text[base:])
         pieces = self.cpieces[:j] + [self.piece(i) for i in extra]

@@ -1,11 +1,5 @@
-"""Root cause first: findings whose evidence another finding explains get `explained_by`.
-
-One bug acting on a clip shows several symptoms: a cache never rolled back feeds the models a
-context that is not the text (context_mismatch), drafts with odd probabilities
-(hidden_draft_processing) and an unverified end; a context or stop bug shows in the text as
-doubling, a cycle or a leak. The top-level findings are the distinct mechanisms; the others stay
-in the JSON, nested under their root (the CLI reports and the page fold them).
-"""
+"""Root cause first: findings whose evidence another finding explains get `explained_by`
+(docs/findings.md, "Root cause first")."""
 from __future__ import annotations
 
 _TEXT = ("doubling", "cycle", "punct_flood", "template_leak", "length", "no_stop",

@@ -1,13 +1,5 @@
 """Reconstruction, step 2: rounds (edge drafting runs between cloud verifications) and, for
-every committed token, where it came from.
-
-A cloud forward verifies when its context agrees with the committed sequence C up to the
-current frontier K and it scored position K-1. Its drafted block is the run of positions at the
-end of its context that the edge scored in this round's drafting run; tokens it was fed between
-K and the block are catch-up. A round without drafting forwards (a lookup drafter: prompt
-lookup, n-grams) drafted every id fed past K. Acceptance = the drafted tokens that are also what was committed;
-the next committed token is the correction (or the bonus when the whole block was accepted).
-"""
+every committed token, where it came from (docs/recorder.md, "Reconstruction")."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

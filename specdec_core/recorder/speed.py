@@ -6,14 +6,10 @@ from __future__ import annotations
 from specdec_core.analysis.metrics import time_split
 from specdec_core.findings import finding
 
-# loop_overhead fires above this share of the decode's wall (minus the recorder's hooks) spent
-# outside the forwards: the decode would run >= 1.5x faster without it. Measured on the demo pair
-# (docs/recorder.md): correct.py 0.05, our decoder 0.08-0.14, HF assisted generation 0.15-0.28
-# (generate's own Python), slow_decode_text.py 0.64-0.68.
+# loop_overhead: share of the wall outside the forwards; recomputed_context: share of the
+# forwards' time spent on positions already computed for the same context. Both thresholds and
+# what they were measured on: docs/recorder.md, "Where the time goes".
 OVERHEAD_SHARE = 0.35
-# recomputed_context fires when at least this share of the forwards' time went to positions the
-# same model had computed before for the same context (correct cached loops: 0; our decoder's
-# periodic cache-free cache check: 0.03-0.06; rerun_prompt.py ~0.75, no-cache loops ~0.9).
 RECOMPUTE_SHARE = 0.25
 GAP_KINDS = {"start": "before the first forward (setup)",
              "draft": "between draft steps (per drafted token)",

@@ -1,15 +1,11 @@
-"""Reconstruction, step 1: per cache, the tape of what it held at every forward.
-
-A forward writes its input ids at positions cache_len .. cache_len+n-1 of its cache; a crop is
-seen as a shorter cache at the next call (the tape is cut there). From the tapes: each forward's
-context, which rows it scored at which positions, how far its context agrees with the committed
-sequence C = prompt + output, and which cloud rows decided which committed positions.
-"""
+"""Reconstruction, step 1: per cache, the tape of what it held at every forward
+(docs/recorder.md, "Reconstruction")."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.errors import UserError
 from specdec_core.recorder.hooks import SCHEMA
 
@@ -98,15 +94,6 @@ class Tapes:
         return len(self.prompt)
 
 
-def _common(a: list, b: list) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def build_tapes(rec: dict) -> Tapes:
     if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
         raise RecordingError(f"not a SpecScope recording (expected schema {SCHEMA!r})")
@@ -128,7 +115,7 @@ def build_tapes(rec: dict) -> Tapes:
         if L == 0 and raw["model"] != "cloud" and raw["model"] not in t.own_prompt and len(ids) >= t.P:
             t.own_prompt[raw["model"]] = ids[:t.P] if ids[:t.P] != t.prompt else None
         rows = raw.get("rows")
-        f = Fwd(raw["i"], raw["model"], raw, L, ctx, w, _common(ctx, t.ref(raw["model"])), rows)
+        f = Fwd(raw["i"], raw["model"], raw, L, ctx, w, common_prefix(ctx, t.ref(raw["model"])), rows)
         if rows:
             f.first_q = L + rows["offset"]
         t.fwds.append(f)
