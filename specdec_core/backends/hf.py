@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from specdec_core.errors import BackendError
+from specdec_core.errors import BackendError, first_line
 from specdec_core.backends.base import Backend, PromptInputs
 
 
@@ -23,7 +23,7 @@ def load_causal_lm(path: str, role: str, dtype=torch.float32, device: str = "cpu
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False,
                                                      use_safetensors=True)
     except Exception as e:  # loading errors from a user-named path are user errors
-        raise BackendError(f"cannot load {role} model from {path}: {str(e).splitlines()[0]}") from None
+        raise BackendError(f"cannot load {role} model from {path}: {first_line(e)}") from None
     return model.to(device).eval()
 
 
@@ -53,7 +53,7 @@ class HFBackend(Backend):
             try:
                 tokenizer = load_tokenizer(cloud_path)
             except Exception as e:
-                raise BackendError(f"cannot load tokenizer from {cloud_path}: {str(e).splitlines()[0]}") from None
+                raise BackendError(f"cannot load tokenizer from {cloud_path}: {first_line(e)}") from None
         self.tokenizer = tokenizer
         self.prompt = prompt
         eos = self.cloud.generation_config.eos_token_id or tokenizer.eos_token_id
