@@ -109,7 +109,7 @@ def test_tooltip_shows_the_numbers_behind_a_token(trace):
         assert alt["text"] in text and f"{alt['prob']:.2f}" in text
     corrected = strip_tags(tooltip_of(html, 11))
     assert "corrected" in corrected and "快" in corrected  # names the draft it replaced
-    assert "edge-only" in strip_tags(tooltip_of(html, 5))
+    assert "the cloud was not called" in strip_tags(tooltip_of(html, 5))
     assert ".ss-tok:hover > .ss-tip" in TOKEN_CSS
 
 

@@ -38,7 +38,30 @@ def test_no_none_in_any_tooltip(corrupted):
     page = render_tokens(trace)
     tips = re.findall(r'class="ss-tip"[^>]*>(.*?)</span></span>', page, flags=re.S) or [page]
     assert not any(re.search(r"\bNone\b|\bnull\b", t) for t in tips)
-    assert "no cloud rank was recorded" in page
+    assert "its cloud rank was not recorded" in page
+
+
+def test_a_draft_after_the_rejected_one_reads_never_scored():
+    """Drafts after the first rejection of a round were dropped with it: the cloud never scored
+    them, so their tooltip must not say the cloud rejected them."""
+    trace = {"tokens": [{"i": 0, "id": 1, "text": "a", "source": "corrected", "round": 1}],
+             "rounds": [{"round": 1, "verified": True}],
+             "rejected": [{"id": 2, "text": "b", "round": 1, "at": 0, "target_rank": 7},
+                          {"id": 3, "text": "c", "round": 1, "at": 0, "target_rank": None}]}
+    tips = re.findall(r'<span class="ss-tip-note">(.*?)</span>', render_tokens(trace))
+    assert tips[0].startswith("dropped: the cloud rejected it (its rank 7"), tips
+    assert "never scored" in tips[1] and "rejected it" not in tips[1], tips
+
+
+def test_unchecked_drafts_do_not_claim_no_cloud_call(corrupted):
+    """input_corruption commits copies in rounds that did call the cloud (cloud calls 100% of
+    rounds): their legend and tooltip say "unchecked", not "no cloud call"."""
+    m = corrupted["metrics"]
+    assert m["cloud_call_rate"] == 1.0 and m["draft_only_tokens"] > 0
+    page = render_tokens(corrupted["trace"])
+    assert "no cloud call" not in page and "edge-only" not in page
+    assert f'unchecked draft <span class="ss-legend-count">{m["draft_only_tokens"]}</span>' in page
+    assert "its round called the cloud" in page and "the cloud was not called" not in page
 
 
 def test_a_run_with_an_error_finding_is_not_green_done():

@@ -40,7 +40,8 @@ GLOSSARY: dict[str, Term] = {
     "corrections": Term("corrections", "tokens", "cloud tokens that replaced a rejected draft"),
     "bonus_tokens": Term("bonus tokens", "tokens", "cloud tokens added after a fully accepted block"),
     "draft_only_tokens": Term("edge-only tokens", "tokens",
-                              "drafts committed without a cloud call (entropy gate below threshold)"),
+                              "drafts committed without the cloud checking them (entropy gate below "
+                              "threshold, or a faulty commit in a verified round)"),
     "accepted_tokens": Term("accepted tokens", "tokens", "drafts the cloud accepted"),
     "rejected_tokens": Term("rejected drafts", "tokens", "drafts dropped after the first rejection"),
     "new_tokens": Term("new tokens", "tokens", "tokens generated after the prompt"),
