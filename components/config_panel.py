@@ -85,3 +85,18 @@ def checked_for_widgets(cfg: dict) -> dict:
     if problems:
         raise ConfigError(problems[0])
     return full
+
+
+# ---- knobs that do nothing in the chosen mode (greyed on the page, with the reason) ----------
+def inactive(cfg: dict) -> dict[str, str]:
+    """{knob: why it has no effect} for the knob values `cfg` picks (the rest apply)."""
+    out = {}
+    if cfg.get("draft_tree", "chain") == "chain":
+        out.update(tree_branch="only for a static or dynamic draft tree",
+                   tree_nodes="only for a static or dynamic draft tree")
+    if cfg.get("verify", "greedy") != "rank":
+        out["rank_threshold"] = "only for the rank acceptance rule"
+    if cfg.get("entropy_threshold") is None:
+        out.update(entropy_unit="only with an entropy threshold",
+                   verify_every="only with an entropy threshold")
+    return out
