@@ -290,9 +290,9 @@ class LiveTab:
             traceback.print_exc()
         msg = common.user_message(e)
         gr.Warning(common.toast_text(msg))
-        hidden, nothing = gr.update(visible=False), gr.update(value=None)
+        hidden = gr.update(visible=False)
         return self._pack(status_html("err", head, msg), self.view.cleared(), "",
-                          diagnostics_html(None), "", hidden, hidden, nothing, "")
+                          diagnostics_html(None), prompt_info_md(None), hidden, hidden, timing_figure(None), "")
 
 
 def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> str:
