@@ -292,3 +292,22 @@ def test_live_failed_run_clears_plots_and_upload_is_not_shared(page, tmp_path):
     assert "No tokens yet" in page.inner_text(".ss-tokens-panel")
     page.get_by_text("What the backend read from the clip").click()
     page.locator("#live-info").get_by_text("Run a clip to see").wait_for(timeout=5_000)
+
+
+def test_status_names_which_time_each_number_is():
+    """0.20 s in the status and 0.17 s in the speed-up: each labelled (wall vs decoding)."""
+    from ui.live import finished_detail
+    tr = {"tokens": [{}] * 3, "token_ids": [1, 2, 3], "ended_by": "max_tokens",
+          "metrics": {"new_tokens": 3, "wall_s": 0.2}}
+    detail = finished_detail(tr, DecodeConfig(), {"token_ids": [1, 2, 3]},
+                             {"speedup": 1.18, "decode_s": 0.17, "cloud_only_s": 0.2})
+    assert "0.20 s wall time" in detail and "0.17 s decoding vs 0.20 s cloud-only" in detail, detail
+    assert "ended by max new tokens" in detail
+
+
+def test_a_shared_fault_and_knobs_show_before_run():
+    from components.config_panel import query_to_config
+    from ui.live import shared_status
+    html = shared_status(query_to_config("faults=input_corruption&k=6"), "sad_01")
+    assert 'data-what="fault"' in html and "input_corruption" in html and "draft length k 6" in html
+    assert 'data-state="idle"' in html
