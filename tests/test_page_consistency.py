@@ -230,6 +230,8 @@ def test_live_knobs_grey_out_and_presets_fit(page):
     rank = page.locator("#live-rank_threshold input")
     assert branch.is_disabled() and rank.is_disabled()
     assert "no effect now" in page.inner_text("#live-tree_branch")
+    assert float(page.locator("#live-tree_branch").evaluate("e => getComputedStyle(e).opacity")) < 0.7
+    assert float(page.locator("#live-rank_threshold").evaluate("e => getComputedStyle(e).opacity")) < 0.7
     pick_option(page, "live-draft_tree", "static")
     page.wait_for_function("() => !document.querySelector('#live-tree_branch input[type=number]').disabled",
                            timeout=5_000)
@@ -237,6 +239,7 @@ def test_live_knobs_grey_out_and_presets_fit(page):
     pick_option(page, "live-verify", "rank")
     page.wait_for_function("() => !document.querySelector('#live-rank_threshold input').disabled",
                            timeout=5_000)
+    assert float(page.locator("#live-tree_branch").evaluate("e => getComputedStyle(e).opacity")) == 1
     # presets by name in words, the picked one's note under the box, nothing cut off
     preset = page.locator(".ss-preset").first
     preset.locator("input").click()
