@@ -71,9 +71,9 @@ def fmt(key: str, value, digits: int | None = None) -> str:
 
 
 # ---- internal names in human words (one place: the Live tab, cards and status line use these)
-ENDED_BY_WORDS = {"eos": "end of sequence", "sentence": "first sentence", "max_tokens": "max new tokens",
-                  "cycle": "a cycle (on cycle: stop)", "fault": "a fault's stop rule",
-                  "cancelled": "stopped by you", "time_limit": "time limit"}
+ENDED_BY_WORDS = {"eos": "end-of-sequence token", "sentence": "first sentence end",
+                  "max_tokens": "max new tokens", "cycle": "a cycle (on cycle: stop)",
+                  "fault": "a fault's stop rule", "cancelled": "the Stop button", "time_limit": "time limit"}
 
 
 def ended_by_words(value) -> str:

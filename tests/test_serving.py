@@ -207,7 +207,7 @@ def test_ui_stop_button_ends_the_sessions_run(server):
     c.predict(api_name="/live_stop")
     outs = list(job)
     assert time.monotonic() - t0 < 5
-    assert 'data-state="err"' in outs[-1][0] and "Stopped" in outs[-1][0] and "cancelled" in outs[-1][0]
+    assert 'data-state="err"' in outs[-1][0] and "Stopped" in outs[-1][0] and "ended by the Stop button" in outs[-1][0]
     assert_work_stops(server["pid"], idle, hot, "Stop button")
 
 

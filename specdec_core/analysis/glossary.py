@@ -66,8 +66,8 @@ GLOSSARY: dict[str, Term] = {
     "decode_s": Term("decode time", "s",
                      "wall-clock time of the speculative decode, without the time the page spent "
                      "drawing it between rounds"),
-    "ended_by": Term("ended by", "", "why decoding stopped: end of sequence, the first sentence, max new "
-                     "tokens, a cycle, a fault's stop rule, stopped by you or the time limit"),
+    "ended_by": Term("ended by", "", "why decoding stopped: the end-of-sequence token, the first sentence end, "
+                     "max new tokens, a cycle, a fault's stop rule, the Stop button or the time limit"),
     "template_leak": Term("template leak", "", "chat-template markers (<|im_end|> ...) in the output"),
     "chrf": Term("chrF", "", "character F-score against the reference description (0-100)"),
     "emotion_hit": Term("emotion hit", "", "the description names the clip's labelled emotion"),
