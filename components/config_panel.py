@@ -88,9 +88,13 @@ def checked_for_widgets(cfg: dict) -> dict:
 
 
 # ---- knobs that do nothing in the chosen mode (greyed on the page, with the reason) ----------
-def inactive(cfg: dict) -> dict[str, str]:
-    """{knob: why it has no effect} for the knob values `cfg` picks (the rest apply)."""
-    out = {}
+LINK_KNOBS = ("link_rtt_ms", "link_uplink_kbps")
+
+
+def inactive(cfg: dict, remote: bool = False) -> dict[str, str]:
+    """{knob: why it has no effect} for the knob values `cfg` picks (the rest apply); `remote`:
+    the cloud is a server, whose link is measured (the link model is for a local cloud)."""
+    out = {n: "a cloud server's link is measured, not modelled" for n in LINK_KNOBS if remote}
     if cfg.get("draft_tree", "chain") == "chain":
         out.update(tree_branch="only for a static or dynamic draft tree",
                    tree_nodes="only for a static or dynamic draft tree")

@@ -141,6 +141,10 @@ def test_inactive_knobs_and_plain_words():
 
     assert set(inactive({})) == {"tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "verify_every"}
     assert inactive({"draft_tree": "static", "verify": "rank", "entropy_threshold": 2.0}) == {}
+    assert {"link_rtt_ms", "link_uplink_kbps"} <= set(inactive({}, remote=True))
+    from ui.live import link_knobs
+    assert [u["interactive"] for u in link_knobs("http://127.0.0.1:8000")] == [False, False]
+    assert [u["interactive"] for u in link_knobs("")] == [True, True]
     for spec in KNOB_SPECS:
         text = plain(spec.help) + plain(spec.label)
         assert not re.search(r"min\(1|ln\|V\||\bnull\b|<=|==|\b[a-z]+_[a-z_]+=", text), (spec.name, text)

@@ -139,7 +139,7 @@ class KnobPanel:
         def grey(tree, verify, no_threshold, every_off):
             why = inactive({"draft_tree": tree, "verify": verify,
                             "entropy_threshold": None if no_threshold else 1.0})
-            ups = [_greyed(n, why.get(n)) for n in GREYABLE]
+            ups = [greyed(n, why.get(n)) for n in GREYABLE]
             if "verify_every" not in why:   # its slider follows its own "= k" box
                 ups[-1] = gr.update(interactive=not every_off, info=plain(SPECS_BY_NAME["verify_every"].help))
             return ups + [gr.update(interactive="verify_every" not in why)]
@@ -241,7 +241,7 @@ def _greyed_info(name: str, why: str) -> str:
     return f"no effect now: {why}. " + plain(SPECS_BY_NAME[name].help)
 
 
-def _greyed(name: str, why: str | None):
+def greyed(name: str, why: str | None):
     """The update of a knob that does nothing now (why) or applies again (None)."""
     if why:
         return gr.update(interactive=False, info=_greyed_info(name, why))

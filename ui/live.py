@@ -15,15 +15,17 @@ from components.tree_view import render_tree, tree_rounds
 from components.token_view import COLOURINGS
 from components.pair_panel import pair_panel_html
 from components.formatting import ended_by_words
-from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
+from components.config_panel import (LINK_KNOBS, SPECS_BY_NAME, checked_for_widgets, config_to_query, inactive,
+                                     query_to_config)
 from specdec_core.api import with_cloud
+from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
 from . import common
 from .cloud import checked_cloud_url, cloud_url_widget
-from .knobs import KnobPanel
+from .knobs import KnobPanel, greyed
 from .runs import Run
 from .views import Clock, TraceView
 from .gpu import gpu
@@ -143,6 +145,8 @@ class LiveTab:
         for ev in (self.audio.upload, self.audio.stop_recording):
             ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
         self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
+        self.cloud_url.change(link_knobs, self.cloud_url,
+                              [self.panel.widgets[n] for n in LINK_KNOBS], queue=False, api_visibility="private")
         self.backend.change(lambda b: gr.update(visible=b == "demo"), self.backend, self.demo_note,
                             queue=False, api_visibility="private")
         self.baseline.change(lambda on: (gr.update(visible=on),) * 2, self.baseline,
@@ -326,6 +330,12 @@ def shared_status(cfg: dict, sample: str | None) -> str:
     ctx = [("fault", f) for f in cfg.get("faults") or []]
     clip = f" on {sample}" if sample in common.sample_names() else ""
     return status_html("idle", f"Opened from a share link{clip}: press Run.", detail, ctx)
+
+
+def link_knobs(url) -> list:
+    """The link model's knobs greyed while a cloud server is picked (its link is measured)."""
+    why = inactive({}, remote=bool(url) and url != NONE)
+    return [greyed(n, why.get(n)) for n in LINK_KNOBS]
 
 
 def show_tree(rnd, trace_file):
