@@ -100,6 +100,10 @@ def inactive(cfg: dict, remote: bool = False) -> dict[str, str]:
                    tree_nodes="only for a static or dynamic draft tree")
     if cfg.get("verify", "greedy") != "rank":
         out["rank_threshold"] = "only for the rank acceptance rule"
+    if not cfg.get("temperature") and cfg.get("cycle_action", "warn") != "resample":
+        out["seed"] = "nothing is random at temperature 0"
+    if cfg.get("stop_at_first_sentence", True) is False:
+        out["min_new_tokens"] = "it only delays the first-sentence stop, which is off"
     if cfg.get("entropy_threshold") is None:
         out.update(entropy_unit="only with an entropy threshold",
                    verify_every="only with an entropy threshold")

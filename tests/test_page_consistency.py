@@ -139,8 +139,11 @@ def test_inactive_knobs_and_plain_words():
     from specdec_core.decoding.config import PRESET_HELP
     from ui.knobs import preset_choices, preset_info
 
-    assert set(inactive({})) == {"tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "verify_every"}
-    assert inactive({"draft_tree": "static", "verify": "rank", "entropy_threshold": 2.0}) == {}
+    assert set(inactive({})) == {"tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "verify_every",
+                                 "seed"}
+    assert inactive({"draft_tree": "static", "verify": "rank", "entropy_threshold": 2.0, "temperature": 0.7}) == {}
+    assert "min_new_tokens" in inactive({"stop_at_first_sentence": False})
+    assert "seed" not in inactive({"cycle_action": "resample"})
     assert {"link_rtt_ms", "link_uplink_kbps"} <= set(inactive({}, remote=True))
     from ui.live import link_knobs
     assert [u["interactive"] for u in link_knobs("http://127.0.0.1:8000")] == [False, False]

@@ -71,8 +71,9 @@ def _settings(name: str, cfg: dict) -> dict:
 
 
 # The knobs whose values decide whether another knob does anything (config_panel.inactive)
-MODE_KNOBS = ("draft_tree", "verify")
-GREYABLE = ("tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "verify_every")
+MODE_KNOBS = ("draft_tree", "verify", "temperature", "cycle_action", "stop_at_first_sentence")
+GREYABLE = ("tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "seed", "min_new_tokens",
+            "verify_every")
 
 
 class KnobPanel:
@@ -130,18 +131,20 @@ class KnobPanel:
                                              api_visibility="private")
 
     def _wire_inactive(self) -> None:
-        """Knobs that do nothing in the chosen mode (tree knobs with a chain, the rank threshold
-        with another rule, the gate's unit and period with no threshold) are greyed out, their
-        help saying why; they come back when the mode changes."""
+        """Knobs that do nothing in the chosen mode (config_panel.inactive: tree knobs with a
+        chain, the rank threshold with another rule, the gate's unit and period with no
+        threshold, the seed with nothing random) are greyed out, their help saying why; they come
+        back when the mode changes."""
         ins = [self.widgets[n] for n in MODE_KNOBS] + [self.off["entropy_threshold"], self.off["verify_every"]]
         outs = [self.widgets[n] for n in GREYABLE] + [self.off["verify_every"]]
 
-        def grey(tree, verify, no_threshold, every_off):
-            why = inactive({"draft_tree": tree, "verify": verify,
-                            "entropy_threshold": None if no_threshold else 1.0})
+        def grey(*values):
+            *modes, no_threshold, every_off = values
+            why = inactive({**dict(zip(MODE_KNOBS, modes)), "entropy_threshold": None if no_threshold else 1.0})
             ups = [greyed(n, why.get(n)) for n in GREYABLE]
             if "verify_every" not in why:   # its slider follows its own "= k" box
-                ups[-1] = gr.update(interactive=not every_off, info=plain(SPECS_BY_NAME["verify_every"].help))
+                ups[GREYABLE.index("verify_every")] = gr.update(
+                    interactive=not every_off, info=plain(SPECS_BY_NAME["verify_every"].help))
             return ups + [gr.update(interactive="verify_every" not in why)]
         for box in ins:
             box.change(grey, ins, outs, queue=False, api_visibility="private")
