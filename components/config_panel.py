@@ -89,6 +89,12 @@ def checked_for_widgets(cfg: dict) -> dict:
 
 # ---- knobs that do nothing in the chosen mode (greyed on the page, with the reason) ----------
 LINK_KNOBS = ("link_rtt_ms", "link_uplink_kbps")
+# every knob `inactive` may name; their widgets' ids end in "-<name>" (ui/knobs.py)
+GREYABLE = ("tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "seed", "min_new_tokens",
+            "verify_every") + LINK_KNOBS
+# a greyed knob looks it, its label included (only its own block: never the accordion around it)
+INACTIVE_CSS = ", ".join(f'[id$="-{n}"]:has(input:disabled), [id$="-{n}-off"]:has(input:disabled)'
+                         for n in GREYABLE) + " { opacity: .5; }\n"
 
 
 def inactive(cfg: dict, remote: bool = False) -> dict[str, str]:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import html
 
+from .config_panel import INACTIVE_CSS
+
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
     """kind: idle | run | ok | warn | err. `context`: (what, value) badges after the text (run_context):
@@ -49,12 +51,12 @@ STATUS_CSS = """
 .ss-status-fault { background: #fff1e8; border-color: #D55E00; color: #8a3200; font-weight: 600; }
 /* the prompt the backend read wraps inside its narrow panel instead of running off its edge */
 .ss-info pre, .ss-info pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: break-word; }
-/* a knob that does nothing in the chosen mode (ui/knobs.py greys it) looks it, label included */
-.block:has(input[type=range]:disabled), [id$="-rank_threshold"]:has(input:disabled),
-[id$="-entropy_unit"]:has(input:disabled) { opacity: .5; }
 /* the preset list's entries wrap rather than being cut */
 .ss-preset ul.options li { white-space: normal !important; }
 """
+
+
+STATUS_CSS += INACTIVE_CSS   # knobs that do nothing in the chosen mode (ui/knobs.py greys them)
 
 
 def prompt_info_md(info: dict | None) -> str:

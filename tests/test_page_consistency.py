@@ -247,6 +247,10 @@ def test_live_knobs_grey_out_and_presets_fit(page):
     page.wait_for_function("() => !document.querySelector('#live-rank_threshold input').disabled",
                            timeout=5_000)
     assert float(page.locator("#live-tree_branch").evaluate("e => getComputedStyle(e).opacity")) == 1
+    # only the greyed knob itself: its accordion and a knob that applies stay as they are
+    assert float(page.locator("#live-k").evaluate("e => getComputedStyle(e).opacity")) == 1
+    assert page.locator("#live-k").evaluate("e => { for (let p = e; p; p = p.parentElement) "
+                                            "if (getComputedStyle(p).opacity !== '1') return false; return true; }")
     # presets by name in words, the picked one's note under the box, nothing cut off
     preset = page.locator(".ss-preset").first
     preset.locator("input").click()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from components.config_panel import GREYABLE as PANEL_GREYABLE, LINK_KNOBS
 from components.config_panel import (KNOB_SPECS, SPECS_BY_NAME, UNIT_KNOBS, default_config, inactive,
                                      widget_settings, widget_value)
 from components.formatting import plain, words
@@ -72,8 +73,7 @@ def _settings(name: str, cfg: dict) -> dict:
 
 # The knobs whose values decide whether another knob does anything (config_panel.inactive)
 MODE_KNOBS = ("draft_tree", "verify", "temperature", "cycle_action", "stop_at_first_sentence")
-GREYABLE = ("tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "seed", "min_new_tokens",
-            "verify_every")
+GREYABLE = tuple(n for n in PANEL_GREYABLE if n not in LINK_KNOBS)   # link knobs: the cloud URL (ui/live.py)
 
 
 class KnobPanel:
