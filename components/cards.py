@@ -6,7 +6,7 @@ from specdec_core.analysis.glossary import hover, term
 from specdec_core.findings import from_json
 
 from .findings import split_explained
-from .formatting import DASH, esc, fmt, is_number, num, pct
+from .formatting import DASH, ended_by_words, esc, fmt, is_number, num, pct
 
 # Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
 HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
@@ -133,7 +133,7 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
                _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40)),
         _card(term("hanzi_count").label, num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters",
               hanzi_status, hover("hanzi_count")),
-        _card(term("ended_by").label, str(ended) if ended else DASH, "", _ended_status(ended), hover("ended_by")),
+        _card(term("ended_by").label, ended_by_words(ended), "", _ended_status(ended), hover("ended_by")),
     ]
     share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
     if is_number(share):   # only runs with an entropy threshold have it
@@ -145,7 +145,7 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     if is_number(sp.get("speedup")):
         x = sp["speedup"]
         cards.insert(0, _card(term("speedup").label, f"{x:.2f}×",
-                              f"{sp['decode_s']:.2f} s vs {sp['cloud_only_s']:.2f} s cloud-only",
+                              f"{sp['decode_s']:.2f} s decoding vs {sp['cloud_only_s']:.2f} s cloud-only",
                               "good" if x >= 1.0 else "warn",
                               hover("speedup") + "; decode time without the page's drawing between rounds"))
     return '<div class="ss-cards">' + "".join(cards) + "</div>"

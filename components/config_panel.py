@@ -85,3 +85,32 @@ def checked_for_widgets(cfg: dict) -> dict:
     if problems:
         raise ConfigError(problems[0])
     return full
+
+
+# ---- knobs that do nothing in the chosen mode (greyed on the page, with the reason) ----------
+LINK_KNOBS = ("link_rtt_ms", "link_uplink_kbps")
+# every knob `inactive` may name; their widgets' ids end in "-<name>" (ui/knobs.py)
+GREYABLE = ("tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "seed", "min_new_tokens",
+            "verify_every") + LINK_KNOBS
+# a greyed knob looks it, its label included (only its own block: never the accordion around it)
+INACTIVE_CSS = ", ".join(f'[id$="-{n}"]:has(input:disabled), [id$="-{n}-off"]:has(input:disabled)'
+                         for n in GREYABLE) + " { opacity: .5; }\n"
+
+
+def inactive(cfg: dict, remote: bool = False) -> dict[str, str]:
+    """{knob: why it has no effect} for the knob values `cfg` picks (the rest apply); `remote`:
+    the cloud is a server, whose link is measured (the link model is for a local cloud)."""
+    out = {n: "a cloud server's link is measured, not modelled" for n in LINK_KNOBS if remote}
+    if cfg.get("draft_tree", "chain") == "chain":
+        out.update(tree_branch="only for a static or dynamic draft tree",
+                   tree_nodes="only for a static or dynamic draft tree")
+    if cfg.get("verify", "greedy") != "rank":
+        out["rank_threshold"] = "only for the rank acceptance rule"
+    if not cfg.get("temperature") and cfg.get("cycle_action", "warn") != "resample":
+        out["seed"] = "nothing is random at temperature 0"
+    if cfg.get("stop_at_first_sentence", True) is False:
+        out["min_new_tokens"] = "it only delays the first-sentence stop, which is off"
+    if cfg.get("entropy_threshold") is None:
+        out.update(entropy_unit="only with an entropy threshold",
+                   verify_every="only with an entropy threshold")
+    return out

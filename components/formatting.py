@@ -68,3 +68,47 @@ def fmt(key: str, value, digits: int | None = None) -> str:
         text = f"{value:.{2 if digits is None else digits}f}"
     short_unit = {"tokens per cloud call": "tokens/call"}.get(unit, unit)
     return f"{text} {short_unit}" if short_unit else text
+
+
+# ---- internal names in human words (one place: the Live tab, cards and status line use these)
+ENDED_BY_WORDS = {"eos": "end-of-sequence token", "sentence": "first sentence end",
+                  "max_tokens": "max new tokens", "cycle": "a cycle (on cycle: stop)",
+                  "fault": "a fault's stop rule", "cancelled": "the Stop button", "time_limit": "time limit"}
+
+
+def ended_by_words(value) -> str:
+    """Why a run ended, in words ('max_tokens' -> 'max new tokens'); DASH when unknown."""
+    if not value:
+        return DASH
+    return ENDED_BY_WORDS.get(str(value), words(str(value)))
+
+
+def words(name: str) -> str:
+    """A snake_case name read as words: 'seed000_fixed' -> 'seed 000 fixed'."""
+    import re
+
+    return re.sub(r"(?<=[a-z])(?=\d)", " ", str(name).replace("_", " ")).strip()
+
+
+# Notation of the knob schema and the presets (exact, for the CLI and docs) -> words for the page
+PLAIN_WORDS = (
+    ("min(1, p/q)", "accept with probability cloud p ÷ edge p (at most 1)"),
+    ("draft == cloud argmax", "the draft is the cloud's top choice"),
+    ("cloud rank <= rank_threshold", "the cloud ranks the draft within the rank threshold"),
+    ("For verify=rank:", "With the rank rule:"),
+    ("(in entropy_unit)", "(in the unit picked below)"),
+    ("a fraction of ln|V| (the largest entropy on the draft vocabulary)",
+     "a share of the largest entropy possible on the draft vocabulary"),
+    ("(× ln|V|)", "(share of max entropy)"),
+    ("·ln|V|", " × max entropy"),
+    ("ln|V|", "max entropy"),
+    ("after min_new_tokens", "after min new tokens"),
+)
+
+
+def plain(text: str) -> str:
+    """A help line, label or preset note with its formulas and knob names in words."""
+    out = str(text or "")
+    for raw, said in PLAIN_WORDS:
+        out = out.replace(raw, said)
+    return out

@@ -7,7 +7,7 @@ also varies shape (solid / dashed / boxed / dotted) so colour is never the only 
 SOURCE_COLORS = {
     "accepted": "#009E73",   # bluish green: edge draft the cloud agreed with
     "corrected": "#D55E00",  # vermillion: the cloud replaced a rejected draft
-    "draft": "#0072B2",      # blue: committed without any cloud call
+    "draft": "#0072B2",      # blue: committed without the cloud checking it
     "bonus": "#CC79A7",      # reddish purple: free extra cloud token after a fully accepted block
 }
 # Light tints of the same hues for token backgrounds (dark text stays readable on them).
@@ -20,7 +20,7 @@ SOURCE_TINTS = {
 SOURCE_LABELS = {
     "accepted": "accepted",
     "corrected": "corrected",
-    "draft": "draft-only (no cloud call)",
+    "draft": "unchecked draft",   # the cloud never checked it (gate, or a faulty commit)
     "bonus": "bonus",
 }
 REJECTED_COLOR = "#7A7A7A"

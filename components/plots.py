@@ -72,16 +72,31 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
     """
     trace = trace or {}
     tokens = trace.get("tokens") or []
-    rounds = trace.get("rounds") or []
     fig = go.Figure()
     _layout(fig, "Draft entropy per token", "token index", "entropy (nats)")
     if not tokens:
         return _empty(fig, "no tokens yet")
-
     xs = [t.get("i", n) for n, t in enumerate(tokens)]
     ys = [t.get("entropy") if is_number(t.get("entropy")) else None for t in tokens]
-    # the line joins the tokens in order; one marker trace per source, so that the legend names
-    # each colour the points have (draft-only included) in that colour
+    _add_source_points(fig, tokens, xs, ys)
+    finite = [y for y in ys if y is not None]
+    rej_by_at: dict[int, dict] = {}
+    for r in trace.get("rejected") or []:
+        if isinstance(r.get("at"), int):
+            rej_by_at.setdefault(r["at"], r)
+    finite += [r["entropy"] for r in rej_by_at.values() if is_number(r.get("entropy"))]
+    thr = _threshold_of(trace, threshold)
+    top = max(finite + [thr if thr is not None and math.isfinite(thr) else 0.0, 0.5]) * 1.12
+    _add_calls_and_corrections(fig, trace, tokens, rej_by_at, top)
+    _add_threshold(fig, trace, thr)
+    fig.update_yaxes(range=[0, top * 1.05], rangemode="tozero")
+    add_dependence_curve(fig, tokens, xs)
+    return fig
+
+
+def _add_source_points(fig: go.Figure, tokens: list[dict], xs: list, ys: list) -> None:
+    """The line joins the tokens in order; one marker trace per source, so that the legend names
+    each colour the points have (unchecked drafts included) in that colour."""
     fig.add_trace(go.Scatter(x=xs, y=ys, name="entropy", mode="lines", line=dict(color="#8c959f", width=1.5),
                              hoverinfo="skip"))
     for source in ("accepted", "corrected", "bonus", "draft"):
@@ -97,23 +112,19 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
                           "<br>entropy %{y:.2f} nats<extra></extra>",
         ))
 
-    finite = [y for y in ys if y is not None]
-    rej_by_at: dict[int, dict] = {}
-    for r in trace.get("rejected") or []:
-        if isinstance(r.get("at"), int):
-            rej_by_at.setdefault(r["at"], r)
-    finite += [r["entropy"] for r in rej_by_at.values() if is_number(r.get("entropy"))]
-    thr = _threshold_of(trace, threshold)
-    top = max(finite + [thr if thr is not None and math.isfinite(thr) else 0.0, 0.5]) * 1.12
 
-    starts = [r.get("start") for r in rounds if r.get("verified") and isinstance(r.get("start"), int)]
+def _add_calls_and_corrections(fig: go.Figure, trace: dict, tokens: list[dict], rej_by_at: dict,
+                               top: float) -> None:
+    """▼ at the start of each verified block; × where the cloud corrected a draft, at the
+    entropy of the rejected draft at the same index."""
+    starts = [r.get("start") for r in trace.get("rounds") or []
+              if r.get("verified") and isinstance(r.get("start"), int)]
     if starts:
         fig.add_trace(go.Scatter(
             x=starts, y=[top] * len(starts), name="cloud call", mode="markers",
             marker=dict(symbol="triangle-down", size=9, color=CLOUD_CALL_COLOR),
             hovertemplate="cloud verified the block starting at #%{x}<extra></extra>",
         ))
-    # The edge's entropy where it was overruled is that of the rejected draft at the same index.
     corr = [(t.get("i", n), rej_by_at.get(n, {}).get("entropy")) for n, t in enumerate(tokens)
             if t.get("source") == "corrected"]
     if corr:
@@ -124,21 +135,20 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
             hovertemplate="cloud corrected #%{x} (rejected draft entropy %{y:.2f})<extra></extra>",
         ))
 
+
+def _add_threshold(fig: go.Figure, trace: dict, thr) -> None:
+    """The gate's threshold line, labelled above the plot area (never over the points), or a
+    note saying there is none."""
     if thr is not None and math.isfinite(thr):
-        # the label sits above the plot area (right), never over the points and markers
         fig.add_hline(y=thr, line=dict(color=SOURCE_COLORS["corrected"], dash="dash", width=1.5))
         fig.add_annotation(text=threshold_label(trace, thr), showarrow=False, xref="paper", yref="paper",
                            x=1.0, y=1.0, xanchor="right", yanchor="bottom",
                            font=dict(size=11, color=SOURCE_COLORS["corrected"]))
-    else:
-        note = ("threshold inf: the cloud is never called" if thr is not None
-                else "threshold off: the cloud verifies every block")
-        fig.add_annotation(text=note, showarrow=False,
-                           xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
-                           font=dict(size=11, color=NEUTRAL_COLOR))
-    fig.update_yaxes(range=[0, top * 1.05], rangemode="tozero")
-    add_dependence_curve(fig, tokens, xs)
-    return fig
+        return
+    note = ("threshold inf: the cloud is never called" if thr is not None
+            else "threshold off: the cloud verifies every block")
+    fig.add_annotation(text=note, showarrow=False, xref="paper", yref="paper", x=0.0, y=1.0,
+                       xanchor="left", yanchor="bottom", font=dict(size=11, color=NEUTRAL_COLOR))
 
 
 DEPENDENCE_COLOR = "#7544BD"   # violet, as the token view's audio-dependence colouring

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import html
 
+from .config_panel import INACTIVE_CSS
+
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
     """kind: idle | run | ok | warn | err. `context`: (what, value) badges after the text (run_context):
@@ -47,21 +49,29 @@ STATUS_CSS = """
 .ss-status-tag { font-size: 12px; padding: 1px 7px; border-radius: 9px; background: #fff; border: 1px solid #d8dee4;
   color: #424a53; font-family: ui-monospace, monospace; }
 .ss-status-fault { background: #fff1e8; border-color: #D55E00; color: #8a3200; font-weight: 600; }
+/* the prompt the backend read wraps inside its narrow panel instead of running off its edge */
+.ss-info pre, .ss-info pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: break-word; }
+/* the preset list's entries wrap rather than being cut */
+.ss-preset ul.options li { white-space: normal !important; }
 """
+
+
+STATUS_CSS += INACTIVE_CSS   # knobs that do nothing in the chosen mode (ui/knobs.py greys them)
 
 
 def prompt_info_md(info: dict | None) -> str:
     info = info or {}
     parts = []
-    if info.get("prosody_text"):
-        parts.append(f"**Prosody read from the clip:** {info['prosody_text']}")
+    prosody = prosody_words(info)
+    if prosody:
+        parts.append(f"**Prosody read from the clip:** {prosody}")
     if info.get("prosody_normalisation"):
         how = {"speaker": "per speaker (the manifest's speaker column)",
                "clip": "none, single clip (voice register estimated from its F0)"}
         line = how.get(info["prosody_normalisation"], str(info["prosody_normalisation"]))
         note = f": {info['prosody_note']}" if info.get("prosody_note") else ""
         parts.append(f"**Speaker normalisation:** {line}{note}")
-    if info.get("condition_tokens"):
+    if info.get("condition_tokens"):   # the tokens as the model reads them: raw on purpose
         parts.append("**Condition tokens:** " + " ".join(f"`{t}`" for t in info["condition_tokens"]))
     audio = info.get("audio") or {}
     if audio:
@@ -75,3 +85,27 @@ def prompt_info_md(info: dict | None) -> str:
         parts.append("**Prompt:**\n```\n" + str(info["prompt"]) + "\n```")
     return "\n\n".join(parts) or "_Run a clip to see what the backend read from it._"
 
+
+
+# (feature, words, how its value reads): the prosody the backend measured, in words
+PROSODY_WORDS = (("pitch", "pitch", lambda v: f"{v:+.1f} semitones from the voice's reference"),
+                 ("pvar", "pitch variation", lambda v: f"{v:.1f} semitones"),
+                 ("energy", "loudness", lambda v: f"{v:.1f} dBFS"),
+                 ("rate", "speech rate", lambda v: f"{v:.1f} syllable nuclei per second"),
+                 ("pause", "pauses", lambda v: f"{100 * v:.0f}% of the speaking time"))
+
+
+def prosody_words(info: dict) -> str:
+    """'pitch low (-3.1 semitones from the voice's reference), pitch variation flat (0.2
+    semitones), ...' from the trace info's measured values and bins; the backend's own
+    one-line text when it gave no bins."""
+    values, bins = info.get("prosody") or {}, info.get("bins") or {}
+    if not bins:
+        return str(info.get("prosody_text") or "")
+    out = []
+    for feat, name, how in PROSODY_WORDS:
+        if feat in bins:
+            v = values.get(feat)
+            unit = f" ({how(float(v))})" if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+            out.append(f"{name} {bins[feat]}{unit}")
+    return ", ".join(out)

@@ -110,14 +110,18 @@ def _tooltip(rec: dict, kind: str, index_label: str, note: str = "") -> str:
     )
 
 
-def _token_span(tok: dict, in_cycle: bool, dropped: list[dict], colour: str = "source") -> str:
+def _token_span(tok: dict, in_cycle: bool, dropped: list[dict], colour: str = "source",
+                verified_rounds: frozenset = frozenset()) -> str:
     source = str(tok.get("source") or "unknown")
     i = tok.get("i")
     note = ""
     if source == "corrected" and dropped:
         note = "replaced rejected draft 「" + "".join(visible(r.get("text")) for r in dropped[:1]) + "」"
+    elif source == "draft" and tok.get("round") in verified_rounds:
+        note = ("unchecked: its round called the cloud, but this token was not among the drafts "
+                "the cloud checked (the commit added it)")
     elif source == "draft":
-        note = "edge-only: the cloud was not called for this block"
+        note = "unchecked: the cloud was not called for this block"
     elif source == "bonus":
         note = "extra cloud token after a fully accepted block"
     if in_cycle:
@@ -131,12 +135,17 @@ def _token_span(tok: dict, in_cycle: bool, dropped: list[dict], colour: str = "s
     )
 
 
-def _rejected_span(rej: dict) -> str:
+def _rejected_span(rej: dict, first: bool = True) -> str:
+    """`first`: the first dropped draft of its round, the one the cloud judged and rejected; the
+    drafts after it were dropped with it, never scored by the cloud."""
     at = rej.get("at")
     head = f"draft of round {rej.get('round', DASH)}"   # the tooltip's kind label says "rejected"
     rank = rej.get("target_rank")
-    note = ("dropped: the cloud rejected it" + (f" (its rank {rank} under the cloud)" if rank is not None else
-            " (no cloud rank was recorded for it)"))
+    if not first and rank is None:
+        note = "dropped unscored: an earlier draft of its round was rejected, so the cloud never scored this one"
+    else:
+        note = "dropped: the cloud rejected it" + (f" (its rank {rank} under the cloud)"
+                                                   if rank is not None else " (its cloud rank was not recorded)")
     if at is not None:
         note += f"; replaced by token #{at}"
     return (
@@ -196,7 +205,24 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
     tokens = list(trace.get("tokens") or [])
     rejected = list(trace.get("rejected") or [])
     in_cycle = cycle_indices(trace) if highlight_cycles else set()
+    groups = _round_groups(_trace_items(trace, tokens, rejected, in_cycle, colour))
+    counts: dict[str, int] = {}
+    for tok in tokens:
+        counts[tok.get("source")] = counts.get(tok.get("source"), 0) + 1
+    n_cycle = len([i for i in in_cycle if 0 <= i < len(tokens)])
+    body = "".join(groups) if groups else f'<span class="ss-empty">{esc(empty)}</span>'
+    caret = '<span class="ss-caret" aria-hidden="true">▍</span>' if live else ""
+    return (
+        '<div class="ss-trace">'
+        + _legend(counts, len(rejected), n_cycle)
+        + "".join(colour_legend(c, hidden=c != colour) for c in COLOURINGS[1:])
+        + f'<div class="ss-tokens">{body}{caret}</div></div>'
+    )
 
+
+def _trace_items(trace: dict, tokens: list[dict], rejected: list[dict], in_cycle: set,
+                 colour: str) -> list[tuple[object, str]]:
+    """(round, html) items in display order: rejected drafts sit just before their correction."""
     by_at: dict[int, list[dict]] = {}
     trailing: list[dict] = []  # rejected with no committed replacement yet (mid-stream)
     for rej in rejected:
@@ -205,21 +231,31 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
             by_at.setdefault(at, []).append(rej)
         else:
             trailing.append(rej)
+    verified = frozenset(r.get("round") for r in trace.get("rounds") or [] if r.get("verified"))
+    seen_rounds: set = set()
 
-    # (round, html) items in display order: rejected drafts sit just before their correction.
+    def rej_span(rej: dict) -> str:
+        first = rej.get("round") not in seen_rounds
+        seen_rounds.add(rej.get("round"))
+        return _rejected_span(rej, first)
+
     items: list[tuple[object, str]] = []
     fd = (trace.get("reference") or {}).get("first_divergence")   # bug or numerics? (issue 27)
     for n, tok in enumerate(tokens):
-        i = tok.get("i", n)
         dropped = by_at.get(n, [])
-        items += [(rej.get("round"), _rejected_span(rej)) for rej in dropped]
+        items += [(rej.get("round"), rej_span(rej)) for rej in dropped]
         if fd and fd.get("index") == n:
             items.append((tok.get("round"), divergence_marker(fd)))
-        items.append((tok.get("round"), _token_span(tok, i in in_cycle, dropped, colour)))
-    items += [(rej.get("round"), _rejected_span(rej)) for rej in trailing]
+        items.append((tok.get("round"), _token_span(tok, tok.get("i", n) in in_cycle, dropped, colour,
+                                                    verified)))
+    items += [(rej.get("round"), rej_span(rej)) for rej in trailing]
     if fd and fd.get("index") == len(tokens) and tokens:
         items.append((tokens[-1].get("round"), divergence_marker(fd)))
+    return items
 
+
+def _round_groups(items: list[tuple[object, str]]) -> list[str]:
+    """Consecutive items of one round wrapped together, alternating underlines."""
     groups: list[str] = []
     current, buf, parity = object(), [], 0
     for rnd, frag in items:
@@ -231,23 +267,7 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
         buf.append(frag)
     if buf:
         groups.append(_round_group(current, buf, parity))
-
-    counts: dict[str, int] = {}
-    for tok in tokens:
-        counts[tok.get("source")] = counts.get(tok.get("source"), 0) + 1
-    n_cycle = len([i for i in in_cycle if 0 <= i < len(tokens)])
-
-    if groups:
-        body = "".join(groups)
-    else:
-        body = f'<span class="ss-empty">{esc(empty)}</span>'
-    caret = '<span class="ss-caret" aria-hidden="true">▍</span>' if live else ""
-    return (
-        '<div class="ss-trace">'
-        + _legend(counts, len(rejected), n_cycle)
-        + "".join(colour_legend(c, hidden=c != colour) for c in COLOURINGS[1:])
-        + f'<div class="ss-tokens">{body}{caret}</div></div>'
-    )
+    return groups
 
 
 # ---- the colourings: by source (default), by audio dependence, by cloud rank (GLTR) ----------

@@ -68,10 +68,10 @@ def test_live_tab_streams_coloured_tokens_with_tooltips(page, artifacts):
     assert all(k in text for k in ("id", "round", "entropy", "edge p", "cloud p", "cloud rank")), text
     assert page.locator(".ss-card").count() >= 8
     assert page.locator("#live-diagnostics .ss-finding, #live-diagnostics .ss-none").count() >= 1
-    # the entropy plot's legend names every colour its points have, draft-only included
+    # the entropy plot's legend names every colour its points have, unchecked drafts included
     plot = page.locator(".js-plotly-plot", has_text="Draft entropy per token").first
     legend = plot.locator(".legendtext").all_text_contents()
-    assert "draft-only (no cloud call)" in legend and "accepted" in legend, legend
+    assert "unchecked draft" in legend and "accepted" in legend, legend
     # a rejected draft's tooltip names its round once and says "rejected" once
     rej = page.locator(".ss-tokens .ss-tok[data-source=rejected]").first
     rej.hover()

@@ -109,7 +109,7 @@ def test_tooltip_shows_the_numbers_behind_a_token(trace):
         assert alt["text"] in text and f"{alt['prob']:.2f}" in text
     corrected = strip_tags(tooltip_of(html, 11))
     assert "corrected" in corrected and "快" in corrected  # names the draft it replaced
-    assert "edge-only" in strip_tags(tooltip_of(html, 5))
+    assert "the cloud was not called" in strip_tags(tooltip_of(html, 5))
     assert ".ss-tok:hover > .ss-tip" in TOKEN_CSS
 
 
@@ -526,7 +526,7 @@ def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
     card = bad[: bad.index("</div></div>")]
     assert 'data-status="warn"' in card and "lossy" in card and "target &gt; 60%" not in card
     sp = metric_cards(m, "detailed", speedup={"speedup": 1.4, "decode_s": 1.0, "cloud_only_s": 1.4})
-    assert "1.40×" in sp and "1.00 s vs 1.40 s cloud-only" in sp
+    assert "1.40×" in sp and "1.00 s decoding vs 1.40 s cloud-only" in sp
 
 
 def test_clean_recording_says_nothing_was_found_and_steps_are_named():

@@ -90,6 +90,5 @@ def test_no_function_over_60_lines_in_specdec_core():
     assert _long_functions("specdec_core") == []
 
 
-@pytest.mark.xfail(strict=False, reason="split by the page work")
 def test_no_function_over_60_lines_in_components_and_ui():
     assert _long_functions("components", "ui") == []

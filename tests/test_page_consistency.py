@@ -38,7 +38,30 @@ def test_no_none_in_any_tooltip(corrupted):
     page = render_tokens(trace)
     tips = re.findall(r'class="ss-tip"[^>]*>(.*?)</span></span>', page, flags=re.S) or [page]
     assert not any(re.search(r"\bNone\b|\bnull\b", t) for t in tips)
-    assert "no cloud rank was recorded" in page
+    assert "its cloud rank was not recorded" in page
+
+
+def test_a_draft_after_the_rejected_one_reads_never_scored():
+    """Drafts after the first rejection of a round were dropped with it: the cloud never scored
+    them, so their tooltip must not say the cloud rejected them."""
+    trace = {"tokens": [{"i": 0, "id": 1, "text": "a", "source": "corrected", "round": 1}],
+             "rounds": [{"round": 1, "verified": True}],
+             "rejected": [{"id": 2, "text": "b", "round": 1, "at": 0, "target_rank": 7},
+                          {"id": 3, "text": "c", "round": 1, "at": 0, "target_rank": None}]}
+    tips = re.findall(r'<span class="ss-tip-note">(.*?)</span>', render_tokens(trace))
+    assert tips[0].startswith("dropped: the cloud rejected it (its rank 7"), tips
+    assert "never scored" in tips[1] and "rejected it" not in tips[1], tips
+
+
+def test_unchecked_drafts_do_not_claim_no_cloud_call(corrupted):
+    """input_corruption commits copies in rounds that did call the cloud (cloud calls 100% of
+    rounds): their legend and tooltip say "unchecked", not "no cloud call"."""
+    m = corrupted["metrics"]
+    assert m["cloud_call_rate"] == 1.0 and m["draft_only_tokens"] > 0
+    page = render_tokens(corrupted["trace"])
+    assert "no cloud call" not in page and "edge-only" not in page
+    assert f'unchecked draft <span class="ss-legend-count">{m["draft_only_tokens"]}</span>' in page
+    assert "its round called the cloud" in page and "the cloud was not called" not in page
 
 
 def test_a_run_with_an_error_finding_is_not_green_done():
@@ -106,3 +129,199 @@ def test_accepted_length_plot_ticks_stay_on_its_rounds(corrupted):
     lo, hi = fig.layout.xaxis.range
     assert lo == min(rounds) - 0.5 and hi == max(rounds) + 0.5
     assert fig.layout.xaxis.tick0 == min(rounds) and float(fig.layout.xaxis.dtick).is_integer()
+
+
+def test_inactive_knobs_and_plain_words():
+    """Knobs that do nothing in the chosen mode are named with the reason; presets, help and
+    ended-by values read as words, not as formulas or snake_case."""
+    from components.config_panel import KNOB_SPECS, inactive
+    from components.formatting import ended_by_words, plain
+    from specdec_core.decoding.config import PRESET_HELP
+    from ui.knobs import preset_choices, preset_info
+
+    assert set(inactive({})) == {"tree_branch", "tree_nodes", "rank_threshold", "entropy_unit", "verify_every",
+                                 "seed"}
+    assert inactive({"draft_tree": "static", "verify": "rank", "entropy_threshold": 2.0, "temperature": 0.7}) == {}
+    assert "min_new_tokens" in inactive({"stop_at_first_sentence": False})
+    assert "seed" not in inactive({"cycle_action": "resample"})
+    assert {"link_rtt_ms", "link_uplink_kbps"} <= set(inactive({}, remote=True))
+    from ui.live import link_knobs
+    assert [u["interactive"] for u in link_knobs("http://127.0.0.1:8000")] == [False, False]
+    assert [u["interactive"] for u in link_knobs("")] == [True, True]
+    for spec in KNOB_SPECS:
+        text = plain(spec.help) + plain(spec.label)
+        assert not re.search(r"min\(1|ln\|V\||\bnull\b|<=|==|\b[a-z]+_[a-z_]+=", text), (spec.name, text)
+    for label, name in preset_choices():
+        assert "_" not in label, label
+        assert "ln|V|" not in preset_info(name)
+    assert "max entropy" in preset_info("fluency_first") and "fluency_first" in PRESET_HELP
+    assert ended_by_words("max_tokens") == "max new tokens" and ended_by_words(None) == "—"
+
+
+def test_prosody_reads_as_words():
+    from components.status import prompt_info_md
+    info = {"prosody": {"pitch": -3.14, "pvar": 0.2, "energy": -28.8, "rate": 3.48, "pause": 0.22},
+            "bins": {"pitch": "low", "pvar": "flat", "energy": "low", "rate": "slow", "pause": "many"},
+            "prosody_text": "pitch=-3.1st(low) pvar=0.2st(flat)"}
+    md = prompt_info_md(info)
+    assert "pitch=" not in md and "pitch low (-3.1 semitones" in md and "pauses many (22%" in md
+
+
+# ---- in a real browser ----------------------------------------------------------------------
+def _browser_page():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    from browser_util import app_server, launch_chromium
+    return playwright_api, app_server, launch_chromium
+
+
+@pytest.fixture(scope="module")
+def page():
+    playwright_api, app_server, launch_chromium = _browser_page()
+    with app_server() as url, playwright_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        pg = browser.new_page(viewport={"width": 1500, "height": 1000})
+        pg.base_url = url
+        yield pg
+        browser.close()
+
+
+def _tips(page) -> list[str]:
+    return page.eval_on_selector_all(".ss-tokens .ss-tip", "els => els.map(e => e.textContent)")
+
+
+@pytest.mark.browser
+def test_live_input_corruption_reads_one_way(page):
+    """A share link with a fault: the fault shows before Run; the run's counts agree (unchecked
+    drafts beside 100% cloud calls, mean acceptance length <= k + 1), no 'None' in a tooltip,
+    not a green Done with an error, the plots' round axis stays on its rounds."""
+    from browser_util import wait_state
+    page.goto(page.base_url + "?faults=input_corruption&k=4&sample=sad_01")
+    page.wait_for_selector("#live-status [data-state=idle]")
+    page.wait_for_function("() => document.querySelector('#live-status')?.innerText.includes('share link')",
+                           timeout=15_000)
+    status = page.inner_text("#live-status")
+    assert "fault: input_corruption" in status and "Opened from a share link on sad_01" in status, status
+    page.click("#live-run")
+    page.wait_for_selector("#live-status [data-state=run]", timeout=20_000)
+    state = wait_state(page, "live-status", timeout=120_000)
+    status = page.inner_text("#live-status")
+    errors = page.locator("#live-diagnostics [data-severity=error]").count()
+    assert not (state == "ok" and errors), status
+    if errors:
+        assert state == "err" and "✔" not in status, status
+    legend = page.inner_text(".ss-legend")
+    assert "no cloud call" not in legend and "unchecked draft" in legend, legend
+    calls = page.locator(".ss-card", has_text="cloud calls").first.inner_text()
+    assert "100% of rounds" in calls, calls
+    mal = page.locator(".ss-card", has_text="mean acceptance length").first
+    assert 1 <= float(mal.locator(".ss-card-value").inner_text()) <= 5
+    tips = _tips(page)
+    assert tips and not any(re.search(r"\bNone\b|\bnull\b", t) for t in tips)
+    ended = page.locator(".ss-card", has_text="ended by").first.locator(".ss-card-value").inner_text()
+    assert "_" not in ended and "_" not in status.split("ended by")[1].split("·")[0], (ended, status)
+    page.get_by_text("What the backend read from the clip").click()
+    info = page.locator("#live-info")
+    info.get_by_text("Prompt:").wait_for(timeout=5_000)
+    assert "pitch=" not in info.inner_text()
+    pre = info.locator("pre").first
+    assert pre.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the prompt box is cut off"
+
+
+@pytest.mark.browser
+def test_live_knobs_grey_out_and_presets_fit(page):
+    from browser_util import pick_option
+    page.goto(page.base_url)
+    page.wait_for_selector("#live-run")
+    page.wait_for_timeout(800)
+    branch = page.locator("#live-tree_branch input[type=number]")
+    rank = page.locator("#live-rank_threshold input")
+    assert branch.is_disabled() and rank.is_disabled()
+    assert "no effect now" in page.inner_text("#live-tree_branch")
+    assert float(page.locator("#live-tree_branch").evaluate("e => getComputedStyle(e).opacity")) < 0.7
+    assert float(page.locator("#live-rank_threshold").evaluate("e => getComputedStyle(e).opacity")) < 0.7
+    pick_option(page, "live-draft_tree", "static")
+    page.wait_for_function("() => !document.querySelector('#live-tree_branch input[type=number]').disabled",
+                           timeout=5_000)
+    assert "no effect now" not in page.inner_text("#live-tree_branch")
+    pick_option(page, "live-verify", "rank")
+    page.wait_for_function("() => !document.querySelector('#live-rank_threshold input').disabled",
+                           timeout=5_000)
+    assert float(page.locator("#live-tree_branch").evaluate("e => getComputedStyle(e).opacity")) == 1
+    # only the greyed knob itself: its accordion and a knob that applies stay as they are
+    assert float(page.locator("#live-k").evaluate("e => getComputedStyle(e).opacity")) == 1
+    assert page.locator("#live-k").evaluate("e => { for (let p = e; p; p = p.parentElement) "
+                                            "if (getComputedStyle(p).opacity !== '1') return false; return true; }")
+    # presets by name in words, the picked one's note under the box, nothing cut off
+    preset = page.locator(".ss-preset").first
+    preset.locator("input").click()
+    options = page.locator(".ss-preset [role=option]").all_inner_texts()
+    assert options and not any("_" in o for o in options), options
+    page.locator(".ss-preset [role=option]", has_text="fluency first").first.click()
+    page.wait_for_function("() => document.querySelector('.ss-preset').innerText.includes('max entropy')",
+                           timeout=5_000)
+    box = preset.locator("input")
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), box.input_value()
+    assert "ln|V|" not in page.inner_text(".ss-side")
+
+
+@pytest.mark.browser
+def test_live_failed_run_clears_plots_and_upload_is_not_shared(page, tmp_path):
+    """A failed run leaves nothing of the previous run (plots included); a share link made
+    after an upload says the clip is not in it."""
+    import shutil
+    from browser_util import wait_state
+    page.goto(page.base_url + "?max_new_tokens=12")
+    page.wait_for_selector("#live-run")
+    page.wait_for_timeout(800)
+    page.click("#live-run")
+    assert wait_state(page, "live-status", timeout=120_000) in ("ok", "warn", "err")
+    page.locator(".js-plotly-plot", has_text="Draft entropy per token").first.wait_for(timeout=20_000)
+    # an uploaded (real) clip: the share link carries the knobs only, and says so
+    clip = tmp_path / "mine.wav"
+    shutil.copy(CLIP, clip)
+    page.locator("#live-audio button[aria-label=Clear]").click()
+    page.locator("#live-audio input[type=file]").set_input_files(str(clip))
+    page.wait_for_timeout(1500)
+    page.get_by_text("Export & share").click()
+    page.get_by_role("button", name="make share link").click()
+    page.wait_for_function("() => document.querySelector('#live-share-note')?.innerText.includes('cannot be shared')",
+                           timeout=10_000)
+    link = page.locator("#live-share-link textarea, #live-share-link input").first.input_value()
+    assert "sample=" not in link and "max_new_tokens=12" in link, link
+    # now a run that fails: a file that is not audio
+    bad = tmp_path / "notes.wav"
+    bad.write_text("this is not audio", encoding="utf-8")
+    page.locator("#live-audio button[aria-label=Clear]").click()
+    page.locator("#live-audio input[type=file]").set_input_files(str(bad))
+    page.wait_for_selector("#live-status [data-state=err]", timeout=20_000)
+    page.click("#live-run")
+    page.wait_for_function("() => document.querySelector('#live-status')?.innerText.includes('Could not run')",
+                           timeout=30_000)
+    # every plot back to its empty figure: no bars, no points, the fresh page's notes
+    page.wait_for_function("() => document.querySelectorAll('#live-timing .bars path, .ss-cards .ss-card').length === 0"
+                           " && [...document.querySelectorAll('.js-plotly-plot')].filter(e =>"
+                           " /Draft entropy|Accepted length|Acceptance by draft/.test(e.textContent))"
+                           ".every(e => e.querySelectorAll('.scatterlayer .point, .barlayer .point').length === 0)",
+                           timeout=15_000)
+    assert "No tokens yet" in page.inner_text(".ss-tokens-panel")
+    page.get_by_text("What the backend read from the clip").click()
+    page.locator("#live-info").get_by_text("Run a clip to see").wait_for(timeout=5_000)
+
+
+def test_status_names_which_time_each_number_is():
+    """0.20 s in the status and 0.17 s in the speed-up: each labelled (wall vs decoding)."""
+    from ui.live import finished_detail
+    tr = {"tokens": [{}] * 3, "token_ids": [1, 2, 3], "ended_by": "max_tokens",
+          "metrics": {"new_tokens": 3, "wall_s": 0.2}}
+    detail = finished_detail(tr, DecodeConfig(), {"token_ids": [1, 2, 3]},
+                             {"speedup": 1.18, "decode_s": 0.17, "cloud_only_s": 0.2})
+    assert "0.20 s wall time" in detail and "0.17 s decoding vs 0.20 s cloud-only" in detail, detail
+    assert "ended by max new tokens" in detail
+
+
+def test_a_shared_fault_and_knobs_show_before_run():
+    from components.config_panel import query_to_config
+    from ui.live import shared_status
+    html = shared_status(query_to_config("faults=input_corruption&k=6"), "sad_01")
+    assert 'data-what="fault"' in html and "input_corruption" in html and "draft length k 6" in html
+    assert 'data-state="idle"' in html

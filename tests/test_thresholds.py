@@ -287,7 +287,7 @@ def test_panel_applies_a_frac_preset_with_the_units_range(tabs):
     assert "entropy_unit" in panel.names
     ups = panel.updates_for(preset_config("quality_first"))
     thr = _update(panel, ups, "entropy_threshold")
-    assert (thr["value"], thr["minimum"], thr["maximum"]) == (0.272, 0.0, 1.0) and "ln|V|" in thr["label"]
+    assert (thr["value"], thr["minimum"], thr["maximum"]) == (0.272, 0.0, 1.0) and "max entropy" in thr["label"]
     assert _update(panel, ups, "entropy_unit")["value"] == "frac"
     back = panel.updates_for(preset_config("classic"))          # threshold off, unit nats again
     thr = _update(panel, back, "entropy_threshold")
@@ -309,7 +309,7 @@ def test_live_tab_json_and_share_link_carry_the_unit(tabs):
     assert json.loads(text)["entropy_unit"] == "frac"
     ups = live.json_to_knobs(text, *values)
     assert _update(live.panel, ups, "entropy_threshold")["maximum"] == 1.0
-    q = live.share_query("", *values)
+    q, note = live.share_query("", None, *values)
     assert "entropy_unit=frac" in q and "entropy_threshold=0.3" in q
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from components.config_panel import (KNOB_SPECS, SPECS_BY_NAME, UNIT_KNOBS, default_config,
+from components.config_panel import GREYABLE as PANEL_GREYABLE, LINK_KNOBS
+from components.config_panel import (KNOB_SPECS, SPECS_BY_NAME, UNIT_KNOBS, default_config, inactive,
                                      widget_settings, widget_value)
+from components.formatting import plain, words
 from specdec_core.decoding.config import PRESET_HELP, PRESETS
 from specdec_core.decoding.faults import FAULTS
 
@@ -34,7 +36,15 @@ LAYOUT = [
 
 
 def preset_choices() -> list[tuple[str, str]]:
-    return [("custom (keep knobs)", CUSTOM)] + [(f"{n} — {PRESET_HELP.get(n, '')}", n) for n in PRESETS]
+    return [("custom (keep knobs)", CUSTOM)] + [(words(n), n) for n in PRESETS]
+
+
+PRESET_INFO = "fills the knobs below from the source notes"
+
+
+def preset_info(name: str) -> str:
+    """The preset dropdown's help: what the picked preset sets (its name alone fits the box)."""
+    return plain(PRESET_HELP[name]) if name in PRESET_HELP else PRESET_INFO
 
 
 def fault_choices() -> list[tuple[str, str]]:
@@ -55,6 +65,17 @@ def preset_config(name: str, keep: dict | None = None) -> dict:
     return cfg
 
 
+def _settings(name: str, cfg: dict) -> dict:
+    """widget_settings with the label in words."""
+    out = widget_settings(name, cfg)
+    return {**out, "label": plain(out["label"])}
+
+
+# The knobs whose values decide whether another knob does anything (config_panel.inactive)
+MODE_KNOBS = ("draft_tree", "verify", "temperature", "cycle_action", "stop_at_first_sentence")
+GREYABLE = tuple(n for n in PANEL_GREYABLE if n not in LINK_KNOBS)   # link knobs: the cloud URL (ui/live.py)
+
+
 class KnobPanel:
     """Builds the widgets inside the current Blocks context; `inputs` is the flat widget list."""
 
@@ -66,7 +87,7 @@ class KnobPanel:
         self.off: dict[str, gr.Checkbox] = {}
         suffix = f" ({side})" if side else ""
         self.preset = gr.Dropdown(preset_choices(), value=CUSTOM, label="preset" + suffix,
-                                  info="fills the knobs below from the source notes",
+                                  info=PRESET_INFO,
                                   elem_classes="ss-preset")
         for title, is_open, names in LAYOUT:
             with gr.Accordion(title + suffix, open=is_open and open_first):
@@ -96,6 +117,9 @@ class KnobPanel:
             else:
                 box.change(lambda off: gr.update(interactive=not off, visible=not off), box,
                            self.widgets[name], queue=False, api_visibility="private")
+        self._wire_inactive()
+        self.preset.input(lambda n: gr.update(info=preset_info(n)), self.preset, self.preset,
+                          queue=False, api_visibility="private")
         self.preset.input(self._apply_preset, [self.preset, *self.inputs], self.inputs,
                           queue=False, api_visibility="private")
         for unit, names in UNIT_KNOBS.items():
@@ -106,16 +130,35 @@ class KnobPanel:
                                              self.widgets[name], queue=False,
                                              api_visibility="private")
 
+    def _wire_inactive(self) -> None:
+        """Knobs that do nothing in the chosen mode (config_panel.inactive: tree knobs with a
+        chain, the rank threshold with another rule, the gate's unit and period with no
+        threshold, the seed with nothing random) are greyed out, their help saying why; they come
+        back when the mode changes."""
+        ins = [self.widgets[n] for n in MODE_KNOBS] + [self.off["entropy_threshold"], self.off["verify_every"]]
+        outs = [self.widgets[n] for n in GREYABLE] + [self.off["verify_every"]]
+
+        def grey(*values):
+            *modes, no_threshold, every_off = values
+            why = inactive({**dict(zip(MODE_KNOBS, modes)), "entropy_threshold": None if no_threshold else 1.0})
+            ups = [greyed(n, why.get(n)) for n in GREYABLE]
+            if "verify_every" not in why:   # its slider follows its own "= k" box
+                ups[GREYABLE.index("verify_every")] = gr.update(
+                    interactive=not every_off, info=plain(SPECS_BY_NAME["verify_every"].help))
+            return ups + [gr.update(interactive="verify_every" not in why)]
+        for box in ins:
+            box.change(grey, ins, outs, queue=False, api_visibility="private")
+
     @staticmethod
     def _unit_switch(unit: str, name: str):
         """The unit picker changed: the knob's widget takes that unit's range and label."""
         def switch(picked, value):
             cfg = {unit: picked}
-            return gr.update(value=widget_value(name, cfg, value), **widget_settings(name, cfg))
+            return gr.update(value=widget_value(name, cfg, value), **_settings(name, cfg))
         return switch
 
     def _widget(self, spec) -> None:
-        label, info = spec.label, spec.help
+        label, info = plain(spec.label), plain(spec.help)
         if spec.nullable:
             with gr.Group():
                 self.off[spec.name] = gr.Checkbox(value=spec.default is None, label=spec.off_label,
@@ -130,6 +173,10 @@ class KnobPanel:
                                                     interactive=spec.default is not None,
                                                     visible=spec.default is not None or bool(lead),
                                                     elem_id=f"{self.prefix}-{spec.name}")
+                why = inactive(default_config()).get(spec.name)
+                if why:
+                    self.off[spec.name].interactive = False
+                    self.widgets[spec.name].info = _greyed_info(spec.name, why)
             return
         eid = f"{self.prefix}-{spec.name}"
         if spec.kind == "slider":
@@ -143,6 +190,9 @@ class KnobPanel:
             w = gr.Checkbox(value=spec.default, label=label, info=info, elem_id=eid)
         else:
             w = gr.Dropdown(list(spec.choices), value=spec.default, label=label, info=info, elem_id=eid)
+        why = inactive(default_config()).get(spec.name)
+        if why:
+            w.interactive, w.info = False, _greyed_info(spec.name, why)
         self.widgets[spec.name] = w
 
     # ---- values <-> config dict ------------------------------------------------------------
@@ -170,7 +220,7 @@ class KnobPanel:
             v = cfg.get(name, SPECS_BY_NAME[name].default)
             unit = {}
             if SPECS_BY_NAME[name].unit_knob:   # the range of the unit cfg picks
-                unit = widget_settings(name, cfg)
+                unit = _settings(name, cfg)
                 if v is None:
                     unit["value"] = widget_value(name, cfg, None)
             if name in self.off and v is None:
@@ -188,3 +238,14 @@ class KnobPanel:
         if name == CUSTOM:
             return [gr.skip()] * len(self.inputs)
         return self.updates_for(preset_config(name, keep=self.to_config(values)))
+
+
+def _greyed_info(name: str, why: str) -> str:
+    return f"no effect now: {why}. " + plain(SPECS_BY_NAME[name].help)
+
+
+def greyed(name: str, why: str | None):
+    """The update of a knob that does nothing now (why) or applies again (None)."""
+    if why:
+        return gr.update(interactive=False, info=_greyed_info(name, why))
+    return gr.update(interactive=True, info=plain(SPECS_BY_NAME[name].help))

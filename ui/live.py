@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import traceback
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
@@ -14,15 +14,18 @@ from components.timing_plot import timing_figure
 from components.tree_view import render_tree, tree_rounds
 from components.token_view import COLOURINGS
 from components.pair_panel import pair_panel_html
-from components.config_panel import SPECS_BY_NAME, checked_for_widgets, config_to_query, query_to_config
+from components.formatting import ended_by_words
+from components.config_panel import (LINK_KNOBS, SPECS_BY_NAME, checked_for_widgets, config_to_query, inactive,
+                                     query_to_config)
 from specdec_core.api import with_cloud
+from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 
 from . import common, limits
 from .cloud import checked_cloud_url, cloud_url_widget
-from .knobs import KnobPanel
+from .knobs import KnobPanel, greyed
 from .runs import Run
 from .views import Clock, TraceView
 from .gpu import gpu
@@ -71,20 +74,7 @@ class LiveTab:
                                               min_width=70)
                 gr.Markdown("### Knobs", elem_classes="ss-h")
                 self.panel = KnobPanel(prompt_type_widget=self.prompt_type, id_prefix="live")
-                with gr.Accordion("Export & share", open=False):
-                    with gr.Row():
-                        self.dl_trace = gr.DownloadButton("trace JSON", visible=False, size="sm")
-                        self.dl_results = gr.DownloadButton("results JSON", visible=False, size="sm")
-                    self.config_json = gr.Code(language="json", label="config JSON", interactive=True,
-                                               lines=6, elem_id="live-config-json")
-                    with gr.Row():
-                        self.to_json_btn = gr.Button("knobs → JSON", size="sm")
-                        self.from_json_btn = gr.Button("JSON → knobs", size="sm")
-                    self.share_btn = gr.Button("make share link", size="sm")
-                    self.query = gr.Textbox(visible=False)
-                    self.share_link = gr.Textbox(label="share link (opens the page with these knobs)",
-                                                 buttons=["copy"], interactive=False,
-                                                 elem_id="live-share-link")
+                self._export_widgets()
             with gr.Column(scale=3, min_width=560):
                 self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
                                       elem_id="live-status", js_on_load=None)
@@ -103,8 +93,27 @@ class LiveTab:
                                                    js_on_load=None)
                     with gr.Column(scale=2):
                         with gr.Accordion("What the backend read from the clip", open=False):
-                            self.info = gr.Markdown(prompt_info_md(None))
+                            self.info = gr.Markdown(prompt_info_md(None), elem_classes="ss-info",
+                                                    elem_id="live-info")
         self._wire()
+
+    def _export_widgets(self):
+        """Downloads, the config as JSON, and the share link (with its note)."""
+        with gr.Accordion("Export & share", open=False):
+            with gr.Row():
+                self.dl_trace = gr.DownloadButton("trace JSON", visible=False, size="sm")
+                self.dl_results = gr.DownloadButton("results JSON", visible=False, size="sm")
+            self.config_json = gr.Code(language="json", label="config JSON", interactive=True,
+                                       lines=6, elem_id="live-config-json")
+            with gr.Row():
+                self.to_json_btn = gr.Button("knobs → JSON", size="sm")
+                self.from_json_btn = gr.Button("JSON → knobs", size="sm")
+            self.share_btn = gr.Button("make share link", size="sm")
+            self.query = gr.Textbox(visible=False)
+            self.share_link = gr.Textbox(label="share link (opens the page with these knobs)",
+                                         buttons=["copy"], interactive=False,
+                                         elem_id="live-share-link")
+            self.share_note = gr.Markdown("", elem_classes="ss-note", elem_id="live-share-note")
 
     def _vs_cloud_widgets(self):
         """Right under the final text: the speed-up over cloud-only and the text diff against it
@@ -138,6 +147,8 @@ class LiveTab:
         for ev in (self.audio.upload, self.audio.stop_recording):
             ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
         self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
+        self.cloud_url.change(link_knobs, self.cloud_url,
+                              [self.panel.widgets[n] for n in LINK_KNOBS], queue=False, api_visibility="private")
         self.backend.change(lambda b: gr.update(visible=b == "demo"), self.backend, self.demo_note,
                             queue=False, api_visibility="private")
         self.baseline.change(lambda on: (gr.update(visible=on),) * 2, self.baseline,
@@ -146,24 +157,30 @@ class LiveTab:
                                api_visibility="private")
         self.from_json_btn.click(self.json_to_knobs, [self.config_json, *self.panel.inputs],
                                  self.panel.inputs, queue=False, api_visibility="private")
-        self.share_btn.click(self.share_query, [self.sample, *self.panel.inputs], self.query,
-                             queue=False, api_visibility="private").then(
+        self.share_btn.click(self.share_query, [self.sample, self.audio, *self.panel.inputs],
+                             [self.query, self.share_note], queue=False, api_visibility="private").then(
             None, self.query, self.share_link, js=SHARE_JS, api_visibility="private")
 
+    @property
+    def load_outputs(self) -> list:
+        """What a share link sets on load: the knobs, the sample, and the status line saying so."""
+        return [*self.panel.inputs, self.sample, self.status]
+
     def on_load(self, request: gr.Request):
-        """Share links: knob values (and the sample) from the page's query string."""
+        """Share links: knob values (and the sample) from the page's query string; the status
+        line names the faults and the knobs the link changed, before anything runs."""
         params = dict(getattr(request, "query_params", {}) or {})
         n = len(self.panel.inputs)
         if not params:
-            return [gr.skip()] * (n + 1)
+            return [gr.skip()] * (n + 2)
         try:
             cfg = checked_for_widgets(query_to_config(urlencode(params)))
         except ConfigError as e:
             gr.Warning(common.toast_text(f"share link ignored: {e}"))
-            return [gr.skip()] * (n + 1)
+            return [gr.skip()] * (n + 2)
         sample = params.get("sample")
         sample_up = gr.update(value=sample) if sample in common.sample_names() else gr.skip()
-        return [*self.panel.updates_for(cfg), sample_up]
+        return [*self.panel.updates_for(cfg), sample_up, shared_status(cfg, sample)]
 
     # ------------------------------------------------------------------ handlers
     def pick_sample(self, name):
@@ -192,7 +209,9 @@ class LiveTab:
             return [gr.skip()] * len(self.panel.inputs)
         return self.panel.updates_for(cfg)
 
-    def share_query(self, sample, *values):
+    def share_query(self, sample, audio, *values):
+        """The link's query and a note: an uploaded clip stays on this machine, so a link made
+        after an upload carries the knobs only, and says so."""
         cfg = self.panel.to_config(values)
         try:
             DecodeConfig.from_dict(cfg)
@@ -201,7 +220,8 @@ class LiveTab:
         q = config_to_query(cfg)
         if sample:
             q = (q + "&" if q else "") + urlencode({"sample": sample})
-        return q
+        note = "" if sample or not audio else UPLOAD_NOT_SHARED
+        return q, note
 
     def _pack(self, status=None, view=None, baseline=None, diagnostics=None, info=None,
               dl_trace=None, dl_results=None, timing=None, vs_cloud=None):
@@ -217,8 +237,7 @@ class LiveTab:
         try:
             cfg = DecodeConfig.from_dict(self.panel.to_config(knobs))
         except ConfigError as e:
-            gr.Warning(common.toast_text(str(e)))
-            yield self._pack(status_html("err", "Invalid knobs", str(e)))
+            yield self._failed(e, "Invalid knobs")
             return
         hidden = gr.update(visible=False)
         yield self._pack(status_html("run", "Reading the clip…"), self.view.reset(),
@@ -270,24 +289,25 @@ class LiveTab:
             gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
             timing_figure(tr), vs)
 
-    def _failed(self, e: Exception) -> list:
-        """A failed run: its one-line reason, and every output cleared (plots included)."""
+    def _failed(self, e: Exception, head: str = "Could not run") -> list:
+        """A failed run (bad knobs included): its one-line reason, and every output cleared
+        (plots included): nothing of the previous run may stay beside the error."""
         if not isinstance(e, UserError):
             traceback.print_exc()
         msg = common.user_message(e)
         gr.Warning(common.toast_text(msg))
-        hidden, nothing = gr.update(visible=False), gr.update(value=None)
-        return self._pack(status_html("err", "Could not run", msg), self.view.cleared(), "",
-                          diagnostics_html(None), "", hidden, hidden, nothing, "")
+        hidden = gr.update(visible=False)
+        return self._pack(status_html("err", head, msg), self.view.cleared(), "",
+                          diagnostics_html(None), prompt_info_md(None), hidden, hidden, timing_figure(None), "")
 
 
 def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> str:
     """The finished status line's detail: tokens, wall time, what ended it, the cloud-only
     comparison (its speed-up uses decoding time, said so) and the findings' summary."""
     m = tr.get("metrics") or {}
-    ended = tr.get("ended_by") or "—"
+    ended = tr.get("ended_by")
     detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s wall time · "
-              f"ended by {ended}" + (f" ({cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
+              f"ended by {ended_by_words(ended)}" + (f" ({cfg.time_limit_s:g} s)" if ended == "time_limit" else ""))
     if baseline is not None:
         same = baseline["token_ids"] == tr.get("token_ids")
         fd = baseline.get("first_divergence")
@@ -297,6 +317,27 @@ def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> st
             detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
                        f"{sp['cloud_only_s']:.2f} s cloud-only)")
     return detail + findings_summary(tr.get("diagnostics"))
+
+
+UPLOAD_NOT_SHARED = ("⚠ An uploaded or recorded clip cannot be shared: this link carries the knobs "
+                     "only and opens with the default sample clip.")
+
+
+def shared_status(cfg: dict, sample: str | None) -> str:
+    """The status line of a page opened from a share link: the clip, the knobs the link changed
+    and a badge per fault, before Run."""
+    changed = [f"{SPECS_BY_NAME[k].label} {v}" for k, v in parse_qsl(config_to_query(cfg))
+               if k not in ("faults", "prompt_type")]
+    detail = ("knobs from the link: " + ", ".join(changed)) if changed else "default knobs"
+    ctx = [("fault", f) for f in cfg.get("faults") or []]
+    clip = f" on {sample}" if sample in common.sample_names() else ""
+    return status_html("idle", f"Opened from a share link{clip}: press Run.", detail, ctx)
+
+
+def link_knobs(url) -> list:
+    """The link model's knobs greyed while a cloud server is picked (its link is measured)."""
+    why = inactive({}, remote=bool(url) and url != NONE)
+    return [greyed(n, why.get(n)) for n in LINK_KNOBS]
 
 
 def show_tree(rnd, trace_file):

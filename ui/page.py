@@ -66,7 +66,7 @@ def build_demo() -> gr.Blocks:
                 from .inspect import InspectTab
                 InspectTab()
         add_api()
-        demo.load(live.on_load, None, [*live.panel.inputs, live.sample], api_visibility="private")
+        demo.load(live.on_load, None, live.load_outputs, api_visibility="private")
     return demo
 
 

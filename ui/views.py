@@ -77,11 +77,12 @@ class TraceView:
                 *[gr.skip()] * n_figs]
 
     def cleared(self) -> list:
-        """Every output emptied, the plots included: after a failed run nothing of the previous
-        run may stay on the page."""
-        n_figs = 2 if self.position is None else 3
-        return [render_tokens(None), warnings_html(None), "", metric_cards(None),
-                *[gr.update(value=None)] * n_figs]
+        """Every output emptied, the plots back to their empty figures (as on a fresh page):
+        after a failed run nothing of the previous run may stay on the page."""
+        figs = [entropy_figure(None), accepted_length_figure(None)]
+        if self.position is not None:
+            figs.append(position_acceptance_figure(None))
+        return [render_tokens(None), warnings_html(None), "", metric_cards(None), *figs]
 
     def values(self, live, prompt_type: str | None = None, plots: bool | None = None,
                clock: Clock | None = None, speedup: dict | None = None) -> list:

@@ -40,7 +40,8 @@ GLOSSARY: dict[str, Term] = {
     "corrections": Term("corrections", "tokens", "cloud tokens that replaced a rejected draft"),
     "bonus_tokens": Term("bonus tokens", "tokens", "cloud tokens added after a fully accepted block"),
     "draft_only_tokens": Term("edge-only tokens", "tokens",
-                              "drafts committed without a cloud call (entropy gate below threshold)"),
+                              "drafts committed without the cloud checking them (entropy gate below "
+                              "threshold, or a faulty commit in a verified round)"),
     "accepted_tokens": Term("accepted tokens", "tokens", "drafts the cloud accepted"),
     "rejected_tokens": Term("rejected drafts", "tokens", "drafts dropped after the first rejection"),
     "new_tokens": Term("new tokens", "tokens", "tokens generated after the prompt"),
@@ -65,8 +66,8 @@ GLOSSARY: dict[str, Term] = {
     "decode_s": Term("decode time", "s",
                      "wall-clock time of the speculative decode, without the time the page spent "
                      "drawing it between rounds"),
-    "ended_by": Term("ended by", "", "why decoding stopped: eos | sentence | max_tokens | cycle | "
-                     "fault | cancelled | time_limit"),
+    "ended_by": Term("ended by", "", "why decoding stopped: the end-of-sequence token, the first sentence end, "
+                     "max new tokens, a cycle, a fault's stop rule, the Stop button or the time limit"),
     "template_leak": Term("template leak", "", "chat-template markers (<|im_end|> ...) in the output"),
     "chrf": Term("chrF", "", "character F-score against the reference description (0-100)"),
     "emotion_hit": Term("emotion hit", "", "the description names the clip's labelled emotion"),
