@@ -146,3 +146,29 @@ def test_omni_recording_drilldown_shows_audio_span_and_rope_delta(recorded):
     assert audio_html(recorded["correct"]["recording"]) == ""
     assert audio_html(dict(rec, audio=None)) == "" and 'data-audio' not in round_html(
         recorded["correct"]["recording"], 1)
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda r: r.pop("out_ids"), "missing 'out_ids'"),
+    (lambda r: r.pop("prompt_ids"), "missing 'prompt_ids'"),
+    (lambda r: r.update(declared="k=4"), "'declared' is a text, not an object"),
+    (lambda r: r["forwards"][1].update(position_ids=7), "forward 1's 'position_ids' is a number"),
+    (lambda r: r["forwards"][1].update(rows="x"), "forward 1's 'rows' is a text, not an object"),
+    (lambda r: r["forwards"][1]["rows"].pop("argmax"), "forward 1's scores ('rows') miss 'argmax'"),
+    (lambda r: r["forwards"][1]["rows"].update(top_logp=None), "'top_logp' is null"),
+    (lambda r: r["forwards"][1]["rows"].update(entropy=[]), "rows disagree in length"),
+])
+def test_malformed_upload_names_the_field_not_an_exception(recorded, mutate, words):
+    """Issue 37: a recording with a missing or mistyped field is refused with the field's name
+    and what it should be, never an exception name (KeyError, TypeError) or a generic line."""
+    import copy
+
+    from ui.inspect import analyze_upload
+
+    rec = copy.deepcopy(recorded["correct"]["recording"])
+    mutate(rec)
+    with pytest.raises(UserError) as e:
+        analyze_upload(json.dumps(rec))
+    msg = str(e.value)
+    assert words in msg and "\n" not in msg, msg
+    assert not any(x in msg for x in ("KeyError", "TypeError", "AttributeError", "wrong type or shape"))
