@@ -172,3 +172,31 @@ def test_malformed_upload_names_the_field_not_an_exception(recorded, mutate, wor
     msg = str(e.value)
     assert words in msg and "\n" not in msg, msg
     assert not any(x in msg for x in ("KeyError", "TypeError", "AttributeError", "wrong type or shape"))
+
+
+def test_evidence_reads_as_key_value_lines_with_ids_as_text(recorded):
+    """Issue 37: evidence is `key: value` lines, not a Python repr; token ids carry their text
+    and a long id list shows as (cut) text with its length, not 40 raw ids."""
+    import re
+
+    from components.findings import SHOWN_IDS, evidence_lines
+    from ui.inspect import _texts
+
+    texts = _texts()
+    found = recorded["no_resync"]["findings"]
+    html = findings_html(found, texts)
+    evs = re.findall(r'<div class="ss-rf-evl">(.*?)</div>', html)
+    assert evs and not any(ch in line for line in evs for ch in ("{'", "['", "={", "=["))
+    ends = [f["evidence"] for f in found if f["code"] == "unverified_end"]
+    assert ends and f"tokens: «{texts(ends[0]['tokens'][0])}" in "".join(evidence_lines(ends[0], texts))
+    ids = (recorded["no_resync"]["recording"]["out_ids"] * 3)[:SHOWN_IDS + 16]
+    line = evidence_lines({"tokens": ids}, texts)[0]
+    assert line == "tokens: «" + "".join(texts(i) for i in ids[:SHOWN_IDS]) + f"…» ({len(ids)} tokens)", line
+    stale = next(f for f in found if f["code"] == "stale_cache")["evidence"]
+    line = next(x for x in evidence_lines(stale, texts) if x.startswith("tokens:"))
+    fed, com = stale["tokens"]["fed"], stale["tokens"]["committed"]
+    assert line == f"tokens: fed {fed} «{texts(fed)}» · committed {com} «{texts(com)}»"
+    assert "position: " in "".join(evidence_lines(stale, texts)) and "«" not in next(
+        x for x in evidence_lines(stale, texts) if x.startswith("position:"))
+    assert evidence_lines({"lost": list(range(30)), "n_lost": 30}) == [
+        "lost: 0, 1, 2, 3, 4, 5, 6, 7, … (30 in all)", "n lost: 30"]

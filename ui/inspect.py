@@ -324,7 +324,7 @@ class InspectTab:
         path = common.write_json(f"recording-{label}", rec)
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
-                + (findings_html(res["findings"]) if res["findings"] or res["ok"]
+                + (findings_html(res["findings"], _texts()) if res["findings"] or res["ok"]
                    else run_error_html(res["error"] or "unknown error")), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
