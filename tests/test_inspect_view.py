@@ -200,3 +200,68 @@ def test_evidence_reads_as_key_value_lines_with_ids_as_text(recorded):
         x for x in evidence_lines(stale, texts) if x.startswith("position:"))
     assert evidence_lines({"lost": list(range(30)), "n_lost": 30}) == [
         "lost: 0, 1, 2, 3, 4, 5, 6, 7, … (30 in all)", "n lost: 30"]
+
+
+def test_token_count_is_lives_and_says_the_stop_token():
+    """Issue 37: recording `correct` and the Live decoder on the same clip and knobs produce the
+    same ids, and both counts come from one place (metrics new_tokens, the stop token included
+    as Live counts it); the Inspect line says that the last token is the stop token."""
+    from components.inspect_view import counts_line, recording_counts
+    from specdec_core.api import load_backend, prepare
+    from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.decoding.decoder import SpeculativeDecoder
+    from ui.inspect import record_example
+
+    res = record_example("correct", "angry_01", max_new_tokens=64)
+    demo = load_backend("demo")
+    cfg = DecodeConfig(k=4, max_new_tokens=64, stop_at_first_sentence=False)
+    live = SpeculativeDecoder(demo, cfg, dependence=False).run(
+        prepare(demo, "sample_audio/angry_01.wav", cfg)).to_dict()
+    assert live["token_ids"] == res["trace"]["token_ids"] and live["ended_by"] == res["trace"]["ended_by"] == "eos"
+    c = recording_counts(res["trace"], res["recording"])
+    assert c["tokens"] == live["metrics"]["new_tokens"] == len(live["tokens"]) == recording_counts(live, None)["tokens"]
+    assert counts_line(c).startswith(f"{c['tokens']} tokens (the last, <|im_end|>, is the stop token)")
+
+
+def test_no_resync_counts_agree_and_say_what_each_counts(recorded):
+    """Issue 37: rounds (as the recorder rebuilds them), cloud calls (= cloud forwards, the
+    drill-down's steps) and unchecked drafts (the legend's count) are each defined once and the
+    line says how they relate: no '14 cloud calls' beside '3 rounds' unexplained."""
+    from components.inspect_view import counts_line, recording_counts
+
+    res = recorded["no_resync"]
+    tr, rec = res["trace"], res["recording"]
+    c = recording_counts(tr, rec)
+    steps = [label for label, _ in round_choices(rec) if label.startswith("cloud call")]
+    assert c["calls"] == len(steps) == sum(f["model"] == "cloud" for f in rec["forwards"])
+    assert c["rounds"] == len(tr["rounds"]) and c["checked"] == tr["metrics"]["cloud_calls"]
+    assert c["unchecked"] == tr["metrics"]["draft_only_tokens"]
+    assert c["calls"] > c["checked"] and c["unchecked"] > 0          # the bug's signature
+    line = counts_line(c)
+    assert (f"{c['rounds']} rounds rebuilt from what was committed: {c['checked']} checked by a cloud call, "
+            f"{c['rounds'] - c['checked']} not") in line
+    assert (f"{c['calls']} cloud calls (forwards of the cloud): {c['checked']} checked a round, "
+            f"{c['calls'] - c['checked']} checked nothing that was committed") in line
+    assert f"{c['unchecked']} unchecked drafts" in line
+    assert line in round_html(rec, 1, None, c)            # the drill-down says the same
+    ok = recording_counts(recorded["correct"]["trace"], recorded["correct"]["recording"])
+    assert "each checked by a cloud call" in counts_line(ok) and "nothing" not in counts_line(ok)
+
+
+def test_a_recording_whose_run_failed_is_never_read_as_clean(recorded):
+    """Issue 37: an uploaded recording with an `error` (or a `record` output whose result
+    failed) shows the error, no green 'No findings' card; pooled, its row is not 'no error'."""
+    from components.inspect_view import pooled_html
+    from ui.inspect import analyze_pool, analyze_upload
+
+    rec = dict(recorded["correct"]["recording"], error="decode raised ValueError: boom")
+    cli = {"backend": "demo", "results": [{"audio": "x.wav", "ok": False, "error": "decoder failed: boom",
+                                           "recording": recorded["correct"]["recording"]}]}
+    for raw, err in ((json.dumps(rec), "ValueError: boom"), (json.dumps(cli), "decoder failed: boom")):
+        res = analyze_upload(raw)
+        assert not res["ok"] and err in res["error"]
+    entries, _ = analyze_pool([("bad", json.dumps(rec)), ("good", json.dumps(recorded["correct"]["recording"]))])
+    html = pooled_html(entries)
+    bad_row = html[html.index('data-label="bad"'):html.index('data-label="good"')]
+    assert "no error" not in bad_row and "the run ended in an error: decode raised ValueError: boom" in bad_row
+    assert "no error" in html[html.index('data-label="good"'):]

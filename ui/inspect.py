@@ -15,8 +15,8 @@ import gradio as gr
 
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_html
-from components.inspect_view import (pooled_findings_html, run_error_html, pooled_html, pooled_trace, round_choices,
-                                     round_html)
+from components.inspect_view import (counts_line, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
+                                     round_choices, round_html, run_error_html)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
 from components.token_view import render_tokens
@@ -108,12 +108,21 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
             "trace": td, "recording": recording}
 
 
+def _with_error(result: dict) -> dict:
+    """A `record` CLI result's recording, with the result's error (a decoder that raised) kept:
+    a failed run is never read as a clean one."""
+    rec = result["recording"]
+    if result.get("error") and not rec.get("error"):
+        rec = dict(rec, error=str(result["error"]))
+    return rec
+
+
 def parse_recording(raw: str) -> dict:
     """A recording JSON, or a `record` CLI output (its first result) -> the recording dict,
     checked (size, nesting, caps, consistency: recorder/validate.py)."""
     obj = parse_json(raw)
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
-        recs = [r.get("recording") for r in obj["results"] if isinstance(r, dict) and r.get("recording")]
+        recs = [_with_error(r) for r in obj["results"] if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
         obj = recs[0] if recs else None
     if isinstance(obj, dict) and isinstance(obj.get("recording"), dict):
         obj = obj["recording"]
@@ -182,7 +191,7 @@ def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
     except UserError as e:
         raise UserError(f"{label}: {e}") from None
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
-        out = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", r["recording"])
+        out = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", _with_error(r))
                for i, r in enumerate(obj["results"], 1)
                if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
         if out:
@@ -208,7 +217,7 @@ def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
                 raise
             except Exception as e:  # noqa: BLE001
                 raise unreadable(e, name) from None
-            entries.append({"label": name, "ok": not rec.get("error"), "findings": findings,
+            entries.append({"label": name, "ok": not rec.get("error"), "error": rec.get("error"), "findings": findings,
                             "trace": trace.to_dict(), "recording": rec})
     return entries, pooled_findings(entries)
 
@@ -318,18 +327,19 @@ class InspectTab:
         kind = "err" if (errs or not res["ok"]) else "ok"
         n = len(res["findings"])
         found = "no findings" if n == 0 else f"{n} finding(s), {errs} error(s)"
-        detail = res["error"] or f"{found}; {len(tr.get('tokens') or [])} tokens, " \
-                                 f"{len(rec.get('forwards') or [])} forwards"
+        counts = recording_counts(tr, rec)
+        detail = res["error"] or f"{found}; {counts_line(counts)}"
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
+        texts = _texts()
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
-                + (findings_html(res["findings"], _texts()) if res["findings"] or res["ok"]
+                + (findings_html(res["findings"], texts) if res["findings"] or res["ok"]
                    else run_error_html(res["error"] or "unknown error")), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
-                round_html(rec, 1, _texts(), len(tr.get("rounds") or [])), path,
-                {"recording": rec, "trace_rounds": len(tr.get("rounds") or [])}, timing_figure(tr)]
+                round_html(rec, 1, texts, counts), path,
+                {"recording": rec, "counts": counts}, timing_figure(tr)]
 
     def _fail(self, e: Exception) -> list:
         if not isinstance(e, UserError):
@@ -375,7 +385,7 @@ class InspectTab:
 
     def on_round(self, state, n):
         state = state or {}
-        return round_html(state.get("recording"), n, _texts(), state.get("trace_rounds"))
+        return round_html(state.get("recording"), n, _texts(), state.get("counts"))
 
 
 def api_record(decoder: str, sample: str) -> dict:
