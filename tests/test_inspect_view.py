@@ -265,3 +265,30 @@ def test_a_recording_whose_run_failed_is_never_read_as_clean(recorded):
     bad_row = html[html.index('data-label="bad"'):html.index('data-label="good"')]
     assert "no error" not in bad_row and "the run ended in an error: decode raised ValueError: boom" in bad_row
     assert "no error" in html[html.index('data-label="good"'):]
+
+
+def test_example_decoders_listed_by_group_with_title_and_description():
+    """Issue 37: the decoder list is grouped (correct loops, one bug each, trees, heads) and
+    each entry has a human title and the docstring's first line, not only a snake_case name."""
+    import re
+
+    from ui.inspect import GROUPS, _doc, example_choices, example_group, example_names
+
+    choices = example_choices()
+    names = [n for _, n in choices]
+    assert sorted(names) == sorted(p.stem for p in __import__("ui.inspect", fromlist=["x"]).EXAMPLES_DIR.glob("*.py"))
+    groups = [example_group(n) for n in names]
+    assert groups == sorted(groups, key=GROUPS.index) and set(groups) == set(GROUPS)   # in group order
+    assert names[0] == "correct" and names == example_names()
+    for label, name in choices:
+        group, rest = label.split(" · ", 1)
+        title, desc = rest.split(" — ", 1)
+        assert group == example_group(name) and "_" not in title and title[:1].isupper(), label
+        first = re.sub(r"^Bug( \([^)]*\))?:\s*", "", " ".join(_doc(name).split("\n\n")[0].split()))
+        assert first[:12].lower() in desc.lower(), (label, first)
+        assert desc.endswith(f"({name}.py)")
+    by = dict((n, l) for l, n in choices)
+    assert by["no_resync"].startswith("One bug each · No resync — No cache rollback after a correction")
+    assert by["tree_no_compaction"].startswith("Trees · No compaction — Bug: the KV cache")
+    assert by["head_stale_features"].startswith("Heads · Stale features — ")
+    assert by["sampling_correct"].startswith("Correct loops · Sampling correct — ")

@@ -31,24 +31,57 @@ EXAMPLES_DIR = common.ROOT / "examples" / "decoders"
 EMPTY = "No trace yet: pick a decoder and a clip, then press Record (or upload a recording)."
 
 
+GROUPS = ("Correct loops", "One bug each", "Trees", "Heads")     # the decoder list's order
+WORDS = {"hf": "HF", "eos": "EOS", "vllm": "vLLM", "eagle": "EAGLE", "1x1": "1×1", "topk": "top-k"}
+
+
+def _doc(name: str) -> str:
+    """An example decoder's module docstring, read without running the file."""
+    return ast.get_docstring(ast.parse((EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8"))) or ""
+
+
+def example_group(name: str) -> str:
+    """Trees and heads by file name; the rest by what the docstring says first: a bug (or a
+    correct file "with" one change) or a correct loop."""
+    if name.startswith("tree_"):
+        return GROUPS[2]
+    if name.startswith("head_"):
+        return GROUPS[3]
+    first = _doc(name).strip()
+    return GROUPS[1] if re.match(r"(Bug|Two independent bugs)\b|\w+\.py with ", first) else GROUPS[0]
+
+
+def example_title(name: str) -> str:
+    """The file name in words, without the group's prefix: no_resync -> "No resync",
+    hf_early_exit -> "HF early exit", tree_no_compaction -> "No compaction"."""
+    words = name.split("_")
+    words = words[1:] if len(words) > 1 and words[0] in ("tree", "head") else words
+    title = " ".join(WORDS.get(w, w) for w in words)
+    return title[:1].upper() + title[1:]
+
+
 def example_names() -> list[str]:
+    """Every example decoder, by group (GROUPS), `correct` first."""
     names = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_"))
-    return (["correct"] if "correct" in names else []) + [n for n in names if n != "correct"]
+    return sorted(names, key=lambda n: (GROUPS.index(example_group(n)), n != "correct", n))
 
 
 def example_summary(name: str) -> str:
-    """The first line of an example decoder's docstring, read without running the file; the
-    seed reference ("Bug (seed 000 D / 002): ...") shortened to "bug: ..."."""
-    doc = ast.get_docstring(ast.parse((EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8"))) or ""
-    para = " ".join(doc.strip().split("\n\n")[0].split())          # the first paragraph, one line
-    para = re.sub(r"^Bug( \([^)]*\))?:\s*", "bug: ", para)
+    """The first sentence of an example decoder's docstring on one line; the seed reference
+    ("Bug (seed 000 D / 002): ...") left out, "Bug:" too in the one-bug group."""
+    para = " ".join(_doc(name).strip().split("\n\n")[0].split())          # the first paragraph, one line
+    bug = "" if example_group(name) == GROUPS[1] else "Bug: "
+    para = re.sub(r"^Bug( \([^)]*\))?:\s*", bug, para)
     first = re.split(r"\.\s(?=[A-Z])", para)[0].rstrip(".:")       # its first sentence
+    if ".py" not in first.split(" ")[0]:                             # a file name keeps its case
+        first = first[:1].upper() + first[1:]
     return first if len(first) <= 110 else first[:109].rsplit(" ", 1)[0] + "…"
 
 
 def example_choices() -> list[tuple[str, str]]:
-    """(label, name) for the decoder list: the file name and what the decoder does."""
-    return [(f"{n} · {example_summary(n)}" if example_summary(n) else n, n) for n in example_names()]
+    """(label, name) for the decoder list: its group, a title, what it does and its file."""
+    return [(f"{example_group(n)} · {example_title(n)} — {example_summary(n)} ({n}.py)", n)
+            for n in example_names()]
 
 
 def unreadable(e: Exception, name: str = "") -> UserError:
