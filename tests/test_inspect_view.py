@@ -95,6 +95,8 @@ def test_record_endpoint_through_gradio_client():
         with pytest.raises(Exception) as e:
             client.predict("no_such_decoder", "sad_01", api_name="/record")
         assert "unknown example decoder" in str(e.value)
+        head = client.predict("head_stale_features", "sad_01", api_name="/record")   # issue 35
+        assert head["ok"] and "stale_features" in {f["code"] for f in head["findings"]}
 
 
 def test_pooled_view_pools_findings_and_per_position_acceptance(recorded):
@@ -292,3 +294,28 @@ def test_example_decoders_listed_by_group_with_title_and_description():
     assert by["tree_no_compaction"].startswith("Trees · No compaction — Bug: the KV cache")
     assert by["head_stale_features"].startswith("Heads · Stale features — ")
     assert by["sampling_correct"].startswith("Correct loops · Sampling correct — ")
+
+
+def test_head_loop_records_with_the_head_and_finds_stale_features_as_the_cli():
+    """Issue 35 item 3/4 on the Inspect tab: a head example gets a private copy of the backend's
+    head (drafter=), so head_stale_features.py finds stale_features as `record` does; each
+    drafted token says the head drafted it; the shared head keeps no hooks."""
+    from specdec_core.api import load_backend
+    from specdec_core.recorder.cli import load_function, record_clip
+    from ui.inspect import EXAMPLES_DIR, record_example
+
+    demo = load_backend("demo")
+    res = record_example("head_stale_features", "sad_01")
+    assert res["ok"], res["error"]
+    codes = {f["code"] for f in res["findings"]}
+    fn, path = load_function(f"{EXAMPLES_DIR / 'head_stale_features.py'}:decode")
+    cli = record_clip(fn, path, demo, "sample_audio/sad_01.wav",
+                      {"k": 4, "max_new_tokens": 128, "verify": "greedy", "prompt_type": "detailed"})
+    assert "stale_features" in codes and codes == {f["code"] for f in cli["findings"]}
+    assert res["trace"]["token_ids"] == cli["token_ids"] and res["recording"]["drafter"] == "head"
+    drafted = [t for t in res["trace"]["tokens"] + res["trace"]["rejected"] if t["source"] in ("accepted", "rejected")]
+    assert drafted and {t["drafter"] for t in drafted} == {"head"}
+    assert {t["drafter"] for t in res["trace"]["tokens"] if t["source"] in ("corrected", "bonus")} == {None}
+    assert not demo.head._forward_hooks and not demo.head._forward_pre_hooks
+    edge = record_example("correct", "sad_01", max_new_tokens=16)["trace"]
+    assert {t["drafter"] for t in edge["tokens"] if t["source"] == "accepted"} == {"edge"}

@@ -5,6 +5,7 @@ specdec_core.recorder, rendering in components/."""
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import re
 import json
@@ -109,7 +110,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
     from specdec_core.audio.loading import load_audio
     from specdec_core.recorder import Recorder, analyze
-    from specdec_core.recorder.cli import numerics_probe
+    from specdec_core.recorder.cli import head_drafter, numerics_probe
     from specdec_core.recorder.isolated import private_pair
 
     mod = _load_example(decoder)
@@ -120,12 +121,14 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
         declared["temperature"] = mod.TEMPERATURE
     out, error = [], None
     edge, cloud = private_pair(backend.edge, backend.cloud)   # isolated from other sessions
+    head = head_drafter(mod.decode, backend)                  # a head loop's drafter (issue 35),
+    head = copy.deepcopy(head).eval() if head is not None else None   # private as the pair is
     with Recorder(edge, cloud, backend.tokenizer, prompt.input_ids,
-                  backend.stop_ids, **declared) as rec:
+                  backend.stop_ids, drafter=head, **declared) as rec:
         try:
             out = mod.decode(edge, cloud, backend.tokenizer, prompt.input_ids,
                              k=int(k), max_new_tokens=int(max_new_tokens),
-                             stop_ids=tuple(backend.stop_ids))
+                             stop_ids=tuple(backend.stop_ids), **({"drafter": head} if head is not None else {}))
         except Exception as e:  # noqa: BLE001  (the user's decoder failed: say where, once)
             error = f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
     recording = rec.finish(out)
