@@ -183,6 +183,16 @@ def _top5_table(group: list[dict], texts: Texts) -> str:
             "<th>cloud top-5</th><th>cloud rank of draft</th></tr>" + "".join(rows) + "</table>")
 
 
+def step_round(recording: dict | None, trace: dict | None, n: int | None) -> int | None:
+    """The trace round whose tree drill-down step n's cloud call verified (None: no tree)."""
+    groups = split_rounds(recording)
+    if not n or not 1 <= int(n) <= len(groups):
+        return None
+    call = next((f.get("i") for f in groups[int(n) - 1] if f.get("model") == "cloud"), None)
+    return next((r.get("round") for r in (trace or {}).get("rounds") or []
+                 if (r.get("tree") or {}).get("forward") == call and call is not None), None)
+
+
 def audio_html(recording: dict | None) -> str:
     """An Omni recording's audio: `recording["audio"] = {"span": [start, end], "rope_delta": d}`
     (cache positions of the audio tokens in the prompt; the mrope delta after them). Empty for

@@ -17,10 +17,11 @@ import gradio as gr
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_html
 from components.inspect_view import (counts_line, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
-                                     round_choices, round_html, run_error_html)
+                                     round_choices, round_html, run_error_html, step_round)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
 from components.token_view import render_tokens
+from components.tree_view import render_tree, tree_rounds
 from specdec_core.errors import UserError
 from specdec_core.recorder.validate import check_recording, check_size, max_mb, parse_json
 
@@ -319,6 +320,11 @@ class InspectTab:
         self.round = gr.Dropdown([], label="step: one per cloud call of the loop (the edge forwards before it, "
                                  "and the call)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
+        with gr.Accordion("Token tree of a round (a tree loop: one cloud call verifies a tree of drafts)",
+                          open=True):
+            self.tree_round = gr.Number(None, label="round (or pick a step above)", precision=0,
+                                        elem_id="inspect-tree-round")
+            self.tree = gr.HTML(render_tree(None, None), elem_id="inspect-tree")
         self.state = gr.State(None)
 
     def _pooled(self):
@@ -344,12 +350,15 @@ class InspectTab:
 
     def _wire(self):
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
-                self.acclen, self.round, self.drill, self.download, self.state, self.timing]
+                self.acclen, self.round, self.drill, self.download, self.state, self.timing,
+                self.tree_round, self.tree]
         self.record.click(self.on_record, [self.decoder, self.sample], outs,
                           api_visibility="private", concurrency_id="decode")
         self.upload.upload(self.on_upload, [self.upload], outs, api_visibility="private")
-        self.round.change(self.on_round, [self.state, self.round], [self.drill],
+        self.round.change(self.on_round, [self.state, self.round], [self.drill, self.tree_round, self.tree],
                           api_visibility="private")
+        self.tree_round.submit(on_tree, [self.state, self.tree_round], [self.tree_round, self.tree],
+                               queue=False, api_visibility="private")
         with gr.Column(visible=False):
             api_dec, api_sample = gr.Textbox(label="decoder"), gr.Textbox(label="sample")
             api_out = gr.JSON(label="result")
@@ -375,12 +384,13 @@ class InspectTab:
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
                 round_html(rec, 1, texts, counts), path,
-                {"recording": rec, "counts": counts}, timing_figure(tr)]
+                {"recording": rec, "counts": counts, "trace": tr}, timing_figure(tr),
+                *on_tree({"trace": tr}, None)]
 
     def _fail(self, e: Exception) -> list:
         if not isinstance(e, UserError):
             traceback.print_exc()
-        return [status_html("err", "could not inspect", common.user_message(e))] + [gr.skip()] * 11
+        return [status_html("err", "could not inspect", common.user_message(e))] + [gr.skip()] * 13
 
     def on_record(self, decoder, sample):
         try:
@@ -420,8 +430,20 @@ class InspectTab:
             return [status_html("err", "could not pool", common.user_message(e))] + [gr.skip()] * 3
 
     def on_round(self, state, n):
+        """The step's drill-down, and its tree when its cloud call verified a tree round."""
         state = state or {}
-        return round_html(state.get("recording"), n, _texts(), state.get("counts"))
+        rnd = step_round(state.get("recording"), state.get("trace"), n)
+        tree = on_tree(state, rnd) if rnd is not None else (gr.skip(), gr.skip())
+        return (round_html(state.get("recording"), n, _texts(), state.get("counts")), *tree)
+
+
+def on_tree(state, rnd):
+    """(round, its tree) of the recorded trace: the round asked for when it has a tree, else
+    the first round that has one (as the Live tab's tree)."""
+    trace = (state or {}).get("trace")
+    have = tree_rounds(trace)
+    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
+    return rnd, render_tree(trace, rnd, _texts())
 
 
 def api_record(decoder: str, sample: str) -> dict:
