@@ -126,14 +126,23 @@ def _card(f: dict, children: list, texts=None) -> str:
             f'{rows}{_evidence(f.get("evidence"), texts)}{folded}</div>')
 
 
+def _knob_label(name: str) -> str:
+    """A knob's label as the Live panel shows it ("max new tokens"), not its field name."""
+    from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.decoding.knobs import schema
+
+    spec = schema(DecodeConfig).get(name)
+    return spec.label if spec is not None and spec.label else name.replace("_", " ")
+
+
 def config_badges(config: dict | None) -> str:
     """The run's knobs as small badges; enabled faults stand out (configuration, not diagnosis)."""
     if not config:
         return ""
     declared = config.get("declared") or config
     keys = ("k", "verify", "temperature", "max_new_tokens", "entropy_threshold")
-    out = [f'<span class="ss-badge">{esc(k)}={esc(declared[k])}</span>' for k in keys
-           if declared.get(k) not in (None, "")]
+    out = [f'<span class="ss-badge" data-knob="{esc(k)}">{esc(_knob_label(k))}: {esc(declared[k])}</span>'
+           for k in keys if declared.get(k) not in (None, "")]
     if config.get("recorded"):
         out.insert(0, '<span class="ss-badge">recorded run</span>')
     out += [f'<span class="ss-badge ss-badge-fault">fault: {esc(n)}</span>'

@@ -55,7 +55,8 @@ def test_round_drilldown_shows_caches_positions_and_top5(recorded):
 
 def test_config_badges_show_declared_knobs_and_faults():
     html = config_badges({"recorded": True, "declared": {"k": 4, "verify": "greedy"}})
-    assert "recorded run" in html and "k=4" in html
+    assert "recorded run" in html and "draft length k: 4" in html and "acceptance rule: greedy" in html
+    assert "max new tokens: 128" in config_badges({"declared": {"max_new_tokens": 128}})   # no snake_case
     assert "fault: no_resync" in config_badges({"k": 4, "faults": ["no_resync"]})
 
 
