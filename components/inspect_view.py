@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .formatting import esc
+from .formatting import DASH, esc, fmt, pct
 
 INSPECT_CSS = """
 .ss-rd { font-family: system-ui, sans-serif; font-size: 13px; }
@@ -316,7 +316,7 @@ def pooled_html(entries: list[dict]) -> str:
         acc = m.get("acceptance_rate")
         rows.append(f'<tr data-label="{esc(e.get("label"))}"><td class="ss-pool-name">{esc(e.get("label"))}</td>'
                     f'<td class="ss-num">{c["tokens"]}</td><td class="ss-num">{c["calls"]}</td>'
-                    f'<td class="ss-num">{"–" if acc is None else f"{100 * acc:.0f}%"}</td>'
+                    f'<td class="ss-num">{fmt("acceptance_rate", acc)}</td>'
                     f'<td>{codes}</td></tr>')
     pooled = position_acceptance(pooled_trace([e.get("trace") for e in entries]))
     own = [{p: (r, n) for p, r, n in position_acceptance(e.get("trace") or {})} for e in entries]
@@ -324,11 +324,11 @@ def pooled_html(entries: list[dict]) -> str:
                    if r.get("verified"))
 
     def cell(v):
-        return "–" if v is None or not v[1] else f"{100 * v[0]:.0f}%<small> of {v[1]}</small>"
+        return DASH if v is None or not v[1] else f"{pct(v[0])}<small> of {v[1]}</small>"
 
     pos = "".join(
         f'<tr><td class="ss-num">{p}</td>'
-        f'<td><span class="ss-pool-bar" style="width:{round(100 * r)}px"></span><b>{100 * r:.0f}%</b>'
+        f'<td><span class="ss-pool-bar" style="width:{round(100 * r)}px"></span><b>{pct(r)}</b>'
         f'<small> of {n}</small></td>'
         + "".join(f'<td class="ss-num">{cell(o.get(p))}</td>' for o in own) + '</tr>'
         for p, r, n in pooled)

@@ -132,13 +132,15 @@ def test_uploads_failed_and_malformed_recordings(page, artifacts, tmp_path):
     assert wait_state(page, "inspect-status") == "err"
     assert page.locator("#inspect-findings [data-clean='1']").count() == 0
     assert "No findings" not in page.inner_text("#inspect-findings")
-    page.goto(page.base_url)                  # a fresh upload box (it now holds failed.json)
-    page.get_by_role("tab", name="Inspect").click()
+    assert page.locator("#inspect-tokens .ss-tok[data-i]").count() > 0
+    page.locator("#inspect-upload button[aria-label='Clear']").first.click()   # the box holds failed.json
     page.locator("#inspect-upload input[type=file]").set_input_files(str(bad))
     page.wait_for_function("() => document.querySelector('#inspect-status')?.innerText.includes(\"missing 'out_ids'\")",
                            timeout=30_000)
     status = page.inner_text("#inspect-status")
     assert not re.search(r"KeyError|TypeError|AttributeError|Traceback", status), status
+    assert "No findings yet" in page.inner_text("#inspect-findings")      # no earlier trace left
+    assert page.locator("#inspect-tokens .ss-tok[data-i]").count() == 0
 
 
 def test_recorded_tree_loop_shows_the_tree_of_a_picked_step(page, artifacts):

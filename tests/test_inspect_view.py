@@ -117,9 +117,11 @@ def test_pooled_view_pools_findings_and_per_position_acceptance(recorded):
     assert rows and rows[0][2] == sum(r["drafted"] >= 1 for r in verified)
     assert rows[0][1] == pytest.approx(sum(r["accepted"] >= 1 for r in verified) / rows[0][2])
     html = pooled_html(entries)
-    assert 'data-pooled="2"' in html and f"<b>{100 * rows[0][1]:.0f}%</b><small> of {rows[0][2]}" in html and 'data-label="no_resync"' in html
+    assert 'data-pooled="2"' in html and f"<b>{100 * rows[0][1]:.1f}%</b><small> of {rows[0][2]}" in html and 'data-label="no_resync"' in html
     assert "stale_cache" in html or "context_mismatch" in html     # no_resync's own errors
     assert f"{len(verified)} verified rounds" in html
+    acc = entries[0]["trace"]["metrics"]["acceptance_rate"]      # written as the Live card writes it
+    assert f'<td class="ss-num">{100 * acc:.1f}%</td>' in html
     assert isinstance(pooled, list)
     fh = pooled_findings_html(pooled, 2)
     assert ("data-pooled-clean" in fh) == (not pooled)

@@ -388,9 +388,13 @@ class InspectTab:
                 *on_tree({"trace": tr}, None)]
 
     def _fail(self, e: Exception) -> list:
+        """The reason, and every view emptied: no earlier recording's trace under a red status."""
         if not isinstance(e, UserError):
             traceback.print_exc()
-        return [status_html("err", "could not inspect", common.user_message(e))] + [gr.skip()] * 13
+        return [status_html("err", "could not inspect", common.user_message(e)), "", findings_html(None),
+                render_tokens(None, empty=EMPTY), "", entropy_figure(None), accepted_length_figure(None),
+                gr.update(choices=[], value=None), round_html(None, None), None, None, timing_figure(None),
+                None, render_tree(None, None)]
 
     def on_record(self, decoder, sample):
         try:
