@@ -91,7 +91,8 @@ def _kind(v) -> str:
         return "true/false"
     if isinstance(v, list) and v:
         odd = next((x for x in v if not _num(x)), v[0])
-        return "a list of " + {list: "lists", dict: "objects", str: "texts"}.get(type(odd), "numbers")
+        return "a list of " + {list: "lists", dict: "objects", str: "texts", type(None): "nulls",
+                               bool: "true/false"}.get(type(odd), "numbers")
     return {str: "a text", int: "a number", float: "a number", list: "a list",
             dict: "an object"}.get(type(v), type(v).__name__)
 
@@ -104,21 +105,30 @@ def _num_rows(v) -> bool:
     return isinstance(v, list) and all(isinstance(r, list) and all(_num(x) for x in r) for r in v)
 
 
-# field -> (what it must be, test); None is allowed where the field is optional
-TOP_FIELDS = {"prompt_ids": ("a list of token ids", _int_list), "out_ids": ("a list of token ids", _int_list)}
-OPTIONAL_TOP = {"stop_ids": ("a list of token ids", _int_list), "declared": ("an object", lambda v: isinstance(v, dict)),
-                "vocab": ("an object", lambda v: isinstance(v, dict)), "wall_s": ("a number", _num)}
-OPTIONAL_FWD = {"position_ids": ("a list of positions", _int_list), "cache_position": ("a list of positions", _int_list),
-                "mask_shape": ("a list of sizes", _int_list), "cache": ("a number", _num),
-                "rows": ("an object", lambda v: isinstance(v, dict))}
 def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-ROW_FIELDS = {"offset": ("a number", _int), "vocab": ("a number", _int),
+def _is(kind):
+    return lambda v: isinstance(v, kind)
+
+
+def _nums_or_null(v) -> bool:       # a remote cloud's rows have no entropy (recorder/remote_rows.py)
+    return isinstance(v, list) and all(x is None or _num(x) for x in v)
+
+
+# field -> (what it must be, test); None is allowed where the field is optional
+TOP_FIELDS = {"prompt_ids": ("a list of token ids", _int_list), "out_ids": ("a list of token ids", _int_list)}
+OPTIONAL_TOP = {"stop_ids": ("a list of token ids", _int_list), "declared": ("an object", _is(dict)),
+                "vocab": ("an object", _is(dict)), "wall_s": ("a number", _num)}
+OPTIONAL_FWD = {"position_ids": ("a list of positions", _int_list),
+                "cache_position": ("a list of positions", _int_list),
+                "mask_shape": ("a list of sizes", _int_list), "cache": ("a number", _num),
+                "rows": ("an object", _is(dict))}
+ROW_FIELDS = {"offset": ("a number", _int), "vocab": ("a number", lambda v: v is None or _int(v)),
               "argmax": ("a list of token ids", _int_list), "top_ids": ("a list of id lists", _num_rows),
-              "top_logp": ("a list of number lists", _num_rows), "entropy": ("a list of numbers",
-                                                                             lambda v: isinstance(v, list) and all(_num(x) for x in v))}
+              "top_logp": ("a list of number lists", _num_rows),
+              "entropy": ("a list of numbers", _nums_or_null)}
 
 
 def _wrong(where: str, key: str, want: str, v) -> RecordingRefused:
