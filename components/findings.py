@@ -96,6 +96,18 @@ def findings_html(findings: list[dict] | None, texts=None) -> str:
     return '<div class="ss-rf">' + "".join(cards) + "</div>"
 
 
+def findings_count(findings: list[dict]) -> str:
+    """The findings as the cards show them: the top-level ones (errors among them) and the
+    symptoms folded under them, e.g. "1 finding (1 error), and 1 symptom it explains"."""
+    if not findings:
+        return "no findings"
+    roots, nested = split_explained(findings)
+    errs, folded = sum(f.get("severity") == "error" for f in roots), sum(map(len, nested.values()))
+    out = f"{len(roots)} finding{'s' if len(roots) != 1 else ''} ({errs} error{'s' if errs != 1 else ''})"
+    return out + (f", and {folded} symptom{'s' if folded != 1 else ''} "
+                  f"{'it explains' if len(roots) == 1 else 'they explain'}" if folded else "")
+
+
 def split_explained(findings: list[dict]) -> tuple[list, dict]:
     """(root findings by severity, {root code: the findings it explains}): a finding whose
     explained_by names a finding present is folded under it."""

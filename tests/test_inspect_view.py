@@ -322,3 +322,18 @@ def test_head_loop_records_with_the_head_and_finds_stale_features_as_the_cli():
     assert not demo.head._forward_hooks and not demo.head._forward_pre_hooks
     edge = record_example("correct", "sad_01", max_new_tokens=16)["trace"]
     assert {t["drafter"] for t in edge["tokens"] if t["source"] == "accepted"} == {"edge"}
+
+
+def test_status_counts_findings_as_the_cards_show_them(recorded):
+    """The status counts the top-level cards and the symptoms folded under them, not every
+    finding as an error beside one red card."""
+    from components.findings import findings_count, split_explained
+
+    found = recorded["no_resync"]["findings"]
+    roots, nested = split_explained(found)
+    folded = sum(map(len, nested.values()))
+    assert folded and findings_count(found).startswith(f"{len(roots)} finding")
+    assert f"and {folded} symptom" in findings_count(found)
+    assert findings_count([]) == "no findings"
+    html = findings_html(found)
+    assert html.count('class="ss-rf-card"') == len(roots) + folded

@@ -15,7 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from components.divergence import numerics_html
-from components.findings import config_badges, findings_html
+from components.findings import config_badges, findings_count, findings_html
 from components.inspect_view import (counts_line, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
                                      round_choices, round_html, run_error_html, step_round)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
@@ -370,10 +370,8 @@ class InspectTab:
         tr, rec = res["trace"], res["recording"]
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
-        n = len(res["findings"])
-        found = "no findings" if n == 0 else f"{n} finding(s), {errs} error(s)"
         counts = recording_counts(tr, rec)
-        detail = res["error"] or f"{found}; {counts_line(counts)}"
+        detail = res["error"] or f"{findings_count(res['findings'])}; {counts_line(counts)}"
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
         texts = _texts()
