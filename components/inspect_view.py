@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .formatting import esc
+from .formatting import DASH, esc, fmt, pct
 
 INSPECT_CSS = """
 .ss-rd { font-family: system-ui, sans-serif; font-size: 13px; }
@@ -183,6 +183,16 @@ def _top5_table(group: list[dict], texts: Texts) -> str:
             "<th>cloud top-5</th><th>cloud rank of draft</th></tr>" + "".join(rows) + "</table>")
 
 
+def step_round(recording: dict | None, trace: dict | None, n: int | None) -> int | None:
+    """The trace round whose tree drill-down step n's cloud call verified (None: no tree)."""
+    groups = split_rounds(recording)
+    if not n or not 1 <= int(n) <= len(groups):
+        return None
+    call = next((f.get("i") for f in groups[int(n) - 1] if f.get("model") == "cloud"), None)
+    return next((r.get("round") for r in (trace or {}).get("rounds") or []
+                 if (r.get("tree") or {}).get("forward") == call and call is not None), None)
+
+
 def audio_html(recording: dict | None) -> str:
     """An Omni recording's audio: `recording["audio"] = {"span": [start, end], "rope_delta": d}`
     (cache positions of the audio tokens in the prompt; the mrope delta after them). Empty for
@@ -202,23 +212,56 @@ def audio_html(recording: dict | None) -> str:
     return f'<div class="ss-rd-audio" data-audio="1">🔊 {"; ".join(parts)}</div>' if parts else ""
 
 
-def step_note(recording: dict | None, trace_rounds: int | None) -> str:
-    """How the drill-down's steps (one per cloud call of the loop) relate to the trace's rounds."""
+def recording_counts(trace: dict | None, recording: dict | None) -> dict:
+    """The Inspect tab's counts, each defined here once (the status line, the drill-down and the
+    pooled table read them):
+    tokens    the generated ids, the stop token included when the run ended on one (the trace's
+              metrics["new_tokens"], the Live tab's count);
+    rounds    the trace's rounds, as the recorder rebuilds them from what was committed: a cloud
+              call that checked the committed text, or a last stretch no cloud call checked;
+    checked   the rounds a cloud call checked;
+    calls     cloud calls = every forward of the cloud model (the drill-down's steps);
+    unchecked committed tokens no cloud call checked (the trace's unchecked drafts)."""
+    tr = trace or {}
+    toks, rounds = tr.get("tokens") or [], tr.get("rounds") or []
+    fwds = (recording or {}).get("forwards") or []
+    return {"tokens": (tr.get("metrics") or {}).get("new_tokens", len(toks)),
+            "stop": toks[-1].get("text") if toks and tr.get("ended_by") == "eos" else None,
+            "rounds": len(rounds), "checked": sum(bool(r.get("verified")) for r in rounds),
+            "calls": sum(f.get("model") == "cloud" for f in fwds),
+            "unchecked": sum(t.get("source") == "draft" for t in toks)}
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def counts_line(c: dict) -> str:
+    """recording_counts as one line that says what each number counts."""
+    out = [_n(c["tokens"], "token") + (f" (the last, {c['stop']}, is the stop token)" if c["stop"] else "")]
+    if c["checked"] == c["rounds"]:
+        out.append(_n(c["rounds"], "round") + (", each checked by a cloud call" if c["rounds"] else ""))
+    else:
+        out.append(f"{_n(c['rounds'], 'round')} rebuilt from what was committed: {c['checked']} checked by "
+                   f"a cloud call, {c['rounds'] - c['checked']} not")
+    idle = c["calls"] - c["checked"]
+    out.append(_n(c["calls"], "cloud call") + (f" (forwards of the cloud): {c['checked']} checked a round, "
+                                               f"{idle} checked nothing that was committed" if idle else ""))
+    if c["unchecked"]:
+        out.append(f"{_n(c['unchecked'], 'unchecked draft')}: committed with no cloud call checking them")
+    return " · ".join(out)
+
+
+def step_note(recording: dict | None, counts: dict | None = None) -> str:
+    """How the drill-down's steps (one per cloud call of the loop) relate to the counts."""
     groups = split_rounds(recording)
-    calls = sum(any(f.get("model") == "cloud" for f in g) for g in groups)
-    tail = len(groups) - calls
-    text = f"{calls} cloud call{'s' if calls != 1 else ''}" + (f" and a tail of edge forwards" if tail else "")
-    if trace_rounds is None:
-        return text
-    if trace_rounds == calls:
-        return text + f", one per trace round ({trace_rounds})"
-    return (text + f"; the trace above has {trace_rounds} round{'s' if trace_rounds != 1 else ''}: it is "
-            "rebuilt from what was committed, and a cloud forward that verified nothing new (a prefill, "
-            "a re-check) is a step here but not a round there")
+    tail = " and a tail of edge forwards with no cloud call" if groups and not any(
+        f.get("model") == "cloud" for f in groups[-1]) else ""
+    return "One step per cloud call" + tail + (". " + counts_line(counts) if counts else ".")
 
 
 def round_html(recording: dict | None, n: int | None, texts: Texts | None = None,
-               trace_rounds: int | None = None) -> str:
+               counts: dict | None = None) -> str:
     """The drill-down of step n (1-based: the edge forwards up to the loop's n-th cloud call)."""
     groups = split_rounds(recording)
     if not groups:
@@ -231,7 +274,7 @@ def round_html(recording: dict | None, n: int | None, texts: Texts | None = None
             last_after[f.get("cache")] = _after(f)
     g = groups[n - 1]
     return (f'<div class="ss-rd" data-round="{n}">{audio_html(recording)}'
-            f'<div class="ss-rd-note">{esc(step_note(recording, trace_rounds))}</div>'
+            f'<div class="ss-rd-note">{esc(step_note(recording, counts))}</div>'
             f'<h4>{_step_title(groups, n)}: caches</h4>'
             f'{_cache_summary(g, last_after)}<h4>Forwards</h4>{_forward_table(g, texts)}'
             f'<h4>Edge vs cloud at each drafted position</h4>{_top5_table(g, texts)}</div>')
@@ -262,18 +305,18 @@ def pooled_html(entries: list[dict]) -> str:
     rows = []
     for e in entries:
         tr, fs = e.get("trace") or {}, e.get("findings") or []
-        m = tr.get("metrics") or {}
+        m, c = tr.get("metrics") or {}, recording_counts(tr, e.get("recording"))
         errs = sorted({f["code"] for f in fs if f.get("severity") == "error"})
         warns = sorted({f["code"] for f in fs if f.get("severity") == "warning"})
         codes = (f'<span class="ss-pool-err">{esc(", ".join(errs))}</span>' if errs else
-                 '<span class="ss-pool-ok">no error</span>')
+                 '<span class="ss-pool-ok">no error</span>' if e.get("ok", True) else
+                 f'<span class="ss-pool-err">the run ended in an error: {esc(e.get("error"))}</span>')
         if warns:
             codes += f' <small>(warning: {esc(", ".join(warns))})</small>'
         acc = m.get("acceptance_rate")
         rows.append(f'<tr data-label="{esc(e.get("label"))}"><td class="ss-pool-name">{esc(e.get("label"))}</td>'
-                    f'<td class="ss-num">{len(tr.get("tokens") or [])}</td>'
-                    f'<td class="ss-num">{esc(m.get("cloud_calls", "–"))}</td>'
-                    f'<td class="ss-num">{"–" if acc is None else f"{100 * acc:.0f}%"}</td>'
+                    f'<td class="ss-num">{c["tokens"]}</td><td class="ss-num">{c["calls"]}</td>'
+                    f'<td class="ss-num">{fmt("acceptance_rate", acc)}</td>'
                     f'<td>{codes}</td></tr>')
     pooled = position_acceptance(pooled_trace([e.get("trace") for e in entries]))
     own = [{p: (r, n) for p, r, n in position_acceptance(e.get("trace") or {})} for e in entries]
@@ -281,11 +324,11 @@ def pooled_html(entries: list[dict]) -> str:
                    if r.get("verified"))
 
     def cell(v):
-        return "–" if v is None or not v[1] else f"{100 * v[0]:.0f}%<small> of {v[1]}</small>"
+        return DASH if v is None or not v[1] else f"{pct(v[0])}<small> of {v[1]}</small>"
 
     pos = "".join(
         f'<tr><td class="ss-num">{p}</td>'
-        f'<td><span class="ss-pool-bar" style="width:{round(100 * r)}px"></span><b>{100 * r:.0f}%</b>'
+        f'<td><span class="ss-pool-bar" style="width:{round(100 * r)}px"></span><b>{pct(r)}</b>'
         f'<small> of {n}</small></td>'
         + "".join(f'<td class="ss-num">{cell(o.get(p))}</td>' for o in own) + '</tr>'
         for p, r, n in pooled)

@@ -61,14 +61,17 @@ def _box(x: float, y: float, text: str, fill: str, edge: str, title: str, bold: 
             f'text-anchor="middle" font-size="13">{esc(text)}</text></g>')
 
 
-def render_tree(trace: dict | None, rnd: int | None) -> str:
-    """The tree of round `rnd` (an empty note when the round has none)."""
+def render_tree(trace: dict | None, rnd: int | None, id_text=None) -> str:
+    """The tree of round `rnd` (an empty note when the round has none). `id_text` (token id ->
+    text) names the nodes no trace token names (a recorded tree loop's off-path nodes)."""
     r = next((x for x in (trace or {}).get("rounds") or [] if x.get("round") == rnd), None)
     tree = (r or {}).get("tree")
     if not tree or not tree.get("nodes"):
         return '<div class="ss-empty">No token tree for this round (a chain round, or no round picked).</div>'
     nodes, path = tree["nodes"], set(tree.get("path") or [])
     texts, pos = _texts(trace, rnd), _layout(nodes)
+    if id_text is not None:
+        texts = {i: texts.get(i, id_text(n["id"])) for i, n in enumerate(nodes)}
     rows = max(y for _, y in pos.values()) + 1
     parts = [_box(4, 4 + (rows - 1) * DY / 2, "root", "#eee", "#444", "the last committed token", True)]
     for i, n in enumerate(nodes):

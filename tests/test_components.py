@@ -531,16 +531,18 @@ def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
 
 def test_clean_recording_says_nothing_was_found_and_steps_are_named():
     from components.findings import findings_html
-    from components.inspect_view import round_html
+    from components.inspect_view import recording_counts, round_html
 
     assert "No findings yet" in findings_html(None)
     clean = findings_html([])
     assert "nothing was found" in clean and 'data-clean="1"' in clean and "yet" not in clean
     rec = {"forwards": [{"model": "edge", "i": 0}, {"model": "cloud", "i": 1}, {"model": "cloud", "i": 2},
                         {"model": "edge", "i": 3}]}
-    html = round_html(rec, 1, trace_rounds=1)
-    assert "Cloud call 1 of 2" in html and "the trace above has 1 round" in html
-    assert "Tail after cloud call 2" in round_html(rec, 3, trace_rounds=1)
+    counts = recording_counts({"rounds": [{"verified": True}], "tokens": []}, rec)
+    html = round_html(rec, 1, counts=counts)
+    assert "Cloud call 1 of 2" in html and "1 round, each checked by a cloud call" in html
+    assert "2 cloud calls (forwards of the cloud): 1 checked a round, 1 checked nothing" in html
+    assert "Tail after cloud call 2" in round_html(rec, 3, counts=counts)
 
 
 def test_rejected_tooltip_header_names_its_round_not_rejected_twice(trace):

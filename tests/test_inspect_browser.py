@@ -27,9 +27,15 @@ def test_clean_recording_says_nothing_was_found(page, artifacts):
     page.wait_for_selector("#inspect-record")
     empty = page.inner_text("#inspect-tokens")
     assert "press Record" in empty and "press Run" not in empty, empty
-    pick_option(page, "inspect-decoder", "correct")
+    page.locator("#inspect-decoder input").first.click()       # issue 37: grouped, titled list
+    options = [o.replace("✓", "").strip() for o in page.locator("#inspect-decoder [role=option]").all_inner_texts()]
+    assert options[0].startswith("Correct loops · Correct — A correct greedy") and options[0].endswith("(correct.py)")
+    for group in ("One bug each · No resync — ", "Trees · ", "Heads · Stale features — "):
+        assert any(o.startswith(group) for o in options), group
+    page.locator("#inspect-decoder [role=option]").first.click()
     page.click("#inspect-record")
     assert wait_state(page, "inspect-status", timeout=240_000) == "ok", page.inner_text("#inspect-status")
+    assert "(the last, <|im_end|>, is the stop token)" in page.inner_text("#inspect-status")
     page.wait_for_selector("#inspect-findings [data-clean='1']", timeout=10_000)
     text = page.inner_text("#inspect-findings")
     assert "nothing was found" in text and "yet" not in text, text
@@ -50,6 +56,13 @@ def test_record_example_decoder_shows_findings_trace_and_rounds(page, artifacts)
     assert cards.count() >= 1
     text = page.inner_text("#inspect-findings")
     assert "Likely cause:" in text and "Fix:" in text and "evidence:" in text
+    evidence = page.locator("#inspect-findings .ss-rf-evl").all_inner_texts()   # issue 37: key: value
+    assert any(e.startswith("tokens: fed ") and "«" in e for e in evidence), evidence
+    assert not any(x in e for e in evidence for x in ("{'", "['", "=[")), evidence
+    status, drill0 = page.inner_text("#inspect-status"), page.inner_text("#inspect-drill")
+    for said in ("rounds rebuilt from what was committed", "cloud calls (forwards of the cloud)",
+                 "checked nothing that was committed", "unchecked drafts"):
+        assert said in status and said in drill0, (said, status)
     assert page.locator("#inspect-tokens .ss-tok[data-i]").count() >= 10
     assert "recorded run" in page.inner_text("#inspect-badges")
     drill = page.inner_text("#inspect-drill")
@@ -97,3 +110,58 @@ def test_pooled_view_over_two_uploaded_recordings(page, artifacts, tmp_path):
     assert "pooled 2 recording" in page.inner_text("#inspect-pool-status")
     page.locator("#inspect-pool").scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "inspect-pooled.png"), full_page=True)
+
+
+def test_uploads_failed_and_malformed_recordings(page, artifacts, tmp_path):
+    """Issue 37: an uploaded recording whose run ended in an error shows that error and no green
+    'No findings'; a malformed one gets the field that is wrong, no exception name."""
+    import json
+    import re
+
+    from ui.inspect import record_example
+
+    rec = record_example("correct", "angry_01", max_new_tokens=16)["recording"]
+    failed, bad = tmp_path / "failed.json", tmp_path / "bad.json"
+    failed.write_text(json.dumps(dict(rec, error="decode raised RuntimeError: CUDA out of memory")), encoding="utf-8")
+    bad.write_text(json.dumps({k: v for k, v in rec.items() if k != "out_ids"}), encoding="utf-8")
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_selector("#inspect-upload")
+    page.locator("#inspect-upload input[type=file]").set_input_files(str(failed))
+    page.wait_for_selector("#inspect-findings [data-run-error='1']", timeout=60_000)
+    assert wait_state(page, "inspect-status") == "err"
+    assert page.locator("#inspect-findings [data-clean='1']").count() == 0
+    assert "No findings" not in page.inner_text("#inspect-findings")
+    assert page.locator("#inspect-tokens .ss-tok[data-i]").count() > 0
+    page.locator("#inspect-upload button[aria-label='Clear']").first.click()   # the box holds failed.json
+    page.locator("#inspect-upload input[type=file]").set_input_files(str(bad))
+    page.wait_for_function("() => document.querySelector('#inspect-status')?.innerText.includes(\"missing 'out_ids'\")",
+                           timeout=30_000)
+    status = page.inner_text("#inspect-status")
+    assert not re.search(r"KeyError|TypeError|AttributeError|Traceback", status), status
+    assert "No findings yet" in page.inner_text("#inspect-findings")      # no earlier trace left
+    assert page.locator("#inspect-tokens .ss-tok[data-i]").count() == 0
+
+
+def test_recorded_tree_loop_shows_the_tree_of_a_picked_step(page, artifacts):
+    """Issue 34 item 2: record a tree loop; the first tree round is drawn in #inspect-tree, and
+    picking a drill-down step shows the tree its cloud call verified (hover: draft and cloud p).
+    Screenshot: test-artifacts/inspect-tree.png."""
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_selector("#inspect-record")
+    pick_option(page, "inspect-decoder", "tree_correct.py")
+    pick_option(page, "inspect-sample", "sad_01")
+    page.click("#inspect-record")
+    assert wait_state(page, "inspect-status", timeout=240_000) == "ok", page.inner_text("#inspect-status")
+    page.wait_for_selector("#inspect-tree svg .ss-tree-node", timeout=30_000)
+    first = page.get_attribute("#inspect-tree .ss-tree", "data-round")
+    pick_option(page, "inspect-round", "cloud call 4:")
+    page.wait_for_selector('#inspect-drill [data-round="4"]', timeout=20_000)
+    page.wait_for_function(f"() => document.querySelector('#inspect-tree .ss-tree')?.dataset.round !== '{first}'",
+                           timeout=20_000)
+    titles = page.eval_on_selector_all("#inspect-tree .ss-tree-node title", "els => els.map(e => e.textContent)")
+    assert any("accepted; draft p 0." in t and "cloud p 0." in t for t in titles), titles
+    assert not any("#" in t.split("(id")[0] for t in titles[1:]), titles     # nodes named by text
+    page.locator("#inspect-tree").scroll_into_view_if_needed()
+    page.locator("#inspect-tree").screenshot(path=str(artifacts / "inspect-tree.png"))

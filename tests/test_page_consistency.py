@@ -105,9 +105,9 @@ def test_every_example_decoder_is_listed_with_a_description():
     from ui.inspect import example_choices, example_names
     choices = example_choices()
     assert [v for _, v in choices] == example_names() and len(choices) >= 20
-    for label, name in choices:
-        assert label.startswith(name + " · ") and len(label) > len(name) + 8, label
-        assert "seed" not in label.split(" · ", 1)[1].lower()[:12], label     # no "Bug (seed 000 D)"
+    for label, name in choices:          # "group · Title — what it does (file.py)" (issue 37)
+        assert label.endswith(f"({name}.py)") and " — " in label and len(label) > len(name) + 20, label
+        assert "seed" not in label.split(" — ", 1)[1].lower()[:12], label     # no "Bug (seed 000 D)"
 
 
 @pytest.mark.parametrize("raw", ['{"schema": "specscope.recording/1", "forwards": [1, 2]}',

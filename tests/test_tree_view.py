@@ -27,3 +27,32 @@ def test_ab_table_compares_chain_and_tree_metrics():
     rows = metric_diff_table(chain, tree, same_text=True).set_index("metric")
     assert rows.loc["nodes_per_call", "B"] == 10.0 and rows.loc["mean_accepted_length", "better"] == "B"
     assert "acceptance_by_depth" in rows.index
+
+
+def test_recorded_tree_loop_tree_per_step_with_texts_and_cloud_probabilities():
+    """Issue 34 item 2 on Inspect: a recorded tree loop's rounds carry their tree with the cloud
+    call that verified it; each drill-down step of such a call maps to its round, and the tree
+    names every node by its text and gives the cloud's p along the accepted path."""
+    import re
+
+    from components.inspect_view import split_rounds, step_round
+    from ui.inspect import _texts, on_tree, record_example
+
+    res = record_example("tree_correct", "sad_01", max_new_tokens=32)
+    tr, rec = res["trace"], res["recording"]
+    have = tree_rounds(tr)
+    assert have
+    steps = {n: step_round(rec, tr, n) for n in range(1, len(split_rounds(rec)) + 1)}
+    assert sorted(r for r in steps.values() if r is not None) == have      # one step per tree round
+    n, rnd = next((n, r) for n, r in steps.items() if r is not None)
+    call = [f for f in split_rounds(rec)[n - 1] if f["model"] == "cloud"][0]
+    tree = next(r["tree"] for r in tr["rounds"] if r["round"] == rnd)
+    assert tree["forward"] == call["i"]
+    got, html = on_tree({"trace": tr}, rnd)
+    assert got == rnd and f'data-round="{rnd}"' in html
+    titles = re.findall(r"<title>node (\d+): (.*?) \(id (\d+)\).*?cloud p (\S+)</title>", html)
+    assert len(titles) == len(tree["nodes"])
+    texts = _texts()
+    assert all(text == texts(int(i)) for _, text, i, _ in titles)        # names, not "#id"
+    assert all(p != "—" for node, _, _, p in titles if int(node) in tree["path"])
+    assert on_tree({"trace": tr}, 999)[0] == have[0] and on_tree(None, None)[0] is None

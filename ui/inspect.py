@@ -5,6 +5,7 @@ specdec_core.recorder, rendering in components/."""
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import re
 import json
@@ -14,12 +15,13 @@ from pathlib import Path
 import gradio as gr
 
 from components.divergence import numerics_html
-from components.findings import config_badges, findings_html
-from components.inspect_view import (pooled_findings_html, run_error_html, pooled_html, pooled_trace, round_choices,
-                                     round_html)
+from components.findings import config_badges, findings_count, findings_html
+from components.inspect_view import (counts_line, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
+                                     round_choices, round_html, run_error_html, step_round)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
 from components.token_view import render_tokens
+from components.tree_view import render_tree, tree_rounds
 from specdec_core.errors import UserError
 from specdec_core.recorder.validate import check_recording, check_size, max_mb, parse_json
 
@@ -32,24 +34,57 @@ EXAMPLES_DIR = common.ROOT / "examples" / "decoders"
 EMPTY = "No trace yet: pick a decoder and a clip, then press Record (or upload a recording)."
 
 
+GROUPS = ("Correct loops", "One bug each", "Trees", "Heads")     # the decoder list's order
+WORDS = {"hf": "HF", "eos": "EOS", "vllm": "vLLM", "eagle": "EAGLE", "1x1": "1×1", "topk": "top-k"}
+
+
+def _doc(name: str) -> str:
+    """An example decoder's module docstring, read without running the file."""
+    return ast.get_docstring(ast.parse((EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8"))) or ""
+
+
+def example_group(name: str) -> str:
+    """Trees and heads by file name; the rest by what the docstring says first: a bug (or a
+    correct file "with" one change) or a correct loop."""
+    if name.startswith("tree_"):
+        return GROUPS[2]
+    if name.startswith("head_"):
+        return GROUPS[3]
+    first = _doc(name).strip()
+    return GROUPS[1] if re.match(r"(Bug|Two independent bugs)\b|\w+\.py with ", first) else GROUPS[0]
+
+
+def example_title(name: str) -> str:
+    """The file name in words, without the group's prefix: no_resync -> "No resync",
+    hf_early_exit -> "HF early exit", tree_no_compaction -> "No compaction"."""
+    words = name.split("_")
+    words = words[1:] if len(words) > 1 and words[0] in ("tree", "head") else words
+    title = " ".join(WORDS.get(w, w) for w in words)
+    return title[:1].upper() + title[1:]
+
+
 def example_names() -> list[str]:
+    """Every example decoder, by group (GROUPS), `correct` first."""
     names = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_"))
-    return (["correct"] if "correct" in names else []) + [n for n in names if n != "correct"]
+    return sorted(names, key=lambda n: (GROUPS.index(example_group(n)), n != "correct", n))
 
 
 def example_summary(name: str) -> str:
-    """The first line of an example decoder's docstring, read without running the file; the
-    seed reference ("Bug (seed 000 D / 002): ...") shortened to "bug: ..."."""
-    doc = ast.get_docstring(ast.parse((EXAMPLES_DIR / f"{name}.py").read_text(encoding="utf-8"))) or ""
-    para = " ".join(doc.strip().split("\n\n")[0].split())          # the first paragraph, one line
-    para = re.sub(r"^Bug( \([^)]*\))?:\s*", "bug: ", para)
+    """The first sentence of an example decoder's docstring on one line; the seed reference
+    ("Bug (seed 000 D / 002): ...") left out, "Bug:" too in the one-bug group."""
+    para = " ".join(_doc(name).strip().split("\n\n")[0].split())          # the first paragraph, one line
+    bug = "" if example_group(name) == GROUPS[1] else "Bug: "
+    para = re.sub(r"^Bug( \([^)]*\))?:\s*", bug, para)
     first = re.split(r"\.\s(?=[A-Z])", para)[0].rstrip(".:")       # its first sentence
+    if ".py" not in first.split(" ")[0]:                             # a file name keeps its case
+        first = first[:1].upper() + first[1:]
     return first if len(first) <= 110 else first[:109].rsplit(" ", 1)[0] + "…"
 
 
 def example_choices() -> list[tuple[str, str]]:
-    """(label, name) for the decoder list: the file name and what the decoder does."""
-    return [(f"{n} · {example_summary(n)}" if example_summary(n) else n, n) for n in example_names()]
+    """(label, name) for the decoder list: its group, a title, what it does and its file."""
+    return [(f"{example_group(n)} · {example_title(n)} — {example_summary(n)} ({n}.py)", n)
+            for n in example_names()]
 
 
 def unreadable(e: Exception, name: str = "") -> UserError:
@@ -77,7 +112,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
     from specdec_core.audio.loading import load_audio
     from specdec_core.recorder import Recorder, analyze
-    from specdec_core.recorder.cli import numerics_probe
+    from specdec_core.recorder.cli import head_drafter, numerics_probe
     from specdec_core.recorder.isolated import private_pair
 
     mod = _load_example(decoder)
@@ -88,12 +123,14 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
         declared["temperature"] = mod.TEMPERATURE
     out, error = [], None
     edge, cloud = private_pair(backend.edge, backend.cloud)   # isolated from other sessions
+    head = head_drafter(mod.decode, backend)                  # a head loop's drafter (issue 35),
+    head = copy.deepcopy(head).eval() if head is not None else None   # private as the pair is
     with Recorder(edge, cloud, backend.tokenizer, prompt.input_ids,
-                  backend.stop_ids, **declared) as rec:
+                  backend.stop_ids, drafter=head, **declared) as rec:
         try:
             out = mod.decode(edge, cloud, backend.tokenizer, prompt.input_ids,
                              k=int(k), max_new_tokens=int(max_new_tokens),
-                             stop_ids=tuple(backend.stop_ids))
+                             stop_ids=tuple(backend.stop_ids), **({"drafter": head} if head is not None else {}))
         except Exception as e:  # noqa: BLE001  (the user's decoder failed: say where, once)
             error = f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
     recording = rec.finish(out)
@@ -109,12 +146,21 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
             "trace": td, "recording": recording}
 
 
+def _with_error(result: dict) -> dict:
+    """A `record` CLI result's recording, with the result's error (a decoder that raised) kept:
+    a failed run is never read as a clean one."""
+    rec = result["recording"]
+    if result.get("error") and not rec.get("error"):
+        rec = dict(rec, error=str(result["error"]))
+    return rec
+
+
 def parse_recording(raw: str) -> dict:
     """A recording JSON, or a `record` CLI output (its first result) -> the recording dict,
     checked (size, nesting, caps, consistency: recorder/validate.py)."""
     obj = parse_json(raw)
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
-        recs = [r.get("recording") for r in obj["results"] if isinstance(r, dict) and r.get("recording")]
+        recs = [_with_error(r) for r in obj["results"] if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
         obj = recs[0] if recs else None
     if isinstance(obj, dict) and isinstance(obj.get("recording"), dict):
         obj = obj["recording"]
@@ -183,7 +229,7 @@ def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
     except UserError as e:
         raise UserError(f"{label}: {e}") from None
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
-        out = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", r["recording"])
+        out = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", _with_error(r))
                for i, r in enumerate(obj["results"], 1)
                if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
         if out:
@@ -209,7 +255,7 @@ def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
                 raise
             except Exception as e:  # noqa: BLE001
                 raise unreadable(e, name) from None
-            entries.append({"label": name, "ok": not rec.get("error"), "findings": findings,
+            entries.append({"label": name, "ok": not rec.get("error"), "error": rec.get("error"), "findings": findings,
                             "trace": trace.to_dict(), "recording": rec})
     return entries, pooled_findings(entries)
 
@@ -275,6 +321,11 @@ class InspectTab:
         self.round = gr.Dropdown([], label="step: one per cloud call of the loop (the edge forwards before it, "
                                  "and the call)", elem_id="inspect-round")
         self.drill = gr.HTML(round_html(None, None), elem_id="inspect-drill")
+        with gr.Accordion("Token tree of a round (a tree loop: one cloud call verifies a tree of drafts)",
+                          open=True):
+            self.tree_round = gr.Number(None, label="round (or pick a step above)", precision=0,
+                                        elem_id="inspect-tree-round")
+            self.tree = gr.HTML(render_tree(None, None), elem_id="inspect-tree")
         self.state = gr.State(None)
 
     def _pooled(self):
@@ -300,12 +351,15 @@ class InspectTab:
 
     def _wire(self):
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
-                self.acclen, self.round, self.drill, self.download, self.state, self.timing]
+                self.acclen, self.round, self.drill, self.download, self.state, self.timing,
+                self.tree_round, self.tree]
         self.record.click(self.on_record, [self.decoder, self.sample], outs,
                           api_visibility="private", concurrency_id="decode")
         self.upload.upload(self.on_upload, [self.upload], outs, api_visibility="private")
-        self.round.change(self.on_round, [self.state, self.round], [self.drill],
+        self.round.change(self.on_round, [self.state, self.round], [self.drill, self.tree_round, self.tree],
                           api_visibility="private")
+        self.tree_round.submit(on_tree, [self.state, self.tree_round], [self.tree_round, self.tree],
+                               queue=False, api_visibility="private")
         with gr.Column(visible=False):
             api_dec, api_sample = gr.Textbox(label="decoder"), gr.Textbox(label="sample")
             api_out = gr.JSON(label="result")
@@ -317,25 +371,29 @@ class InspectTab:
         tr, rec = res["trace"], res["recording"]
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
-        n = len(res["findings"])
-        found = "no findings" if n == 0 else f"{n} finding(s), {errs} error(s)"
-        detail = res["error"] or f"{found}; {len(tr.get('tokens') or [])} tokens, " \
-                                 f"{len(rec.get('forwards') or [])} forwards"
+        counts = recording_counts(tr, rec)
+        detail = res["error"] or f"{findings_count(res['findings'])}; {counts_line(counts)}"
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
+        texts = _texts()
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
-                + (findings_html(res["findings"]) if res["findings"] or res["ok"]
+                + (findings_html(res["findings"], texts) if res["findings"] or res["ok"]
                    else run_error_html(res["error"] or "unknown error")), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
-                round_html(rec, 1, _texts(), len(tr.get("rounds") or [])), path,
-                {"recording": rec, "trace_rounds": len(tr.get("rounds") or [])}, timing_figure(tr)]
+                round_html(rec, 1, texts, counts), path,
+                {"recording": rec, "counts": counts, "trace": tr}, timing_figure(tr),
+                *on_tree({"trace": tr}, None)]
 
     def _fail(self, e: Exception) -> list:
+        """The reason, and every view emptied: no earlier recording's trace under a red status."""
         if not isinstance(e, UserError):
             traceback.print_exc()
-        return [status_html("err", "could not inspect", common.user_message(e))] + [gr.skip()] * 11
+        return [status_html("err", "could not inspect", common.user_message(e)), "", findings_html(None),
+                render_tokens(None, empty=EMPTY), "", entropy_figure(None), accepted_length_figure(None),
+                gr.update(choices=[], value=None), round_html(None, None), None, None, timing_figure(None),
+                None, render_tree(None, None)]
 
     def on_record(self, decoder, sample):
         try:
@@ -379,8 +437,20 @@ class InspectTab:
             release_memory()
 
     def on_round(self, state, n):
+        """The step's drill-down, and its tree when its cloud call verified a tree round."""
         state = state or {}
-        return round_html(state.get("recording"), n, _texts(), state.get("trace_rounds"))
+        rnd = step_round(state.get("recording"), state.get("trace"), n)
+        tree = on_tree(state, rnd) if rnd is not None else (gr.skip(), gr.skip())
+        return (round_html(state.get("recording"), n, _texts(), state.get("counts")), *tree)
+
+
+def on_tree(state, rnd):
+    """(round, its tree) of the recorded trace: the round asked for when it has a tree, else
+    the first round that has one (as the Live tab's tree)."""
+    trace = (state or {}).get("trace")
+    have = tree_rounds(trace)
+    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
+    return rnd, render_tree(trace, rnd, _texts())
 
 
 def api_record(decoder: str, sample: str) -> dict:

@@ -14,7 +14,7 @@ from specdec_core.recorder.model_or_decoder import judge_text
 from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
-from specdec_core.recorder.validate import check_recording
+from specdec_core.recorder.validate import check_fields, check_recording
 from specdec_core.recorder import retokenized
 from specdec_core.recorder.trace_build import Texts, build_trace
 
@@ -119,6 +119,7 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
     decoding/dependence.py's result for the output, when the backend gives one."""
     check_recording(rec)                  # caps and consistency first (issue 36)
+    check_fields(rec)                     # then each field's shape (issue 37)
     rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
     rec, repaired = dropped.repair(rec)
     repaired = retok + repaired   # the rest reads the text the models were fed

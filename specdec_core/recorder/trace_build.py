@@ -79,7 +79,8 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
     fw = {f.i: f for f in t.fwds}
     tr = Trace(prompt_len=P, config=_config(rec.get("declared", {})),
                backend=rec.get("backend", "recorded"), info=dict(info or {}))
-    tr.config["drafter"] = rec.get("drafter")       # model / lookup / self (recorder/depth.py)
+    tr.config["drafter"] = rec.get("drafter")       # model / lookup / self / head (recorder/depth.py)
+    who = {"model": "edge"}.get(rec.get("drafter"), rec.get("drafter"))   # each draft's drafter
     for rnd, times in zip(rounds, speed.round_times(rec, rounds)):
         rr = RoundRecord(rnd.n, start=len(tr.tokens), drafted=0, verified=rnd.verified, **times)
         for p in range(rnd.start, rnd.end):
@@ -92,7 +93,8 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
                     src = "accepted"
             else:
                 src = "draft"
-            tok = TokenRecord(len(tr.tokens), C[p], texts(C[p]), src, rnd.n)
+            tok = TokenRecord(len(tr.tokens), C[p], texts(C[p]), src, rnd.n,
+                              drafter=who if src in ("accepted", "draft") else None)
             if src in ("accepted", "draft"):
                 _edge_info(tok, rnd, p, texts)
             if p in t.decided:
@@ -103,7 +105,7 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
             f = rnd.cloud
             at = (rnd.extra - P) if rnd.extra is not None else len(tr.tokens)
             for p in range(rnd.block_start + rnd.accepted, len(f.ctx)):
-                rej = TokenRecord(-1, f.ctx[p], texts(f.ctx[p]), "rejected", rnd.n, at=at)
+                rej = TokenRecord(-1, f.ctx[p], texts(f.ctx[p]), "rejected", rnd.n, at=at, drafter=who)
                 _edge_info(rej, rnd, p, texts)
                 r = f.row_at(p - 1)
                 if r is not None:

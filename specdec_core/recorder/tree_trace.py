@@ -55,6 +55,17 @@ def _other_context(rows: dict, key: tuple, tok: int) -> bool:
                                    for k, (top, _) in rows.items() if k)
 
 
+def _cloud_logp(raw: dict, tree: dict, j: int):
+    """The verify forward's log-prob of node j at its parent's row (the root's: the last
+    committed token, fed just before the nodes); None when that row or its top ids lack it."""
+    rows, par = raw.get("rows") or {}, tree["parent"][j]
+    x = par if par is not None else tree["nodes"][0] - 1
+    r = x - (rows.get("offset") or 0)
+    if x < 0 or not 0 <= r < len(rows.get("top_ids") or []) or raw["ids"][j] not in rows["top_ids"][r]:
+        return None
+    return rows["top_logp"][r][rows["top_ids"][r].index(raw["ids"][j])]
+
+
 def round_tree(rnd, tree: dict, raw: dict, info: dict) -> tuple[dict, list]:
     """The tree of one round: node order as fed, parents as node indices, the path; depth 1 =
     a child of the last committed token (Medusa's and EAGLE's tree position ids). Also the
@@ -72,8 +83,10 @@ def round_tree(rnd, tree: dict, raw: dict, info: dict) -> tuple[dict, list]:
         out.append({"id": ids[j], "parent": index.get(par) if par is not None else None,
                     "depth": tree["depth"][j] + 1,
                     "draft_logp": lps[top.index(ids[j])] if ids[j] in top else None,
+                    "cloud_logp": _cloud_logp(raw, tree, j),
                     "status": "accepted" if j in on_path else "rejected"})
-    return {"nodes": out, "path": [index[j] for j in tree.get("path") or []]}, wrong
+    return {"nodes": out, "path": [index[j] for j in tree.get("path") or []],
+            "forward": raw["i"]}, wrong          # forward: the cloud call (the Inspect drill-down's step)
 
 
 def attach(trace, rounds: list, info: dict) -> list:

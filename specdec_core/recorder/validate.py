@@ -82,6 +82,92 @@ def _check_forward(j: int, f) -> int:
     return len(ids or [])
 
 
+# ---- field shapes (issue 37: a malformed upload gets what is wrong, not an exception name) --
+def _kind(v) -> str:
+    """A JSON value's kind in words."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true/false"
+    if isinstance(v, list) and v:
+        odd = next((x for x in v if not _num(x)), v[0])
+        return "a list of " + {list: "lists", dict: "objects", str: "texts", type(None): "nulls",
+                               bool: "true/false"}.get(type(odd), "numbers")
+    return {str: "a text", int: "a number", float: "a number", list: "a list",
+            dict: "an object"}.get(type(v), type(v).__name__)
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _num_rows(v) -> bool:
+    return isinstance(v, list) and all(isinstance(r, list) and all(_num(x) for x in r) for r in v)
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is(kind):
+    return lambda v: isinstance(v, kind)
+
+
+def _nums_or_null(v) -> bool:       # a remote cloud's rows have no entropy (recorder/remote_rows.py)
+    return isinstance(v, list) and all(x is None or _num(x) for x in v)
+
+
+# field -> (what it must be, test); None is allowed where the field is optional
+TOP_FIELDS = {"prompt_ids": ("a list of token ids", _int_list), "out_ids": ("a list of token ids", _int_list)}
+OPTIONAL_TOP = {"stop_ids": ("a list of token ids", _int_list), "declared": ("an object", _is(dict)),
+                "vocab": ("an object", _is(dict)), "wall_s": ("a number", _num)}
+OPTIONAL_FWD = {"position_ids": ("a list of positions", _int_list),
+                "cache_position": ("a list of positions", _int_list),
+                "mask_shape": ("a list of sizes", _int_list), "cache": ("a number", _num),
+                "rows": ("an object", _is(dict))}
+ROW_FIELDS = {"offset": ("a number", _int), "vocab": ("a number", lambda v: v is None or _int(v)),
+              "argmax": ("a list of token ids", _int_list), "top_ids": ("a list of id lists", _num_rows),
+              "top_logp": ("a list of number lists", _num_rows),
+              "entropy": ("a list of numbers", _nums_or_null)}
+
+
+def _wrong(where: str, key: str, want: str, v) -> RecordingRefused:
+    return RecordingRefused(f"not a usable recording: {where}'{key}' is {_kind(v)}, not {want}")
+
+
+def _check_rows(j: int, rows: dict) -> None:
+    for key, (want, ok) in ROW_FIELDS.items():
+        if key not in rows:
+            raise RecordingRefused(f"not a usable recording: forward {j}'s scores ('rows') miss '{key}'")
+        if not ok(rows[key]):
+            raise _wrong(f"forward {j}'s rows: ", key, want, rows[key])
+    if rows.get("fed_next") and not isinstance(rows["fed_next"], dict):
+        raise _wrong(f"forward {j}'s rows: ", "fed_next", "an object", rows["fed_next"])
+    n = len(rows["argmax"])
+    if any(len(rows[k]) != n for k in ("top_ids", "top_logp", "entropy")):
+        raise RecordingRefused(f"not a usable recording: forward {j}'s rows disagree in length "
+                               "(argmax, top_ids, top_logp and entropy need one entry per scored row)")
+
+
+def check_fields(rec: dict) -> None:
+    """Each field a reader uses has its shape (after check_recording's schema and caps): one
+    line naming the field, e.g. "not a usable recording: missing 'out_ids' (...)"."""
+    for key, (want, ok) in TOP_FIELDS.items():
+        if key not in rec:
+            raise RecordingRefused(f"not a usable recording: missing '{key}' ({want})")
+        if not ok(rec[key]):
+            raise _wrong("", key, want, rec[key])
+    for key, (want, ok) in OPTIONAL_TOP.items():     # declared / vocab: an object when present
+        if key in rec and not (rec[key] is None and key in ("stop_ids", "wall_s")) and not ok(rec[key]):
+            raise _wrong("", key, want, rec[key])
+    for j, f in enumerate(rec["forwards"]):
+        for key, (want, ok) in OPTIONAL_FWD.items():   # None: not recorded
+            if f.get(key) is not None and not ok(f[key]):
+                raise _wrong(f"forward {j}'s ", key, want, f[key])
+        if f.get("rows"):
+            _check_rows(j, f["rows"])
+
+
 def check_recording(rec: dict) -> None:
     """Raise RecordingRefused (a UserError, one line) unless `rec` is a recording within the
     caps whose forwards are consistent."""
