@@ -98,7 +98,8 @@ def test_one_session_cannot_fill_the_queue(url):
     cfg = httpx.get(f"{url}config", timeout=30).json()
     fn = next(d["id"] for d in cfg["dependencies"] if d.get("api_name") == "run")
     session, answers = uuid.uuid4().hex[:10], []
-    body = {"data": ["sad_01", None, json.dumps({"max_new_tokens": 512}), "demo", False],
+    long_run = {"max_new_tokens": 512, "stop_at_first_sentence": False, "faults": ["special_text_stop"]}
+    body = {"data": ["sad_01", None, json.dumps(long_run), "demo", False],   # no run ends early
             "fn_index": fn, "session_hash": session, "trigger_id": None}
     for _ in range(7):
         answers.append(httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30))
