@@ -9,7 +9,7 @@ import pandas as pd
 
 from specdec_core.analysis.glossary import term
 
-from .formatting import esc, fmt, is_number
+from .formatting import ended_by_words, esc, fmt, is_number
 
 BATCH_CSS = """
 .ss-checklist { font-family: system-ui, sans-serif; font-size: 14px; border: 1px solid #d8dee4;
@@ -161,7 +161,7 @@ def aggregate_frame(result) -> pd.DataFrame:
                 vals.append(round(v, digits) if isinstance(v, float) else v)
         per_label = s.get("per_label_accuracy") or {}
         vals.append(", ".join(f"{k} {fmt('emotion_accuracy', v)}" for k, v in per_label.items()) or "—")
-        vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
+        vals.append(", ".join(f"{ended_by_words(k)}: {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
         cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
     titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
     return pd.DataFrame({"figure": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
