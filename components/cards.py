@@ -200,7 +200,8 @@ def warnings_html(warnings: list[dict] | None) -> str:
         return '<div class="ss-warnings-empty" data-count="0"></div>'
     def li(w):
         return (f'<li class="ss-warning" data-kind="{esc(w.get("kind"))}">'
-                f'<span class="ss-warning-kind">{esc(w.get("kind") or "warning")}</span>{esc(w.get("message"))}</li>')
+                f'<span class="ss-warning-kind">{esc(fault_label(w.get("kind") or "warning"))}</span>'
+                f'{esc(w.get("message"))}</li>')
 
     # whole lines only: the first few shown, the rest folded (never a scroll box cutting a line)
     items = "".join(li(w) for w in warnings[:SHOWN_WARNINGS])

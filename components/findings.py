@@ -50,7 +50,7 @@ def _value(v, ids: bool, texts) -> str:
     if isinstance(v, int):
         return f"{v} «{visible(texts(v))}»" if ids and texts else str(v)
     if isinstance(v, dict):
-        return " · ".join(f"{k} {_value(x, _id_key(k) or (ids and not _count_key(k)), texts)}"
+        return " · ".join(f"{fault_label(k)} {_value(x, _id_key(k) or (ids and not _count_key(k)), texts)}"
                           for k, x in v.items())
     if isinstance(v, (list, tuple)):
         flat = all(isinstance(x, int) and not isinstance(x, bool) for x in v)

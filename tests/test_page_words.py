@@ -29,9 +29,9 @@ def test_batch_ended_by_row_in_words():
     from components.batch_view import aggregate_frame
 
     result = SimpleNamespace(summary={"A": {"ended_by": {"sentence": 4, "max_tokens": 2}}})
-    df = aggregate_frame(result)
-    ended = df.loc[df["figure"] == "ended by", "config A"].item()
-    assert ended == "first sentence end: 4, max new tokens: 2", ended
+    df = aggregate_frame(result).set_index("figure")["config A"]
+    assert df["ended by first sentence end (clips)"] == "4" and df["ended by max new tokens (clips)"] == "2"
+    assert not any(SNAKE.search(t) for t in df.index), list(df.index)    # a row per reason: none cut
 
 
 def test_faults_read_as_words_with_their_names_as_values():

@@ -75,7 +75,7 @@ class BatchTab:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1):
                 self.aggregate = gr.Dataframe(aggregate_placeholder(), label="aggregate over the clips",
-                                              interactive=False, max_chars=40,
+                                              interactive=False,
                                               elem_id="batch-aggregate", wrap=True, max_height=640)
             with gr.Column(scale=1):
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
