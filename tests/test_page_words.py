@@ -123,3 +123,13 @@ def test_cloud_hint_fits_and_fault_pickers_read_as_words(artifacts):
         options = page.locator("#ab-fault [role=option]").all_inner_texts()
         assert "no resync" in options and not any("_" in o for o in options), options
         browser.close()
+
+
+def test_live_warnings_and_nested_evidence_keys_read_as_words():
+    from components.cards import warnings_html
+    from components.findings import evidence_lines
+
+    kinds = re.findall(r'class="ss-warning-kind">([^<]*)<', warnings_html([{"kind": "cache_desync", "message": "m"}]))
+    assert kinds == ["cache desync"], kinds
+    line = evidence_lines({"tokens": {"drafted": 5, "edge_argmax": 6}}, texts=lambda i: "字")[0]
+    assert line == "tokens: drafted 5 «字» · edge argmax 6 «字»", line
