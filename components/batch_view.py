@@ -9,7 +9,7 @@ import pandas as pd
 
 from specdec_core.analysis.glossary import term
 
-from .formatting import esc, fmt, is_number
+from .formatting import ended_by_words, esc, fmt, is_number
 
 BATCH_CSS = """
 .ss-checklist { font-family: system-ui, sans-serif; font-size: 14px; border: 1px solid #d8dee4;
@@ -117,8 +117,8 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
                 value = fmt(keys[0], value)      # shares written as everywhere: 65.7%
             elif isinstance(value, bool):
                 value = "yes" if value else "no"
-            elif is_number(value) and isinstance(value, float):
-                value = round(value, 1 if title in (CHRF, "tokens/s") else 2)
+            elif is_number(value) and isinstance(value, float):   # one way per column: 3.60, not 3.6
+                value = f"{value:.{1 if title in (CHRF, 'tokens/s') else 2}f}"
             rec[title] = value
         records.append(rec)
     columns = [t for t, _ in COLUMNS if t not in _OPTIONAL or any(r.get(t) is not None for r in records)]
@@ -149,8 +149,10 @@ AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
 
 
 def aggregate_frame(result) -> pd.DataFrame:
-    """Aggregate rows: one row per summary figure, one column per configuration."""
+    """Aggregate rows: one row per summary figure, one column per configuration; why the clips
+    ended, one row per reason in the Live tab's words (a row each: a list would be cut)."""
     cols = {}
+    ends = list(dict.fromkeys(k for s in result.summary.values() for k in s.get("ended_by") or {}))
     for name, s in result.summary.items():
         vals = []
         for _title, scope, key, digits in AGGREGATE_ROWS:
@@ -158,12 +160,13 @@ def aggregate_frame(result) -> pd.DataFrame:
             if term(key).unit == "%" and is_number(v):     # shares read as percentages, as on Live
                 vals.append(fmt(key, v))
             else:
-                vals.append(round(v, digits) if isinstance(v, float) else v)
+                vals.append(f"{v:.{digits}f}" if is_number(v) and isinstance(v, float) else v)
         per_label = s.get("per_label_accuracy") or {}
         vals.append(", ".join(f"{k} {fmt('emotion_accuracy', v)}" for k, v in per_label.items()) or "—")
-        vals.append(", ".join(f"{k} {v}" for k, v in (s.get("ended_by") or {}).items()) or "—")
+        vals += [(s.get("ended_by") or {}).get(k, 0) for k in ends] or [None]
         cols[f"config {name}"] = [("—" if v is None else v) for v in vals]
-    titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
+    titles = ([t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy"]
+              + ([f"ended by {ended_by_words(k)} (clips)" for k in ends] or ["ended by"]))
     return pd.DataFrame({"figure": titles, **{k: [str(v) for v in vs] for k, vs in cols.items()}})
 
 

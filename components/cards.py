@@ -6,7 +6,7 @@ from specdec_core.analysis.glossary import hover, term
 from specdec_core.findings import from_json
 
 from .findings import split_explained
-from .formatting import DASH, ended_by_words, esc, fmt, is_number, num, pct
+from .formatting import DASH, ended_by_words, esc, fault_label, fmt, is_number, num, pct
 
 # Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
 HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
@@ -27,6 +27,7 @@ CARDS_CSS = """
   border-radius: 6px; border-left: 4px solid #8c959f; background: #f6f8fa; font-size: 13.5px; }
 .ss-finding-icon { font-size: 15px; line-height: 1.2; font-weight: 700; text-align: center; }
 .ss-finding-title { font-weight: 600; color: #1f2328; }
+.ss-finding-code { font: 11px ui-monospace, monospace; font-weight: 400; color: #6e7781; margin-left: 6px; }
 .ss-finding-detail, .ss-finding-fix { grid-column: 2; color: #424a53; }
 .ss-finding-fix b { color: #1f2328; }
 .ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
@@ -180,11 +181,12 @@ def _row(f: dict, children: list) -> str:
     detail = f'<div class="ss-finding-detail">{esc(f.get("detail"))}</div>' if f.get("detail") else ""
     fix = f'<div class="ss-finding-fix"><b>Fix:</b> {esc(f.get("fix"))}</div>' if f.get("fix") else ""
     folded = (f'<details class="ss-finding-explained"><summary>{len(children)} symptom(s) explained by '
-              f'{esc(f["code"])}</summary>{"".join(_row(c, []) for c in children)}</details>') if children else ""
+              f'this finding</summary>{"".join(_row(c, []) for c in children)}</details>') if children else ""
     by = f' data-explained-by="{esc(f["explained_by"])}"' if f.get("explained_by") else ""
     return (f'<div class="ss-finding ss-sev-{cls}" data-severity="{esc(cls)}" data-code="{esc(f["code"])}"{by}>'
             f'<div class="ss-finding-icon" aria-label="{esc(cls)}">{icon}</div>'
-            f'<div class="ss-finding-title">{esc(f.get("title"))}</div>{detail}{fix}{folded}</div>')
+            f'<div class="ss-finding-title">{esc(f.get("title"))}<span class="ss-finding-code" '
+            f'title="the finding\'s code (JSON, CLI)">{esc(f["code"])}</span></div>{detail}{fix}{folded}</div>')
 
 
 SHOWN_WARNINGS = 5
@@ -198,7 +200,8 @@ def warnings_html(warnings: list[dict] | None) -> str:
         return '<div class="ss-warnings-empty" data-count="0"></div>'
     def li(w):
         return (f'<li class="ss-warning" data-kind="{esc(w.get("kind"))}">'
-                f'<span class="ss-warning-kind">{esc(w.get("kind") or "warning")}</span>{esc(w.get("message"))}</li>')
+                f'<span class="ss-warning-kind">{esc(fault_label(w.get("kind") or "warning"))}</span>'
+                f'{esc(w.get("message"))}</li>')
 
     # whole lines only: the first few shown, the rest folded (never a scroll box cutting a line)
     items = "".join(li(w) for w in warnings[:SHOWN_WARNINGS])
@@ -213,8 +216,8 @@ def warnings_html(warnings: list[dict] | None) -> str:
 
 
 def findings_summary(findings: list[dict] | None) -> str:
-    """' · ✖ 1 error (lossless_violation) · ▲ 1 warning — see Diagnostics' for a status line;
-    empty when the findings are clean."""
+    """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics' for a status line
+    (codes in words); empty when the findings are clean."""
     counts: dict[str, list[str]] = {}
     for f in map(from_json, findings or []):
         cls = SEVERITY.get(f["severity"], ("", "info"))[1]
@@ -224,5 +227,6 @@ def findings_summary(findings: list[dict] | None) -> str:
     for cls, icon in (("error", "✖"), ("warning", "▲")):
         codes = counts.get(cls)
         if codes:
-            parts.append(f"{icon} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} ({', '.join(codes)})")
+            parts.append(f"{icon} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} "
+                         f"({', '.join(map(fault_label, codes))})")
     return (" · " + " · ".join(parts) + " — see Diagnostics") if parts else ""

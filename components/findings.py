@@ -3,7 +3,7 @@ stable code, title, detail, cause, fix and evidence; and a badge of the run's co
 Pure functions of the findings / config dicts."""
 from __future__ import annotations
 
-from .formatting import DASH, esc, num, visible
+from .formatting import DASH, esc, fault_label, num, visible
 
 SEV = {"error": ("✖", "#D55E00", "#fff1e8"), "warning": ("⚠", "#9a6700", "#fff8c5"),
        "info": ("ℹ", "#0072B2", "#eef6fc"), "ok": ("✔", "#009E73", "#edf8f3")}
@@ -13,8 +13,7 @@ FINDINGS_CSS = """
 .ss-rf { display: flex; flex-direction: column; gap: 8px; font-family: system-ui, sans-serif; }
 .ss-rf-card { border-left: 5px solid; border-radius: 6px; padding: 8px 12px; }
 .ss-rf-head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
-.ss-rf-code { font-family: ui-monospace, monospace; font-size: 12.5px; padding: 1px 6px;
-  border-radius: 4px; background: rgba(0,0,0,.07); }
+.ss-rf-code { font-family: ui-monospace, monospace; font-size: 11px; color: #6e7781; }
 .ss-rf-title { font-weight: 650; }
 .ss-rf-row { font-size: 13.5px; margin-top: 3px; }
 .ss-rf-ev { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; margin-top: 3px; }
@@ -51,7 +50,7 @@ def _value(v, ids: bool, texts) -> str:
     if isinstance(v, int):
         return f"{v} «{visible(texts(v))}»" if ids and texts else str(v)
     if isinstance(v, dict):
-        return " · ".join(f"{k} {_value(x, _id_key(k) or (ids and not _count_key(k)), texts)}"
+        return " · ".join(f"{fault_label(k)} {_value(x, _id_key(k) or (ids and not _count_key(k)), texts)}"
                           for k, x in v.items())
     if isinstance(v, (list, tuple)):
         flat = all(isinstance(x, int) and not isinstance(x, bool) for x in v)
@@ -128,13 +127,13 @@ def _card(f: dict, children: list, texts=None) -> str:
                    if f.get(key))
     inner = "".join(_card(c, [], texts) for c in children)
     folded = (f'<details class="ss-rf-explained"><summary>{len(children)} symptom(s) explained by '
-              f'{esc(f.get("code"))}</summary>{inner}</details>') if children else ""
+              f'this finding</summary>{inner}</details>') if children else ""
     explained = f' data-explained-by="{esc(f["explained_by"])}"' if f.get("explained_by") else ""
     return (f'<div class="ss-rf-card" data-code="{esc(f.get("code"))}" data-severity="{esc(sev)}"{explained} '
             f'style="border-color:{colour};background:{tint}">'
             f'<div class="ss-rf-head"><span style="color:{colour}">{icon}</span>'
-            f'<span class="ss-rf-code">{esc(f.get("code"))}</span>'
-            f'<span class="ss-rf-title">{esc(f.get("title"))}</span></div>'
+            f'<span class="ss-rf-title">{esc(f.get("title"))}</span>'
+            f'<span class="ss-rf-code" title="the finding\'s code (JSON, CLI)">{esc(f.get("code"))}</span></div>'
             f'{rows}{_evidence(f.get("evidence"), texts)}{folded}</div>')
 
 
@@ -157,6 +156,6 @@ def config_badges(config: dict | None) -> str:
            for k in keys if declared.get(k) not in (None, "")]
     if config.get("recorded"):
         out.insert(0, '<span class="ss-badge">recorded run</span>')
-    out += [f'<span class="ss-badge ss-badge-fault">fault: {esc(n)}</span>'
+    out += [f'<span class="ss-badge ss-badge-fault" data-fault="{esc(n)}">fault: {esc(fault_label(n))}</span>'
             for n in config.get("faults") or []]
     return '<div class="ss-badges">' + "".join(out) + "</div>"

@@ -112,3 +112,18 @@ def plain(text: str) -> str:
     for raw, said in PLAIN_WORDS:
         out = out.replace(raw, said)
     return out
+
+
+def snake_words(text) -> str:
+    """The snake_case names inside a line read as words ('stale_cache; runs to max_new_tokens'
+    -> 'stale cache; runs to max new tokens'); the rest of the line as it is. For the page only:
+    JSON and the CLI keep the names."""
+    import re
+
+    return re.sub(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", lambda m: m.group(0).replace("_", " "), str(text or ""))
+
+
+def fault_label(name) -> str:
+    """A fault (or finding code) as the page names it: 'no_resync' -> 'no resync'. The value the
+    code uses (a dropdown's value, the config's `faults`) stays the name."""
+    return str(name or "").replace("_", " ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 
 from .config_panel import INACTIVE_CSS
+from .formatting import snake_words
 
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
@@ -13,7 +14,8 @@ def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str,
     d = f'<span class="ss-status-detail">{html.escape(detail)}</span>' if detail else ""
     ctx = "".join(
         f'<span class="ss-status-tag{" ss-status-fault" if what == "fault" else ""}" data-what="{html.escape(what)}">'
-        f'{html.escape(what)}: {html.escape(value)}</span>' for what, value in context or [])
+        f'{html.escape(what)}: {html.escape(snake_words(value) if what == "fault" else value)}</span>'
+        for what, value in context or [])
     ctx = f'<span class="ss-status-ctx">{ctx}</span>' if ctx else ""
     return (f'<div class="ss-status ss-status-{kind}" data-state="{kind}"><span class="ss-status-icon">'
             f'{icon}</span><span class="ss-status-text">{html.escape(text)}</span>{d}{ctx}</div>')

@@ -55,7 +55,7 @@ def test_identical_configs_name_no_winner_and_show_identical_texts(page, artifac
 
 def test_b_warnings_keep_the_cards_in_line(page, artifacts):
     _ab(page)
-    pick_option(page, "ab-fault", "no_resync")      # B = A + fault: B gets warnings, A none
+    pick_option(page, "ab-fault", "no resync")      # B = A + fault: B gets warnings, A none
     wait_state(page, "ab-status", timeout=180_000)
     assert page.locator("#ab-side-b .ss-warnings-panel").first.bounding_box()["height"] > 40
     pairs = {"cards": ("#ab-side-a .ss-cards-panel", "#ab-side-b .ss-cards-panel"),

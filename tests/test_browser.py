@@ -148,16 +148,16 @@ def test_live_reads_without_contradictions(page, artifacts, tmp_path):
 
     # a lossy run compared with cloud-only
     page.get_by_label("compare with cloud-only").check()
-    page.locator(".ss-faults").first.get_by_text("lenient_rank").click()
+    page.locator(".ss-faults").first.get_by_text("lenient rank —").click()
     page.click("#live-run")
     page.wait_for_selector("#live-status [data-state=run]", timeout=20_000)   # not the upload's err
     # a run with an error finding is not a green "Done" (issue 37)
     assert wait_state(page, "live-status", timeout=120_000) == "err", page.inner_text("#live-status")
     status = page.inner_text("#live-status")
     assert "Done, with errors" in status and "✔" not in status, status
-    for badge in ("backend: demo", "dtype: float32", "cloud: in this process", "fault: lenient_rank"):
+    for badge in ("backend: demo", "dtype: float32", "cloud: in this process", "fault: lenient rank"):
         assert badge in status, status
-    assert "× speed-up" in status and "lossless_violation" in status, status
+    assert "× speed-up" in status and "(lossless violation)" in status, status
     vs = page.locator("#live-vs-cloud")
     assert vs.is_visible()
     vs_text = vs.inner_text()
@@ -188,7 +188,7 @@ def test_ab_tab_runs_fault_against_fixed(page, artifacts):
     page.goto(page.base_url)
     page.get_by_role("tab", name="A/B").click()
     assert "B = A + this fault" in page.inner_text("#ab-fault")
-    pick_option(page, "ab-fault", "no_resync")      # B = A + fault, and the pair runs
+    pick_option(page, "ab-fault", "no resync")      # B = A + fault, and the pair runs
     # B's cache desync is an error finding: the pair is not a green "Done" (issue 37)
     assert wait_state(page, "ab-status", timeout=180_000) == "err", page.inner_text("#ab-status")
     assert "Done, with errors" in page.inner_text("#ab-status")
@@ -197,7 +197,7 @@ def test_ab_tab_runs_fault_against_fixed(page, artifacts):
         panel = page.locator(f"#{side} .ss-tokens-panel").first     # not cut, no inner scrolling
         assert panel.evaluate("e => e.scrollHeight <= e.clientHeight + 2")
     status = page.inner_text("#ab-status")
-    assert "fault: B no_resync" in status and "× over cloud-only" in status, status
+    assert "fault: B no resync" in status and "× over cloud-only" in status, status
     diff = page.inner_text("#ab-diff")
     assert not re.search(r"\b[a-z0-9]+_[a-z0-9_]+\b", diff), diff     # no raw snake_case keys
     assert "draft acceptance rate" in diff and "speed-up over cloud-only" in diff and "×" in diff

@@ -338,7 +338,8 @@ def test_results_table_flattens_rows():
                                 "acceptance", "acc. len", "punct.", "tokens/s", "error", "text"]
     assert df.loc[0, "name"] == "angry_01.wav" and df.loc[0, "acceptance"] == "81.2%"
     assert df.loc[0, "emotion hit"] == "yes" and df.loc[0, "punct."] == "20.0%"
-    assert df.loc[0, "chrF (0–100)"] == 41.5 and pd.isna(df.loc[1, "acceptance"])
+    assert df.loc[0, "chrF (0–100)"] == "41.5" and pd.isna(df.loc[1, "acceptance"])
+    assert df.loc[0, "acc. len"] == "3.20" and df.loc[0, "tokens/s"] == "150.0"     # one way per column
     assert df.loc[1, "error"] == "bad.wav: not an audio file"
     ab = results_table([{"name": "x", "config_name": "A"}, {"name": "x", "config_name": "B"}])
     assert list(ab["config"]) == ["A", "B"]

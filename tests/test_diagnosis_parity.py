@@ -141,7 +141,7 @@ def test_no_resync_symptoms_are_nested_under_stale_cache(demo):
     for html in (findings_html(found), diagnostics_html(found)):
         assert html.count('data-explained-by="stale_cache"') == len(nested)
         assert html.index('data-code="stale_cache"') < html.index('data-explained-by="stale_cache"')
-    assert "(stale_cache)" in findings_summary(found) and "context_mismatch" not in findings_summary(found)
+    assert "(stale cache)" in findings_summary(found) and "context mismatch" not in findings_summary(found)
 
 
 @pytest.mark.parametrize("name,knobs", [

@@ -57,7 +57,7 @@ def test_config_badges_show_declared_knobs_and_faults():
     html = config_badges({"recorded": True, "declared": {"k": 4, "verify": "greedy"}})
     assert "recorded run" in html and "draft length k: 4" in html and "acceptance rule: greedy" in html
     assert "max new tokens: 128" in config_badges({"declared": {"max_new_tokens": 128}})   # no snake_case
-    assert "fault: no_resync" in config_badges({"k": 4, "faults": ["no_resync"]})
+    assert "fault: no resync" in config_badges({"k": 4, "faults": ["no_resync"]})      # words (issue 37)
 
 
 @pytest.mark.parametrize("raw, words", [

@@ -200,7 +200,7 @@ def test_live_input_corruption_reads_one_way(page):
     page.wait_for_function("() => document.querySelector('#live-status')?.innerText.includes('share link')",
                            timeout=15_000)
     status = page.inner_text("#live-status")
-    assert "fault: input_corruption" in status and "Opened from a share link on sad_01" in status, status
+    assert "fault: input corruption" in status and "Opened from a share link on sad_01" in status, status
     page.click("#live-run")
     page.wait_for_selector("#live-status [data-state=run]", timeout=20_000)
     state = wait_state(page, "live-status", timeout=120_000)
@@ -323,5 +323,5 @@ def test_a_shared_fault_and_knobs_show_before_run():
     from components.config_panel import query_to_config
     from ui.live import shared_status
     html = shared_status(query_to_config("faults=input_corruption&k=6"), "sad_01")
-    assert 'data-what="fault"' in html and "input_corruption" in html and "draft length k 6" in html
+    assert 'data-what="fault"' in html and "fault: input corruption" in html and "draft length k 6" in html
     assert 'data-state="idle"' in html

@@ -9,6 +9,7 @@ import traceback
 import gradio as gr
 
 from components.cards import diagnostics_html, findings_summary
+from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, repeat_speedup, speedup
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
@@ -17,7 +18,7 @@ from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.errors import ConfigError, UserError
 from specdec_core.decoding.faults import FAULTS
 
-from . import common
+from . import common, limits
 from .knobs import KnobPanel
 from .runs import Run
 from components.status import finished_status, status_html
@@ -65,7 +66,7 @@ class ABTab:
                                                   "speed-up and text diff per side")
             with gr.Column(scale=2, min_width=320):
                 self.fault_vs_fixed = gr.Dropdown(
-                    [NO_FAULT] + list(FAULTS), value=NO_FAULT, elem_id="ab-fault",
+                    [NO_FAULT] + [(fault_label(n), n) for n in FAULTS], value=NO_FAULT, elem_id="ab-fault",
                     label="one click: fault vs fixed (B = A + this fault)",
                     info="B becomes a copy of A's knobs with this fault added; then A and B run")
                 self.compare = gr.Dropdown(
@@ -131,6 +132,9 @@ class ABTab:
         ins = [self.sample, self.audio, self.backend, self.reference, *a.inputs, *b.inputs]
         run_kw = dict(api_visibility="private", concurrency_id="decode", concurrency_limit=2,
                       trigger_mode="once", show_progress="hidden")
+        waiting = dict(fn=limits.waiting_status, inputs=None, outputs=self.status, queue=False,   # issue 37
+                       api_visibility="private", show_progress="hidden")
+        self.run_btn.click(**waiting)
         self.run_btn.click(gpu(self.run), ins, self.outputs, api_name="ab_run", **run_kw)
         self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
         self.copy_btn.click(lambda *v: b.updates_for(a.to_config(v)), a.inputs, b.inputs, queue=False,
@@ -138,10 +142,10 @@ class ABTab:
         self.swap_btn.click(self.swap, [*a.inputs, *b.inputs], [*a.inputs, *b.inputs], queue=False,
                             api_visibility="private")
         self.fault_vs_fixed.input(self.set_fault, [self.fault_vs_fixed, *a.inputs], b.inputs,
-                                  queue=False, api_visibility="private").then(
+                                  queue=False, api_visibility="private").then(**waiting).then(
             gpu(self.run), ins, self.outputs, api_name="ab_fault_run", **run_kw)
         self.compare.input(self.set_pair, [self.compare, *a.inputs], [*a.inputs, *b.inputs],
-                           queue=False, api_visibility="private").then(
+                           queue=False, api_visibility="private").then(**waiting).then(
             gpu(self.run), ins, self.outputs, api_name="ab_compare_run", **run_kw)
         # picking a clip previews it; the prompt type stays the user's choice
         self.sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(),
@@ -244,8 +248,7 @@ class ABTab:
         ta, tb = runs[0].live.trace, runs[1].live.trace
         sps = [(repeat_speedup(xs, b["wall_s"]) if xs else speedup(t, b)) if b else None
                for t, b, xs in zip((ta, tb), bases, samples)]
-        detail = (f"A: {len(ta['tokens'])} tokens, ended by {ta.get('ended_by')}{_sp(sps[0])}{_fs(ta)} · "
-                  f"B: {len(tb['tokens'])} tokens, ended by {tb.get('ended_by')}{_sp(sps[1])}{_fs(tb)}")
+        detail = pair_detail(ta, tb, sps)
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
         rows, timings = timing_rows(sps, samples)
@@ -309,8 +312,15 @@ def baseline_rows(ta: dict, tb: dict, bases: list) -> list[tuple[str, object, ob
              bases[1]["token_ids"] == tb.get("token_ids"))]
 
 
+def pair_detail(ta: dict, tb: dict, sps: list) -> str:
+    """The finished status line's detail: per side its tokens, why it ended (the Live tab's
+    words), its speed-up over cloud-only and its findings."""
+    return " · ".join(f"{side}: {len(t['tokens'])} tokens, ended by {ended_by_words(t.get('ended_by'))}"
+                      f"{_sp(sp)}{_fs(t)}" for side, t, sp in (("A", ta, sps[0]), ("B", tb, sps[1])))
+
+
 def _fs(trace: dict) -> str:
-    """', ✖ 1 error (cache_desync)' for one side of the status line."""
+    """', ✖ 1 error (cache desync)' for one side of the status line."""
     return findings_summary(trace.get("diagnostics")).replace(" — see Diagnostics", "").replace(" · ", ", ")
 
 
@@ -319,7 +329,7 @@ def _sp(sp: dict | None) -> str:
 
 
 def ab_faults(cfg_a: DecodeConfig, cfg_b: DecodeConfig) -> list[tuple[str, str]]:
-    """Status badges for the faults that are on, per side ('fault: B no_resync')."""
+    """Status badges for the faults that are on, per side ('fault: B no_resync', shown in words)."""
     return [("fault", f"{side} {f}") for side, c in (("A", cfg_a), ("B", cfg_b)) for f in c.faults]
 
 

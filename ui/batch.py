@@ -18,7 +18,7 @@ from specdec_core.evaluation.edges import SPEC_KEYS
 from specdec_core.evaluation.scale import ENGINES, run_batch_dir
 from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
 
-from . import common
+from . import common, limits
 from .gpu import gpu
 
 BUNDLED, UPLOAD = "bundled samples", "upload CSV + clips"
@@ -75,7 +75,7 @@ class BatchTab:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1):
                 self.aggregate = gr.Dataframe(aggregate_placeholder(), label="aggregate over the clips",
-                                              interactive=False, max_chars=40,
+                                              interactive=False,
                                               elem_id="batch-aggregate", wrap=True, max_height=640)
             with gr.Column(scale=1):
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
@@ -95,8 +95,7 @@ class BatchTab:
             btn.click(self.live.knobs_to_json, knobs.inputs, target, queue=False, api_visibility="private")
         self.b_from_live.click(lambda: True, None, self.use_b, queue=False, api_visibility="private")
         outs = [self.status, self.aggregate, self.checklist, self.plot, self.table, self.dl_json, self.dl_csv]
-        # the status line goes blank first: the progress bar is drawn over it, never over a hint
-        self.run_btn.click(lambda: status_html("run", ""), None, self.status, queue=False,
+        self.run_btn.click(waiting_or_blank, None, self.status, queue=False,
                            api_visibility="private").then(
             gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
                                       self.use_b, self.cfg_b, self.live.backend, self.engine,
@@ -154,6 +153,15 @@ class BatchTab:
         finally:
             cancel.set()
             common.unregister(session, cancel)
+
+
+def waiting_or_blank(request: gr.Request):
+    """The status line before the batch: "waiting: N runs ahead" while other visitors' runs hold
+    the decode slots (ui/limits.py, as on Live), else blank: the progress bar is drawn over it,
+    never over a hint."""
+    if limits.runs_ahead(getattr(request, "session_hash", None))[0]:
+        return limits.waiting_status(request)
+    return status_html("run", "")
 
 
 def _run_local(items, configs, backend_name, cancel, progress, total):

@@ -24,8 +24,9 @@ def cloud_url_widget(policy=None):
                            allow_custom_value=True, filterable=False, elem_id=ELEM_ID)
     if p.mode == "free":
         return gr.Textbox(value="", label=LABEL, max_lines=1, elem_id=ELEM_ID,
-                          placeholder="blank: cloud in this process · http://127.0.0.1:8000 (make cloud)",
-                          info="verify on a vLLM server: the edge stays here, one request per block")
+                          placeholder="http://127.0.0.1:8000",
+                          info="blank: the cloud runs in this process; a URL verifies on a vLLM server "
+                               "(make cloud starts one here): the edge stays here, one request per block")
     return gr.Textbox(value="", label=LABEL, max_lines=1, elem_id=ELEM_ID, interactive=False,
                       placeholder="off: the cloud runs in this process", info=f"off: {p.why}")
 

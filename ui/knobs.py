@@ -14,7 +14,7 @@ import gradio as gr
 from components.config_panel import GREYABLE as PANEL_GREYABLE, LINK_KNOBS
 from components.config_panel import (KNOB_SPECS, SPECS_BY_NAME, UNIT_KNOBS, default_config, inactive,
                                      widget_settings, widget_value)
-from components.formatting import plain, words
+from components.formatting import fault_label, plain, snake_words, words
 from specdec_core.decoding.config import PRESET_HELP, PRESETS
 from specdec_core.decoding.faults import FAULTS
 
@@ -48,9 +48,11 @@ def preset_info(name: str) -> str:
 
 
 def fault_choices() -> list[tuple[str, str]]:
-    """'no_resync — what it shows on the demo pair (seed ...)': the symptom a user will see here,
-    which on a greedy, always-verified run is often not the text symptom of the seed note."""
-    return [(f"{f.name} — {f.seen or f.symptom} (seed {f.seed})", f.name) for f in FAULTS.values()]
+    """'no resync — what it shows on the demo pair (seed ...)', in words (the value stays the
+    fault's name): the symptom a user will see here, which on a greedy, always-verified run is
+    often not the text symptom of the seed note."""
+    return [(f"{fault_label(f.name)} — {snake_words(f.seen or f.symptom)} (seed {f.seed})", f.name)
+            for f in FAULTS.values()]
 
 
 def preset_config(name: str, keep: dict | None = None) -> dict:

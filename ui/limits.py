@@ -66,7 +66,7 @@ def runs_ahead(session: str | None) -> tuple[int, int | None]:
     return len(waiting) + len(running), limit
 
 
-def waiting_status(request):
+def waiting_status(request: gr.Request | None = None):
     """The status line while a run is queued: "waiting: N runs ahead" (a skip when it starts at
     once); the run's own first update replaces it when it starts."""
     n, limit = runs_ahead(getattr(request, "session_hash", None))

@@ -77,7 +77,7 @@ def _stop_items(metrics: list, min_new_tokens: int) -> list:
     leaks = sum(bool(m.get("template_leak")) for m in metrics)
     return [_item("no premature stops", not bad, f"{len(bad)} of {n} clips" + (f" ({detail})" if bad else ""),
                   f"all end by EOS or first sentence (>= {min_new_tokens} tokens); "
-                  "none by fault, cycle or max_new_tokens"),
+                  "none by fault, cycle or max new tokens"),
             _item("no template leakage", leaks == 0, f"{leaks} of {n} clips", "0 clips")]
 
 

@@ -100,7 +100,7 @@ CHECKS = CheckList([
     lambda e: omni_checks.check_mrope(e.t, e.rec),
     lambda e: omni_checks.check_audio(e.t, e.rec),
     lambda e: checks.check_own_prompt(e.t, e.texts),
-    lambda e: checks.check_contexts(e.t, e.rounds),
+    lambda e: checks.check_contexts(e.t, e.rounds, e.texts),
     _rank_window,
     lambda e: output_checks.check_lossless(e.t, e.rounds, e.declared, e.texts),
     lambda e: output_checks.check_stops(e.t, e.rec, e.texts, e.rounds),

@@ -5,6 +5,15 @@ from __future__ import annotations
 from specdec_core.recorder.tape import Fwd, Tapes
 
 
+def token(i, texts=None) -> str:
+    """A token id as a detail names it: 'id 467 «的»' (its text when a tokenizer is at hand);
+    'nothing' where there is no token."""
+    if i is None:
+        return "nothing"
+    shown = texts(i).replace("\n", "↵") if texts else ""
+    return f"id {i} «{shown}»" if texts else f"id {i}"
+
+
 def positions(f: Fwd, got: list) -> str:
     if got and got[0] == 0:
         mask = f.raw.get("mask_shape")
@@ -27,7 +36,7 @@ def stale(t: Tapes, f: Fwd, d: int) -> str:
             "after that round)")
 
 
-def mismatch(f: Fwd, d: int, C: list) -> str:
+def mismatch(f: Fwd, d: int, C: list, texts=None) -> str:
     ctx = f.ctx
     if d >= 1 and ctx[d] == ctx[d - 1] and d - 1 < len(C) and ctx[d - 1] == C[d - 1]:
         return (f"the token at position {d - 1} is fed again at position {d}: a token fed twice "
@@ -40,8 +49,8 @@ def mismatch(f: Fwd, d: int, C: list) -> str:
     if d + 1 < len(C) and ctx[d] == C[d + 1]:
         return (f"position {d} holds the committed token of position {d + 1}: a committed token "
                 "is missing from this model's input")
-    return (f"the input holds id {ctx[d]} at position {d} where the committed text has "
-            f"{C[d] if d < len(C) else 'nothing'}: it was built from another sequence than the "
+    return (f"the input holds {token(ctx[d], texts)} at position {d} where the committed text has "
+            f"{token(C[d] if d < len(C) else None, texts)}: it was built from another sequence than the "
             "committed one")
 
 

@@ -71,7 +71,7 @@ def _classify(f: Fwd, d: int, since: int) -> str:
     return "context_mismatch"
 
 
-def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
+def check_contexts(t: Tapes, rounds: list[Round], texts=None) -> list[dict]:
     C, hits = t.C, {"stale_cache": [], "context_mismatch": []}
     for f in t.fwds:                  # contradicts a position the cloud had already decided
         d = f.match
@@ -104,8 +104,9 @@ def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
             out.append(finding(
                 code, f"{f.model} attended to cached tokens that are not committed "
                 f"({len(lst)} forward(s))",
-                f"{f.model} forward {f.i}: cache position {d} holds id {toks['fed']} (written by "
-                f"forward {f.writers[d]}), the committed token there is {toks['committed']}",
+                f"{f.model} forward {f.i}: cache position {d} holds {causes.token(toks['fed'], texts)} "
+                f"(written by forward {f.writers[d]}), the committed token there is "
+                f"{causes.token(toks['committed'], texts)}",
                 causes.stale(t, f, d),
                 "after every verification crop both caches to the committed length "
                 "(cache.crop(-(cache_len - keep)))", _ev(f, d, toks, n_forwards=len(lst)), severity="error"))
@@ -115,9 +116,9 @@ def check_contexts(t: Tapes, rounds: list[Round]) -> list[dict]:
             out.append(finding(
                 code, f"{f.model} was fed a context that is not the committed sequence "
                 f"({len(lst)} forward(s))",
-                f"{f.model} forward {f.i}: {what} at position {d}: fed id {toks['fed']}, "
-                f"committed {toks['committed']}",
-                causes.mismatch(f, d, C),
+                f"{f.model} forward {f.i}: {what} at position {d}: fed {causes.token(toks['fed'], texts)}, "
+                f"committed {causes.token(toks['committed'], texts)}",
+                causes.mismatch(f, d, C, texts),
                 "feed each model exactly seq[cache_len:] of the one committed sequence",
                 _ev(f, d, toks, n_forwards=len(lst)), severity="error"))
     return out
