@@ -50,24 +50,23 @@ def test_the_edge_really_has_its_own_vocabulary(backend):
     assert backend.edge.config.vocab_size != backend.cloud.config.vocab_size
 
 
-def uag_drafts_without_its_cache() -> bool:
-    """transformers releases (5.0.0 among them) whose universal assisted generation calls the
-    edge's generate without the edge's own kwargs: the edge gets the target's attention mask
-    (position ids 54 over cache positions 43 on angry_f3) and drafts over a cache holding a
-    rejected draft, which the recorder reports as stale_cache: upstream, fixed in later releases
-    (docs/versions.md)."""
+def uag_positions_unfixed() -> bool:
+    """transformers releases (5.0.0 and 5.12.1 among them) whose universal assisted generation
+    hands the edge position ids that do not match its re-tokenized cache (on angry_f3: position
+    ids 54 over cache positions 43), so the edge drafts over a cache position that still holds a
+    rejected draft, which the recorder reports as stale_cache: upstream. Later releases drop the
+    stale ids before each edge call (`self.assistant_kwargs.pop("position_ids", None)`, in 5.24);
+    docs/versions.md."""
     import inspect
-    import re
 
     from transformers.generation import candidate_generator as cg
     gen = getattr(cg, "AssistedCandidateGeneratorDifferentTokenizers", None)
-    return gen is not None and bool(re.search(r"generate\(\*\*generation_args\)",
-                                              inspect.getsource(gen.get_candidates)))
+    return gen is not None and 'pop("position_ids"' not in inspect.getsource(gen.get_candidates)
 
 
-@pytest.mark.skipif(uag_drafts_without_its_cache(),
-                    reason="upstream: this transformers' UAG drafts with the target's mask over a "
-                           "stale edge cache (generate called without the edge's kwargs); fixed later")
+@pytest.mark.skipif(uag_positions_unfixed(),
+                    reason="upstream: this transformers' UAG hands the edge position ids that do not "
+                           "match its cache (fixed later by dropping them before each edge call)")
 def test_correct_loop_gets_no_error_and_the_cloud_output(results):
     for res in results:
         assert not codes(res, "error"), [(f["code"], f["title"]) for f in res["findings"]]
