@@ -130,7 +130,7 @@ class ABTab:
     def _wire(self):
         a, b = self.panel_a, self.panel_b
         ins = [self.sample, self.audio, self.backend, self.reference, *a.inputs, *b.inputs]
-        run_kw = dict(api_visibility="private", concurrency_id="decode", concurrency_limit=2,
+        run_kw = dict(api_visibility="private", concurrency_id="decode", concurrency_limit=limits.ADMIT,
                       trigger_mode="once", show_progress="hidden")
         waiting = dict(fn=limits.waiting_status, inputs=None, outputs=self.status, queue=False,   # issue 37
                        api_visibility="private", show_progress="hidden")

@@ -20,6 +20,7 @@ from specdec_core.evaluation.batch import iter_batch
 from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
 
 from . import common
+from .limits import ADMIT
 from .runs import Run
 from .gpu import gpu
 
@@ -164,7 +165,7 @@ def add_api() -> None:
         result = gr.JSON(label="result")
         text = gr.Textbox(label="text")
         trigger = gr.Button()
-    common_kw = dict(concurrency_id="decode", concurrency_limit=2)
+    common_kw = dict(concurrency_id="decode", concurrency_limit=ADMIT)
     ins = [sample, audio, config, backend, baseline]
     trigger.click(api_run, ins, [result, text], api_name="run", **common_kw)
     trigger.click(api_run_stream, ins, [result, text], api_name="run_stream", **common_kw)

@@ -100,7 +100,7 @@ class BatchTab:
             gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
                                       self.use_b, self.cfg_b, self.live.backend, self.engine,
                                       self.workers], outs,
-                           api_visibility="private", api_name="batch_run", concurrency_id="decode", concurrency_limit=2,
+                           api_visibility="private", api_name="batch_run", concurrency_id="decode", concurrency_limit=limits.ADMIT,
                            trigger_mode="once", show_progress_on=[self.status])
         self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
 
@@ -169,7 +169,8 @@ def _run_local(items, configs, backend_name, cancel, progress, total):
     backend = common.get_backend(backend_name)
     progress((0, total), desc="decoding", unit="runs")
     result, failed = None, 0
-    for ev in iter_batch(backend, items, configs, cancel=cancel):
+    rows = iter_batch(backend, items, configs, cancel=cancel)
+    for ev in limits.take_turns(rows, cancel=cancel):   # one decode slot per clip, in turn
         if ev["type"] == "done":
             result = ev["result"]
             break

@@ -191,12 +191,6 @@ def cancel_session(session: str | None) -> int:
     return len(running)
 
 
-def others_running(session: str | None) -> bool:
-    """Whether another session has a decode or batch running now."""
-    with _LOCK:
-        return any(v for s, v in _RUNNING.items() if s != (session or ""))
-
-
 def session_of(request) -> str:
     return getattr(request, "session_hash", None) or ""
 

@@ -26,7 +26,7 @@ from specdec_core.errors import UserError
 from specdec_core.recorder.validate import check_recording, check_size, max_mb, parse_json
 
 from . import common
-from .limits import release_memory
+from .limits import ADMIT, in_slot, release_memory
 from .live import colour_radio
 from components.status import status_html
 
@@ -354,7 +354,7 @@ class InspectTab:
                 self.acclen, self.round, self.drill, self.download, self.state, self.timing,
                 self.tree_round, self.tree]
         self.record.click(self.on_record, [self.decoder, self.sample], outs,
-                          api_visibility="private", concurrency_id="decode")
+                          api_visibility="private", concurrency_id="decode", concurrency_limit=ADMIT)
         self.upload.upload(self.on_upload, [self.upload], outs, api_visibility="private")
         self.round.change(self.on_round, [self.state, self.round], [self.drill, self.tree_round, self.tree],
                           api_visibility="private")
@@ -365,7 +365,7 @@ class InspectTab:
             api_out = gr.JSON(label="result")
             api_btn = gr.Button()
         api_btn.click(api_record, [api_dec, api_sample], api_out, api_name="record",
-                      concurrency_id="decode")
+                      concurrency_id="decode", concurrency_limit=ADMIT)
 
     def _show(self, res: dict, label: str) -> list:
         tr, rec = res["trace"], res["recording"]
@@ -397,7 +397,7 @@ class InspectTab:
 
     def on_record(self, decoder, sample):
         try:
-            return self._show(record_example(decoder, sample), f"{decoder}-{sample}")
+            return self._show(in_slot(record_example, decoder, sample), f"{decoder}-{sample}")
         except Exception as e:  # noqa: BLE001
             return self._fail(e)
 
@@ -457,7 +457,7 @@ def api_record(decoder: str, sample: str) -> dict:
     """Record an example decoder on a bundled clip -> {ok, text, token_ids, findings, trace,
     recording}. Errors come back as one line."""
     try:
-        return record_example(decoder or "correct", sample or common.DEFAULT_SAMPLE)
+        return in_slot(record_example, decoder or "correct", sample or common.DEFAULT_SAMPLE)
     except Exception as e:  # noqa: BLE001
         if not isinstance(e, UserError):
             traceback.print_exc()

@@ -1,22 +1,23 @@
-"""The operator's caps at the page's queue (issue 36, 37): one visitor's decode runs (waiting or
-running) are capped per session, a queued visitor's status line says how many runs are ahead,
-and a long run pauses between rounds while others decode, so one visitor at the caps cannot
-take the server from everyone else. The caps' values live in specdec_core/caps.py."""
+"""The operator's caps at the page's queue (issue 36, 37, 43): one visitor's decode runs (waiting
+or running) are capped per session, a queued visitor's status line says how many runs are ahead,
+and the decode slots are shared round by round (specdec_core/slots.py), so runs at the caps
+cannot take the server from everyone else. The caps' values live in specdec_core/caps.py."""
 from __future__ import annotations
-
-import time
 
 import gradio as gr
 
 from components.status import status_html
 from specdec_core.caps import CAPS, cap
+from specdec_core.slots import RoundSlots
 
 DECODE = "decode"          # the concurrency id of every decode event (Live, A/B, Batch, API)
 _QUEUE: list = [None]      # Gradio's queue once the page is queued (ui/page.queued)
-# A run past COURTESY_AFTER_S (an ordinary demo run takes ~1 s) pauses after each round, while
-# another visitor's decode runs, for as long as the round took: it keeps at most half its pace.
-COURTESY_AFTER_S = 3.0
-COURTESY_MAX_PAUSE_S = 0.5
+# SLOTS rounds are computed at a time (2 CPU-bound decodes: more only slows everyone on a small
+# machine); ADMIT decode events run at once (Gradio's concurrency limit on DECODE), taking turns
+# for the slots round by round; more wait in Gradio's queue with the "waiting" status line.
+DECODE_SLOTS = 2
+ADMIT = 2 * DECODE_SLOTS
+SLOTS = RoundSlots(DECODE_SLOTS)
 
 
 def _events(queue, cid: str = DECODE) -> tuple[list, list, int | None]:
@@ -76,16 +77,15 @@ def waiting_status(request: gr.Request | None = None):
                        f"this server decodes {limit} at a time; yours starts when one ends")
 
 
-def courteous(events, others_busy):
-    """The events of one decode; once it has run COURTESY_AFTER_S, it pauses after each round
-    while others_busy() for as long as the round took (at most COURTESY_MAX_PAUSE_S)."""
-    t0 = last = time.monotonic()
-    for ev in events:
-        yield ev
-        now = time.monotonic()
-        if now - t0 > COURTESY_AFTER_S and others_busy():
-            time.sleep(min(now - last, COURTESY_MAX_PAUSE_S))
-        last = time.monotonic()
+def take_turns(events, owner=None, cancel=None):
+    """The events of one decode, each round computed in one of the server's decode slots, taken
+    in turn with every other decode (specdec_core/slots.RoundSlots)."""
+    return SLOTS.rounds(events, owner, cancel)
+
+
+def in_slot(fn, *args, **kwargs):
+    """fn(*args, **kwargs) in one decode slot (work that is not a stream of rounds)."""
+    return SLOTS.call(fn, *args, **kwargs)
 
 
 def release_memory() -> None:

@@ -134,7 +134,7 @@ class LiveTab:
                            api_visibility="private", show_progress="hidden")
         self.run_event = self.run_btn.click(
             gpu(self.run), ins, self.outputs, api_visibility="undocumented", api_name="live_run", concurrency_id="decode",
-            concurrency_limit=2, trigger_mode="once", show_progress="hidden")
+            concurrency_limit=limits.ADMIT, trigger_mode="once", show_progress="hidden")
         self.run_event.then(show_tree, [self.tree_round, self.dl_trace], [self.tree_round, self.tree],
                             api_visibility="private")
         self.tree_round.submit(show_tree, [self.tree_round, self.dl_trace], [self.tree_round, self.tree],

@@ -11,8 +11,8 @@ from specdec_core.decoding.config import DecodeConfig
 
 from specdec_core.caps import note_cuts
 
-from .common import capped, others_running, register, unregister
-from .limits import courteous
+from .common import capped, register, unregister
+from .limits import in_slot, take_turns
 from .views import Clock
 
 
@@ -35,7 +35,7 @@ class Run:
         register(self.session, self.cancel)
         try:
             events = stream_prompt(self.backend, self.prompt, self.cfg, cancel=self.cancel)
-            for ev in courteous(events, lambda: others_running(self.session)):   # yields to others
+            for ev in take_turns(events, self.session, self.cancel):   # slots shared round by round
                 new = self.live.add(ev)
                 if self.live.done:    # a cap that ended the run says so, with its variable
                     new = new + note_cuts(self.live.trace, self.asked, self.cfg)
@@ -53,8 +53,8 @@ class Run:
             return None
         # the reference, its numerics probe and the bug-or-numerics verdict (issue 27);
         # `reference` (another Run's .reference) reuses its cloud-only decode
-        self.reference = reference or reference_for(self.backend, self.prompt, self.cfg)
-        self.baseline = compare(self.backend, self.prompt, self.cfg, self.live.trace,
+        self.reference = reference or in_slot(reference_for, self.backend, self.prompt, self.cfg)
+        self.baseline = in_slot(compare, self.backend, self.prompt, self.cfg, self.live.trace,
                                 reference=self.reference)
         return self.baseline
 

@@ -1,0 +1,86 @@
+"""Decode slots shared round by round (issue 43): a server that decodes N runs at a time gives a
+slot to a run for ONE round (one step of its event stream), not for the whole run. A run
+takes its place at the back of the line for every round, so a run that arrives while
+long runs hold every slot gets the next slot any of them releases: it waits for at most one
+round, never for a whole run at the caps. Alone, a run re-takes its slot at once.
+
+The line is first come, first served (tickets in a deque under one Condition). The scheduler
+is the only shared object; a run's state stays with the run. No Gradio here (ui/limits.py
+wires it to the page's decode events)."""
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+
+class RoundSlots:
+    """`slots` decode slots, handed out one round at a time in arrival order."""
+
+    def __init__(self, slots: int):
+        self.slots = max(1, int(slots))
+        self._cv = threading.Condition()
+        self._busy = 0
+        self._line: deque = deque()
+        self.grants: list = []       # the owners in the order they got a slot (the last 1000)
+
+    def busy(self) -> int:
+        with self._cv:
+            return self._busy
+
+    def waiting(self) -> int:
+        with self._cv:
+            return len(self._line)
+
+    def acquire(self, owner=None, cancel: threading.Event | None = None) -> bool:
+        """Wait in line for a slot; True once it is held. False, without a slot, when `cancel`
+        is set while waiting (a stopped run ends within its next round, so it need not wait)."""
+        ticket = object()
+        with self._cv:
+            self._line.append(ticket)
+            while not (self._busy < self.slots and self._line[0] is ticket):
+                if cancel is not None and cancel.is_set():
+                    self._line.remove(ticket)
+                    self._cv.notify_all()
+                    return False
+                self._cv.wait(0.2 if cancel is not None else None)
+            self._line.popleft()
+            self._busy += 1
+            self.grants = [*self.grants[-999:], owner]
+            self._cv.notify_all()       # the next in line may take a slot still free
+            return True
+
+    def release(self) -> None:
+        with self._cv:
+            self._busy -= 1
+            self._cv.notify_all()
+
+    def rounds(self, events, owner=None, cancel: threading.Event | None = None):
+        """The events of one run, each computed while holding a slot; the slot is released
+        before the event is handed on (streaming to a page holds no slot) and taken again, at
+        the back of the line, for the next one."""
+        it = iter(events)
+        try:
+            while True:
+                held = self.acquire(owner, cancel)
+                try:
+                    ev = next(it)
+                except StopIteration:
+                    return
+                finally:
+                    if held:
+                        self.release()
+                yield ev
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+    def call(self, fn, *args, owner=None, **kwargs):
+        """fn(*args, **kwargs) in one slot (work that is not a stream of rounds, e.g. a
+        cloud-only reference decode)."""
+        held = self.acquire(owner)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if held:
+                self.release()
