@@ -74,7 +74,8 @@ def waiting_status(request: gr.Request | None = None):
     if not n:
         return gr.skip()
     return status_html("run", f"waiting: {n} run{'s' if n != 1 else ''} ahead",
-                       f"this server decodes {limit} at a time; yours starts when one ends")
+                       f"this server runs {limit} decodes at a time, taking turns round by round; "
+                       "yours starts when one ends")
 
 
 def take_turns(events, owner=None, cancel=None):
