@@ -92,13 +92,36 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+# Playwright's default wait for every page here: the suite runs beside other work (2 busy
+# cores: a Gradio page load or a short decode can take tens of seconds), and a wait polls for
+# its state, so a generous limit costs nothing when the page is quick.
+WAIT_MS = 120_000
+
+
+@contextlib.contextmanager
+def app_page(viewport: tuple[int, int] = (1500, 1000)):
+    """A chromium page on the shared app (app_server), with `page.base_url` and WAIT_MS as its
+    default timeout. tests/conftest.py's module-scoped `page` fixture is this."""
+    from playwright.sync_api import sync_playwright
+
+    with app_server() as url, sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            pg = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+            pg.set_default_timeout(WAIT_MS)
+            pg.base_url = url
+            yield pg
+        finally:
+            browser.close()
+
+
 def pick_option(page, elem_id: str, text: str) -> None:
     """Choose `text` in the gr.Dropdown with this elem_id."""
     page.locator(f"#{elem_id} input").first.click()
     page.locator(f"#{elem_id} [role=option]", has_text=text).first.click()
 
 
-def wait_state(page, elem_id: str, states=("ok", "warn", "err"), timeout: float = 90_000) -> str:
+def wait_state(page, elem_id: str, states=("ok", "warn", "err"), timeout: float = 180_000) -> str:
     """Wait until the status box #elem_id shows one of `states`; returns the state."""
     sel = ", ".join(f"#{elem_id} [data-state={s}]" for s in states)
     page.wait_for_selector(sel, timeout=timeout)

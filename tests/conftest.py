@@ -22,6 +22,17 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
+@pytest.fixture(scope="module")
+def page(artifacts, request):
+    """One chromium page per test module on the shared app (tests/browser_util.app_page): 1500 x
+    1000 unless the module sets PAGE_VIEWPORT; waits default to browser_util.WAIT_MS."""
+    pytest.importorskip("playwright.sync_api")
+    from browser_util import app_page
+
+    with app_page(getattr(request.module, "PAGE_VIEWPORT", (1500, 1000))) as pg:
+        yield pg
+
+
 @pytest.fixture(scope="session")
 def tok():
     from tiny import char_tokenizer

@@ -6,20 +6,10 @@ import re
 
 import pytest
 
-from browser_util import app_server, launch_chromium, pick_option, wait_state
+from browser_util import pick_option, wait_state
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def page(artifacts):
-    with app_server() as url, playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
-        pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-        pg.base_url = url
-        yield pg
-        browser.close()
 
 
 def _ab(page):
@@ -93,9 +83,9 @@ def test_batch_tab_shares_one_way_by_label_in_its_box_and_ray_workers(page, arti
     assert workers.count() == 0 or not workers.is_visible()          # the local engine: no Ray knob
     assert re.search(r"~\d+ s of start-up", page.inner_text("#batch-engine"))
     page.locator("#batch-engine label", has_text="ray").click()
-    page.wait_for_selector("#batch-workers", state="visible", timeout=5_000)
+    page.wait_for_selector("#batch-workers", state="visible", timeout=120_000)
     page.locator("#batch-engine label", has_text="local").click()
-    page.wait_for_selector("#batch-workers", state="hidden", timeout=5_000)
+    page.wait_for_selector("#batch-workers", state="hidden", timeout=120_000)
     limit = page.locator("#batch-limit input[type=number]")
     limit.fill("4")
     limit.press("Enter")

@@ -3,7 +3,7 @@ trace by audio dependence / cloud rank with no re-render, and show the colour ke
 Screenshot: test-artifacts/inspect-dependence.png."""
 import pytest
 
-from browser_util import app_server, launch_chromium, pick_option, wait_state
+from browser_util import pick_option, wait_state
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -11,14 +11,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 BG = "el => getComputedStyle(el).backgroundColor"
 
 
-@pytest.fixture(scope="module")
-def page(artifacts):
-    with app_server() as url, playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
-        pg = browser.new_page(viewport={"width": 1440, "height": 1000})
-        pg.base_url = url
-        yield pg
-        browser.close()
+PAGE_VIEWPORT = (1440, 1000)     # the shared `page` fixture (tests/conftest.py)
 
 
 def test_live_toggle_shows_the_colour_key(page):
@@ -27,9 +20,9 @@ def test_live_toggle_shows_the_colour_key(page):
     key = page.locator("#live-colour ~ .ss-tokens-panel .ss-key-dep")
     assert not key.is_visible()
     page.locator("#live-colour").get_by_text("audio dependence").click()
-    key.wait_for(state="visible", timeout=10_000)
+    key.wait_for(state="visible", timeout=120_000)
     page.locator("#live-colour").get_by_text("cloud rank").click()
-    page.locator("#live-colour ~ .ss-tokens-panel .ss-key-rank").wait_for(state="visible", timeout=10_000)
+    page.locator("#live-colour ~ .ss-tokens-panel .ss-key-rank").wait_for(state="visible", timeout=120_000)
     assert not key.is_visible()
 
 
@@ -48,7 +41,7 @@ def test_inspect_colours_tokens_by_audio_dependence(page, artifacts):
     source_bg = tok.evaluate(BG)
     before = [toks.nth(i).evaluate(BG) for i in range(toks.count())]
     page.locator("#inspect-colour").get_by_text("audio dependence").click()
-    page.locator("#inspect-tokens .ss-key-dep").wait_for(state="visible", timeout=10_000)
+    page.locator("#inspect-tokens .ss-key-dep").wait_for(state="visible", timeout=120_000)
     after = [toks.nth(i).evaluate(BG) for i in range(toks.count())]
     assert after != before and len(set(after)) >= 3      # a graded tint, not the source colours
     page.screenshot(path=str(artifacts / "inspect-dependence.png"), full_page=True)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from gradio_client import Client, handle_file
 
-from browser_util import ROOT, app_server, launch_chromium
+from browser_util import ROOT, app_server
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -24,13 +24,7 @@ def url():
         yield u
 
 
-@pytest.fixture(scope="module")
-def page(url):
-    with playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        yield pg
-        browser.close()
+PAGE_VIEWPORT = (1400, 1000)     # the shared `page` fixture (tests/conftest.py)
 
 
 def test_share_link_value_shows_as_text_not_html(page, url):

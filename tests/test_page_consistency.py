@@ -168,23 +168,6 @@ def test_prosody_reads_as_words():
 
 
 # ---- in a real browser ----------------------------------------------------------------------
-def _browser_page():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    from browser_util import app_server, launch_chromium
-    return playwright_api, app_server, launch_chromium
-
-
-@pytest.fixture(scope="module")
-def page():
-    playwright_api, app_server, launch_chromium = _browser_page()
-    with app_server() as url, playwright_api.sync_playwright() as p:
-        browser = launch_chromium(p)
-        pg = browser.new_page(viewport={"width": 1500, "height": 1000})
-        pg.base_url = url
-        yield pg
-        browser.close()
-
-
 def _tips(page) -> list[str]:
     return page.eval_on_selector_all(".ss-tokens .ss-tip", "els => els.map(e => e.textContent)")
 
@@ -198,11 +181,11 @@ def test_live_input_corruption_reads_one_way(page):
     page.goto(page.base_url + "?faults=input_corruption&k=4&sample=sad_01")
     page.wait_for_selector("#live-status [data-state=idle]")
     page.wait_for_function("() => document.querySelector('#live-status')?.innerText.includes('share link')",
-                           timeout=15_000)
+                           timeout=120_000)
     status = page.inner_text("#live-status")
     assert "fault: input corruption" in status and "Opened from a share link on sad_01" in status, status
     page.click("#live-run")
-    page.wait_for_selector("#live-status [data-state=run]", timeout=20_000)
+    page.wait_for_selector("#live-status [data-state=run]", timeout=120_000)
     state = wait_state(page, "live-status", timeout=120_000)
     status = page.inner_text("#live-status")
     errors = page.locator("#live-diagnostics [data-severity=error]").count()
@@ -221,7 +204,7 @@ def test_live_input_corruption_reads_one_way(page):
     assert "_" not in ended and "_" not in status.split("ended by")[1].split("·")[0], (ended, status)
     page.get_by_text("What the backend read from the clip").click()
     info = page.locator("#live-info")
-    info.get_by_text("Prompt:").wait_for(timeout=5_000)
+    info.get_by_text("Prompt:").wait_for(timeout=120_000)
     assert "pitch=" not in info.inner_text()
     pre = info.locator("pre").first
     assert pre.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the prompt box is cut off"
@@ -241,11 +224,11 @@ def test_live_knobs_grey_out_and_presets_fit(page):
     assert float(page.locator("#live-rank_threshold").evaluate("e => getComputedStyle(e).opacity")) < 0.7
     pick_option(page, "live-draft_tree", "static")
     page.wait_for_function("() => !document.querySelector('#live-tree_branch input[type=number]').disabled",
-                           timeout=5_000)
+                           timeout=120_000)
     assert "no effect now" not in page.inner_text("#live-tree_branch")
     pick_option(page, "live-verify", "rank")
     page.wait_for_function("() => !document.querySelector('#live-rank_threshold input').disabled",
-                           timeout=5_000)
+                           timeout=120_000)
     assert float(page.locator("#live-tree_branch").evaluate("e => getComputedStyle(e).opacity")) == 1
     # only the greyed knob itself: its accordion and a knob that applies stay as they are
     assert float(page.locator("#live-k").evaluate("e => getComputedStyle(e).opacity")) == 1
@@ -258,7 +241,7 @@ def test_live_knobs_grey_out_and_presets_fit(page):
     assert options and not any("_" in o for o in options), options
     page.locator(".ss-preset [role=option]", has_text="fluency first").first.click()
     page.wait_for_function("() => document.querySelector('.ss-preset').innerText.includes('max entropy')",
-                           timeout=5_000)
+                           timeout=120_000)
     box = preset.locator("input")
     assert box.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), box.input_value()
     assert "ln|V|" not in page.inner_text(".ss-side")
@@ -271,11 +254,11 @@ def test_live_failed_run_clears_plots_and_upload_is_not_shared(page, tmp_path):
     import shutil
     from browser_util import wait_state
     page.goto(page.base_url + "?max_new_tokens=12")
-    page.wait_for_selector("#live-run")
-    page.wait_for_timeout(800)
+    page.wait_for_selector("#live-run")       # the link's knobs are in once its status line says so
+    page.wait_for_function("() => document.querySelector('#live-status')?.innerText.includes('share link')")
     page.click("#live-run")
     assert wait_state(page, "live-status", timeout=120_000) in ("ok", "warn", "err")
-    page.locator(".js-plotly-plot", has_text="Draft entropy per token").first.wait_for(timeout=20_000)
+    page.locator(".js-plotly-plot", has_text="Draft entropy per token").first.wait_for(timeout=120_000)
     # an uploaded (real) clip: the share link carries the knobs only, and says so
     clip = tmp_path / "mine.wav"
     shutil.copy(CLIP, clip)
@@ -285,7 +268,7 @@ def test_live_failed_run_clears_plots_and_upload_is_not_shared(page, tmp_path):
     page.get_by_text("Export & share").click()
     page.get_by_role("button", name="make share link").click()
     page.wait_for_function("() => document.querySelector('#live-share-note')?.innerText.includes('cannot be shared')",
-                           timeout=10_000)
+                           timeout=120_000)
     link = page.locator("#live-share-link textarea, #live-share-link input").first.input_value()
     assert "sample=" not in link and "max_new_tokens=12" in link, link
     # now a run that fails: a file that is not audio
@@ -293,19 +276,19 @@ def test_live_failed_run_clears_plots_and_upload_is_not_shared(page, tmp_path):
     bad.write_text("this is not audio", encoding="utf-8")
     page.locator("#live-audio button[aria-label=Clear]").click()
     page.locator("#live-audio input[type=file]").set_input_files(str(bad))
-    page.wait_for_selector("#live-status [data-state=err]", timeout=20_000)
+    page.wait_for_selector("#live-status [data-state=err]", timeout=120_000)
     page.click("#live-run")
     page.wait_for_function("() => document.querySelector('#live-status')?.innerText.includes('Could not run')",
-                           timeout=30_000)
+                           timeout=120_000)
     # every plot back to its empty figure: no bars, no points, the fresh page's notes
     page.wait_for_function("() => document.querySelectorAll('#live-timing .bars path, .ss-cards .ss-card').length === 0"
                            " && [...document.querySelectorAll('.js-plotly-plot')].filter(e =>"
                            " /Draft entropy|Accepted length|Acceptance by draft/.test(e.textContent))"
                            ".every(e => e.querySelectorAll('.scatterlayer .point, .barlayer .point').length === 0)",
-                           timeout=15_000)
+                           timeout=120_000)
     assert "No tokens yet" in page.inner_text(".ss-tokens-panel")
     page.get_by_text("What the backend read from the clip").click()
-    page.locator("#live-info").get_by_text("Run a clip to see").wait_for(timeout=5_000)
+    page.locator("#live-info").get_by_text("Run a clip to see").wait_for(timeout=120_000)
 
 
 def test_status_names_which_time_each_number_is():

@@ -124,7 +124,7 @@ def test_live_tab_shows_the_timing_picture_after_a_run(artifacts):
         page.wait_for_selector("#live-run")
         page.click("#live-run")
         assert wait_state(page, "live-status", timeout=180_000) in ("ok", "warn"), page.inner_text("#live-status")
-        page.wait_for_selector("#live-timing .bars path", timeout=30_000)
+        page.wait_for_selector("#live-timing .bars path", timeout=120_000)
         assert "Where the time goes:" in page.inner_text("#live-timing")
         page.locator("#live-timing").screenshot(path=str(artifacts / "live-timing.png"))
         browser.close()
