@@ -2,7 +2,9 @@
 slot to a run for ONE round (one step of its event stream), not for the whole run. A run
 takes its place at the back of the line for every round, so a run that arrives while
 long runs hold every slot gets the next slot any of them releases: it waits for at most one
-round, never for a whole run at the caps. Alone, a run re-takes its slot at once.
+round, never for a whole run at the caps. Alone, a run re-takes its slot at once. Work that is
+one call, not a stream (a cloud-only reference decode with HF generate), runs in a slot with
+`call` and offers it between its steps with `pass_turn()` (a no-op outside a slot).
 
 The line is first come, first served (tickets in a deque under one Condition). The scheduler
 is the only shared object; a run's state stays with the run. No Gradio here (ui/limits.py
@@ -11,6 +13,16 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+
+_HELD = threading.local()          # (scheduler, owner) while this thread runs in RoundSlots.call
+
+
+def pass_turn() -> None:
+    """Between two steps of work running in a slot (RoundSlots.call): when another run waits in
+    line, give it the slot and take the next turn; otherwise go on. No-op outside a slot."""
+    held = getattr(_HELD, "slot", None)
+    if held is not None:
+        held[0].pass_turn(held[1])
 
 
 class RoundSlots:
@@ -54,6 +66,14 @@ class RoundSlots:
             self._busy -= 1
             self._cv.notify_all()
 
+    def pass_turn(self, owner=None) -> None:
+        """Held slot: released to the first in line, if any, and taken again in turn."""
+        with self._cv:
+            if not self._line:
+                return
+        self.release()
+        self.acquire(owner)
+
     def rounds(self, events, owner=None, cancel: threading.Event | None = None):
         """The events of one run, each computed while holding a slot; the slot is released
         before the event is handed on (streaming to a page holds no slot) and taken again, at
@@ -77,10 +97,12 @@ class RoundSlots:
 
     def call(self, fn, *args, owner=None, **kwargs):
         """fn(*args, **kwargs) in one slot (work that is not a stream of rounds, e.g. a
-        cloud-only reference decode)."""
-        held = self.acquire(owner)
+        cloud-only reference decode); fn may offer the slot between its steps (pass_turn)."""
+        self.acquire(owner)
+        before = getattr(_HELD, "slot", None)
+        _HELD.slot = (self, owner)
         try:
             return fn(*args, **kwargs)
         finally:
-            if held:
-                self.release()
+            _HELD.slot = before
+            self.release()

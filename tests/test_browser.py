@@ -210,18 +210,20 @@ def test_batch_tab_on_the_bundled_manifest(page, artifacts):
     assert "figure" in heads and "1" not in heads, heads
     limit = page.locator("#batch-limit input[type=number]")
     limit.fill("3")
-    limit.press("Enter")
+    limit.press("Enter")      # the slider follows the box before Run (a busy page is slow to)
+    page.wait_for_function("() => document.querySelector('#batch-limit input[type=range]')?.value === '3'")
     page.click("#batch-run")
     # while the progress bar is drawn over the status line, no hint text sits under it
-    page.wait_for_selector("#batch-status [data-state=run]", timeout=120_000)
+    page.wait_for_selector("#batch-status [data-state=run]")
     assert page.locator("#batch-status .ss-status-text").inner_text().strip() == ""
-    wait_state(page, "batch-status", timeout=120_000)
+    wait_state(page, "batch-status")
     assert "3 runs" in page.inner_text("#batch-status") and "backend: demo" in page.inner_text("#batch-status")
     checks = page.locator("#batch-checklist .ss-check")
     assert checks.count() >= 5
     assert page.locator("#batch-checklist [data-passed=pass], #batch-checklist [data-passed=fail]").count() >= 3
     # the table is virtualised: the grid's aria-rowcount counts the header row too
-    assert page.locator("#batch-table [role=grid]").get_attribute("aria-rowcount") == "4"
+    page.wait_for_function("() => document.querySelector('#batch-table [role=grid]')"
+                           "?.getAttribute('aria-rowcount') === '4'")
     # the aggregate shows its configuration column next to the row titles
     agg = page.locator("#batch-aggregate").first
     col = page.locator("#batch-aggregate th", has_text="config A").first.bounding_box()
@@ -234,6 +236,7 @@ def test_batch_tab_on_the_bundled_manifest(page, artifacts):
         assert box and box["x"] + box["width"] <= right + 1, col
     # histograms with axis titles
     plot = page.locator(".js-plotly-plot", has_text="Batch distributions").first
+    plot.locator(".infolayer text").first.wait_for()
     titles = plot.locator(".infolayer text").all_text_contents()
     assert "clips" in titles and any("tokens/s" in t for t in titles), titles
     time.sleep(0.5)  # let the plot finish drawing before the screenshot

@@ -135,7 +135,8 @@ def hot_threads(pid: int, idle: dict[int, float], seconds: float = 2.0) -> dict[
 
 
 def assert_work_stops(pid: int, idle: dict[int, float], hot: dict[int, float], what: str) -> None:
-    """Within 5 s of the cancel the server is back to its idle CPU rate (measured before the
+    """Within 30 s of the cancel (a decode ends within one round; the bound only keeps a failure
+    short on a loaded machine) the server is back to its idle CPU rate (measured before the
     call) and the decode threads gain (almost) nothing; then it stays so for 2 s. Idle worker
     threads also serve small jobs (files, /config), hence a small tolerance, far below a
     decode's rate even on a crowded machine."""
@@ -151,8 +152,8 @@ def assert_work_stops(pid: int, idle: dict[int, float], hot: dict[int, float], w
 
     t0 = time.monotonic()
     while not (q := quiet(1.0))[0]:
-        assert time.monotonic() - t0 < 5.0, \
-            f"{what}: the decode still runs 5 s after cancel (CPU s/s over idle: {q[1]})"
+        assert time.monotonic() - t0 < 30.0, \
+            f"{what}: the decode still runs 30 s after cancel (CPU s/s over idle: {q[1]})"
     ok, rates = quiet(2.0)
     assert ok, f"{what}: CPU time grows again after the cancel {rates}"
 
@@ -181,18 +182,22 @@ def test_cancel_stops_the_decode_and_the_app_still_serves(server, endpoint):
     assert res["ok"] and text
 
 
-def test_four_cancelled_runs_leave_nothing_running(server):
+def test_cancelled_runs_and_queued_ones_leave_nothing_running(server):
+    """ADMIT runs decode (taking turns for the decode slots) and two more wait in the queue;
+    all are cancelled: nothing runs after, and the queued two never start."""
+    from ui.limits import ADMIT
+
     pid = server["pid"]
-    clients = [Client(server["url"], verbose=False, httpx_kwargs={"timeout": 60}) for _ in range(4)]
+    clients = [Client(server["url"], verbose=False, httpx_kwargs={"timeout": 60}) for _ in range(ADMIT + 2)]
     idle = thread_rates(pid)
     jobs = [ENDPOINTS["/run"](c) for c in clients]
     time.sleep(2)
     hot = hot_threads(pid, idle)
-    assert 1 <= len(hot) <= 2, f"more decodes than the concurrency limit of 2: {hot}"
+    assert 1 <= len(hot) <= ADMIT, f"more decoding threads than the {ADMIT} runs admitted: {hot}"
     for job in jobs:
         job.cancel()
-    time.sleep(1.0)   # the two queued calls must not start once the running two are cancelled
-    assert_work_stops(pid, idle, {**hot, **hot_threads(pid, idle, 1.0)}, "4 x /run")
+    time.sleep(1.0)   # the two queued calls must not start once the running ones are cancelled
+    assert_work_stops(pid, idle, {**hot, **hot_threads(pid, idle, 1.0)}, f"{ADMIT + 2} x /run")
 
 
 def test_ui_stop_button_ends_the_sessions_run(server):
@@ -206,7 +211,7 @@ def test_ui_stop_button_ends_the_sessions_run(server):
     t0 = time.monotonic()
     c.predict(api_name="/live_stop")
     outs = list(job)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30     # within a round (LONG alone runs for minutes)
     assert 'data-state="err"' in outs[-1][0] and "Stopped" in outs[-1][0] and "ended by the Stop button" in outs[-1][0]
     assert_work_stops(server["pid"], idle, hot, "Stop button")
 
@@ -218,7 +223,7 @@ def test_time_limit_ends_a_decode_cleanly(client):
                                api_name="/run")
     m = res["metrics"]
     assert res["ok"] and m["ended_by"] == "time_limit" and res["trace"]["tokens"]
-    assert 1.4 <= m["wall_s"] < 5        # LONG alone runs for minutes
+    assert 1.4 <= m["wall_s"] < 30       # LONG alone runs for minutes
 
 
 def test_server_time_cap_applies_to_every_decode(client):

@@ -120,3 +120,53 @@ def test_one_slot_call_holds_a_slot_for_its_duration():
     with pytest.raises(ZeroDivisionError):
         slots.call(lambda: 1 / 0)
     assert slots.busy() == 0
+
+
+def test_work_in_one_call_offers_its_slot_between_steps_to_a_run_in_line():
+    """A cloud-only reference decode (one generate() call) holds its slot across steps only
+    while nobody waits: at its next step it hands the slot to the run in line."""
+    from specdec_core.slots import pass_turn
+
+    slots, log = RoundSlots(1), []
+    step_go = [threading.Semaphore(0) for _ in range(3)]
+
+    def reference():
+        for i in range(3):
+            log.append(("reference", i))
+            step_go[i].acquire()
+            pass_turn()                                   # what cloud_only's PassTurn does
+        return "done"
+
+    result = []
+    t = threading.Thread(target=lambda: result.append(slots.call(reference, owner="reference")), daemon=True)
+    t.start()
+    until(lambda: ("reference", 0) in log, "the reference's first step")
+    pass_turn()                                           # outside a slot: nothing happens
+    step_go[0].release()                                  # nobody waits: it keeps the slot
+    until(lambda: ("reference", 1) in log, "the reference's second step")
+    ordinary = GatedRun("ordinary", log, rounds=1)
+    ordinary.start(slots)
+    until(lambda: slots.waiting() == 1, "the ordinary run in line")
+    step_go[1].release()                                  # at the step boundary: its turn
+    until(lambda: ("ordinary", 0) in log, "the ordinary run's round")
+    assert ("reference", 2) not in log, log
+    ordinary.go.release()                                 # its round ends: the reference's turn
+    until(lambda: ("reference", 2) in log, "the reference's last step")
+    step_go[2].release()
+    t.join(60)
+    assert ordinary.done.wait(60) and result == ["done"] and slots.busy() == 0
+
+
+def test_cloud_only_passes_its_turn_between_generate_steps(monkeypatch):
+    """The shipped demo pair's cloud-only decode calls pass_turn once per generated token."""
+    from specdec_core.api import prepare
+    from specdec_core.backends import load_backend
+    from specdec_core.decoding import baseline
+    from specdec_core.decoding.config import DecodeConfig
+
+    calls = []
+    monkeypatch.setattr(baseline, "pass_turn", lambda: calls.append(1))
+    backend = load_backend("demo")
+    cfg = DecodeConfig(max_new_tokens=6, stop_at_first_sentence=False)
+    res = baseline.cloud_only(backend, prepare(backend, "sample_audio/sad_01.wav", cfg), cfg)
+    assert len(calls) == len(res["token_ids"]) >= 1

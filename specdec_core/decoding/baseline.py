@@ -4,10 +4,11 @@ from __future__ import annotations
 import time
 
 import torch
-from transformers import MaxLengthCriteria, StoppingCriteriaList
+from transformers import MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
 
 from specdec_core.decoding.stopping import StopChecker, build_stopper
 from specdec_core.decoding.vocab import TokenClasses
+from specdec_core.slots import pass_turn
 
 
 def stopper_for(backend, prompt, cfg) -> StopChecker:
@@ -28,7 +29,8 @@ def cloud_only(backend, prompt, cfg, keep_logits: bool = False):
         input_ids=prompt.input_ids.to(dev), attention_mask=torch.ones_like(prompt.input_ids).to(dev),
         **prompt.prefill_kwargs, do_sample=False, max_new_tokens=cfg.max_new_tokens,
         eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
-        stopping_criteria=id_criteria(checker), temperature=None, top_p=None, top_k=None, **extra)
+        stopping_criteria=StoppingCriteriaList([*id_criteria(checker), PassTurn()]),
+        temperature=None, top_p=None, top_k=None, **extra)
     wall = time.perf_counter() - t0
     seq = out[0] if not hasattr(out, "sequences") else out.sequences[0]
     ids = seq[prompt.length:].tolist()
@@ -39,6 +41,15 @@ def cloud_only(backend, prompt, cfg, keep_logits: bool = False):
     v = getattr(backend, "shared_vocab", None)
     logits = torch.stack([x[0] for x in out.logits]).float().cpu()
     return res, (logits[:, :v] if v else logits)
+
+
+class PassTurn(StoppingCriteria):
+    """Never stops: between two generate() steps, a server's decode slot goes to a run waiting
+    in line (specdec_core/slots.pass_turn; nothing happens outside the app's slots)."""
+
+    def __call__(self, input_ids, scores, **kwargs):
+        pass_turn()
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
 def id_criteria(checker: StopChecker) -> StoppingCriteriaList:
