@@ -36,7 +36,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(host: str = "0.0.0.0", env: dict | None = None, timeout: float = 180.0):
+def serve(host: str = "0.0.0.0", env: dict | None = None, timeout: float = 300.0):
     """app.py on `host` and a free port, with the caps' defaults for that host; yields the URL."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": host, "GRADIO_SERVER_PORT": str(port),

@@ -38,7 +38,7 @@ _SHARED: dict = {}
 
 
 @contextlib.contextmanager
-def app_server(timeout: float = 120.0):
+def app_server(timeout: float = 300.0):
     """Yields the base URL (with a trailing slash) of a running SpecScope app: one app.py per
     test process (each xdist worker), started on first use and stopped when the process exits,
     shared as SPECSCOPE_TEST_URL's external app is (the tests never assume a fresh server)."""
@@ -56,7 +56,7 @@ def app_server(timeout: float = 120.0):
 
 
 @contextlib.contextmanager
-def app_process(env: dict | None = None, timeout: float = 120.0, log_name: str = "app-server.log"):
+def app_process(env: dict | None = None, timeout: float = 300.0, log_name: str = "app-server.log"):
     """Start app.py in its own process on a free port; yields (base URL, Popen)."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",

@@ -87,7 +87,7 @@ def test_ids_no_model_was_fed_are_refused_by_the_thousand():
 
 @pytest.fixture(scope="module")
 def server():
-    with app_process(env={"GRADIO_SERVER_NAME": "0.0.0.0"}, timeout=240,
+    with app_process(env={"GRADIO_SERVER_NAME": "0.0.0.0"},
                      log_name="caps-server.log") as (url, proc):
         yield {"url": url, "pid": proc.pid}
 

@@ -34,7 +34,7 @@ def server(tmp_path_factory):
     env = {"GRADIO_TEMP_DIR": str(tmp / "gradio"), "SPECSCOPE_EXPORT_DIR": str(tmp / "exports"),
            "SPECSCOPE_MAX_FILE_SIZE": "1mb", "SPECSCOPE_CACHE_EVERY_S": "2",
            "SPECSCOPE_CACHE_MAX_AGE_S": str(CACHE_AGE_S), "SPECSCOPE_TIME_LIMIT_S": "45"}
-    with app_process(env=env, timeout=240, log_name="serving-server.log") as (url, proc):
+    with app_process(env=env, log_name="serving-server.log") as (url, proc):
         yield {"url": url, "pid": proc.pid, "tmp": tmp}
 
 
