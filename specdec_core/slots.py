@@ -2,7 +2,9 @@
 slot to a run for ONE round (one step of its event stream), not for the whole run. A run
 takes its place at the back of the line for every round, so a run that arrives while
 long runs hold every slot gets the next slot any of them releases: it waits for at most one
-round, never for a whole run at the caps. Alone, a run re-takes its slot at once. Work that is
+round, never for a whole run at the caps; inside a round, the drafter offers the slot between
+draft steps (`pass_turn()`), so a long round (k 32) does not hold it either. Alone, a run re-takes
+its slot at once. Work that is
 one call, not a stream (a cloud-only reference decode with HF generate), runs in a slot with
 `call` and offers it between its steps with `pass_turn()` (a no-op outside a slot).
 
@@ -82,11 +84,13 @@ class RoundSlots:
         try:
             while True:
                 held = self.acquire(owner, cancel)
+                before, _HELD.slot = getattr(_HELD, "slot", None), (self, owner) if held else None
                 try:
-                    ev = next(it)
+                    ev = next(it)          # may pass_turn() between draft steps (decoding/steps.py)
                 except StopIteration:
                     return
                 finally:
+                    _HELD.slot = before
                     if held:
                         self.release()
                 yield ev

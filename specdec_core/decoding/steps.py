@@ -16,6 +16,7 @@ from specdec_core.decoding import checks, sampling
 from specdec_core.decoding.head_checks import q_matches_draft
 from specdec_core.decoding.stopping import Stop
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, TopK
+from specdec_core.slots import pass_turn
 
 TOP_K = 5
 
@@ -38,6 +39,7 @@ def draft(run) -> Draft:
         if (stop := run.interrupted()) is not None:
             d.why, d.stop = "interrupt", stop
             return d
+        pass_turn()          # a shared server's decode slot to a run in line (specdec_core/slots.py)
         raw = run.edge.feed(feed, last_only=True)[-1]
         logits = procs(seq.tensor(), raw[None])[0] if procs else raw
         if j == 0:
