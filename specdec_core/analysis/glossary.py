@@ -49,7 +49,10 @@ GLOSSARY: dict[str, Term] = {
     "tokens_per_s": Term("speed", "tokens/s", "new tokens / wall-clock time of the decode"),
     "wall_s": Term("wall time", "s", "wall-clock time of the decode"),
     "speedup": Term("speed-up over cloud-only", "×",
-                    "cloud-only decode time / this decode's time (same clip, same stops)"),
+                    "median cloud-only decode time / median decode time, both timed on quiet repeats "
+                    "interleaved with each other (same clip, same stops); shown with its spread, as "
+                    "'no measurable difference' when the spread covers 1, and as the speed of a "
+                    "different output when the texts differ"),
     "cycles": Term("cycles", "cycles", "repeating token loops found in the output"),
     "cache_desyncs": Term("cache desyncs", "checks", "cache checks where cached and recomputed logits differ"),
     "entropy_threshold_nats": Term("entropy threshold", "nats",
@@ -62,10 +65,11 @@ GLOSSARY: dict[str, Term] = {
     "bytes_up": Term("uplink", "bytes", "bytes sent to the cloud server"),
     "bytes_down": Term("downlink", "bytes", "bytes received from the cloud server"),
     "cloud_only_s": Term("cloud-only time", "s",
-                         "wall-clock time of the cloud model decoding alone (greedy, same stops)"),
+                         "wall-clock time of the cloud model decoding alone (greedy, same stops; median "
+                         "of repeats interleaved with the decode's)"),
     "decode_s": Term("decode time", "s",
-                     "wall-clock time of the speculative decode, without the time the page spent "
-                     "drawing it between rounds"),
+                     "wall-clock time of the speculative decode on quiet repeats (median), without "
+                     "the page drawing it between rounds"),
     "ended_by": Term("ended by", "", "why decoding stopped: the end-of-sequence token, the first sentence end, "
                      "max new tokens, a cycle, a fault's stop rule, the Stop button or the time limit"),
     "template_leak": Term("template leak", "", "chat-template markers (<|im_end|> ...) in the output"),
