@@ -506,16 +506,42 @@ def test_ab_table_reads_as_labels_with_units_and_judges_like_for_like():
 
 
 def test_speedup_and_text_next_to_cloud_only():
-    from components.compare import speedup, vs_cloud_html
+    from components.compare import vs_cloud_html
+    from specdec_core.evaluation.speedup import speedup_stats
 
-    tr = {"text": "语气低沉。", "metrics": {"wall_s": 1.5, "time_split": {"total_s": 1.5, "caller_s": 0.5}}}
-    sp = speedup(tr, {"wall_s": 2.0, "text": "语气很低沉。"})
-    assert sp == {"speedup": 2.0, "decode_s": 1.0, "cloud_only_s": 2.0}   # the page's drawing time is not the decoder's
-    html = vs_cloud_html(tr["text"], "语气很低沉。", sp)
-    assert "2.00×" in html and "1.00 s decoding here vs 2.00 s cloud-only" in html and "<del>很</del>" in html
-    assert "differs from cloud-only" in html
+    sp = speedup_stats([1.0, 1.1, 0.9], [2.0, 2.2, 1.9], tokens=40, cloud_calls=10, same_text=False)
+    assert sp["speedup"] == pytest.approx(2.0) and (sp["lo"], sp["hi"]) == (pytest.approx(1.9 / 1.1),
+                                                                           pytest.approx(2.2 / 0.9))
+    html = vs_cloud_html("语气低沉。", "语气很低沉。", sp)
+    # a different output: never green, never called a speed-up
+    assert "speed of a different output" in html and "ss-vs-fast" not in html and "<del>很</del>" in html
+    assert "differs from cloud-only" in html and "median of 3 quiet repeats" in html
+    same = vs_cloud_html("同", "同", {**sp, "lossy": False})
+    assert "2.00× faster than cloud-only (1.73–2.44×)" in same and "ss-vs-fast" in same
     assert "same text as cloud-only" in vs_cloud_html("同", "同", None)
-    assert speedup(tr, None) is None
+
+
+def test_a_speedup_whose_spread_covers_one_is_no_measurable_difference():
+    from components.compare import speedup_cell, vs_cloud_html
+    from specdec_core.evaluation.speedup import bound, interleaved_order, speedup_stats
+
+    assert interleaved_order(3, 3) == [0, 1, 2, 2, 1, 0, 0, 1, 2]
+    sp = speedup_stats([0.20, 0.25, 0.21], [0.22, 0.19, 0.30], tokens=50, cloud_calls=13, same_text=True)
+    assert sp["lo"] < 1 < sp["hi"] and sp["verdict"] == "no measurable difference"
+    html = vs_cloud_html("a", "a", sp)
+    assert "no measurable difference" in html and "ss-vs-neutral" in html and "faster" not in html
+    assert speedup_cell(sp) == "no measurable difference"
+    assert "no difference" in metric_cards({"new_tokens": 3}, speedup=sp)
+    # above what the acceptance allows (tokens per cloud call, drafting free): said, not shown
+    assert bound(40, 10) == 4.0 and bound(40, 0) is None
+    high = speedup_stats([0.1, 0.1, 0.1], [0.5, 0.5, 0.5], tokens=40, cloud_calls=20, same_text=True)
+    assert high["above_bound"] and high["verdict"] == "faster"
+    html = vs_cloud_html("a", "a", high)
+    assert "not shown" in html and "above the 2.00×" in html and "ss-vs-fast" not in html
+    card = metric_cards({"new_tokens": 3}, speedup=high)
+    assert '<div class="ss-card-value">—</div>' in card and "above the 2.00×" in card
+    slow = speedup_stats([0.3, 0.31, 0.32], [0.2, 0.21, 0.2], tokens=40, cloud_calls=20, same_text=True)
+    assert slow["verdict"] == "slower" and "slower than cloud-only" in vs_cloud_html("a", "a", slow)
 
 
 def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
@@ -526,8 +552,12 @@ def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
     bad = metric_cards(m, "detailed", findings=lossy)
     card = bad[: bad.index("</div></div>")]
     assert 'data-status="warn"' in card and "lossy" in card and "target &gt; 60%" not in card
-    sp = metric_cards(m, "detailed", speedup={"speedup": 1.4, "decode_s": 1.0, "cloud_only_s": 1.4})
-    assert "1.40×" in sp and "1.00 s decoding vs 1.40 s cloud-only" in sp
+    from specdec_core.evaluation.speedup import speedup_stats
+    sp = metric_cards(m, "detailed", speedup=speedup_stats([1.0] * 3, [1.4, 1.5, 1.4], 40, 10, True))
+    assert "1.40×" in sp and "1.00 s vs 1.40 s (medians)" in sp and "1.40–1.50×" in sp
+    lossy_sp = metric_cards(m, "detailed", speedup=speedup_stats([1.0] * 3, [1.4] * 3, 40, 10, False))
+    card = lossy_sp[: lossy_sp.index("</div></div>")]
+    assert "speed of a different output" in card and 'data-status="good"' not in card
 
 
 def test_clean_recording_says_nothing_was_found_and_steps_are_named():
