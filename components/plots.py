@@ -255,7 +255,7 @@ BATCH_HISTS = [
     ("汉字", "hanzi_count", "汉字"),
     ("Speed", "tokens_per_s", "tokens/s"),
 ]
-_GROUP_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
+_GROUP_COLORS = ["#0072B2", "#CC79A7", "#009E73", "#E69F00"]   # A blue, B pink (as on A/B)
 
 
 def _bin_edges(values, most: int = 15):
@@ -303,7 +303,7 @@ def batch_distributions(df) -> go.Figure:
             hi = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[1:]]
             fig.add_trace(go.Bar(
                 x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges) * 0.95,
-                name=str(name) if name is not None else title, legendgroup=str(name),
+                name=f"config {name}" if name is not None else title, legendgroup=str(name),
                 showlegend=name is not None and n == 0, opacity=0.75 if name is not None else 1.0,
                 marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)],
                 customdata=list(zip(lo, hi)),

@@ -134,8 +134,8 @@ def test_batch_writes_acceptance_one_way_everywhere():
     by_label = {"sad": {"configs": {"A": {"clips": 2, "acceptance_rate": 0.652, "audio_acceptance_rate": 0.7481,
                                           "other_acceptance_rate": 0.5, "mean_accepted_length": 3.5,
                                           "cloud_calls_per_token": 0.29}}}}
-    cells = re.findall(r"<td>([^<]*)</td>", label_matrix_html(by_label))
-    assert cells[2:5] == ["65.2%", "74.8%", "50.0%"], cells
+    cells = re.findall(r'<td class="ss-share">([^<]*)</td>', label_matrix_html(by_label))
+    assert cells[0] == "65.2%" and cells[2:4] == ["74.8%", "50.0%"], cells
     items = {it["name"]: it for it in checklist(rows)}
     assert items["acceptance rate"]["value"] == "mean 67.9%" and items["acceptance rate"]["target"].startswith("> 60%")
     assert "100.0% of rounds" in items["cloud call rate"]["value"]

@@ -606,3 +606,36 @@ def test_batch_figures_have_axis_titles_and_placeholder_has_headers():
                                          "hanzi_count": int(10 * v), "tokens_per_s": 100 * v}} for i, v in enumerate(six)]
     fig6 = batch_distributions(numeric_frame(rows))
     assert [int(sum(t.y)) for t in fig6.data] == [6, 6, 6, 6]
+
+
+def test_label_table_states_denominators_and_its_whole_lies_between_its_halves():
+    """Issue 43: overall 65.2% beside halves 76.9% / 83.0% came from two denominators (every
+    draft vs judged drafts); the table now names both and shows the per-judged whole."""
+    from components.batch_view import label_matrix_html
+    from specdec_core.evaluation.watch import label_columns
+
+    def row(drafted, accepted, aj, aa, oj, oa):
+        rounds = [{"verified": True, "drafted": drafted, "accepted": accepted}]
+        split = {"audio": {"judged": aj, "accepted": aa}, "other": {"judged": oj, "accepted": oa}}
+        return {"metrics": {"acceptance_by_dependence": split, "new_tokens": 9, "cloud_calls": 1},
+                "trace": {"rounds": rounds}}
+
+    cols = label_columns([row(20, 13, 13, 10, 4, 3), row(10, 6, 5, 4, 2, 2)])
+    assert cols["acceptance_rate"] == round(19 / 30, 4) and cols["judged"] == 24
+    whole = cols["judged_acceptance_rate"]
+    assert whole == round(19 / 24, 4)
+    assert cols["audio_acceptance_rate"] <= whole <= cols["other_acceptance_rate"]
+    html = label_matrix_html({"sad": {"configs": {"A": cols, "B": cols}}})
+    assert "of drafts" in html and "of judged" in html and "Denominators" in html
+    assert "77.8% of 18" in html                                    # audio: 14 of 18 judged
+    assert 'class="ss-cfg-A"' in html and 'class="ss-cfg-B"' in html
+
+
+def test_default_batch_clips_span_every_label():
+    from specdec_core.evaluation.manifest import read_manifest, spread_labels
+
+    clips = read_manifest(Path(__file__).resolve().parents[1] / "sample_audio" / "manifest.csv")
+    labels = list(dict.fromkeys(c.label for c in clips))
+    spread = spread_labels(clips)
+    assert sorted(c.name for c in spread) == sorted(c.name for c in clips)
+    assert {c.label for c in spread[: len(labels)]} == set(labels) and len(labels) >= 6

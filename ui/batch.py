@@ -16,7 +16,7 @@ from specdec_core.errors import ConfigError, UserError
 from specdec_core.evaluation.batch import iter_batch
 from specdec_core.evaluation.edges import SPEC_KEYS
 from specdec_core.evaluation.scale import ENGINES, run_batch_dir
-from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
+from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest, spread_labels
 
 from . import common, limits
 from .gpu import gpu
@@ -34,13 +34,15 @@ class BatchTab:
     def __init__(self, live):
         self.live = live
         n_samples = max(1, common.manifest_size())   # the bundled manifest's rows, no more
+        labels = common.manifest_labels()
         default_json = DecodeConfig().to_json(indent=1)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
                 self.source = gr.Radio([BUNDLED, UPLOAD], value=BUNDLED, label="clips")
-                self.limit = gr.Slider(1, n_samples, value=min(DEFAULT_LIMIT, n_samples), step=1,
+                self.limit = gr.Slider(1, n_samples, value=min(max(DEFAULT_LIMIT, len(labels)), n_samples), step=1,
                                        label="how many clips",
-                                       info=f"the first N of the {n_samples} rows of the bundled manifest",
+                                       info=f"N of the {n_samples} bundled clips, one label after another: the "
+                                            f"first {len(labels)} cover every label ({', '.join(labels)})",
                                        elem_id="batch-limit")
                 self.manifest = gr.File(label="manifest CSV (name,path,label,prompt_type,reference)",
                                         file_types=[".csv"], type="filepath", visible=False)
@@ -121,7 +123,7 @@ class BatchTab:
             if source == UPLOAD:
                 items = clips_from_uploads(manifest, clips)
             else:
-                items = read_manifest(common.MANIFEST)
+                items = spread_labels(read_manifest(common.MANIFEST))   # the first N span the labels
             items = items[: int(limit or len(items))]
             common.register(session, cancel)
             total = len(items) * len(configs)

@@ -107,6 +107,9 @@ GLOSSARY: dict[str, Term] = {
                    "each block (the rest of a rejected block is dropped unjudged)"),
     "drafts": Term("drafted tokens", "tokens",
                    "all tokens drafted in the verify steps counted (vLLM's num_draft_tokens)"),
+    "judged_acceptance_rate": Term("acceptance per judged draft", "%",
+                                   "accepted / judged drafts, every position: the whole of which the "
+                                   "audio-dependent and other shares are the halves (Leviathan's α)"),
     "audio_acceptance_rate": Term("acceptance, audio-dependent", "%",
                                   "accepted / judged drafts at audio-dependent positions"),
     "other_acceptance_rate": Term("acceptance, other", "%",
