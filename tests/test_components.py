@@ -639,3 +639,30 @@ def test_default_batch_clips_span_every_label():
     spread = spread_labels(clips)
     assert sorted(c.name for c in spread) == sorted(c.name for c in clips)
     assert {c.label for c in spread[: len(labels)]} == set(labels) and len(labels) >= 6
+
+
+def test_trees_are_judged_by_mean_acceptance_length_on_cards_checklist_and_ab():
+    """Issue 43: a dynamic tree (36% of nodes accepted, 4.64 tokens per call) is not amber on its
+    headline, passes the checklist on the chain's target per cloud call, and A/B names no winner
+    on counts a tree and a chain count differently."""
+    from components.compare import metric_diff_html
+    from specdec_core.evaluation.checklist import _acceptance_items
+
+    tree = {"acceptance_rate": 0.36, "mean_accepted_length": 4.64, "nodes_per_call": 10.0,
+            "cloud_calls": 12, "new_tokens": 53, "rejected_tokens": 80, "draft_forwards": 48}
+    cards = metric_cards(tree, "detailed")
+    first = cards[cards.index('<div class="ss-card'):]
+    first = first[: first.index("</div></div>")]
+    assert "mean acceptance length" in first and 'data-status="good"' in first
+    assert "target &gt; 60%" not in cards and 'data-status="warn"' not in cards.split("punctuation")[0]
+    assert "nodes accepted / verified" in cards and "nodes verified per call" in cards
+    rows = [{"metrics": tree, "trace": {"config": {"k": 4}}}]
+    item = _acceptance_items(rows)[0]
+    assert item["passed"] is True and "mean acceptance length" in item["name"] and "3.40" in item["target"]
+    chain = {"acceptance_rate": 0.62, "mean_accepted_length": 3.5, "nodes_per_call": None, "cloud_calls": 12,
+             "new_tokens": 53, "rejected_tokens": 9, "draft_forwards": 60}
+    html = metric_diff_html(chain, tree, same_text=True)
+    for key in ("acceptance_rate", "rejected_tokens", "draft_forwards"):
+        assert re.search(rf'data-key="{key}" data-better=""', html), key
+    assert re.search(r'data-key="mean_accepted_length" data-better="B"', html)
+    assert "the mean acceptance length compares" in html
