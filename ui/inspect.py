@@ -16,7 +16,7 @@ import gradio as gr
 
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_count, findings_html
-from components.inspect_view import (counts_line, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
+from components.inspect_view import (counts_line, record_help_html, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
                                      round_choices, round_html, run_error_html, step_round)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
@@ -287,6 +287,7 @@ class InspectTab:
                     "`examples/decoders/`) or upload a recording (`python -m specdec_core record "
                     "FILE.py:FUNCTION AUDIO --out rec.json`). The findings are computed blind, "
                     "from what the two models were fed and scored.")
+        gr.HTML(record_help_html(), elem_id="inspect-record-help-box")
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=300):
                 self.decoder = gr.Dropdown(example_choices(), value="correct", label="example decoder",
