@@ -30,6 +30,8 @@ CARDS_CSS = """
 .ss-finding-code { font: 11px ui-monospace, monospace; font-weight: 400; color: #6e7781; margin-left: 6px; }
 .ss-finding-detail, .ss-finding-fix { grid-column: 2; color: #424a53; }
 .ss-finding-fix b { color: #1f2328; }
+.ss-finding-explained { grid-column: 2; font-size: 13px; }
+.ss-finding-explained > summary, .ss-rf-explained > summary { cursor: pointer; white-space: nowrap; }
 .ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
 .ss-sev-error .ss-finding-icon { color: #D55E00; }
 .ss-sev-warning { border-left-color: #E69F00; background: #fff8e6; }
@@ -196,10 +198,19 @@ def _ended_status(ended) -> str:
     return "warn" if ended else ""
 
 
-def diagnostics_html(findings: list[dict] | None) -> str:
-    """Findings sorted by severity: icon, title, detail and the suggested fix."""
+NOT_CHECKED = ("Not checked by the cloud: this run made no cloud call, so nothing it committed was "
+               "verified, and the checks that read the cloud's scores had nothing to judge")
+
+
+def diagnostics_html(findings: list[dict] | None, cloud_calls: int | None = None) -> str:
+    """Findings sorted by severity: icon, title, detail and the suggested fix. `cloud_calls` 0:
+    no finding is not a clean bill ("not checked by the cloud")."""
     if findings is None:
         return '<div class="ss-none">No findings.</div>'
+    if not findings and cloud_calls == 0:
+        return ('<div class="ss-findings"><div class="ss-finding ss-sev-info" data-severity="info" '
+                'data-not-checked="1"><div class="ss-finding-icon" aria-label="info">ℹ</div>'
+                f'<div class="ss-finding-title">{esc(NOT_CHECKED)}</div></div></div>')
     if not findings:
         return ('<div class="ss-findings"><div class="ss-finding ss-sev-ok" data-severity="ok" data-clean="1">'
                 '<div class="ss-finding-icon" aria-label="ok">✔</div><div class="ss-finding-title">No findings: '

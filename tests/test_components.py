@@ -666,3 +666,36 @@ def test_trees_are_judged_by_mean_acceptance_length_on_cards_checklist_and_ab():
         assert re.search(rf'data-key="{key}" data-better=""', html), key
     assert re.search(r'data-key="mean_accepted_length" data-better="B"', html)
     assert "the mean acceptance length compares" in html
+
+
+def test_no_cloud_call_is_not_checked_and_symptoms_fold_on_one_line():
+    from components.cards import CARDS_CSS
+    from components.findings import findings_html
+
+    live = diagnostics_html([], cloud_calls=0)
+    assert "Not checked by the cloud" in live and "No findings" not in live and "✔" not in live
+    assert "No findings" in diagnostics_html([], cloud_calls=3)
+    rec = findings_html([], None, cloud_forwards=0)
+    assert "Not checked by the cloud" in rec and "No findings" not in rec
+    assert "No findings" in findings_html([], None, cloud_forwards=2)
+    # the folded symptoms sit in the card's wide column, their summary on one line
+    root = {"code": "stale_cache", "severity": "error", "title": "t"}
+    sym = {"code": "lossless_violation", "severity": "error", "title": "s", "explained_by": "stale_cache"}
+    html = diagnostics_html([sym, root])
+    assert html.index('data-code="stale_cache"') < html.index('data-code="lossless_violation"')
+    assert "1 symptom(s) explained by this finding" in html
+    assert re.search(r"\.ss-finding-explained \{ grid-column: 2;", CARDS_CSS)
+    assert "white-space: nowrap" in CARDS_CSS.split(".ss-finding-explained > summary")[1].split("}")[0]
+
+
+def test_inspect_shows_the_record_signature_and_a_loop_that_records():
+    from components.inspect_view import RECORD_EXAMPLE, record_help_html
+
+    html = record_help_html()
+    assert "def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=()" in html
+    assert 'href="gradio_api/file=docs/recorder.md"' in html and "../" not in html
+    body = RECORD_EXAMPLE.split("def decode", 1)[1].splitlines()[1:]
+    assert len(body) == 10, body                                # ten lines in the function
+    ns: dict = {}
+    exec("import torch\n" + RECORD_EXAMPLE, ns)                 # it is real Python
+    assert callable(ns["decode"])

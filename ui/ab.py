@@ -259,7 +259,7 @@ class ABTab:
                              extra=rows + baseline_rows(ta, tb, bases), timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
-            diagnostics_html(ta.get("diagnostics")), diagnostics_html(tb.get("diagnostics")))
+            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls")) for t in (ta, tb)])
 
 
 def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):

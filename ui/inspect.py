@@ -274,6 +274,11 @@ def _texts():
     return text
 
 
+def cloud_forwards(rec: dict | None) -> int:
+    """Forwards of the cloud in a recording (0: the cloud never checked anything)."""
+    return sum(f.get("model") == "cloud" for f in (rec or {}).get("forwards") or [])
+
+
 class InspectTab:
     def __init__(self):
         self._inputs()
@@ -373,14 +378,18 @@ class InspectTab:
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
         counts = recording_counts(tr, rec)
-        detail = res["error"] or f"{findings_count(res['findings'])}; {counts_line(counts)}"
+        said = ("not checked by the cloud (no cloud forward)" if not res["findings"] and not cloud_forwards(rec)
+                else findings_count(res["findings"]))
+        detail = res["error"] or f"{said}; {counts_line(counts)}"
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
         texts = _texts()
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
-                numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
-                + (findings_html(res["findings"], texts) if res["findings"] or res["ok"]
-                   else run_error_html(res["error"] or "unknown error")), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
+                # the root error first; the bug-or-numerics line after the findings, never above them
+                (findings_html(res["findings"], texts, cloud_forwards(rec)) if res["findings"] or res["ok"]
+                 else run_error_html(res["error"] or "unknown error"))
+                + numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence")),
+                render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
                 round_html(rec, 1, texts, counts), path,

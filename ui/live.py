@@ -287,7 +287,8 @@ class LiveTab:
         yield self._pack(
             status_html(kind, head, finished_detail(tr, run.cfg, run.baseline, sp), ctx),
             self.view.values(live, run.cfg.prompt_type, plots=True, speedup=sp),
-            base, diagnostics_html(tr.get("diagnostics")), prompt_info_md(tr.get("info")),
+            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls")),
+            prompt_info_md(tr.get("info")),
             gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
             gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
             timing_figure(tr), vs)
