@@ -72,13 +72,13 @@ def test_a_tree_run_folds_siblings_plots_entropy_and_acceptance_by_depth():
     tr = SpeculativeDecoder(demo, cfg, dependence=False).run(prepare(demo, "sample_audio/sad_01.wav", cfg)).to_dict()
     html = render_tokens(tr)
     rounds_with_rejects = {r["round"] for r in tr["rejected"] if r.get("node") is not None}
-    marks = re.findall(r'<details class="ss-fold" data-round="(\d+)" data-rejected="(\d+)"', html)
+    marks = re.findall(r'<span class="ss-fold" tabindex="0" data-round="(\d+)" data-rejected="(\d+)"', html)
     assert rounds_with_rejects and sorted(int(r) for r, _ in marks) == sorted(rounds_with_rejects)
     assert sum(int(n) for _, n in marks) == len(tr["rejected"])
     assert 'class="ss-fold-tree"' in html and "live-tree-round" in html
     # every struck-through sibling sits inside its round's fold, none inline
     assert html.count('data-source="rejected"') == len(tr["rejected"])
-    outside = re.sub(r'<details class="ss-fold".*?</details>', "", html, flags=re.S)
+    outside = re.sub(r'<span class="ss-fold-list">.*?</button></span>', "", html, flags=re.S)
     assert 'data-source="rejected"' not in outside.split('class="ss-tokens"')[1]
     drafted = [t for t in tr["tokens"] if t["source"] == "accepted"] + tr["rejected"]
     assert drafted and all(t["entropy"] is not None and t["entropy"] >= 0 for t in drafted)
