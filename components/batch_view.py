@@ -30,6 +30,14 @@ BATCH_CSS = """
 .ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; }
 .ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; }
 .ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
+.ss-agg h4 { margin: 0 0 6px 0; }
+.ss-agg table { width: 100%; table-layout: fixed; border-collapse: collapse; font-family: system-ui, sans-serif;
+  font-size: 13.5px; font-variant-numeric: tabular-nums; }
+.ss-agg th, .ss-agg td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
+.ss-agg thead th { background: #f6f8fa; font-weight: 650; }
+.ss-agg tbody th { font-weight: 500; width: 46%; }
+.ss-agg-A { color: #0072B2; } .ss-agg-B { color: #CC79A7; }
 .ss-denom { font-weight: 400; color: #6e7781; font-size: 11.5px; }
 .ss-label-matrix td, .ss-label-matrix th { white-space: nowrap; }
 .ss-label-matrix tr:first-child th { white-space: normal; min-width: 5.5em; }
@@ -179,6 +187,17 @@ def aggregate_placeholder() -> pd.DataFrame:
     """The aggregate table before a batch ran: its row titles, no numbers yet."""
     titles = [t for t, *_ in AGGREGATE_ROWS] + ["per-label accuracy", "ended by"]
     return pd.DataFrame({"figure": titles, "config A": ["—"] * len(titles)})
+
+
+def aggregate_html(df: pd.DataFrame) -> str:
+    """The aggregate frame as a table that fits its box at 1280 px: the row titles wrap, every
+    configuration's column stays in view (A and B in their colours, as on the A/B tab)."""
+    cols = list(df.columns)
+    head = "".join(f'<th class="ss-agg-{esc(c.split()[-1])}" data-config="{esc(c)}">{esc(c)}</th>' for c in cols[1:])
+    body = "".join("<tr><th>" + esc(r[0]) + "</th>" + "".join(f"<td>{esc(v)}</td>" for v in r[1:]) + "</tr>"
+                   for r in df.itertuples(index=False))
+    return (f'<div class="ss-agg" id="batch-aggregate-table"><h4>Aggregate over the clips</h4><table>'
+            f'<thead><tr><th>{esc(cols[0])}</th>{head}</tr></thead><tbody>{body}</tbody></table></div>')
 
 
 def numeric_frame(rows: list[dict] | None) -> pd.DataFrame:

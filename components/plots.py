@@ -319,10 +319,11 @@ def batch_distributions(df) -> go.Figure:
             pct = raw in ("punct_density",)
             lo = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[:-1]]
             hi = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[1:]]
+            w = np.diff(edges) / len(groups)          # A and B side by side in each bin, never overlaid
             fig.add_trace(go.Bar(
-                x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges) * 0.95,
+                x=edges[:-1] + w * (g + 0.5), y=counts, width=w * 0.92,
                 name=f"config {name}" if name is not None else title, legendgroup=str(name),
-                showlegend=name is not None and n == 0, opacity=0.75 if name is not None else 1.0,
+                showlegend=name is not None and n == 0,
                 marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)],
                 customdata=list(zip(lo, hi)),
                 hovertemplate="%{customdata[0]}–%{customdata[1]}: %{y} clip(s)<extra>" + (

@@ -238,7 +238,7 @@ def test_batch_distributions_by_config():
     })
     fig = batch_distributions(df)
     assert [t.type for t in fig.data] == ["bar"] * 8
-    assert {t.name for t in fig.data} == {"A", "B"}
+    assert {t.name for t in fig.data} == {"config A", "config B"}
     readable = results_table([{"name": "a", "metrics": {"hanzi_count": 40, "punct_density": 0.2}}])
     fig2 = batch_distributions(readable)
     assert len(fig2.data) == 2  # hanzi + punct; the other two panels say "no data"
@@ -699,3 +699,22 @@ def test_inspect_shows_the_record_signature_and_a_loop_that_records():
     ns: dict = {}
     exec("import torch\n" + RECORD_EXAMPLE, ns)                 # it is real Python
     assert callable(ns["decode"])
+
+
+def test_batch_ab_histograms_in_two_colours_side_by_side_and_aggregate_keeps_both_columns():
+    from components.batch_view import aggregate_html, numeric_frame
+
+    rows = [{"name": n, "config": c, "metrics": {"mean_accepted_length": v, "punct_density": 0.12,
+                                                 "hanzi_count": 40, "tokens_per_s": 90.0}}
+            for n, c, v in (("a", "A", 3.5), ("b", "A", 3.6), ("a", "B", 4.4), ("b", "B", 4.6))]
+    fig = batch_distributions(numeric_frame(rows))
+    first = [t for t in fig.data if t.xaxis in (None, "x")]
+    assert [t.name for t in first] == ["config A", "config B"]
+    assert first[0].marker.color != first[1].marker.color
+    # side by side in every shared bin: A's bars end where B's begin
+    assert all(xa + wa / 2 <= xb - wb / 2 + 1e-9 for xa, wa, xb, wb in
+               zip(first[0].x, first[0].width, first[1].x, first[1].width))
+    df = pd.DataFrame({"figure": ["clips", "draft acceptance rate (mean)"], "config A": ["2", "70.3%"],
+                       "config B": ["2", "33.1%"]})
+    html = aggregate_html(df)
+    assert 'data-config="config B"' in html and "33.1%" in html and "table-layout" not in html

@@ -7,7 +7,8 @@ import traceback
 
 import gradio as gr
 
-from components.batch_view import (aggregate_frame, aggregate_placeholder, checklist_html, checklists_html,
+from components.batch_view import (aggregate_frame, aggregate_html, aggregate_placeholder, checklist_html,
+                                   checklists_html,
                                    columns_help, label_matrix_html, numeric_frame, results_table)
 from components.plots import batch_distributions
 from components.status import status_html
@@ -76,9 +77,8 @@ class BatchTab:
             self.dl_csv = gr.DownloadButton("results CSV", visible=False, size="sm", scale=0, min_width=130)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1):
-                self.aggregate = gr.Dataframe(aggregate_placeholder(), label="aggregate over the clips",
-                                              interactive=False,
-                                              elem_id="batch-aggregate", wrap=True, max_height=640)
+                self.aggregate = gr.HTML(aggregate_html(aggregate_placeholder()), elem_id="batch-aggregate",
+                                         js_on_load=None)
             with gr.Column(scale=1):
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
         self.table = gr.Dataframe(results_table(None), label="per clip (full texts and traces in the JSON)",
@@ -141,7 +141,8 @@ class BatchTab:
                 " (see the error column)" if failed else "")
             ctx = [("backend", backend_name or "demo"), ("engine", f"ray × {int(workers)}" if engine == "ray" else "local")]
             ctx += [("fault", f"{name} {f}" if len(configs) > 1 else f) for name, c in configs.items() for f in c.faults]
-            return [status_html("err" if failed else "ok", "Batch done", detail, ctx), aggregate_frame(result),
+            return [status_html("err" if failed else "ok", "Batch done", detail, ctx),
+                    aggregate_html(aggregate_frame(result)),
                     checklists_html(result) + label_matrix_html(result.by_label),
                     batch_distributions(numeric_frame(result.rows)), df,
                     gr.update(value=str(paths["json"]), visible=True),

@@ -32,7 +32,8 @@ GLOSSARY: dict[str, Term] = {
         "tree has nodes at depth d)"),
     "per_position_acceptance": Term(
         "per-position acceptance", "%",
-        "for draft position i: P(draft i accepted | drafts 1..i-1 accepted)"),
+        "for draft position i: P(draft i accepted | drafts 1..i-1 accepted); for a tree, by depth "
+        "(acceptance by depth), not by sibling slot"),
     "cloud_calls": Term("cloud calls", "calls", "verify forwards of the cloud model (or server requests)"),
     "cloud_call_rate": Term("cloud call rate", "%", "rounds that called the cloud / all rounds"),
     "target_forwards": Term("cloud forwards", "forwards", "forward passes of the cloud (target) model"),
