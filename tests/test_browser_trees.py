@@ -43,7 +43,7 @@ def test_a_tree_run_at_1280_reads_as_a_tree_with_an_honest_speedup(page, artifac
     spread and never claims a number outside it; rejected siblings fold into one mark per round,
     whose list opens on click and whose button shows that round's tree."""
     page.set_viewport_size({"width": 1280, "height": 1000})
-    page.goto(page.base_url + "?draft_tree=dynamic&sample=sad_01&max_new_tokens=32")
+    page.goto(page.base_url + "?draft_tree=dynamic&sample=sad_01")
     page.wait_for_function("() => document.querySelector('#live-sample input')?.value.startsWith('sad_01')",
                            timeout=15_000)
     page.get_by_label("compare with cloud-only").check()
