@@ -30,6 +30,19 @@ BATCH_CSS = """
 .ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; }
 .ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; }
 .ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
+.ss-agg h4 { margin: 0 0 6px 0; }
+.ss-agg table { width: 100%; table-layout: fixed; border-collapse: collapse; font-family: system-ui, sans-serif;
+  font-size: 13.5px; font-variant-numeric: tabular-nums; }
+.ss-agg th, .ss-agg td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
+.ss-agg thead th { background: #f6f8fa; font-weight: 650; }
+.ss-agg tbody th { font-weight: 500; width: 46%; }
+.ss-agg-A { color: #0072B2; } .ss-agg-B { color: #CC79A7; }
+.ss-denom { font-weight: 400; color: #6e7781; font-size: 11.5px; }
+.ss-label-matrix td, .ss-label-matrix th { white-space: nowrap; }
+.ss-label-matrix tr:first-child th { white-space: normal; min-width: 5.5em; }
+.ss-cfg-A .ss-cfg-name { color: #0072B2; font-weight: 650; } .ss-cfg-B .ss-cfg-name { color: #CC79A7; font-weight: 650; }
+.ss-by-label-note { font-size: 12.5px; color: #57606a; margin-top: 6px; }
 """
 
 _STATE = {True: ("✔", "pass", "pass"), False: ("✖", "fail", "fail"), None: ("–", "info", "reported")}
@@ -176,12 +189,23 @@ def aggregate_placeholder() -> pd.DataFrame:
     return pd.DataFrame({"figure": titles, "config A": ["—"] * len(titles)})
 
 
+def aggregate_html(df: pd.DataFrame) -> str:
+    """The aggregate frame as a table that fits its box at 1280 px: the row titles wrap, every
+    configuration's column stays in view (A and B in their colours, as on the A/B tab)."""
+    cols = list(df.columns)
+    head = "".join(f'<th class="ss-agg-{esc(c.split()[-1])}" data-config="{esc(c)}">{esc(c)}</th>' for c in cols[1:])
+    body = "".join("<tr><th>" + esc(r[0]) + "</th>" + "".join(f"<td>{esc(v)}</td>" for v in r[1:]) + "</tr>"
+                   for r in df.itertuples(index=False))
+    return (f'<div class="ss-agg" id="batch-aggregate-table"><h4>Aggregate over the clips</h4><table>'
+            f'<thead><tr><th>{esc(cols[0])}</th>{head}</tr></thead><tbody>{body}</tbody></table></div>')
+
+
 def numeric_frame(rows: list[dict] | None) -> pd.DataFrame:
     """Raw numbers per clip (config + the metrics the batch histograms draw), for plots."""
     keys = ("mean_accepted_length", "punct_density", "hanzi_count", "tokens_per_s")
     recs = []
     for row in rows or []:
-        rec = {"config": _lookup(row, ("config_name",))}
+        rec = {"config": _lookup(row, ("config_name", "config"))}   # A and B: one colour each
         for k in keys:
             v = _lookup(row, (k,))
             rec[k] = v if is_number(v) else None
@@ -200,23 +224,44 @@ def checklists_html(result) -> str:
     return '<div class="ss-batch-checks">' + "".join(parts) + "</div>"
 
 
-LABEL_COLUMNS = ("clips", "acceptance_rate", "audio_acceptance_rate", "other_acceptance_rate",
-                 "mean_accepted_length", "cloud_calls_per_token")
+LABEL_COLUMNS = ("clips", "drafts", "acceptance_rate", "judged", "judged_acceptance_rate", "audio_acceptance_rate",
+                 "other_acceptance_rate", "mean_accepted_length", "cloud_calls_per_token")
+# (column, its denominator as the header says it)
+LABEL_DENOMINATORS = {"acceptance_rate": "of drafts", "judged_acceptance_rate": "of judged",
+                      "audio_acceptance_rate": "of its judged", "other_acceptance_rate": "of its judged"}
+LABEL_NOTE = ("Denominators: the draft acceptance rate divides by every draft of a verified round (vLLM's); "
+              "the three acceptances to its right divide by judged drafts only (the accepted ones and the one "
+              "rejected draft per round; the drafts after it were never judged), so they read higher. The "
+              "whole of the audio-dependent and other halves is the acceptance per judged draft, which lies "
+              "between them. A config with a tree counts sibling nodes among its drafts.")
+
+
+def _label_cell(c: str, cols: dict) -> str:
+    v = fmt(c, cols.get(c))
+    n = {"audio_acceptance_rate": "audio_judged", "other_acceptance_rate": "other_judged"}.get(c)
+    if n and is_number(cols.get(n)) and cols.get(c) is not None:
+        v += f" of {cols[n]}"
+    share = ' class="ss-share"' if term(c).unit == "%" else ""
+    return f"<td{share}>{esc(v)}</td>"
 
 
 def label_matrix_html(by_label: dict | None) -> str:
-    """results.json["by_label"] as a table: one row per label (and configuration), the
-    acceptance columns with their glossary definition on hover."""
+    """results.json["by_label"] as a table: one row per label and configuration (A and B in their
+    colours), each acceptance with its denominator in the header, the glossary's definition on
+    hover, and a note on why the draft acceptance rate reads lower than its per-judged halves."""
     from specdec_core.analysis.glossary import hover, term
 
     if not by_label:
         return '<div class="ss-none">No acceptance by label yet: run a batch first.</div>'
-    head = "".join(f'<th title="{esc(hover(c))}">{esc(term(c).label)}</th>' for c in LABEL_COLUMNS)
+    head = "".join(f'<th title="{esc(hover(c))}">{esc(term(c).label)}'
+                   + (f'<br><span class="ss-denom">{esc(LABEL_DENOMINATORS[c])}</span>' if c in LABEL_DENOMINATORS
+                      else "") + "</th>" for c in LABEL_COLUMNS)
     rows = []
     for label, row in by_label.items():
         for cfg, cols in (row.get("configs") or {}).items():
-            cells = "".join(f"<td>{esc(fmt(c, cols.get(c)))}</td>" for c in LABEL_COLUMNS)
-            rows.append(f"<tr><th>{esc(label)}</th><td>{esc(cfg)}</td>{cells}</tr>")
+            cells = "".join(_label_cell(c, cols) for c in LABEL_COLUMNS)
+            rows.append(f'<tr class="ss-cfg-{esc(cfg)}" data-config="{esc(cfg)}"><th>{esc(label)}</th>'
+                        f'<td class="ss-cfg-name">{esc(cfg)}</td>{cells}</tr>')
     return ('<div class="ss-batch-check ss-by-label" id="batch-by-label"><h4>Acceptance by label</h4>'
             f'<div class="ss-by-label-box"><table class="ss-label-matrix"><tr><th>label</th><th>config</th>{head}</tr>'
-            + "".join(rows) + "</table></div></div>")
+            + "".join(rows) + f'</table></div><div class="ss-note ss-by-label-note">{esc(LABEL_NOTE)}</div></div>')

@@ -30,6 +30,8 @@ CARDS_CSS = """
 .ss-finding-code { font: 11px ui-monospace, monospace; font-weight: 400; color: #6e7781; margin-left: 6px; }
 .ss-finding-detail, .ss-finding-fix { grid-column: 2; color: #424a53; }
 .ss-finding-fix b { color: #1f2328; }
+.ss-finding-explained { grid-column: 2; font-size: 13px; }
+.ss-finding-explained > summary, .ss-rf-explained > summary { cursor: pointer; white-space: nowrap; }
 .ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
 .ss-sev-error .ss-finding-icon { color: #D55E00; }
 .ss-sev-warning { border-left-color: #E69F00; background: #fff8e6; }
@@ -94,6 +96,38 @@ def _gcard(key: str, value, sub: str = "", status: str = "", digits: int | None 
     return _card(term(key).label, fmt(key, value, digits), sub, status, hover(key))
 
 
+TREE_RATE_NOTE = ("a tree verifies siblings of which at most one per depth can be accepted, so this share "
+                  "is not comparable with a chain's; judge a tree by its mean acceptance length")
+
+
+def is_tree(metrics: dict | None) -> bool:
+    """A run that drafted token trees (its metrics have nodes verified per call)."""
+    return is_number((metrics or {}).get("nodes_per_call"))
+
+
+def acceptance_cards(m: dict, lossy: list) -> list[str]:
+    """The acceptance headline. Chains: the draft acceptance rate against the chain's target,
+    then the mean acceptance length. Trees (as vLLM / SGLang / EAGLE read them): the mean
+    acceptance length first, the share of verified nodes accepted untinted (no chain target
+    applies) and the nodes verified per call."""
+    acc, mal = m.get("acceptance_rate"), m.get("mean_accepted_length")
+    mal_card = _card(term("mean_accepted_length").label, num(mal, 2), "tokens per cloud call",
+                     _status(mal, lambda v: v >= 3), hover("mean_accepted_length"))
+    if lossy and is_number(acc):
+        acc_card = _card(term("acceptance_rate").label, pct(acc), "lossy: drafts accepted off the cloud's choice",
+                         "warn", hover("acceptance_rate") + ". This run accepted drafts the cloud would not "
+                         "have chosen, so a high rate here measures leniency, not agreement.")
+    elif is_tree(m):
+        acc_card = _card("nodes accepted / verified", pct(acc), "per node verified; no chain target",
+                         "", f"{hover('acceptance_rate')}. For a tree: {TREE_RATE_NOTE}.")
+        return [mal_card, acc_card, _card(term("nodes_per_call").label, num(m.get("nodes_per_call"), 1),
+                                          "draft nodes per cloud call", "", hover("nodes_per_call"))]
+    else:
+        acc_card = _gcard("acceptance_rate", acc, "target > 60% (chains)",
+                          _status(acc, lambda v: v > 0.6, lambda v: v < 0.3))
+    return [acc_card, mal_card]
+
+
 def metric_cards(metrics: dict | None, prompt_type: str | None = None,
                  findings: list[dict] | None = None, speedup: dict | None = None) -> str:
     """Headline metrics as cards; tinted against the checklist targets where one exists.
@@ -102,8 +136,6 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     m = metrics or {}
     if not m:
         return '<div class="ss-none">No metrics yet.</div>'
-    acc = m.get("acceptance_rate")
-    mal = m.get("mean_accepted_length")
     calls = m.get("cloud_calls")
     rate = m.get("cloud_call_rate")
     punct = m.get("punct_density")
@@ -111,24 +143,15 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     ended = m.get("ended_by")
     band = HANZI_BANDS.get(prompt_type or "")
     hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
-    lossy = lossy_findings(findings)
-    if lossy and is_number(acc):
-        acc_card = _card(term("acceptance_rate").label, pct(acc), "lossy: drafts accepted off the cloud's choice",
-                         "warn", hover("acceptance_rate") + ". This run accepted drafts the cloud would not "
-                         "have chosen, so a high rate here measures leniency, not agreement.")
-    else:
-        acc_card = _gcard("acceptance_rate", acc, "target > 60%",
-                          _status(acc, lambda v: v > 0.6, lambda v: v < 0.3))
     cards = [
-        acc_card,
-        _card(term("mean_accepted_length").label, num(mal, 2), "tokens per cloud call",
-              _status(mal, lambda v: v >= 3), hover("mean_accepted_length")),
+        *acceptance_cards(m, lossy_findings(findings)),
         _card(term("cloud_calls").label, num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else "",
               help_text=hover("cloud_calls")),
         _card(term("corrections").label, num(m.get("corrections")), "cloud replaced a draft",
               help_text=hover("corrections")),
         _card(term("tokens_per_s").label, num(m.get("tokens_per_s"), 1),
-              f"tokens/s · {num(m.get('wall_s'), 2)} s wall" if is_number(m.get("wall_s")) else "tokens/s",
+              f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
+              if is_number(m.get("wall_s")) else "tokens/s",
               help_text=hover("tokens_per_s")),
         _gcard("punct_density", punct, "target 10–25%",
                _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40)),
@@ -142,14 +165,29 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
                               f"of drafted tokens > {thr:.2f} nats" if is_number(thr) else "of drafted tokens",
                               help_text="share of all drafted tokens (rejected ones included) whose draft "
                                         "entropy exceeds the entropy threshold, resolved to nats"))
-    sp = speedup or {}
-    if is_number(sp.get("speedup")):
-        x = sp["speedup"]
-        cards.insert(0, _card(term("speedup").label, f"{x:.2f}×",
-                              f"{sp['decode_s']:.2f} s decoding vs {sp['cloud_only_s']:.2f} s cloud-only",
-                              "good" if x >= 1.0 else "warn",
-                              hover("speedup") + "; decode time without the page's drawing between rounds"))
+    if speedup and is_number(speedup.get("speedup")):
+        cards.insert(0, speed_card(speedup))
     return '<div class="ss-cards">' + "".join(cards) + "</div>"
+
+
+def speed_card(sp: dict) -> str:
+    """The speed-up over cloud-only from interleaved repeats (evaluation/speedup.py): a number
+    with its spread, "no difference" when the spread covers 1.0, the speed of a different output
+    (never green) when the texts differ, no number above the acceptance's bound."""
+    x, rng = sp["speedup"], f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
+    times = (f"spread {rng} over {sp.get('repeats', 1)} interleaved repeats; medians {sp['decode_s']:.2f} s "
+             f"decoding (no page drawing) vs {sp['cloud_only_s']:.2f} s cloud-only")
+    tip = hover("speedup") + "; " + times
+    if sp.get("lossy"):
+        return _card("speed of a different output", f"{x:.2f}×", "output differs from cloud-only: not a speed-up",
+                     "warn", tip)
+    if sp.get("above_bound"):
+        return _card(term("speedup").label, DASH, f"above the {sp['bound']:.2f}× this acceptance allows: "
+                     "timing off, not shown", "warn", tip)
+    if sp.get("verdict") == "no measurable difference":
+        return _card(term("speedup").label, "no difference", f"spread {rng} covers 1.00×", "", tip)
+    return _card(term("speedup").label, f"{x:.2f}×", f"{rng} · {sp['decode_s']:.2f} s vs "
+                 f"{sp['cloud_only_s']:.2f} s (medians)", "good" if sp.get("verdict") == "faster" else "warn", tip)
 
 
 def _ended_status(ended) -> str:
@@ -160,10 +198,19 @@ def _ended_status(ended) -> str:
     return "warn" if ended else ""
 
 
-def diagnostics_html(findings: list[dict] | None) -> str:
-    """Findings sorted by severity: icon, title, detail and the suggested fix."""
+NOT_CHECKED = ("Not checked by the cloud: this run made no cloud call, so nothing it committed was "
+               "verified, and the checks that read the cloud's scores had nothing to judge")
+
+
+def diagnostics_html(findings: list[dict] | None, cloud_calls: int | None = None) -> str:
+    """Findings sorted by severity: icon, title, detail and the suggested fix. `cloud_calls` 0:
+    no finding is not a clean bill ("not checked by the cloud")."""
     if findings is None:
         return '<div class="ss-none">No findings.</div>'
+    if not findings and cloud_calls == 0:
+        return ('<div class="ss-findings"><div class="ss-finding ss-sev-info" data-severity="info" '
+                'data-not-checked="1"><div class="ss-finding-icon" aria-label="info">ℹ</div>'
+                f'<div class="ss-finding-title">{esc(NOT_CHECKED)}</div></div></div>')
     if not findings:
         return ('<div class="ss-findings"><div class="ss-finding ss-sev-ok" data-severity="ok" data-clean="1">'
                 '<div class="ss-finding-icon" aria-label="ok">✔</div><div class="ss-finding-title">No findings: '

@@ -9,6 +9,7 @@ import statistics
 import pandas as pd
 
 from specdec_core.analysis.glossary import hover, term
+from specdec_core.evaluation.speedup import REPEATS, speedup_words
 
 from .formatting import ended_by_words, esc, fmt, is_number
 
@@ -70,8 +71,9 @@ DIFF_CSS = """
 .ss-ab-note { font-size: 12.5px; color: #7a5200; background: #fff8e6; padding: 4px 8px; border-radius: 5px; margin-bottom: 6px; }
 .ss-vs { font-family: system-ui, sans-serif; border: 1px solid #d8dee4; border-radius: 8px; padding: 8px 12px; }
 .ss-vs-speed { font-size: 15px; margin-bottom: 4px; }
-.ss-vs-speed b { font-size: 20px; }
-.ss-vs-fast b { color: #009E73; } .ss-vs-slow b { color: #B07800; }
+.ss-vs-speed b { font-size: 17px; }
+.ss-vs-times { font-size: 12.5px; color: #57606a; }
+.ss-vs-fast b { color: #009E73; } .ss-vs-slow b { color: #B07800; } .ss-vs-neutral b { color: #424a53; }
 .ss-vs-verdict { font-size: 12.5px; font-weight: 600; margin-bottom: 2px; }
 .ss-vs-same { color: #009E73; } .ss-vs-diff { color: #B07800; }
 .ss-diff ins { background: #cfe6f7; color: #003f66; text-decoration: underline;
@@ -119,7 +121,6 @@ COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "nodes_per_call",
 # simulation with 3 repeats). Without repeats (a caller with one timing per side), a difference
 # under NOISE_REL of the larger value is "within noise".
 TIMED = {"decode_s", "wall_s", "tokens_per_s", "speedup", "cloud_only_s"}
-REPEATS = 3
 NOISE_FACTOR = 1.5
 NOISE_REL = 0.20
 WITHIN_NOISE = f"within noise: timed once per side, and a timing difference under {NOISE_REL:.0%} is not called better"
@@ -127,6 +128,12 @@ IDENTICAL = "A and B have identical configurations: any difference is noise, non
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
 BANDS = {"punct_density": (0.10, 0.25)}
 HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
+# Per-draft counts that a tree and a chain count differently: a tree verifies siblings of which at
+# most one per depth can be accepted (and drafts a depth in one wider edge forward). With a tree on
+# either side they name no winner; the mean acceptance length (tokens per cloud call) compares.
+TREE_INCOMPARABLE = {"acceptance_rate", "rejected_tokens", "draft_forwards", "corrections"}
+TREE_NOTE = ("not comparable with a tree on a side: a tree verifies siblings of which at most one per "
+             "depth can be accepted; compare the mean acceptance length (tokens per cloud call)")
 NOT_COMPARED = "texts differ: fewer cloud calls or a higher acceptance only counts at the same output"
 
 
@@ -172,7 +179,7 @@ def noise_verdict(key: str, samples_a: list, samples_b: list) -> tuple[str, str]
 
 
 def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None,
-          samples: tuple[list, list] | None = None) -> tuple[str, str]:
+          samples: tuple[list, list] | None = None, tree: bool = False) -> tuple[str, str]:
     """(winner, why): winner "A" | "B" | "=" | "" (no direction or not comparable).
     same_text None = unknown (API callers without texts): cost metrics are judged as numbers.
     `samples`: a timing's repeats per side (A's, B's); judged against their measured spread."""
@@ -184,6 +191,8 @@ def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None
         return "", ""
     if key in COST and same_text is False:
         return "", NOT_COMPARED
+    if tree and key in TREE_INCOMPARABLE:
+        return "", TREE_NOTE
     if key in TIMED and samples and len(samples[0]) > 1 and len(samples[1]) > 1:
         return noise_verdict(key, *samples)
     if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
@@ -282,12 +291,12 @@ def _cell_word(win: str, why: str) -> str:
     return {"A": "A", "B": "B"}.get(win, "—")
 
 
-def _diff_row(key: str, ra, rb, same_text, prompt_type, samples, identical: bool) -> str:
+def _diff_row(key: str, ra, rb, same_text, prompt_type, samples, identical: bool, tree: bool = False) -> str:
     a, b = _scalar(ra), _scalar(rb)
     if isinstance(a, str) and " / " in a or isinstance(b, str) and " / " in (b or ""):
         a, b = ra, rb     # per-position lists: shown, not compared
-    win, why = judge(key, a, b, same_text, prompt_type, samples)
-    if ra is not None and ra == rb and not samples:   # equal counts, flags or texts: the same,
+    win, why = judge(key, a, b, same_text, prompt_type, samples, tree)
+    if ra is not None and ra == rb and not samples and why != TREE_NOTE:   # equal counts, flags or texts: the same,
         win, why = "=", SAME                          # whatever their direction or band
     if identical and win in ("A", "B"):
         win, why = "=", IDENTICAL
@@ -315,9 +324,10 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
     vals = {k: (a_all.get(k), b_all.get(k)) for k in set(a_all) | set(b_all)}
     vals.update({k: (a, b) for k, a, b in extra or []})
     no_link = any(m.get("link") == "none" for m in (a_all, b_all) if m)
+    tree = any(is_number(m.get("nodes_per_call")) for m in (a_all, b_all))
     rows = []
     for group, title, keys in GROUPS:
-        body = [_diff_row(k, *vals[k], same_text, prompt_type, (timings or {}).get(k), identical)
+        body = [_diff_row(k, *vals[k], same_text, prompt_type, (timings or {}).get(k), identical, tree)
                 for k in keys if k in vals and _shown(k, *vals[k], vals, no_link, group)]
         if body:
             note = ""
@@ -328,6 +338,9 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
             rows.append(f'<tr class="ss-ab-group" data-group="{group}"><th colspan="5">{esc(title)}{note}</th></tr>')
             rows += body
     notes = [IDENTICAL] if identical else []
+    if tree:
+        notes.append("A tree on a side: acceptance per draft, rejected drafts, corrections and edge forwards "
+                     "count differently for trees and name no winner; the mean acceptance length compares.")
     if same_text is False:
         notes.append(f"{NOT_COMPARED}; costs are shown without a winner.")
     note = "".join(f'<div class="ss-ab-note">{esc(n)}</div>' for n in notes)
@@ -335,48 +348,52 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
             '<th>change B − A</th><th>better</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></div>")
 
 
-def speedup(trace: dict | None, baseline: dict | None) -> dict | None:
-    """{"speedup", "decode_s", "cloud_only_s"}: the cloud-only decode's time over this decode's
-    own time (its wall time less what the page spent drawing it between rounds)."""
-    tr, base = trace or {}, baseline or {}
-    m = tr.get("metrics") or {}
-    split = m.get("time_split") if isinstance(m.get("time_split"), dict) else {}
-    total = split.get("total_s") or m.get("wall_s")
-    if not (is_number(total) and is_number(base.get("wall_s"))):
+def speed_class(sp: dict) -> str:
+    """'fast' (green) only for a measured speed-up of the same output within the bound; 'slow'
+    for a measured slow-down; 'neutral' otherwise (no measurable difference, a different output,
+    a figure above the bound)."""
+    if sp.get("lossy") or sp.get("above_bound") or sp.get("verdict") == "no measurable difference":
+        return "neutral"
+    return "fast" if sp.get("verdict") == "faster" else "slow"
+
+
+def speedup_cell(sp: dict | None):
+    """The A/B table's speed-up value: the number when it is a measured speed-up (or slow-down) of
+    the same output within the bound, else the words the page says instead."""
+    if not sp:
         return None
-    own = total - (split.get("caller_s") or 0.0) - (split.get("recorder_s") or 0.0)
-    if own <= 0:
-        return None
-    return {"speedup": base["wall_s"] / own, "decode_s": own, "cloud_only_s": base["wall_s"]}
+    if sp.get("lossy"):
+        return f"different output ({sp['speedup']:.2f}×)"
+    if sp.get("above_bound"):
+        return f"not shown (above {sp['bound']:.2f}×)"
+    if sp.get("verdict") == "no measurable difference":
+        return "no measurable difference"
+    return sp["speedup"]
 
 
-def repeat_speedup(decode_samples: list[float] | None, cloud_only_s: float | None) -> dict | None:
-    """The speed-up over cloud-only from a side's timing repeats: their median decode time."""
-    if not decode_samples or not is_number(cloud_only_s):
-        return None
-    own = statistics.median(decode_samples)
-    return {"speedup": cloud_only_s / own, "decode_s": own, "cloud_only_s": cloud_only_s,
-            "repeats": len(decode_samples)}
-
-
-def _decoding(sp: dict) -> str:
-    if sp.get("repeats"):
-        return f"the median of {sp['repeats']} quiet repeats"
-    return "the wall time less the page's drawing between rounds"
+def speed_times(sp: dict) -> str:
+    """Which time is which: 'decoding 0.17 s (median of 3 quiet repeats, no page drawing) vs
+    cloud-only 0.31 s (median of 3, interleaved with them)'."""
+    n = sp.get("repeats", 1)
+    return (f"decoding {sp['decode_s']:.2f} s (median of {n} quiet repeats, no page drawing) vs "
+            f"cloud-only {sp['cloud_only_s']:.2f} s (median of {n}, interleaved with them)")
 
 
 def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
-    """Next to the final text: the speed-up over cloud-only and a character diff of the text
-    against the cloud-only text (same tokens, or where they part)."""
+    """Next to the final text: the speed-up over cloud-only with its spread (evaluation/speedup.py:
+    "no measurable difference" when the spread covers 1.0, "speed of a different output" when
+    the texts differ, not shown above the acceptance's bound) and a character diff of the text
+    against the cloud-only text."""
+    same = (text or "") == (base_text or "")
     head = ""
     if sp:
-        x = sp["speedup"]
-        cls = "ss-vs-fast" if x >= 1 else "ss-vs-slow"
-        slower = "" if x >= 1 else " — slower than the cloud alone"
-        head = (f'<div class="ss-vs-speed {cls}" data-speedup="{x:.4f}" title="{esc(hover("speedup"))}">'
-                f'<b>{x:.2f}×</b> speed-up over cloud-only · {sp["decode_s"]:.2f} s decoding here vs '
-                f'{sp["cloud_only_s"]:.2f} s cloud-only{slower} (decoding: {_decoding(sp)})</div>')
-    same = (text or "") == (base_text or "")
+        sp = {**sp, "lossy": sp.get("lossy") or not same}
+        cls = speed_class(sp)
+        head = (f'<div class="ss-vs-speed ss-vs-{cls}" data-speedup="{sp["speedup"]:.4f}" '
+                f'data-lo="{sp["lo"]:.4f}" data-hi="{sp["hi"]:.4f}" data-verdict="{esc(sp["verdict"])}" '
+                f'data-lossy="{int(sp["lossy"])}" data-above-bound="{int(bool(sp.get("above_bound")))}" '
+                f'title="{esc(hover("speedup"))}"><b>{esc(speedup_words(sp))}</b>'
+                f'<div class="ss-vs-times">{esc(speed_times(sp))}</div></div>')
     verdict = ('<span class="ss-vs-same">same text as cloud-only</span>' if same else
                '<span class="ss-vs-diff">differs from cloud-only</span>')
     diff = char_diff_html(base_text, text, names=("cloud-only", label))

@@ -16,6 +16,7 @@ FINDINGS_CSS = """
 .ss-rf-code { font-family: ui-monospace, monospace; font-size: 11px; color: #6e7781; }
 .ss-rf-title { font-weight: 650; }
 .ss-rf-row { font-size: 13.5px; margin-top: 3px; }
+.ss-rf-explained > summary { cursor: pointer; white-space: nowrap; margin-top: 4px; }
 .ss-rf-ev { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; margin-top: 3px; }
 .ss-rf-evl { padding-left: 1.2em; overflow-wrap: anywhere; }
 .ss-badges { display: flex; gap: 6px; flex-wrap: wrap; }
@@ -77,11 +78,21 @@ def _evidence(ev: dict | None, texts=None) -> str:
             + "</div>")
 
 
-def findings_html(findings: list[dict] | None, texts=None) -> str:
+NOT_CHECKED = ("Not checked by the cloud: the recording has no cloud forward, so nothing the decoder "
+               "committed was verified, and the checks that read the cloud's scores had nothing to judge.")
+
+
+def findings_html(findings: list[dict] | None, texts=None, cloud_forwards: int | None = None) -> str:
     """Error first; one card per finding, its colour and icon from the severity. `texts` (token
-    id -> text) shows the evidence's token ids as text."""
+    id -> text) shows the evidence's token ids as text. `cloud_forwards` 0 with no finding: "not
+    checked by the cloud", never a green "No findings"."""
     if findings is None:
         return '<div class="ss-rf"><div class="ss-none">No findings yet: record or upload a run.</div></div>'
+    if not findings and cloud_forwards == 0:
+        return ('<div class="ss-rf"><div class="ss-rf-card" data-not-checked="1" '
+                f'style="border-color:{SEV["info"][1]};background:{SEV["info"][2]}">'
+                f'<div class="ss-rf-head"><span style="color:{SEV["info"][1]}">{SEV["info"][0]}</span>'
+                f'<span class="ss-rf-title">{esc(NOT_CHECKED)}</span></div></div></div>')
     if not findings:
         return ('<div class="ss-rf"><div class="ss-rf-card ss-rf-clean" data-clean="1" '
                 f'style="border-color:{SEV["ok"][1]};background:{SEV["ok"][2]}">'

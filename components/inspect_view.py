@@ -13,6 +13,12 @@ from typing import Callable
 from .formatting import DASH, esc, fmt, pct
 
 INSPECT_CSS = """
+.ss-record-help { font-family: system-ui, sans-serif; font-size: 13.5px; line-height: 1.55; }
+.ss-record-help code { font-size: 12.5px; background: #f6f8fa; padding: 0 3px; border-radius: 3px; }
+.ss-record-help .ss-sig { overflow-wrap: anywhere; }
+.ss-record-help pre.ss-example { font-size: 12.5px; background: #f6f8fa; padding: 6px 10px; border-radius: 6px;
+  overflow-x: auto; margin: 4px 0; }
+.ss-record-help summary { cursor: pointer; color: #0969da; }
 .ss-rd { font-family: system-ui, sans-serif; font-size: 13px; }
 .ss-rd table { border-collapse: collapse; margin: 4px 0 10px 0; }
 .ss-rd th, .ss-rd td { border: 1px solid #d8dee4; padding: 3px 7px; text-align: left; vertical-align: top; }
@@ -364,3 +370,41 @@ def run_error_html(error: str) -> str:
             f'<span class="ss-rf-title">The recorded run ended in an error: {esc(error)}</span></div>'
             '<div class="ss-rf-row">None of the blind checks fired on what was recorded before it.</div>'
             '</div></div>')
+
+
+# What `python -m specdec_core record FILE.py:FUNCTION` calls (recorder/cli.record_clip): the
+# signature, and a whole greedy loop in ten lines that it records (docs/recorder.md).
+RECORD_SIGNATURE = ("def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=(), "
+                    "**kw) -> list[int]")
+RECORD_EXAMPLE = '''\
+@torch.no_grad()       # import torch; no cache: each forward sees the whole sequence
+def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=()):
+    seq, n = input_ids[0].tolist(), input_ids.shape[1]
+    while len(seq) - n < max_new_tokens and not set(seq[n:]) & set(stop_ids):
+        draft = []
+        for _ in range(k):                                   # the edge drafts k tokens
+            draft.append(int(edge(torch.tensor([seq + draft])).logits[0, -1].argmax()))
+        best = cloud(torch.tensor([seq + draft])).logits[0, len(seq) - 1:].argmax(-1).tolist()
+        a = next((i for i, (d, b) in enumerate(zip(draft, best)) if d != b), k)
+        seq += draft[:a] + [best[a]]                         # accepted drafts + the cloud's token
+    out = seq[n:n + max_new_tokens]
+    return next((out[:i + 1] for i, t in enumerate(out) if t in stop_ids), out)'''
+RECORDER_DOC = "gradio_api/file=docs/recorder.md"      # served by the app (ui/page.launch_kwargs)
+
+
+def record_help_html() -> str:
+    """The Inspect tab's own-decoder help: the signature `record` calls, a ten-line loop it
+    records, the command, and the guide (docs/recorder.md, in this repository)."""
+    return ('<div class="ss-record-help" id="inspect-record-help">'
+            '<div>Your decoding function is called as <code class="ss-sig">' + esc(RECORD_SIGNATURE) + '</code>: '
+            'the two models, their tokenizer, the prompt as a [1, n] id tensor; it returns the new token '
+            'ids (the prompt left out). A parameter named <code>temperature</code>, <code>model_inputs</code>, '
+            '<code>seed</code> or <code>drafter</code> is passed when it exists.</div>'
+            '<details><summary>a whole loop it records (greedy, ten lines in the function)</summary><pre class="ss-example">'
+            + esc(RECORD_EXAMPLE) + '</pre></details>'
+            '<div>It re-runs the whole sequence each forward, so <code>record</code> warns '
+            '<code>recomputed_context</code>; <code>examples/decoders/correct.py</code> is the same loop with '
+            'caches. Record yours: <code>python -m specdec_core record my_loop.py:decode sample_audio/sad_01.wav '
+            '--out rec.json</code>, then upload <code>rec.json</code> here. The guide: '
+            f'<a href="{RECORDER_DOC}" target="_blank" rel="noopener" data-doc="docs/recorder.md">'
+            'docs/recorder.md</a> (in this repository).</div></div>')

@@ -228,11 +228,29 @@ def position_acceptance(trace: dict) -> list[tuple[int, float, int]]:
     return [(p + 1, float(v), 0) for p, v in enumerate(per) if is_number(v)]
 
 
+def depth_acceptance(trace: dict) -> list[tuple[int, float, int]]:
+    """Tree rounds: (depth d, share of the rounds whose path reached d - 1 and whose tree has a
+    node at d that accepted one, those rounds) -- EAGLE's / SGLang's acceptance per depth, as
+    metrics.acceptance_by_depth; [] for chains."""
+    trees = [r["tree"] for r in trace.get("rounds") or [] if r.get("tree")]
+    deep = max((n["depth"] for t in trees for n in t.get("nodes") or []), default=0)
+    out = []
+    for d in range(1, deep + 1):
+        reached = [t for t in trees if len(t["path"]) >= d - 1 and any(n["depth"] == d for n in t["nodes"])]
+        if reached:
+            out.append((d, sum(len(t["path"]) >= d for t in reached) / len(reached), len(reached)))
+    return out
+
+
 def position_acceptance_figure(trace: dict | None) -> go.Figure:
-    """How often the draft token at block position p survives verification."""
-    rows = position_acceptance(trace or {})
+    """How often the draft token at block position p survives verification; for a tree, how
+    often a node at depth d is accepted (slots of siblings are not positions)."""
+    rows = depth_acceptance(trace or {})
+    tree = bool(rows)
+    rows = rows or position_acceptance(trace or {})
     fig = go.Figure()
-    _layout(fig, "Acceptance by draft position", "position in draft block", "accepted")
+    _layout(fig, *(("Acceptance by depth (tree)", "depth in the tree", "accepted") if tree else
+                   ("Acceptance by draft position", "position in draft block", "accepted")))
     if not rows:
         return _empty(fig, "no verified rounds yet")
     fig.add_trace(go.Bar(
@@ -240,7 +258,7 @@ def position_acceptance_figure(trace: dict | None) -> go.Figure:
         marker_color=SOURCE_COLORS["accepted"],
         text=[f"{100 * r[1]:.0f}%" for r in rows], textposition="outside", cliponaxis=False,
         customdata=[r[2] for r in rows],
-        hovertemplate="position %{x}: %{y:.0%} of %{customdata} rounds<extra></extra>",
+        hovertemplate=("depth" if tree else "position") + " %{x}: %{y:.0%} of %{customdata} rounds<extra></extra>",
     ))
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%")
     fig.update_xaxes(dtick=1)
@@ -255,7 +273,7 @@ BATCH_HISTS = [
     ("汉字", "hanzi_count", "汉字"),
     ("Speed", "tokens_per_s", "tokens/s"),
 ]
-_GROUP_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7"]
+_GROUP_COLORS = ["#0072B2", "#CC79A7", "#009E73", "#E69F00"]   # A blue, B pink (as on A/B)
 
 
 def _bin_edges(values, most: int = 15):
@@ -301,10 +319,11 @@ def batch_distributions(df) -> go.Figure:
             pct = raw in ("punct_density",)
             lo = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[:-1]]
             hi = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[1:]]
+            w = np.diff(edges) / len(groups)          # A and B side by side in each bin, never overlaid
             fig.add_trace(go.Bar(
-                x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges) * 0.95,
-                name=str(name) if name is not None else title, legendgroup=str(name),
-                showlegend=name is not None and n == 0, opacity=0.75 if name is not None else 1.0,
+                x=edges[:-1] + w * (g + 0.5), y=counts, width=w * 0.92,
+                name=f"config {name}" if name is not None else title, legendgroup=str(name),
+                showlegend=name is not None and n == 0,
                 marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)],
                 customdata=list(zip(lo, hi)),
                 hovertemplate="%{customdata[0]}–%{customdata[1]}: %{y} clip(s)<extra>" + (

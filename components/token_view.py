@@ -53,6 +53,15 @@ TOKEN_CSS = f"""
 .ss-src-bonus {{ border-style: dotted; }}
 .ss-rej {{ color: {REJECTED_COLOR}; font-size: 0.8em; background: #f3f3f3; border: 1px solid #d0d0d0; }}
 .ss-rej .ss-t {{ text-decoration: line-through; text-decoration-color: #b00020; text-decoration-thickness: 2px; }}
+.ss-fold {{ display: inline; outline: none; }}
+.ss-fold > .ss-fold-mark {{ display: inline-block; cursor: pointer; font-size: 0.62em; color: #6e7781;
+  background: #f3f3f3; border: 1px solid #d0d0d0; border-radius: 8px; padding: 0 5px; margin: 0 2px;
+  line-height: 1.5; vertical-align: middle; }}
+.ss-fold:focus > .ss-fold-mark {{ outline: 2px solid #1f2328; }}
+.ss-fold-list {{ display: none; }}
+.ss-fold:hover > .ss-fold-list, .ss-fold:focus > .ss-fold-list, .ss-fold:focus-within > .ss-fold-list {{ display: inline; }}
+.ss-fold-tree {{ font-size: 0.6em; margin: 0 4px; padding: 0 6px; border: 1px solid #0072B2; color: #0072B2;
+  background: #fff; border-radius: 8px; cursor: pointer; vertical-align: middle; }}
 .ss-cycle .ss-t {{ text-decoration: underline wavy {CYCLE_COLOR}; text-decoration-thickness: 1.5px;
   text-underline-offset: 4px; }}
 .ss-legend .ss-cycle .ss-t {{ text-underline-offset: 2px; }}
@@ -168,7 +177,7 @@ def cycle_indices(trace: dict) -> set[int]:
     return idx
 
 
-def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int) -> str:
+def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int, folded: bool = False) -> str:
     def item(sample: str, label: str, count: int | None) -> str:
         c = f' <span class="ss-legend-count">{count}</span>' if count is not None else ""
         return f'<span class="ss-legend-item">{sample}{esc(label)}{c}</span>'
@@ -181,7 +190,7 @@ def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int) -> str:
         )
         for s in SOURCES
     ]
-    parts.append(item('<span class="ss-tok ss-rej"><span class="ss-t">字</span></span>', "rejected draft", n_rejected))
+    parts.append(item('<span class="ss-tok ss-rej"><span class="ss-t">字</span></span>', "rejected draft" + (" (a tree round's: ✂ count, hover or click it)" if folded else ""), n_rejected))
     parts.append(item('<span class="ss-tok ss-cycle"><span class="ss-t">字</span></span>', "cycle", n_cycle))
     parts.append(item(
         '<span class="ss-legend-rounds"><span class="ss-round ss-round-even">字字</span>'
@@ -214,7 +223,7 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
     caret = '<span class="ss-caret" aria-hidden="true">▍</span>' if live else ""
     return (
         '<div class="ss-trace">'
-        + _legend(counts, len(rejected), n_cycle)
+        + _legend(counts, len(rejected), n_cycle, any(r.get("node") is not None for r in rejected))
         + "".join(colour_legend(c, hidden=c != colour) for c in COLOURINGS[1:])
         + f'<div class="ss-tokens">{body}{caret}</div></div>'
     )
@@ -239,19 +248,54 @@ def _trace_items(trace: dict, tokens: list[dict], rejected: list[dict], in_cycle
         seen_rounds.add(rej.get("round"))
         return _rejected_span(rej, first)
 
+    folds = _tree_folds(by_at, trailing)   # tree rounds: their rejected siblings, one mark per round
     items: list[tuple[object, str]] = []
     fd = (trace.get("reference") or {}).get("first_divergence")   # bug or numerics? (issue 27)
     for n, tok in enumerate(tokens):
         dropped = by_at.get(n, [])
-        items += [(rej.get("round"), rej_span(rej)) for rej in dropped]
+        items += [(rej.get("round"), rej_span(rej)) for rej in dropped if rej.get("node") is None]
         if fd and fd.get("index") == n:
             items.append((tok.get("round"), divergence_marker(fd)))
+        if tok.get("source") in ("corrected", "bonus") and tok.get("round") in folds:
+            items.append((tok.get("round"), fold_span(tok.get("round"), folds.pop(tok.get("round")))))
         items.append((tok.get("round"), _token_span(tok, tok.get("i", n) in in_cycle, dropped, colour,
                                                     verified)))
-    items += [(rej.get("round"), rej_span(rej)) for rej in trailing]
+    items += [(rej.get("round"), rej_span(rej)) for rej in trailing if rej.get("node") is None]
+    items += [(rnd, fold_span(rnd, rejs)) for rnd, rejs in folds.items()]
     if fd and fd.get("index") == len(tokens) and tokens:
         items.append((tokens[-1].get("round"), divergence_marker(fd)))
     return items
+
+
+def _tree_folds(by_at: dict, trailing: list) -> dict:
+    """{round: its rejected tree nodes}: a tree verifies many siblings per round (70–87 in a
+    dynamic tree's run); inline they would bury the text, so each round gets one mark."""
+    out: dict = {}
+    for rej in [r for rs in by_at.values() for r in rs] + trailing:
+        if rej.get("node") is not None:
+            out.setdefault(rej.get("round"), []).append(rej)
+    return out
+
+
+# One click on a round's mark: the Live / Inspect tree view of that round (its round field set
+# and submitted), with the view scrolled into sight.
+SHOW_TREE_JS = ("const n=this.dataset.round;for(const id of ['live-tree-round','inspect-tree-round']){"
+                "const i=document.querySelector('#'+id+' input');if(!i||!i.offsetParent)continue;"
+                "i.value=n;i.dispatchEvent(new Event('input',{bubbles:true}));"
+                "for(const t of ['keydown','keypress'])i.dispatchEvent(new KeyboardEvent(t,{key:'Enter',code:'Enter',"
+                "keyCode:13,which:13,bubbles:true}));"
+                "i.scrollIntoView({block:'center'});}")
+
+
+def fold_span(rnd, rejs: list[dict]) -> str:
+    """One mark for a tree round's rejected siblings: their count; hover, or a click (focus), lists
+    them (struck through, each with its tooltip), and a button opens the round's tree."""
+    inner = "".join(_rejected_span(r, True) for r in rejs)
+    return (f'<span class="ss-fold" tabindex="0" data-round="{esc(rnd)}" data-rejected="{len(rejs)}">'
+            f'<span class="ss-fold-mark" title="round {esc(rnd)}: {len(rejs)} rejected tree node(s); '
+            f'hover or click to list them">✂{len(rejs)}</span><span class="ss-fold-list">{inner}'
+            f'<button type="button" class="ss-fold-tree" data-round="{esc(rnd)}" onclick="{esc(SHOW_TREE_JS)}">'
+            f'tree of round {esc(rnd)} ↓</button></span></span>')
 
 
 def _round_groups(items: list[tuple[object, str]]) -> list[str]:

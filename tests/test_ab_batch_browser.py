@@ -95,9 +95,8 @@ def test_batch_tab_shares_one_way_by_label_in_its_box_and_ray_workers(page, arti
     share = re.compile(r"\d+\.\d%")
     value = page.locator("#batch-checklist .ss-check", has_text="acceptance rate").locator(".ss-check-value")
     assert share.fullmatch(value.inner_text().removeprefix("mean ")), value.inner_text()
-    cells = page.eval_on_selector_all("#batch-by-label tr", "rs => rs.slice(1).map(r => "
-                                      "[...r.querySelectorAll('td')].slice(2, 5).map(c => c.innerText))")
-    assert cells and all(share.fullmatch(c) or c == "—" for row in cells for c in row), cells
+    cells = page.eval_on_selector_all("#batch-by-label td.ss-share", "cs => cs.map(c => c.innerText)")
+    assert cells and all(share.fullmatch(c.split(" of ")[0]) or c == "—" for c in cells), cells
     values = page.eval_on_selector_all("#batch-checklist .ss-check-value", "es => es.map(e => e.innerText)")
     text = " ".join(values + [page.inner_text(s) for s in ("#batch-aggregate", "#batch-table")])
     shares = re.findall(r"(?<![<>=] )\b\d+(?:\.\d+)?%", text)   # measured values, not thresholds (> 40%)
@@ -111,3 +110,45 @@ def test_batch_tab_shares_one_way_by_label_in_its_box_and_ray_workers(page, arti
     assert table["x"] + table["width"] <= box["x"] + box["width"] + 1, (table, box)
     assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     page.screenshot(path=str(artifacts / "batch-issue37.png"), full_page=True)
+
+
+def test_batch_ab_at_1280_shows_config_b_and_states_its_denominators(page, artifacts):
+    """Issue 43 item 3 at 1280 px: an A/B batch (B a dynamic tree) keeps config B's column, the
+    by-label table and the histograms in their boxes, A and B in two colours; the label table
+    states its denominators; the tree's checklist uses tokens per cloud call; the clips span labels."""
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Batch").click()
+    page.wait_for_selector("#batch-run")
+    assert "cover every label" in page.inner_text("#batch-limit")
+    limit = page.locator("#batch-limit input[type=number]")
+    limit.fill("2")
+    limit.press("Enter")
+    page.get_by_label("also run config B (A/B batch)").check()
+    page.locator("#batch-config-b .cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type('{"draft_tree": "dynamic", "max_new_tokens": 32}')
+    page.click("#batch-run")
+    wait_state(page, "batch-status", timeout=240_000)
+    assert "4 runs" in page.inner_text("#batch-status"), page.inner_text("#batch-status")
+    labels = page.eval_on_selector_all("#batch-by-label tr[data-config] th", "ts => ts.map(t => t.innerText)")
+    assert len(set(labels)) == 2, labels                      # 2 clips, 2 labels
+    agg = page.locator("#batch-aggregate").bounding_box()
+    col_b = page.locator("#batch-aggregate th[data-config='config B']").bounding_box()
+    assert col_b and col_b["x"] + col_b["width"] <= agg["x"] + agg["width"] + 1, (col_b, agg)
+    assert col_b["x"] + col_b["width"] <= 1280
+    box = page.locator("#batch-checklist").bounding_box()
+    table = page.locator("#batch-by-label .ss-by-label-box").bounding_box()
+    assert table["x"] + table["width"] <= box["x"] + box["width"] + 1, (table, box)
+    heads = page.inner_text("#batch-by-label")
+    assert "of drafts" in heads and "of judged" in heads and "Denominators" in heads
+    colours = page.eval_on_selector_all("#batch-by-label td.ss-cfg-name",
+                                        "es => [...new Set(es.map(e => getComputedStyle(e).color))]")
+    assert len(colours) == 2, colours
+    tree_check = page.locator("#batch-checklist .ss-check", has_text="trees: mean acceptance length")
+    assert tree_check.count() == 1 and "tokens per cloud call" in tree_check.inner_text()
+    plot = page.locator(".js-plotly-plot", has_text="Batch distributions").first
+    legend = plot.locator(".legendtext").all_text_contents()
+    assert "config A" in legend and "config B" in legend, legend
+    assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    page.screenshot(path=str(artifacts / "batch-ab-1280.png"), full_page=True)

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from components.batch_view import aggregate_frame, label_matrix_html, results_table
-from components.compare import (IDENTICAL, REPEATS, metric_diff_html, noise_verdict,
-                                repeat_speedup, vs_cloud_html)
+from components.compare import IDENTICAL, REPEATS, metric_diff_html, noise_verdict, vs_cloud_html
 from components.formatting import fmt
 from specdec_core import DecodeConfig
 from specdec_core.api import load_backend, prepare, run_clip
@@ -69,21 +68,26 @@ def test_identical_configs_name_no_winner_on_real_decodes(pair):
 
 
 def test_repeats_feed_the_speed_rows_and_the_speedup(demo):
-    from ui.ab import time_repeats, timing_rows
+    from ui.ab import side_speedups, time_repeats, timing_rows
 
     class R:     # the two sides as the A/B tab's Run objects carry them
         def __init__(self, cfg):
             self.backend, self.cfg, self.stopped = demo, cfg, False
             self.prompt = prepare(demo, CLIP, cfg)
+            self.live = type("L", (), {"trace": {"token_ids": [1], "metrics": {"new_tokens": 1, "cloud_calls": 1}}})
 
     runs = [R(DecodeConfig()), R(DecodeConfig(k=2))]
-    samples = time_repeats(runs, "test-session")
-    assert [len(s) for s in samples] == [REPEATS, REPEATS] and all(x > 0 for s in samples for x in s)
-    sps = [repeat_speedup(s, 1.0) for s in samples]
-    rows, timings = timing_rows(sps, samples)
-    assert set(timings) == {"decode_s", "speedup"}
+    bases = [{"token_ids": [1]}, {"token_ids": [2]}]       # B's output differs from cloud-only
+    decode, cloud = time_repeats(runs, "test-session", bases)
+    assert [len(s) for s in decode] == [REPEATS, REPEATS] and all(x > 0 for s in decode for x in s)
+    assert cloud[0] is cloud[1] and len(cloud[0]) == REPEATS      # one shared cloud-only side, timed in turn
+    sps = side_speedups(runs, bases, (decode, cloud))
+    assert not sps[0]["lossy"] and sps[1]["lossy"]
+    rows, timings = timing_rows(sps, decode)
+    assert set(timings) == {"decode_s", "speedup", "cloud_only_s"}
     assert [k for k, *_ in rows] == ["decode_s", "speedup", "cloud_only_s"]
     assert dict((k, (a, b)) for k, a, b in rows)["decode_s"] == (sps[0]["decode_s"], sps[1]["decode_s"])
+    assert str(dict((k, (a, b)) for k, a, b in rows)["speedup"][1]).startswith("different output")
     assert "median of 3 quiet repeats" in vs_cloud_html("a", "a", sps[0])
     html = metric_diff_html({"link": "none"}, {"link": "none"}, True, extra=rows, timings=timings)
     assert "median of 3 quiet repeats per side" in html and "over 3 repeats (median shown)" in html
@@ -130,8 +134,8 @@ def test_batch_writes_acceptance_one_way_everywhere():
     by_label = {"sad": {"configs": {"A": {"clips": 2, "acceptance_rate": 0.652, "audio_acceptance_rate": 0.7481,
                                           "other_acceptance_rate": 0.5, "mean_accepted_length": 3.5,
                                           "cloud_calls_per_token": 0.29}}}}
-    cells = re.findall(r"<td>([^<]*)</td>", label_matrix_html(by_label))
-    assert cells[2:5] == ["65.2%", "74.8%", "50.0%"], cells
+    cells = re.findall(r'<td class="ss-share">([^<]*)</td>', label_matrix_html(by_label))
+    assert cells[0] == "65.2%" and cells[2:4] == ["74.8%", "50.0%"], cells
     items = {it["name"]: it for it in checklist(rows)}
     assert items["acceptance rate"]["value"] == "mean 67.9%" and items["acceptance rate"]["target"].startswith("> 60%")
     assert "100.0% of rounds" in items["cloud call rate"]["value"]

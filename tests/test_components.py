@@ -238,7 +238,7 @@ def test_batch_distributions_by_config():
     })
     fig = batch_distributions(df)
     assert [t.type for t in fig.data] == ["bar"] * 8
-    assert {t.name for t in fig.data} == {"A", "B"}
+    assert {t.name for t in fig.data} == {"config A", "config B"}
     readable = results_table([{"name": "a", "metrics": {"hanzi_count": 40, "punct_density": 0.2}}])
     fig2 = batch_distributions(readable)
     assert len(fig2.data) == 2  # hanzi + punct; the other two panels say "no data"
@@ -506,16 +506,42 @@ def test_ab_table_reads_as_labels_with_units_and_judges_like_for_like():
 
 
 def test_speedup_and_text_next_to_cloud_only():
-    from components.compare import speedup, vs_cloud_html
+    from components.compare import vs_cloud_html
+    from specdec_core.evaluation.speedup import speedup_stats
 
-    tr = {"text": "语气低沉。", "metrics": {"wall_s": 1.5, "time_split": {"total_s": 1.5, "caller_s": 0.5}}}
-    sp = speedup(tr, {"wall_s": 2.0, "text": "语气很低沉。"})
-    assert sp == {"speedup": 2.0, "decode_s": 1.0, "cloud_only_s": 2.0}   # the page's drawing time is not the decoder's
-    html = vs_cloud_html(tr["text"], "语气很低沉。", sp)
-    assert "2.00×" in html and "1.00 s decoding here vs 2.00 s cloud-only" in html and "<del>很</del>" in html
-    assert "differs from cloud-only" in html
+    sp = speedup_stats([1.0, 1.1, 0.9], [2.0, 2.2, 1.9], tokens=40, cloud_calls=10, same_text=False)
+    assert sp["speedup"] == pytest.approx(2.0) and (sp["lo"], sp["hi"]) == (pytest.approx(1.9 / 1.1),
+                                                                           pytest.approx(2.2 / 0.9))
+    html = vs_cloud_html("语气低沉。", "语气很低沉。", sp)
+    # a different output: never green, never called a speed-up
+    assert "speed of a different output" in html and "ss-vs-fast" not in html and "<del>很</del>" in html
+    assert "differs from cloud-only" in html and "median of 3 quiet repeats" in html
+    same = vs_cloud_html("同", "同", {**sp, "lossy": False})
+    assert "2.00× faster than cloud-only (1.73–2.44×)" in same and "ss-vs-fast" in same
     assert "same text as cloud-only" in vs_cloud_html("同", "同", None)
-    assert speedup(tr, None) is None
+
+
+def test_a_speedup_whose_spread_covers_one_is_no_measurable_difference():
+    from components.compare import speedup_cell, vs_cloud_html
+    from specdec_core.evaluation.speedup import bound, interleaved_order, speedup_stats
+
+    assert interleaved_order(3, 3) == [0, 1, 2, 2, 1, 0, 0, 1, 2]
+    sp = speedup_stats([0.20, 0.25, 0.21], [0.22, 0.19, 0.30], tokens=50, cloud_calls=13, same_text=True)
+    assert sp["lo"] < 1 < sp["hi"] and sp["verdict"] == "no measurable difference"
+    html = vs_cloud_html("a", "a", sp)
+    assert "no measurable difference" in html and "ss-vs-neutral" in html and "faster" not in html
+    assert speedup_cell(sp) == "no measurable difference"
+    assert "no difference" in metric_cards({"new_tokens": 3}, speedup=sp)
+    # above what the acceptance allows (tokens per cloud call, drafting free): said, not shown
+    assert bound(40, 10) == 4.0 and bound(40, 0) is None
+    high = speedup_stats([0.1, 0.1, 0.1], [0.5, 0.5, 0.5], tokens=40, cloud_calls=20, same_text=True)
+    assert high["above_bound"] and high["verdict"] == "faster"
+    html = vs_cloud_html("a", "a", high)
+    assert "not shown" in html and "above the 2.00×" in html and "ss-vs-fast" not in html
+    card = metric_cards({"new_tokens": 3}, speedup=high)
+    assert '<div class="ss-card-value">—</div>' in card and "above the 2.00×" in card
+    slow = speedup_stats([0.3, 0.31, 0.32], [0.2, 0.21, 0.2], tokens=40, cloud_calls=20, same_text=True)
+    assert slow["verdict"] == "slower" and "slower than cloud-only" in vs_cloud_html("a", "a", slow)
 
 
 def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
@@ -526,8 +552,12 @@ def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
     bad = metric_cards(m, "detailed", findings=lossy)
     card = bad[: bad.index("</div></div>")]
     assert 'data-status="warn"' in card and "lossy" in card and "target &gt; 60%" not in card
-    sp = metric_cards(m, "detailed", speedup={"speedup": 1.4, "decode_s": 1.0, "cloud_only_s": 1.4})
-    assert "1.40×" in sp and "1.00 s decoding vs 1.40 s cloud-only" in sp
+    from specdec_core.evaluation.speedup import speedup_stats
+    sp = metric_cards(m, "detailed", speedup=speedup_stats([1.0] * 3, [1.4, 1.5, 1.4], 40, 10, True))
+    assert "1.40×" in sp and "1.00 s vs 1.40 s (medians)" in sp and "1.40–1.50×" in sp
+    lossy_sp = metric_cards(m, "detailed", speedup=speedup_stats([1.0] * 3, [1.4] * 3, 40, 10, False))
+    card = lossy_sp[: lossy_sp.index("</div></div>")]
+    assert "speed of a different output" in card and 'data-status="good"' not in card
 
 
 def test_clean_recording_says_nothing_was_found_and_steps_are_named():
@@ -576,3 +606,115 @@ def test_batch_figures_have_axis_titles_and_placeholder_has_headers():
                                          "hanzi_count": int(10 * v), "tokens_per_s": 100 * v}} for i, v in enumerate(six)]
     fig6 = batch_distributions(numeric_frame(rows))
     assert [int(sum(t.y)) for t in fig6.data] == [6, 6, 6, 6]
+
+
+def test_label_table_states_denominators_and_its_whole_lies_between_its_halves():
+    """Issue 43: overall 65.2% beside halves 76.9% / 83.0% came from two denominators (every
+    draft vs judged drafts); the table now names both and shows the per-judged whole."""
+    from components.batch_view import label_matrix_html
+    from specdec_core.evaluation.watch import label_columns
+
+    def row(drafted, accepted, aj, aa, oj, oa):
+        rounds = [{"verified": True, "drafted": drafted, "accepted": accepted}]
+        split = {"audio": {"judged": aj, "accepted": aa}, "other": {"judged": oj, "accepted": oa}}
+        return {"metrics": {"acceptance_by_dependence": split, "new_tokens": 9, "cloud_calls": 1},
+                "trace": {"rounds": rounds}}
+
+    cols = label_columns([row(20, 13, 13, 10, 4, 3), row(10, 6, 5, 4, 2, 2)])
+    assert cols["acceptance_rate"] == round(19 / 30, 4) and cols["judged"] == 24
+    whole = cols["judged_acceptance_rate"]
+    assert whole == round(19 / 24, 4)
+    assert cols["audio_acceptance_rate"] <= whole <= cols["other_acceptance_rate"]
+    html = label_matrix_html({"sad": {"configs": {"A": cols, "B": cols}}})
+    assert "of drafts" in html and "of judged" in html and "Denominators" in html
+    assert "77.8% of 18" in html                                    # audio: 14 of 18 judged
+    assert 'class="ss-cfg-A"' in html and 'class="ss-cfg-B"' in html
+
+
+def test_default_batch_clips_span_every_label():
+    from specdec_core.evaluation.manifest import read_manifest, spread_labels
+
+    clips = read_manifest(Path(__file__).resolve().parents[1] / "sample_audio" / "manifest.csv")
+    labels = list(dict.fromkeys(c.label for c in clips))
+    spread = spread_labels(clips)
+    assert sorted(c.name for c in spread) == sorted(c.name for c in clips)
+    assert {c.label for c in spread[: len(labels)]} == set(labels) and len(labels) >= 6
+
+
+def test_trees_are_judged_by_mean_acceptance_length_on_cards_checklist_and_ab():
+    """Issue 43: a dynamic tree (36% of nodes accepted, 4.64 tokens per call) is not amber on its
+    headline, passes the checklist on the chain's target per cloud call, and A/B names no winner
+    on counts a tree and a chain count differently."""
+    from components.compare import metric_diff_html
+    from specdec_core.evaluation.checklist import _acceptance_items
+
+    tree = {"acceptance_rate": 0.36, "mean_accepted_length": 4.64, "nodes_per_call": 10.0,
+            "cloud_calls": 12, "new_tokens": 53, "rejected_tokens": 80, "draft_forwards": 48}
+    cards = metric_cards(tree, "detailed")
+    first = cards[cards.index('<div class="ss-card'):]
+    first = first[: first.index("</div></div>")]
+    assert "mean acceptance length" in first and 'data-status="good"' in first
+    assert "target &gt; 60%" not in cards and 'data-status="warn"' not in cards.split("punctuation")[0]
+    assert "nodes accepted / verified" in cards and "nodes verified per call" in cards
+    rows = [{"metrics": tree, "trace": {"config": {"k": 4}}}]
+    item = _acceptance_items(rows)[0]
+    assert item["passed"] is True and "mean acceptance length" in item["name"] and "3.40" in item["target"]
+    chain = {"acceptance_rate": 0.62, "mean_accepted_length": 3.5, "nodes_per_call": None, "cloud_calls": 12,
+             "new_tokens": 53, "rejected_tokens": 9, "draft_forwards": 60}
+    html = metric_diff_html(chain, tree, same_text=True)
+    for key in ("acceptance_rate", "rejected_tokens", "draft_forwards"):
+        assert re.search(rf'data-key="{key}" data-better=""', html), key
+    assert re.search(r'data-key="mean_accepted_length" data-better="B"', html)
+    assert "the mean acceptance length compares" in html
+
+
+def test_no_cloud_call_is_not_checked_and_symptoms_fold_on_one_line():
+    from components.cards import CARDS_CSS
+    from components.findings import findings_html
+
+    live = diagnostics_html([], cloud_calls=0)
+    assert "Not checked by the cloud" in live and "No findings" not in live and "✔" not in live
+    assert "No findings" in diagnostics_html([], cloud_calls=3)
+    rec = findings_html([], None, cloud_forwards=0)
+    assert "Not checked by the cloud" in rec and "No findings" not in rec
+    assert "No findings" in findings_html([], None, cloud_forwards=2)
+    # the folded symptoms sit in the card's wide column, their summary on one line
+    root = {"code": "stale_cache", "severity": "error", "title": "t"}
+    sym = {"code": "lossless_violation", "severity": "error", "title": "s", "explained_by": "stale_cache"}
+    html = diagnostics_html([sym, root])
+    assert html.index('data-code="stale_cache"') < html.index('data-code="lossless_violation"')
+    assert "1 symptom(s) explained by this finding" in html
+    assert re.search(r"\.ss-finding-explained \{ grid-column: 2;", CARDS_CSS)
+    assert "white-space: nowrap" in CARDS_CSS.split(".ss-finding-explained > summary")[1].split("}")[0]
+
+
+def test_inspect_shows_the_record_signature_and_a_loop_that_records():
+    from components.inspect_view import RECORD_EXAMPLE, record_help_html
+
+    html = record_help_html()
+    assert "def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=()" in html
+    assert 'href="gradio_api/file=docs/recorder.md"' in html and "../" not in html
+    body = RECORD_EXAMPLE.split("def decode", 1)[1].splitlines()[1:]
+    assert len(body) == 10, body                                # ten lines in the function
+    ns: dict = {}
+    exec("import torch\n" + RECORD_EXAMPLE, ns)                 # it is real Python
+    assert callable(ns["decode"])
+
+
+def test_batch_ab_histograms_in_two_colours_side_by_side_and_aggregate_keeps_both_columns():
+    from components.batch_view import aggregate_html, numeric_frame
+
+    rows = [{"name": n, "config": c, "metrics": {"mean_accepted_length": v, "punct_density": 0.12,
+                                                 "hanzi_count": 40, "tokens_per_s": 90.0}}
+            for n, c, v in (("a", "A", 3.5), ("b", "A", 3.6), ("a", "B", 4.4), ("b", "B", 4.6))]
+    fig = batch_distributions(numeric_frame(rows))
+    first = [t for t in fig.data if t.xaxis in (None, "x")]
+    assert [t.name for t in first] == ["config A", "config B"]
+    assert first[0].marker.color != first[1].marker.color
+    # side by side in every shared bin: A's bars end where B's begin
+    assert all(xa + wa / 2 <= xb - wb / 2 + 1e-9 for xa, wa, xb, wb in
+               zip(first[0].x, first[0].width, first[1].x, first[1].width))
+    df = pd.DataFrame({"figure": ["clips", "draft acceptance rate (mean)"], "config A": ["2", "70.3%"],
+                       "config B": ["2", "33.1%"]})
+    html = aggregate_html(df)
+    assert 'data-config="config B"' in html and "33.1%" in html and "table-layout" not in html

@@ -155,3 +155,23 @@ def test_recorded_tree_loop_shows_the_tree_of_a_picked_step(page, artifacts):
     assert not any("#" in t.split("(id")[0] for t in titles[1:]), titles     # nodes named by text
     page.locator("#inspect-tree").scroll_into_view_if_needed()
     page.locator("#inspect-tree").screenshot(path=str(artifacts / "inspect-tree.png"))
+
+
+def test_inspect_shows_the_signature_an_example_and_the_guide(page, artifacts):
+    """Issue 43 item 4 at 1280 px: the signature `record` calls, a ten-line loop one click away,
+    and docs/recorder.md served from this repository (the link opens, nothing outside it)."""
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Inspect").click()
+    help_box = page.locator("#inspect-record-help")
+    help_box.wait_for(timeout=15_000)
+    assert "def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128" in help_box.inner_text()
+    help_box.get_by_text("a whole loop it records").click()
+    assert help_box.locator("pre.ss-example").is_visible()
+    link = help_box.locator("a[data-doc='docs/recorder.md']")
+    href = link.get_attribute("href")
+    assert not href.startswith(("http", "/", "..")), href
+    reply = page.request.get(page.base_url + href)
+    assert reply.ok and reply.text().startswith("# The flight recorder"), reply.status
+    box = help_box.bounding_box()
+    assert box["x"] + box["width"] <= 1280

@@ -337,3 +337,22 @@ def test_status_counts_findings_as_the_cards_show_them(recorded):
     assert findings_count([]) == "no findings"
     html = findings_html(found)
     assert html.count('class="ss-rf-card"') == len(roots) + folded
+
+
+def test_the_pages_ten_line_loop_records_without_an_error_finding(tmp_path):
+    """The loop Inspect shows (components.inspect_view.RECORD_EXAMPLE) through the real `record`:
+    correct output, only the recomputed-context warning the page announces."""
+    import json as _json
+
+    from components.inspect_view import RECORD_EXAMPLE
+    from specdec_core.cli import main
+
+    loop = tmp_path / "my_loop.py"
+    loop.write_text("import torch\n" + RECORD_EXAMPLE + "\n", encoding="utf-8")
+    out = tmp_path / "rec.json"
+    assert main(["record", f"{loop}:decode", "sample_audio/sad_01.wav", "--set", "max_new_tokens=24",
+                 "--out", str(out)]) == 0
+    res = _json.loads(out.read_text(encoding="utf-8"))["results"][0]
+    assert res["ok"] and res["recording"]["out_ids"]
+    codes = {f["code"]: f["severity"] for f in res["findings"]}
+    assert "error" not in codes.values() and set(codes) <= {"recomputed_context"}, codes

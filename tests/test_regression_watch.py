@@ -44,8 +44,13 @@ def test_label_matrix(first):
     assert set(table) == {"neutral", "happy"}
     assert table["happy"]["configs"]["A"] == {k: v for k, v in table["happy"].items() if k != "configs"}
     cols = table["happy"]["configs"]["A"]
-    assert set(cols) == {"clips", "acceptance_rate", "audio_acceptance_rate", "other_acceptance_rate",
+    assert set(cols) == {"clips", "drafts", "acceptance_rate", "judged", "judged_acceptance_rate",
+                         "audio_judged", "other_judged", "audio_acceptance_rate", "other_acceptance_rate",
                          "mean_accepted_length", "cloud_calls_per_token"}
+    # the whole of the two halves divides by the same judged drafts, so it lies between them
+    halves = [cols[k] for k in ("audio_acceptance_rate", "other_acceptance_rate") if cols[k] is not None]
+    assert min(halves) - 1e-4 <= cols["judged_acceptance_rate"] <= max(halves) + 1e-4, cols
+    assert cols["judged"] == cols["audio_judged"] + cols["other_judged"] <= cols["drafts"]
     row = next(r for r in first["rows"] if r["name"] == "happy_03")
     m = row["metrics"]
     assert cols["clips"] == 1 and cols["acceptance_rate"] == pytest.approx(m["acceptance_rate"], abs=1e-3)

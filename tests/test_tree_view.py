@@ -56,3 +56,35 @@ def test_recorded_tree_loop_tree_per_step_with_texts_and_cloud_probabilities():
     assert all(text == texts(int(i)) for _, text, i, _ in titles)        # names, not "#id"
     assert all(p != "—" for node, _, _, p in titles if int(node) in tree["path"])
     assert on_tree({"trace": tr}, 999)[0] == have[0] and on_tree(None, None)[0] is None
+
+
+def test_a_tree_run_folds_siblings_plots_entropy_and_acceptance_by_depth():
+    """Issue 43 item 2 on a real dynamic-tree run: rejected siblings fold into one mark per
+    round (listed on click / hover, with the round's tree one click away), tree drafts carry their
+    entropy, and the position plot reads depth, not sibling slots."""
+    import re
+
+    from components.plots import depth_acceptance, position_acceptance_figure
+    from components.token_view import render_tokens
+
+    demo = load_backend("demo")
+    cfg = DecodeConfig(draft_tree="dynamic", max_new_tokens=16, stop_at_first_sentence=False)
+    tr = SpeculativeDecoder(demo, cfg, dependence=False).run(prepare(demo, "sample_audio/sad_01.wav", cfg)).to_dict()
+    html = render_tokens(tr)
+    rounds_with_rejects = {r["round"] for r in tr["rejected"] if r.get("node") is not None}
+    marks = re.findall(r'<span class="ss-fold" tabindex="0" data-round="(\d+)" data-rejected="(\d+)"', html)
+    assert rounds_with_rejects and sorted(int(r) for r, _ in marks) == sorted(rounds_with_rejects)
+    assert sum(int(n) for _, n in marks) == len(tr["rejected"])
+    assert 'class="ss-fold-tree"' in html and "live-tree-round" in html
+    # every struck-through sibling sits inside its round's fold, none inline
+    assert html.count('data-source="rejected"') == len(tr["rejected"])
+    outside = re.sub(r'<span class="ss-fold-list">.*?</button></span>', "", html, flags=re.S)
+    assert 'data-source="rejected"' not in outside.split('class="ss-tokens"')[1]
+    drafted = [t for t in tr["tokens"] if t["source"] == "accepted"] + tr["rejected"]
+    assert drafted and all(t["entropy"] is not None and t["entropy"] >= 0 for t in drafted)
+    assert any(t["entropy"] > 0 for t in drafted)
+    rows = depth_acceptance(tr)
+    assert rows and [d for d, *_ in rows] == list(range(1, len(rows) + 1))
+    assert [round(a, 4) for _, a, _ in rows] == tr["metrics"]["acceptance_by_depth"][: len(rows)]
+    fig = position_acceptance_figure(tr)
+    assert "depth" in fig.layout.title.text and len(fig.data[0].x) <= cfg.k

@@ -3,24 +3,23 @@ diff table, the character diff and the cloud-only reference."""
 from __future__ import annotations
 
 import statistics
-import threading
 import traceback
 
 import gradio as gr
 
 from components.cards import diagnostics_html, findings_summary
 from components.formatting import ended_by_words, fault_label
-from components.compare import REPEATS, char_diff_html, metric_diff_html, repeat_speedup, speedup
+from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
+from specdec_core.evaluation.speedup import speedup_stats, speedup_words
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.errors import ConfigError, UserError
 from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
 from .knobs import KnobPanel
-from .runs import Run
+from .runs import Run, time_sides
 from components.status import finished_status, status_html
 
 from .views import TraceView
@@ -204,9 +203,9 @@ class ABTab:
             yield from self._stream_pair(runs, name, ctx)
             bases = yield from self._references(runs, reference_on, ctx)
             if not (runs[0].stopped or runs[1].stopped):
-                yield self._pack(status_html("run", f"Timing A and B: {REPEATS} quiet repeats each, interleaved…",
-                                             "", ctx))
-            samples = time_repeats(runs, session)
+                yield self._pack(status_html("run", f"Timing A, B{' and cloud-only' if any(bases) else ''}: "
+                                             f"{REPEATS} quiet repeats each, interleaved…", "", ctx))
+            samples = time_repeats(runs, session, bases)
             yield self._finished(runs, bases, samples, name, ctx)
         except Exception as e:  # noqa: BLE001 - keep the page usable
             if not isinstance(e, UserError):
@@ -246,12 +245,11 @@ class ABTab:
 
     def _finished(self, runs, bases, samples, name, ctx) -> list:
         ta, tb = runs[0].live.trace, runs[1].live.trace
-        sps = [(repeat_speedup(xs, b["wall_s"]) if xs else speedup(t, b)) if b else None
-               for t, b, xs in zip((ta, tb), bases, samples)]
+        sps = side_speedups(runs, bases, samples)
         detail = pair_detail(ta, tb, sps)
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
-        rows, timings = timing_rows(sps, samples)
+        rows, timings = timing_rows(sps, samples[0] if samples else [None, None])
         return self._pack(
             status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")), detail, ctx),
             *[v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
@@ -261,46 +259,56 @@ class ABTab:
                              extra=rows + baseline_rows(ta, tb, bases), timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
-            diagnostics_html(ta.get("diagnostics")), diagnostics_html(tb.get("diagnostics")))
+            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls")) for t in (ta, tb)])
 
 
-def time_repeats(runs, session: str, n: int = REPEATS) -> list[list[float] | None]:
-    """Each side's decode time on `n` quiet repeats (no trace, no page drawing), interleaved
-    A B B A A B … so that drift on the machine falls on both sides alike; [None, None] when a
-    run was stopped or Stop is pressed meanwhile."""
+def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):
+    """([A's decode times, B's], [cloud-only times for A, for B]) on `n` quiet repeats,
+    interleaved A B C, C B A, … (evaluation/speedup.py) so that drift on the machine falls on
+    every side alike, cloud-only included; one cloud-only side when both share a reference.
+    None when a run was stopped or Stop is pressed meanwhile."""
     if runs[0].stopped or runs[1].stopped:
+        return None
+    sides = [("decode", r.cfg, r.prompt) for r in runs]
+    if bases[0]:
+        sides.append(("cloud_only", runs[0].cfg, runs[0].prompt))
+    shared = not bases[1] or same_reference(runs[0].cfg, runs[1].cfg)
+    if bases[1] and not shared:
+        sides.append(("cloud_only", runs[1].cfg, runs[1].prompt))
+    t = time_sides(runs[0].backend, sides, session, n)
+    if t is None:
+        return None
+    cloud = [t[2] if bases[0] else None, (t[2] if shared else t[3]) if bases[1] else None]
+    return [t[0], t[1]], cloud
+
+
+def side_speedups(runs, bases, samples) -> list:
+    """Each side's speed-up over cloud-only from the interleaved repeats (with its spread, lossy
+    when its text differs from cloud-only, checked against its acceptance's bound)."""
+    if not samples:
         return [None, None]
-    cancel = threading.Event()
-    common.register(session, cancel)
-    out: list[list[float]] = [[], []]
-    try:
-        for i in range(n):
-            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
-                r = runs[side]
-                tr = SpeculativeDecoder(r.backend, r.cfg, trace=False, dependence=False).run(r.prompt, cancel)
-                if tr.ended_by in ("cancelled", "time_limit"):
-                    return [None, None]
-                split = tr.metrics.get("time_split") or {}
-                out[side].append(split.get("total_s") or tr.metrics["wall_s"])
-    finally:
-        common.unregister(session, cancel)
+    out = []
+    for r, base, xs, cs in zip(runs, bases, *samples):
+        m = r.live.trace.get("metrics") or {}
+        out.append(speedup_stats(xs, cs, m.get("new_tokens"), m.get("cloud_calls"),
+                                 base["token_ids"] == r.live.trace.get("token_ids")) if base and cs else None)
     return out
 
 
 def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
-    """The A/B table's speed rows, (key, A, B), and the repeats they are judged on: with repeats,
-    the medians of the decode time and of the speed-up over cloud-only."""
+    """The A/B table's speed rows, (key, A, B), and the repeats they are judged on: the medians
+    of the decode time and, with cloud-only, of the speed-up (per repeat: that repeat's cloud-only
+    time over its decode time) and of the cloud-only time."""
     rows, timings = [], {}
     if all(samples):
         timings["decode_s"] = tuple(samples)
         if all(sps):
-            timings["speedup"] = tuple([sp["cloud_only_s"] / x for x in xs] for sp, xs in zip(sps, samples))
-        for key, (sa, sb) in timings.items():
-            rows.append((key, statistics.median(sa), statistics.median(sb)))
-    elif any(sps):
-        rows += [(key, (sps[0] or {}).get(key), (sps[1] or {}).get(key)) for key in ("speedup", "decode_s")]
-    if any(sps):
-        rows.append(("cloud_only_s", (sps[0] or {}).get("cloud_only_s"), (sps[1] or {}).get("cloud_only_s")))
+            timings["speedup"] = tuple([c / x for c, x in zip(sp["cloud_samples"], sp["decode_samples"])]
+                                       for sp in sps)
+            timings["cloud_only_s"] = tuple(sp["cloud_samples"] for sp in sps)
+        for key, (sa, sb) in timings.items():   # the speed-up as the cards say it: median over median
+            rows.append((key, *([speedup_cell(sp) for sp in sps] if key == "speedup" else
+                                (statistics.median(sa), statistics.median(sb)))))
     return rows, timings
 
 
@@ -325,7 +333,7 @@ def _fs(trace: dict) -> str:
 
 
 def _sp(sp: dict | None) -> str:
-    return f", {sp['speedup']:.2f}× over cloud-only" if sp else ""
+    return f", {speedup_words(sp)}" if sp else ""
 
 
 def ab_faults(cfg_a: DecodeConfig, cfg_b: DecodeConfig) -> list[tuple[str, str]]:

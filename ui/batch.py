@@ -7,7 +7,8 @@ import traceback
 
 import gradio as gr
 
-from components.batch_view import (aggregate_frame, aggregate_placeholder, checklist_html, checklists_html,
+from components.batch_view import (aggregate_frame, aggregate_html, aggregate_placeholder, checklist_html,
+                                   checklists_html,
                                    columns_help, label_matrix_html, numeric_frame, results_table)
 from components.plots import batch_distributions
 from components.status import status_html
@@ -16,7 +17,7 @@ from specdec_core.errors import ConfigError, UserError
 from specdec_core.evaluation.batch import iter_batch
 from specdec_core.evaluation.edges import SPEC_KEYS
 from specdec_core.evaluation.scale import ENGINES, run_batch_dir
-from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
+from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest, spread_labels
 
 from . import common, limits
 from .gpu import gpu
@@ -34,13 +35,15 @@ class BatchTab:
     def __init__(self, live):
         self.live = live
         n_samples = max(1, common.manifest_size())   # the bundled manifest's rows, no more
+        labels = common.manifest_labels()
         default_json = DecodeConfig().to_json(indent=1)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300):
                 self.source = gr.Radio([BUNDLED, UPLOAD], value=BUNDLED, label="clips")
-                self.limit = gr.Slider(1, n_samples, value=min(DEFAULT_LIMIT, n_samples), step=1,
+                self.limit = gr.Slider(1, n_samples, value=min(max(DEFAULT_LIMIT, len(labels)), n_samples), step=1,
                                        label="how many clips",
-                                       info=f"the first N of the {n_samples} rows of the bundled manifest",
+                                       info=f"N of the {n_samples} bundled clips, one label after another: the "
+                                            f"first {len(labels)} cover every label ({', '.join(labels)})",
                                        elem_id="batch-limit")
                 self.manifest = gr.File(label="manifest CSV (name,path,label,prompt_type,reference)",
                                         file_types=[".csv"], type="filepath", visible=False)
@@ -74,9 +77,8 @@ class BatchTab:
             self.dl_csv = gr.DownloadButton("results CSV", visible=False, size="sm", scale=0, min_width=130)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1):
-                self.aggregate = gr.Dataframe(aggregate_placeholder(), label="aggregate over the clips",
-                                              interactive=False,
-                                              elem_id="batch-aggregate", wrap=True, max_height=640)
+                self.aggregate = gr.HTML(aggregate_html(aggregate_placeholder()), elem_id="batch-aggregate",
+                                         js_on_load=None)
             with gr.Column(scale=1):
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
         self.table = gr.Dataframe(results_table(None), label="per clip (full texts and traces in the JSON)",
@@ -121,7 +123,7 @@ class BatchTab:
             if source == UPLOAD:
                 items = clips_from_uploads(manifest, clips)
             else:
-                items = read_manifest(common.MANIFEST)
+                items = spread_labels(read_manifest(common.MANIFEST))   # the first N span the labels
             items = items[: int(limit or len(items))]
             common.register(session, cancel)
             total = len(items) * len(configs)
@@ -139,7 +141,8 @@ class BatchTab:
                 " (see the error column)" if failed else "")
             ctx = [("backend", backend_name or "demo"), ("engine", f"ray × {int(workers)}" if engine == "ray" else "local")]
             ctx += [("fault", f"{name} {f}" if len(configs) > 1 else f) for name, c in configs.items() for f in c.faults]
-            return [status_html("err" if failed else "ok", "Batch done", detail, ctx), aggregate_frame(result),
+            return [status_html("err" if failed else "ok", "Batch done", detail, ctx),
+                    aggregate_html(aggregate_frame(result)),
                     checklists_html(result) + label_matrix_html(result.by_label),
                     batch_distributions(numeric_frame(result.rows)), df,
                     gr.update(value=str(paths["json"]), visible=True),

@@ -60,6 +60,11 @@ def manifest_size() -> int:
     return len(_manifest_rows(MANIFEST))
 
 
+def manifest_labels() -> list[str]:
+    """The bundled manifest's labels, in first-seen order."""
+    return list(dict.fromkeys(r.get("label") or "(none)" for r in _manifest_rows(MANIFEST)))
+
+
 def sample_path(name: str) -> Path:
     """A bundled clip by its manifest name; never an arbitrary path from the client."""
     for r in sample_rows():

@@ -16,7 +16,7 @@ import gradio as gr
 
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_count, findings_html
-from components.inspect_view import (counts_line, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
+from components.inspect_view import (counts_line, record_help_html, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
                                      round_choices, round_html, run_error_html, step_round)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
@@ -274,6 +274,11 @@ def _texts():
     return text
 
 
+def cloud_forwards(rec: dict | None) -> int:
+    """Forwards of the cloud in a recording (0: the cloud never checked anything)."""
+    return sum(f.get("model") == "cloud" for f in (rec or {}).get("forwards") or [])
+
+
 class InspectTab:
     def __init__(self):
         self._inputs()
@@ -287,6 +292,7 @@ class InspectTab:
                     "`examples/decoders/`) or upload a recording (`python -m specdec_core record "
                     "FILE.py:FUNCTION AUDIO --out rec.json`). The findings are computed blind, "
                     "from what the two models were fed and scored.")
+        gr.HTML(record_help_html(), elem_id="inspect-record-help-box")
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=300):
                 self.decoder = gr.Dropdown(example_choices(), value="correct", label="example decoder",
@@ -372,14 +378,18 @@ class InspectTab:
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
         counts = recording_counts(tr, rec)
-        detail = res["error"] or f"{findings_count(res['findings'])}; {counts_line(counts)}"
+        said = ("not checked by the cloud (no cloud forward)" if not res["findings"] and not cloud_forwards(rec)
+                else findings_count(res["findings"]))
+        detail = res["error"] or f"{said}; {counts_line(counts)}"
         choices = round_choices(rec)
         path = common.write_json(f"recording-{label}", rec)
         texts = _texts()
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
-                numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence"))
-                + (findings_html(res["findings"], texts) if res["findings"] or res["ok"]
-                   else run_error_html(res["error"] or "unknown error")), render_tokens(tr, empty=EMPTY), tr.get("text") or "",
+                # the root error first; the bug-or-numerics line after the findings, never above them
+                (findings_html(res["findings"], texts, cloud_forwards(rec)) if res["findings"] or res["ok"]
+                 else run_error_html(res["error"] or "unknown error"))
+                + numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence")),
+                render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
                 gr.update(choices=choices, value=choices[0][1] if choices else None),
                 round_html(rec, 1, texts, counts), path,

@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlencode
 import gradio as gr
 
 from components.cards import diagnostics_html, findings_summary
-from components.compare import speedup, vs_cloud_html
+from components.compare import vs_cloud_html
 from components.status import finished_status, prompt_info_md, status_html
 from components.timing_plot import timing_figure
 from components.tree_view import render_tree, tree_rounds
@@ -18,6 +18,7 @@ from components.formatting import ended_by_words
 from components.config_panel import (LINK_KNOBS, SPECS_BY_NAME, checked_for_widgets, config_to_query, inactive,
                                      query_to_config)
 from specdec_core.api import with_cloud
+from specdec_core.evaluation.speedup import speedup_words
 from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
@@ -26,7 +27,7 @@ from specdec_core.errors import ConfigError, UserError
 from . import common, limits
 from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel, greyed
-from .runs import Run
+from .runs import Run, vs_cloud
 from .views import Clock, TraceView
 from .gpu import gpu
 
@@ -276,7 +277,9 @@ class LiveTab:
             yield self._pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx),
                              self.view.values(live, run.cfg.prompt_type, clock=run.clock))
             bl = run.run_baseline()
-            base, sp = bl["text"], speedup(live.trace, bl)
+            yield self._pack(status_html("run", "Timing: this decode and cloud-only, 3 quiet repeats each, "
+                                         "interleaved…", "", ctx))
+            base, sp = bl["text"], vs_cloud(run, run.session)
             vs = vs_cloud_html(live.trace.get("text"), base, sp)
         tr = live.trace
         kind, head = finished_status(name, run.stopped, tr.get("diagnostics"))
@@ -284,7 +287,8 @@ class LiveTab:
         yield self._pack(
             status_html(kind, head, finished_detail(tr, run.cfg, run.baseline, sp), ctx),
             self.view.values(live, run.cfg.prompt_type, plots=True, speedup=sp),
-            base, diagnostics_html(tr.get("diagnostics")), prompt_info_md(tr.get("info")),
+            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls")),
+            prompt_info_md(tr.get("info")),
             gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
             gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
             timing_figure(tr), vs)
@@ -314,8 +318,7 @@ def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> st
         detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only"
                            + (f" at token {fd['index']} ({fd['cause']})" if fd else ""))
         if sp:
-            detail += (f" · {sp['speedup']:.2f}× speed-up ({sp['decode_s']:.2f} s decoding vs "
-                       f"{sp['cloud_only_s']:.2f} s cloud-only)")
+            detail += " · " + speedup_words(sp)
     return detail + findings_summary(tr.get("diagnostics"))
 
 

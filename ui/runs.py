@@ -10,6 +10,7 @@ from specdec_core.decoding.reference import compare, reference_for
 from specdec_core.decoding.config import DecodeConfig
 
 from specdec_core.caps import note_cuts
+from specdec_core.evaluation.speedup import REPEATS, speedup_stats, time_interleaved
 
 from .common import capped, register, unregister
 from .limits import in_slot, take_turns
@@ -71,3 +72,24 @@ class Run:
 
     def results_file_obj(self) -> dict:
         return {"backend": self.backend.name, "config": self.cfg.to_dict(), "results": [self.result()]}
+
+
+def time_sides(backend, sides: list, session: str, n: int = REPEATS) -> list[list[float]] | None:
+    """The quiet interleaved repeats of evaluation/speedup.py, stoppable by the session's Stop."""
+    cancel = threading.Event()
+    register(session, cancel)
+    try:
+        return time_interleaved(backend, sides, n, cancel)
+    finally:
+        unregister(session, cancel)
+
+
+def vs_cloud(run: Run, session: str) -> dict | None:
+    """One run's speed-up over cloud-only, both timed on interleaved quiet repeats (issue 43);
+    None without a baseline or when stopped."""
+    if run.baseline is None or run.stopped:
+        return None
+    t = time_sides(run.backend, [("decode", run.cfg, run.prompt), ("cloud_only", run.cfg, run.prompt)], session)
+    m = run.live.trace.get("metrics") or {}
+    same = run.baseline["token_ids"] == run.live.trace.get("token_ids")
+    return None if t is None else speedup_stats(t[0], t[1], m.get("new_tokens"), m.get("cloud_calls"), same)

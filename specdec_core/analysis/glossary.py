@@ -32,7 +32,8 @@ GLOSSARY: dict[str, Term] = {
         "tree has nodes at depth d)"),
     "per_position_acceptance": Term(
         "per-position acceptance", "%",
-        "for draft position i: P(draft i accepted | drafts 1..i-1 accepted)"),
+        "for draft position i: P(draft i accepted | drafts 1..i-1 accepted); for a tree, by depth "
+        "(acceptance by depth), not by sibling slot"),
     "cloud_calls": Term("cloud calls", "calls", "verify forwards of the cloud model (or server requests)"),
     "cloud_call_rate": Term("cloud call rate", "%", "rounds that called the cloud / all rounds"),
     "target_forwards": Term("cloud forwards", "forwards", "forward passes of the cloud (target) model"),
@@ -49,7 +50,10 @@ GLOSSARY: dict[str, Term] = {
     "tokens_per_s": Term("speed", "tokens/s", "new tokens / wall-clock time of the decode"),
     "wall_s": Term("wall time", "s", "wall-clock time of the decode"),
     "speedup": Term("speed-up over cloud-only", "×",
-                    "cloud-only decode time / this decode's time (same clip, same stops)"),
+                    "median cloud-only decode time / median decode time, both timed on quiet repeats "
+                    "interleaved with each other (same clip, same stops); shown with its spread, as "
+                    "'no measurable difference' when the spread covers 1, and as the speed of a "
+                    "different output when the texts differ"),
     "cycles": Term("cycles", "cycles", "repeating token loops found in the output"),
     "cache_desyncs": Term("cache desyncs", "checks", "cache checks where cached and recomputed logits differ"),
     "entropy_threshold_nats": Term("entropy threshold", "nats",
@@ -62,10 +66,11 @@ GLOSSARY: dict[str, Term] = {
     "bytes_up": Term("uplink", "bytes", "bytes sent to the cloud server"),
     "bytes_down": Term("downlink", "bytes", "bytes received from the cloud server"),
     "cloud_only_s": Term("cloud-only time", "s",
-                         "wall-clock time of the cloud model decoding alone (greedy, same stops)"),
+                         "wall-clock time of the cloud model decoding alone (greedy, same stops; median "
+                         "of repeats interleaved with the decode's)"),
     "decode_s": Term("decode time", "s",
-                     "wall-clock time of the speculative decode, without the time the page spent "
-                     "drawing it between rounds"),
+                     "wall-clock time of the speculative decode on quiet repeats (median), without "
+                     "the page drawing it between rounds"),
     "ended_by": Term("ended by", "", "why decoding stopped: the end-of-sequence token, the first sentence end, "
                      "max new tokens, a cycle, a fault's stop rule, the Stop button or the time limit"),
     "template_leak": Term("template leak", "", "chat-template markers (<|im_end|> ...) in the output"),
@@ -103,6 +108,9 @@ GLOSSARY: dict[str, Term] = {
                    "each block (the rest of a rejected block is dropped unjudged)"),
     "drafts": Term("drafted tokens", "tokens",
                    "all tokens drafted in the verify steps counted (vLLM's num_draft_tokens)"),
+    "judged_acceptance_rate": Term("acceptance per judged draft", "%",
+                                   "accepted / judged drafts, every position: the whole of which the "
+                                   "audio-dependent and other shares are the halves (Leviathan's α)"),
     "audio_acceptance_rate": Term("acceptance, audio-dependent", "%",
                                   "accepted / judged drafts at audio-dependent positions"),
     "other_acceptance_rate": Term("acceptance, other", "%",

@@ -49,6 +49,8 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
     }
     m["time_split"] = time_split(rounds, wall_s)
     m.update(tree_metrics(rounds))
+    if m["acceptance_by_depth"]:   # a tree's draft positions are its depths, not its sibling slots
+        m["per_position_acceptance"] = m["acceptance_by_depth"]
     m.update(link_metrics(trace, wall_s))
     m.update(text_metrics(trace.text))
     return m

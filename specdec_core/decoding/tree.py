@@ -21,6 +21,7 @@ class Node:
     draft_logp: float          # log q(id | its path), at the draft temperature
     score: float               # cumulative draft log-prob of the path to it (EAGLE-2's rank)
     rank: int = 0              # its rank among its parent's children (static shapes)
+    entropy: float | None = None   # nats of the draft distribution it was picked from (its parent's row)
 
 
 def children(nodes: list[Node], parent: int | None, logits: torch.Tensor, branch: int,
@@ -31,10 +32,11 @@ def children(nodes: list[Node], parent: int | None, logits: torch.Tensor, branch
     base = nodes[parent].score if parent is not None else 0.0
     depth = nodes[parent].depth + 1 if parent is not None else 1
     top = torch.topk(logq, min(branch, logq.shape[-1]))
+    ent = float(sampling.entropy(logq.exp()))          # the draft entropy plots show for trees too
     out = []
     for r, (lp, tok) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
         out.append(len(nodes))
-        nodes.append(Node(tok, parent, depth, lp, base + lp, r))
+        nodes.append(Node(tok, parent, depth, lp, base + lp, r, ent))
     return out
 
 

@@ -116,7 +116,8 @@ def records(run, nodes, order, v: tree.TreeVerdict, logits) -> list[TokenRecord]
         r = TokenRecord(-1, n.id, run.text[n.id], "accepted" if i in v.path else "rejected",
                         run.round, draft_prob=float(torch.exp(torch.tensor(n.draft_logp))),
                         target_prob=float(logp[par, n.id].exp()),
-                        target_rank=int((logits[par] > logits[par, n.id]).sum()) + 1, node=order.index(i))
+                        target_rank=int((logits[par] > logits[par, n.id]).sum()) + 1, node=order.index(i),
+                        entropy=n.entropy)
         if i in v.path:
             out.append(r)
         else:

@@ -115,12 +115,31 @@ def _text_items(ok: list) -> list:
                   f"mean <= {MAX_MEAN_ADJACENT:g} per clip")]
 
 
+def _tree_item(ok: list) -> dict:
+    """Trees verify siblings of which at most one per depth can be accepted, so accepted / drafted
+    is not the chain's rate: a tree is held to the same tokens per cloud call that the chain's
+    target asks for, 1 + MIN_ACCEPTANCE x k (the mean acceptance length, as vLLM / SGLang read trees)."""
+    mal = _nums(ok, "mean_accepted_length")
+    ks = [((r.get("trace") or {}).get("config") or {}).get("k") for r in ok]
+    k = max((x for x in ks if isinstance(x, int)), default=4)
+    want = 1 + MIN_ACCEPTANCE * k
+    name = "acceptance (trees: mean acceptance length)"
+    if not mal:
+        return _item(name, None, "no cloud calls", f"> {want:.2f} tokens per cloud call")
+    return _item(name, mean(mal) > want, f"mean {mean(mal):.2f} tokens per cloud call",
+                 f"> {want:.2f} (1 + {MIN_ACCEPTANCE:.0%} × k {k}: the chain's target per cloud call)")
+
+
 def _acceptance_items(ok: list) -> list:
     acc = _nums(ok, "acceptance_rate")
     rate, calls = _nums(ok, "cloud_call_rate"), _nums(ok, "cloud_calls")
-    first = (_item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {_pct(mean(acc))}",
-                   f"> {MIN_ACCEPTANCE:.0%} (accepted / drafted, verified rounds)") if acc else
-             _item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:.0%}"))
+    if _nums(ok, "nodes_per_call"):
+        first = _tree_item(ok)
+    elif acc:
+        first = _item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {_pct(mean(acc))}",
+                      f"> {MIN_ACCEPTANCE:.0%} (accepted / drafted, verified rounds; chains)")
+    else:
+        first = _item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:.0%}")
     return [first, _item("cloud call rate", None,
                          f"mean {_pct(mean(rate))} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
                          "reported (lower = fewer cloud calls)")]

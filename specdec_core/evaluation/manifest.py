@@ -125,3 +125,16 @@ def _read_csv(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
     return records, [h for h in header if h]
 
 
+
+
+def spread_labels(clips: list[Clip]) -> list[Clip]:
+    """The clips reordered one label after another (each label's first clip, then each label's
+    second, …; labels in first-seen order), so that the first N span every label as soon as N
+    reaches the number of labels. The Batch tab's "how many clips" counts in this order."""
+    by_label: dict = {}
+    for c in clips:
+        by_label.setdefault(c.label, []).append(c)
+    out, depth = [], max((len(v) for v in by_label.values()), default=0)
+    for i in range(depth):
+        out += [v[i] for v in by_label.values() if i < len(v)]
+    return out

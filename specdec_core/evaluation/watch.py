@@ -51,8 +51,14 @@ def label_columns(rows: list[dict]) -> dict:
     for r in rows:
         for k, v in _counts(r).items():
             tot[k] = tot.get(k, 0) + v
+    judged = tot.get("audio_judged", 0) + tot.get("other_judged", 0)
     return {"clips": len(rows),
+            "drafts": tot.get("drafted", 0),
             "acceptance_rate": _ratio(tot.get("accepted", 0), tot.get("drafted", 0)),
+            "judged": judged,
+            "judged_acceptance_rate": _ratio(tot.get("audio_accepted", 0) + tot.get("other_accepted", 0), judged),
+            "audio_judged": tot.get("audio_judged", 0),
+            "other_judged": tot.get("other_judged", 0),
             "audio_acceptance_rate": _ratio(tot.get("audio_accepted", 0), tot.get("audio_judged", 0)),
             "other_acceptance_rate": _ratio(tot.get("other_accepted", 0), tot.get("other_judged", 0)),
             "mean_accepted_length": (round(1 + tot["accepted"] / tot["steps"], 4)
@@ -75,7 +81,7 @@ def by_label(rows: list[dict]) -> dict:
 
 def matrix_rows(table: dict) -> list[list]:
     """by_label as table rows: label, config, then the columns (the report and the Batch tab)."""
-    return [[lab, cfg, *cols.values()] for lab, row in table.items()
+    return [[lab, cfg, *(cols.get(h) for h in MATRIX_HEADERS[2:])] for lab, row in table.items()
             for cfg, cols in (row.get("configs") or {}).items()]
 
 
