@@ -80,7 +80,8 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
     sent = set(d.get("sentence_ids") or [])
     max_new = d.get("max_new_tokens")
     stopped_early = (gen and gen[-1] not in stops and not (gen[-1] in sent and len(gen) >= d.get("min_new_tokens", 0))
-                     and (max_new is None or len(gen) < max_new))
+                     and (max_new is None or len(gen) < max_new)
+                     and not early)   # it reached a stop id: what follows is missed_eos's
     if (tail and used_cloud) or stopped_early:
         parts = []
         if tail and used_cloud:

@@ -8,4 +8,4 @@ from eagle_loop import Variant, run
 
 
 def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=(), drafter=None):
-    return run(cloud, drafter, input_ids, k, max_new_tokens, stop_ids, Variant(copy_down=False  # BUG))
+    return run(cloud, drafter, input_ids, k, max_new_tokens, stop_ids, Variant(copy_down=False))  # BUG)
