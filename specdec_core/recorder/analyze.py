@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
-from specdec_core.recorder import (checks, head_checks, normalize, omni_checks, output_checks,
-                                   sampling, speed, tree_trace)
+from specdec_core.recorder import (checks, head_checks, normalize, not_judged, omni_checks,
+                                   output_checks, sampling, speed, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -109,6 +109,7 @@ CHECKS = CheckList([
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
     lambda e: head_checks.check_stale_features(e.t),
+    lambda e: not_judged.check_unseen(e.rec),
     *map(_on_trace, TRACE_CHECKS),
     *map(_on_task, TASK_CHECKS),
 ])

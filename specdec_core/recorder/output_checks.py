@@ -71,7 +71,8 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
             _ev(None, t.P + i, [gen[i]], index=i)))
     fw = {f.i: f for f in t.fwds}
     # a declared entropy gate lets confident blocks through unverified, the end included
-    used_cloud = any(f.model == "cloud" for f in t.fwds) and d.get("entropy_threshold") is None
+    # (a cloud whose logits were never seen verified nothing visible: not_judged says so)
+    used_cloud = any(f.model == "cloud" and f.rows for f in t.fwds) and d.get("entropy_threshold") is None
     tail = 0
     for p in range(len(t.C) - 1, t.P - 1, -1):
         if p in t.decided:
