@@ -50,6 +50,7 @@ class Variant:                       # GLUE: one switch per entry file
     copy_down: bool = True           # twin: KV of the accepted path not copied down
     slot_features: bool = False      # twin: head fed the first tree slots' features (vllm #14649)
     eagle_stop: bool = False         # twin: EAGLE's own stop (after the whole accepted path)
+    edge_drafted: bool = False       # the tree drafted by the edge model instead of the head
 
 
 def prepare_logits_processor(temperature=0.0, repetition_penalty=0.0, top_p=0.0, top_k=0):
@@ -262,6 +263,26 @@ class EaLayer:
         tree_position_ids = tree_position_ids.to(hidden_states.device)
 
         return draft_tokens, retrieve_indices, tree_mask, tree_position_ids
+
+
+class EdgeLayer(EaLayer):
+    """GLUE (edge-drafted variant): the same tree drafting with the edge model in the head's place:
+    fed what the head is fed (`input_ids[:, 1:]`), its own last hidden states and LM head stand
+    in for the head's (the cloud's features passed in are not used)."""
+
+    def __init__(self, edge, base_model, **kw):
+        super().__init__(None, base_model, **kw)
+        self.edge, self.lm_head = edge, edge.get_output_embeddings()
+
+    def __call__(self, hidden_states, input_ids, past_key_values=None, position_ids=None, use_cache=True):
+        cache = past_key_values if past_key_values is not None else DynamicCache()
+        past, n = cache.get_seq_length(), input_ids.shape[1]
+        if position_ids is None:
+            position_ids = torch.arange(past, past + n, device=input_ids.device)
+        mask = tree_attention(self.tree_mask, past, n, self.edge.dtype, input_ids.device)
+        out = self.edge(input_ids=input_ids, past_key_values=cache, position_ids=position_ids.reshape(1, -1),
+                        attention_mask=mask, use_cache=True, output_hidden_states=True)
+        return out.hidden_states[-1], cache
 
 
 class EaModel:
@@ -504,9 +525,11 @@ def update_inference_inputs(input_ids, candidates, best_candidate, accept_length
     return input_ids, draft_tokens, retrieve_indices, tree_mask, tree_position_ids, new_token, None, token
 
 
-def run(cloud, head, input_ids, k, max_new_tokens, stop_ids, variant, temperature=0.0):
-    """GLUE: build EaModel around the demo cloud and head; tree depth k - 1 (paths of <= k drafts)."""
-    ea_layer = EaLayer(head, cloud, total_tokens=3 * k, depth=max(1, k - 1), top_k=4)
+def run(cloud, head, input_ids, k, max_new_tokens, stop_ids, variant, temperature=0.0, edge=None):
+    """GLUE: build EaModel around the demo cloud and head (or edge); tree depth k - 1 (paths of
+    at most k drafts), 3k nodes, top-4 per expansion."""
+    tree = dict(total_tokens=3 * k, depth=max(1, k - 1), top_k=4)
+    ea_layer = EdgeLayer(edge, cloud, **tree) if variant.edge_drafted else EaLayer(head, cloud, **tree)
     model = EaModel(cloud, ea_layer, stop_ids, variant)
     n = input_ids.shape[1]
     out = model.eagenerate(input_ids.to(cloud.device), temperature=temperature,

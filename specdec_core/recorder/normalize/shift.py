@@ -41,18 +41,43 @@ def _one(f: dict, first: int) -> None:
         f["slot_moves"] = [[a + 1, b + 1 if b >= 0 else b] for a, b in f["slot_moves"]]
 
 
+def _prefix(a: list, b: list) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _shifted(group: list[dict], C: list[int]) -> bool:
+    """A head: the hooks' verdict (ids and features). Any other drafter (an edge model fed what
+    EAGLE feeds its head): its first forward's ids are C[1:] rather than C, by 2+ ids."""
+    heads = [f for f in group if f.get("features")]
+    if heads:
+        return any(f["features"].get("shift") == 1 for f in heads)
+    first = min(group, key=lambda f: f.get("cache_len") or 0)
+    if first.get("cache_len"):
+        return False
+    ids = first.get("ids") or []
+    a0, a1 = _prefix(ids, C), _prefix(ids, C[1:])
+    return a1 >= max(a0 + 2, 4)
+
+
 def normalize(rec: dict) -> tuple[dict, list]:
-    """-> (recording in our layout, findings): nothing changes unless a head forward was seen
-    fed shifted by one."""
-    shifted = [f for f in rec.get("forwards", []) if (f.get("features") or {}).get("shift") == 1]
-    if not shifted:
+    """-> (recording in our layout, findings): nothing changes unless a drafter's forwards were
+    seen fed shifted by one (per cache: one layout per drafting cache)."""
+    C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
+    groups: dict = {}
+    for f in rec.get("forwards", []):
+        if f.get("model") == "edge" and f.get("module") != "cloud" and f.get("ids"):
+            groups.setdefault(f["cache"] if f.get("cache") is not None else ("free", f["i"]), []).append(f)
+    moved = {f["i"] for g in groups.values() if _shifted(g, C) for f in g}
+    if not moved:
         return rec, []
     rec = dict(rec)
-    rec["forwards"] = [copy.deepcopy(f) if (f.get("features") or {}).get("shift") == 1 else f
-                       for f in rec["forwards"]]
-    first = (rec.get("prompt_ids") or [-1])[0]
+    rec["forwards"] = [copy.deepcopy(f) if f["i"] in moved else f for f in rec["forwards"]]
+    first = C[0] if C else -1
     for f in rec["forwards"]:
-        if (f.get("features") or {}).get("shift") == 1:
+        if f["i"] in moved:
             _one(f, first)
-    rec["input_shift"] = {"head": 1}
+    rec["input_shift"] = {"forwards": len(moved)}
     return rec, []
