@@ -38,4 +38,10 @@ def check_unseen(rec: dict) -> list:
             "are not checked", "hand the Recorder the model whose forward or LM head makes the "
             "verifier's logits", severity="warning" if len(blind) == len(cloud) else "info",
             forwards=blind[:20]))
+    lost = [f["i"] for f in fw if f.get("module") == "head" and not f.get("ids")]
+    if lost:
+        out.append(not_judged(
+            "head forwards", len(lost), sum(f.get("module") == "head" for f in fw),
+            "the tokens fed to the head could not be read (neither ids nor the cloud's input "
+            "embeddings of ids): their drafts and features are not checked", "", forwards=lost[:20]))
     return out
