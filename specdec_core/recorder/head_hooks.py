@@ -58,10 +58,11 @@ class HeadWatch:
         if x.dim() != 3 or x.shape[1] != len(rec["ids"]):
             return
         keep = rec.get("cache_len") or 0
-        for slot, src in rec.get("slot_moves") or ():     # a tree's accepted path copied down
-            if 0 <= src < len(self.cloud_ids) and slot < len(self.cloud_ids):
-                self.cloud_ids[slot] = self.cloud_ids[src]
-                self.cloud_feats[slot] = self.cloud_feats[src].clone()
+        moves = [(a, b) for a, b in rec.get("slot_moves") or () if 0 <= b < len(self.cloud_ids)
+                 and a < len(self.cloud_ids)]            # a tree's accepted path copied down
+        old = {b: (self.cloud_ids[b], self.cloud_feats[b].clone()) for _, b in moves}
+        for slot, src in moves:
+            self.cloud_ids[slot], self.cloud_feats[slot] = old[src]
         self.cloud_ids = self.cloud_ids[:keep] + list(rec["ids"])
         self.cloud_feats = _cat(self.cloud_feats, keep, x[0].detach().float().cpu())
         self.tree = _paths(rec, keep)
