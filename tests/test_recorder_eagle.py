@@ -83,7 +83,8 @@ def test_kv_not_copied_down_is_stale_cache(runs):
 def test_head_fed_the_first_tree_slots_is_stale_features(runs, cloud_only):
     res = runs["slot_features"]
     assert res["token_ids"][:len(cloud_only)] == cloud_only          # lossless
-    assert "stale_features" in by_code(res)
+    f = by_code(res)["stale_features"]
+    assert f["evidence"]["other_slots"] > 0 and "other tree slots" in f["cause"]
     assert [f for f in res["findings"] if f["severity"] == "error"] == [], res["findings"]
 
 

@@ -161,8 +161,25 @@ class HeadWatch:
         if not dist.numel():
             return {"checked": 0, "stale": [], "max_dist": 0.0, "shift": shift}
         bad = (dist > TOL).nonzero().reshape(-1)
-        return {"checked": int(dist.numel()), "stale": [int(i) + 1 for i in bad],
-                "max_dist": round(float(dist.max()), 4), "shift": shift}
+        out = {"checked": int(dist.numel()), "stale": [int(i) + 1 for i in bad],
+               "max_dist": round(float(dist.max()), 4), "shift": shift}
+        slots = self._other_slots([int(i) + 1 for i in bad], shift)
+        if slots:
+            out["other_slots"] = slots
+        return out
+
+    def _other_slots(self, stale: list[int], shift: int) -> int:
+        """Stale positions whose feature is the cloud's feature of ANOTHER slot of the last tree
+        (a head fed tree slots instead of the accepted path)."""
+        if not stale or self.tree is None:
+            return 0
+        used = self._canon(shift)[1]
+        slots = self.cloud_feats[self.tree[0]:]
+        if not slots.shape[0]:
+            return 0
+        x = torch.nn.functional.normalize(used[torch.tensor(stale)], dim=-1)
+        sim = x @ torch.nn.functional.normalize(slots, dim=-1).T
+        return int(((1 - sim) <= TOL).any(-1).sum())
 
     def _post(self, module, args, kwargs, output):
         if self._busy:
