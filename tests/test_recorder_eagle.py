@@ -119,3 +119,25 @@ def test_cloud_forwards_without_visible_logits_are_not_judged(demo):
     f = found["not_judged"]
     assert f["severity"] == "warning" and f["evidence"]["count"] == f["evidence"]["total"] == 6
     assert "unverified_end" not in found and "lossless_violation" not in found
+
+
+def decode_last_row(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=()):
+    """The same loop read out through the cloud's own LM head on the last row only."""
+    seq, cache, x = input_ids[0].tolist(), DynamicCache(), input_ids
+    n = len(seq)
+    with torch.no_grad():
+        while len(seq) - n < max_new_tokens:
+            h = cloud.model(input_ids=x, past_key_values=cache).last_hidden_state
+            seq.append(int(cloud.lm_head(h[:, -1]).argmax()))
+            if seq[-1] in stop_ids:
+                break
+            x = torch.tensor([[seq[-1]]])
+    return seq[n:]
+
+
+def test_an_lm_head_on_the_last_row_gives_that_row(demo):
+    res = record_clip(decode_last_row, Path(__file__), demo, CLIP, {**GREEDY, "max_new_tokens": 6})
+    cloud = [f for f in res["recording"]["forwards"] if f["model"] == "cloud"]
+    assert len(cloud) == 6 and all(f.get("call") == "parts" for f in cloud)
+    assert [len(f["rows"]["argmax"]) for f in cloud] == [1] * 6
+    assert [f for f in res["findings"] if f["code"] == "not_judged" or f["severity"] == "error"] == []

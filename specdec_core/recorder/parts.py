@@ -86,11 +86,25 @@ class Parts:
         return hook
 
     def _logits(self, role):
-        def hook(_module, _args, output):
+        def hook(_module, args, output):
             if self.waiting is None or self.waiting[0] != role or not isinstance(output, torch.Tensor):
                 return
-            pending = self.r._pending.get(role)
-            n = len((pending[-1].get("ids") or [])) if pending else 0
-            if output.dim() == 3 and output.shape[1] == n:
-                self._finish(output.detach())
+            rows = _trailing(self.waiting[4], args[0] if args else None)
+            if rows:
+                logits = output.detach()
+                self._finish(logits if logits.dim() == 3 else logits[:, None])
         return hook
+
+
+def _trailing(output, hidden) -> int:
+    """How many trailing rows of the inner call's last hidden state the LM head was applied to
+    (all of them, or the last m, [B, m, H], or the last one, [B, H]); 0 for anything else (a
+    gather of tree paths, another tensor): those logits are not the forward's rows."""
+    last = output.get("last_hidden_state") if isinstance(output, dict) else (
+        output[0] if isinstance(output, tuple) and output else None)
+    if not isinstance(hidden, torch.Tensor) or not isinstance(last, torch.Tensor) or last.dim() != 3:
+        return 0
+    h = hidden[:, None] if hidden.dim() == 2 else hidden
+    if h.dim() != 3 or h.shape[0] != last.shape[0] or not 0 < h.shape[1] <= last.shape[1]:
+        return 0
+    return h.shape[1] if torch.equal(h, last[:, last.shape[1] - h.shape[1]:]) else 0
