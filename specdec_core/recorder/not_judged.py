@@ -38,7 +38,8 @@ def check_unseen(rec: dict) -> list:
             "are not checked", "hand the Recorder the model whose forward or LM head makes the "
             "verifier's logits", severity="warning" if len(blind) == len(cloud) else "info",
             forwards=blind[:20]))
-    lost = [f["i"] for f in fw if f.get("module") == "head" and not f.get("ids")]
+    lost = [f["i"] for f in fw if f.get("module") == "head" and not f.get("ids")
+            and "tree_sel" not in f]      # (tree drafting forwards are read through the tree)
     if lost:
         out.append(not_judged(
             "head forwards", len(lost), sum(f.get("module") == "head" for f in fw),
