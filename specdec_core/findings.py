@@ -218,3 +218,9 @@ register("edge_tokenizer", "info", "the edge drafts in its own vocabulary: its f
          "the recording's edge has a vocabulary other than the cloud's and its tokenizer's texts",
          source="recorder")
 # (an edge whose re-tokenized prompt lost the audio condition tokens: `audio_missing`, warning)
+
+# -- what the recorder could not see (issue 41) ---------------------------------------------------
+register("not_judged", "info", "part of the run could not be judged from what was recorded "
+         "(no cloud logits, drafts the checks cannot read): said with the count, never guessed",
+         "forwards or drafts the recorder saw without what a check needs",
+         source="recorder", severities=("info", "warning"))

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
-from specdec_core.recorder import (checks, dropped, head_checks, omni_checks, output_checks,
-                                   sampling, speed, tree, tree_trace)
+from specdec_core.recorder import (checks, head_checks, normalize, not_judged, omni_checks,
+                                   output_checks, sampling, speed, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -15,7 +15,6 @@ from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
 from specdec_core.recorder.validate import check_fields, check_recording
-from specdec_core.recorder import retokenized
 from specdec_core.recorder.trace_build import Texts, build_trace
 
 SEVERITY = {"error": 0, "warning": 1, "info": 2}
@@ -110,6 +109,7 @@ CHECKS = CheckList([
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
     lambda e: head_checks.check_stale_features(e.t),
+    lambda e: not_judged.check_unseen(e.rec),
     *map(_on_trace, TRACE_CHECKS),
     *map(_on_task, TASK_CHECKS),
 ])
@@ -120,10 +120,7 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     decoding/dependence.py's result for the output, when the backend gives one."""
     check_recording(rec)                  # caps and consistency first (issue 36)
     check_fields(rec)                     # then each field's shape (issue 37)
-    rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
-    rec, repaired = dropped.repair(rec)
-    repaired = retok + repaired   # the rest reads the text the models were fed
-    rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
+    rec, repaired, trees = normalize.run(rec, tokenizer)   # each family made canonical
     t = build_tapes(rec)
     rounds = tree_trace.fix_rounds(build_rounds(t))
     texts = Texts(tokenizer)

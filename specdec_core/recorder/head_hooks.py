@@ -40,6 +40,9 @@ class HeadWatch:
         self.used: torch.Tensor | None = None
         self.embedded = False        # the head was fed embeddings, not ids
         self._busy = False           # our own cache-free re-run is not recorded
+        self.shift: int | None = None   # 1: fed (feature of t, token t+1) at t (EAGLE), 0: ours
+        self.tree: tuple | None = None  # (start, {path of ids: slot}) of the last cloud tree
+        self.verified = False           # the last head input lies wholly in the cloud's context
 
     def attach(self) -> list:
         return [final_norm(self.cloud).register_forward_hook(self._grab),
@@ -55,8 +58,14 @@ class HeadWatch:
         if x.dim() != 3 or x.shape[1] != len(rec["ids"]):
             return
         keep = rec.get("cache_len") or 0
+        moves = [(a, b) for a, b in rec.get("slot_moves") or () if 0 <= b < len(self.cloud_ids)
+                 and a < len(self.cloud_ids)]            # a tree's accepted path copied down
+        old = {b: (self.cloud_ids[b], self.cloud_feats[b].clone()) for _, b in moves}
+        for slot, src in moves:
+            self.cloud_ids[slot], self.cloud_feats[slot] = old[src]
         self.cloud_ids = self.cloud_ids[:keep] + list(rec["ids"])
         self.cloud_feats = _cat(self.cloud_feats, keep, x[0].detach().float().cpu())
+        self.tree = _paths(rec, keep)
 
     # -- the head's forwards -----------------------------------------------------------------
     def _inputs(self, args, kwargs):
@@ -89,6 +98,8 @@ class HeadWatch:
         x = feats.reshape(-1, feats.shape[-1]).detach().float().cpu()
         self.used = _cat(self.used, keep, x)
         seen = {"fp": fingerprint(x), **self._compare()}
+        if seen.pop("shift"):
+            seen["shift"] = 1
         own = time.perf_counter() - h0           # the hook's own cost, never the loop's
         self.r._pre("head")(module, (), {"input_ids": ids, "cache": cache,   # a tree's mask too
                                           "position_ids": kwargs.get("position_ids"),
@@ -97,20 +108,78 @@ class HeadWatch:
         rec["model"], rec["module"], rec["features"] = "edge", "head", seen
         rec["time"]["pre"] += own
 
-    def _verified(self) -> int:
-        """Positions 0..v-1 whose cloud features are the cloud's in the head's own context."""
-        return min(common_prefix(self.ids, self.cloud_ids), 0 if self.cloud_feats is None else self.cloud_feats.shape[0])
+    def _canon(self, shift: int):
+        """The head's ids and input features in our coordinates (position q: token q, feature
+        of q-1); with EAGLE's shift the raw row t is position t+1 and position 0 is the prompt's
+        first id, fed to no head row."""
+        if not shift:
+            return self.ids, self.used
+        first = self.cloud_ids[:1] or [-1]
+        return first + self.ids, torch.cat([torch.zeros_like(self.used[:1]), self.used])
+
+    def _along(self, ids: list[int]) -> list[int]:
+        """For each position i of `ids`: the row of cloud_feats that is the cloud's feature of
+        ids[i] in the context ids[:i+1], as long as there is one; tree slots by their path."""
+        start, paths = self.tree or (len(self.cloud_ids), {})
+        out = []
+        for i, t in enumerate(ids):
+            j = (i if i < len(self.cloud_ids) and self.cloud_ids[i] == t else None) if i < start \
+                else paths.get(tuple(ids[start:i + 1]))
+            if j is None:
+                break
+            out.append(start + j if i >= start else j)
+        return out
+
+    def _dist(self, shift: int):
+        """(canonical ids, rows of cloud_feats along them, cosine distances of positions 1..)."""
+        ids, used = self._canon(shift)
+        idx = self._along(ids)
+        n = min(len(ids), used.shape[0], len(idx) + 1)
+        if n < 2 or self.cloud_feats is None:
+            return ids, idx, torch.zeros(0)
+        ref = self.cloud_feats[torch.tensor(idx[: n - 1])]
+        return ids, idx, 1 - torch.nn.functional.cosine_similarity(used[1:n], ref, dim=-1)
+
+    def _decide(self) -> int:
+        """Which input layout explains the fed ids and features: ours or shifted by one (EAGLE);
+        fixed once one explains at least 2 more positions than the other."""
+        if self.shift is None and self.cloud_feats is not None:
+            score = []
+            for s in (0, 1):
+                _, idx, dist = self._dist(s)
+                score.append((len(idx), int((dist <= TOL).sum())))
+            if abs(score[0][0] - score[1][0]) >= 2 or abs(score[0][1] - score[1][1]) >= 2:
+                self.shift = int(score[1] > score[0])
+        return self.shift or 0
 
     def _compare(self) -> dict:
-        """The head's input feature at q (for position q-1) against the cloud's at q-1."""
-        n = min(len(self.ids), self.used.shape[0], self._verified() + 1)
-        if n < 2:
-            return {"checked": 0, "stale": [], "max_dist": 0.0}
-        dist = 1 - torch.nn.functional.cosine_similarity(self.used[1:n], self.cloud_feats[: n - 1],
-                                                         dim=-1)
+        """The head's input feature at q (for position q-1) against the cloud's at q-1 in the same
+        context (positions in our coordinates, whatever the layout the loop feeds)."""
+        shift = self._decide()
+        ids, idx, dist = self._dist(shift)
+        self.verified = len(idx) >= len(ids) - 1   # the whole input is the cloud's context
+        if not dist.numel():
+            return {"checked": 0, "stale": [], "max_dist": 0.0, "shift": shift}
         bad = (dist > TOL).nonzero().reshape(-1)
-        return {"checked": n - 1, "stale": [int(i) + 1 for i in bad],
-                "max_dist": round(float(dist.max()), 4)}
+        out = {"checked": int(dist.numel()), "stale": [int(i) + 1 for i in bad],
+               "max_dist": round(float(dist.max()), 4), "shift": shift}
+        slots = self._other_slots([int(i) + 1 for i in bad], shift)
+        if slots:
+            out["other_slots"] = slots
+        return out
+
+    def _other_slots(self, stale: list[int], shift: int) -> int:
+        """Stale positions whose feature is the cloud's feature of ANOTHER slot of the last tree
+        (a head fed tree slots instead of the accepted path)."""
+        if not stale or self.tree is None:
+            return 0
+        used = self._canon(shift)[1]
+        slots = self.cloud_feats[self.tree[0]:]
+        if not slots.shape[0]:
+            return 0
+        x = torch.nn.functional.normalize(used[torch.tensor(stale)], dim=-1)
+        sim = x @ torch.nn.functional.normalize(slots, dim=-1).T
+        return int(((1 - sim) <= TOL).any(-1).sum())
 
     def _post(self, module, args, kwargs, output):
         if self._busy:
@@ -121,7 +190,7 @@ class HeadWatch:
         cache = forward_cache(module, args, kwargs)
         if rec is not None and cache is not None:
             self.r._keys.written(cache, rec["cache"])
-        if rec is not None and rec["features"]["stale"] and len(self.ids) - 1 <= self._verified():
+        if rec is not None and rec["features"]["stale"] and self.verified:
             h0 = time.perf_counter()
             rec["features"]["fresh_next"] = self._fresh_next(module)
             rec["time"]["post"] = round(rec["time"]["post"] + time.perf_counter() - h0, 6)
@@ -137,10 +206,15 @@ class HeadWatch:
 
     @torch.no_grad()
     def _fresh_next(self, module) -> int:
-        """The first draft the head makes from the cloud's features, cache-free."""
-        n = len(self.ids)
-        feats = torch.cat([torch.zeros(1, self.cloud_feats.shape[1]), self.cloud_feats[: n - 1]])
-        ids = torch.tensor([self.ids], dtype=torch.long, device=self.cloud.device)
+        """The first draft the head makes from the cloud's features, cache-free, fed in the
+        loop's own layout."""
+        shift = self.shift or 0
+        ids, idx, _ = self._dist(shift)
+        feats = torch.cat([torch.zeros(1, self.cloud_feats.shape[1]),
+                           self.cloud_feats[torch.tensor(idx[: len(ids) - 1], dtype=torch.long)]])
+        feats, ids = feats[shift:], ids[shift:]
+        n = len(ids)
+        ids = torch.tensor([ids], dtype=torch.long, device=self.cloud.device)
         toks = self.cloud.get_input_embeddings()(ids) if self.embedded else ids
         dtype = next(module.parameters()).dtype
         self._busy = True
@@ -150,3 +224,17 @@ class HeadWatch:
         finally:
             self._busy = False
         return int(self.logits(out)[0, -1].argmax())
+
+
+def _paths(rec: dict, start: int) -> tuple | None:
+    """A cloud tree forward's nodes by their path from `start` (the ids of the columns each
+    node's mask row sees from `start` on, itself last): {path: slot - start}."""
+    m, ids = rec.get("mask_rows"), rec["ids"]
+    if not m:
+        return None
+    common = list(range(start, max(m["from"], start)))
+    paths = {}
+    for j, row in enumerate(m["rows"]):
+        cols = sorted({c for c in common + row if start <= c < start + j})
+        paths.setdefault(tuple(ids[c - start] for c in cols) + (ids[j],), j)
+    return start, paths

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from specdec_core.compat import forward_cache, output_cache
-from specdec_core.recorder import edge_vocab, head_hooks, mrope, tree_hooks
+from specdec_core.recorder import edge_vocab, head_hooks, mrope, parts, tree_hooks
 from specdec_core.recorder.depth import Depth
 
 SCHEMA = "specscope.recording/1"
@@ -117,6 +117,7 @@ class Recorder:
         self._t0 = self.wall_s = 0.0
         self.error: str | None = None
         self._head = head_hooks.HeadWatch(self, drafter, cloud) if drafter is not None else None
+        self._parts = parts.Parts(self, drafter)   # a model called as inner model + LM head
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self):
@@ -127,6 +128,7 @@ class Recorder:
             self._handles.append(m.register_forward_pre_hook(self._pre(role), with_kwargs=True))
             self._handles.append(m.register_forward_hook(self._post(role), with_kwargs=True))
         self._handles += self._depth.attach() + (self._head.attach() if self._head else [])
+        self._handles += self._parts.attach()
         self._t0 = time.perf_counter()
         return self
 
@@ -136,6 +138,7 @@ class Recorder:
         return False
 
     def close(self) -> None:
+        self._parts.flush()
         for h in self._handles:
             h.remove()
         self._handles = []

@@ -71,7 +71,8 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
             _ev(None, t.P + i, [gen[i]], index=i)))
     fw = {f.i: f for f in t.fwds}
     # a declared entropy gate lets confident blocks through unverified, the end included
-    used_cloud = any(f.model == "cloud" for f in t.fwds) and d.get("entropy_threshold") is None
+    # (a cloud whose logits were never seen verified nothing visible: not_judged says so)
+    used_cloud = any(f.model == "cloud" and f.rows for f in t.fwds) and d.get("entropy_threshold") is None
     tail = 0
     for p in range(len(t.C) - 1, t.P - 1, -1):
         if p in t.decided:
@@ -80,7 +81,8 @@ def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
     sent = set(d.get("sentence_ids") or [])
     max_new = d.get("max_new_tokens")
     stopped_early = (gen and gen[-1] not in stops and not (gen[-1] in sent and len(gen) >= d.get("min_new_tokens", 0))
-                     and (max_new is None or len(gen) < max_new))
+                     and (max_new is None or len(gen) < max_new)
+                     and not early)   # it reached a stop id: what follows is missed_eos's
     if (tail and used_cloud) or stopped_early:
         parts = []
         if tail and used_cloud:

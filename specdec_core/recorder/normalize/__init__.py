@@ -1,0 +1,20 @@
+"""The recorder's normalize stage (docs/recorder.md, "Pipeline"): each family of loops is made
+canonical before the tapes, rounds and checks read it. One module per assumption removed:
+retokenized (an edge with its own tokenizer), dropped (ids dropped from the returned output),
+shift (a drafter fed one position behind: EAGLE's head), tree (a verified tree read as the chain
+of its accepted path); batch rows go here too."""
+from __future__ import annotations
+
+from specdec_core.recorder import dropped, retokenized, tree
+from specdec_core.recorder.normalize import shift
+
+__all__ = ["retokenized", "dropped", "shift", "tree", "run"]
+
+
+def run(rec: dict, tokenizer) -> tuple[dict, list, dict]:
+    """All normalizers in order -> (recording, findings / repairs, the tree normalizer's result)."""
+    rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
+    rec, repaired = dropped.repair(rec)
+    rec, shifted = shift.normalize(rec)                  # a drafter fed one position behind
+    rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
+    return rec, retok + repaired + shifted, trees
