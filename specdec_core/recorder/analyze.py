@@ -16,6 +16,7 @@ from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
 from specdec_core.recorder.validate import check_fields, check_recording
 from specdec_core.recorder import retokenized
+from specdec_core.recorder.normalize import batch_rows
 from specdec_core.recorder.trace_build import Texts, build_trace
 
 SEVERITY = {"error": 0, "warning": 1, "info": 2}
@@ -115,11 +116,45 @@ CHECKS = CheckList([
 ])
 
 
+# a batch row that is not the clip's: its output is inferred, so its text is not judged
+ROW_CHECKS = CheckList(CHECKS[:9] + [CHECKS[10]])
+
+
 def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
     decoding/dependence.py's result for the output, when the backend gives one."""
     check_recording(rec)                  # caps and consistency first (issue 36)
     check_fields(rec)                     # then each field's shape (issue 37)
+    if batch_rows.batched(rec):           # batch > 1: every row on its own (normalize/)
+        return _analyze_rows(rec, tokenizer, info, dependence)
+    return _analyze_one(rec, tokenizer, info, dependence, CHECKS)
+
+
+def _analyze_rows(rec: dict, tokenizer, info, dependence):
+    rows, found = batch_rows.split(rec)
+    if not rows:                          # the layout could not be read: say so, judge nothing
+        one = dict(rec, forwards=[f for f in rec["forwards"] if (f.get("batch") or 1) <= 1])
+        trace, _ = _analyze_one(one, tokenizer, info, None, CheckList())
+        trace.diagnostics = found
+        return trace, found
+    trace, B = None, len(rows)
+    for b, clip, r in rows:
+        t, f = _analyze_one(r, tokenizer, info, dependence if clip else None,
+                            CHECKS if clip else ROW_CHECKS)
+        found += [batch_rows.name_row(x, b, B, clip) for x in f]
+        trace = t if clip else trace
+    clip_row = next(b for b, c, _ in rows if c)
+    found.append(finding("batch_rows", f"batch of {B}: every row judged; the clip is row {clip_row}",
+                         f"rows {', '.join(str(b) for b, c, _ in rows if not c)}: judged against "
+                         "what their cloud chose in the contexts they were fed (their output was not "
+                         "returned; their text and speed are not judged)", "", "",
+                         {"model": None, "forward": None, "batch": B, "row": clip_row}))
+    found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
+    trace.diagnostics = found
+    return trace, found
+
+
+def _analyze_one(rec: dict, tokenizer, info, dependence, checks):
     rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
     rec, repaired = dropped.repair(rec)
     repaired = retok + repaired   # the rest reads the text the models were fed
@@ -131,7 +166,7 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     repaired += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
     # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
-    found = judge_text(link(repaired + CHECKS(Evidence(rec, t, rounds, texts, trace))), rec)
+    found = judge_text(link(repaired + checks(Evidence(rec, t, rounds, texts, trace))), rec)
     found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
     trace.diagnostics = found
     return trace, found
