@@ -8,7 +8,7 @@ import weakref
 
 import torch
 
-from specdec_core.compat import forward_cache, output_cache
+from specdec_core.compat import forward_cache, output_cache, preallocated
 from specdec_core.recorder import edge_vocab, head_hooks, mrope, tree_hooks
 from specdec_core.recorder.batch_hooks import BatchWatch
 from specdec_core.recorder.depth import Depth
@@ -163,6 +163,8 @@ class Recorder:
                    "inputs_embeds": embeds is not None}
             if rows3 is not None:
                 rec["mrope"] = rows3
+            if preallocated(cache):
+                rec["cache_static"] = True         # rolled back by its write position
             if kwargs.get("input_features") is not None or kwargs.get("mm_encoder_outputs") is not None:
                 rec["input_features"] = True
             if any(kwargs.get(k) is not None for k in mrope.MM_INPUTS):
