@@ -40,41 +40,37 @@ def pair():
 
 def _record(b, p, decode, edge, cloud):
     with torch.no_grad(), Recorder(b.edge, b.cloud, b.tokenizer, p.input_ids, b.stop_ids, k=4,
-                                   max_new_tokens=16, temperature=0.0, verify="greedy") as rec:
-        out = decode(edge, cloud, b.tokenizer, p.input_ids, k=4, max_new_tokens=16,
+                                   max_new_tokens=10, temperature=0.0, verify="greedy") as rec:
+        out = decode(edge, cloud, b.tokenizer, p.input_ids, k=4, max_new_tokens=10,
                      stop_ids=b.stop_ids)
     return rec.finish(out)
 
 
-def test_the_hooks_break_no_graph(pair):
-    b, _ = pair
-    ids = torch.tensor([[5, 6, 7, 8, 9]])
-    dynamo.reset()
-    with torch.no_grad(), Recorder(b.edge, b.cloud, b.tokenizer, ids, b.stop_ids, k=4) as rec:
-        ex = dynamo.explain(b.cloud)(input_ids=ids, use_cache=False)
-    assert ex.graph_break_count == 0 and ex.graph_count == 1, ex.break_reasons
-    assert len(rec.forwards) == 1 and rec.forwards[0]["rows"]["argmax"]     # the hooks ran
+@pytest.mark.slow
+def test_a_compiled_cloud_is_judged_as_the_eager_one_and_the_hooks_break_no_graph(pair):
+    """The loop with its cloud compiled (the whole module: the hooks are inside what dynamo
+    sees) records the same forwards and gets the same findings as the eager loop, and dynamo
+    counts no graph break (the hooks would add 7 per forward if it traced them)."""
+    from torch._dynamo.utils import counters
 
-
-@pytest.mark.parametrize("name", ["correct", "no_resync"])
-def test_a_compiled_pair_is_judged_as_the_eager_one(pair, name):
     b, p = pair
-    decode = _loop(name)
-    dynamo.reset()
+    decode = _loop("no_resync")
     eager = _record(b, p, decode, b.edge, b.cloud)
-    compiled = _record(b, p, decode, torch.compile(b.edge, backend="eager", dynamic=True),
-                       torch.compile(b.cloud, backend="eager", dynamic=True))
     dynamo.reset()
+    counters.clear()
+    compiled = _record(b, p, decode, b.edge, torch.compile(b.cloud, backend="eager", dynamic=True))
+    breaks = dict(counters["graph_break"])
+    dynamo.reset()
+    assert breaks == {}, breaks
     assert compiled["out_ids"] == eager["out_ids"]
     assert [f["ids"] for f in compiled["forwards"]] == [f["ids"] for f in eager["forwards"]]
     te, fe = analyze(eager, b.tokenizer)
     tc, fc = analyze(compiled, b.tokenizer)
     key = lambda fs: sorted((f["code"], f["severity"]) for f in fs if f["code"] != "loop_overhead")
     assert key(fc) == key(fe)
+    assert "stale_cache" in {f["code"] for f in fc if f["severity"] == "error"}
     assert [(r["drafted"], r["accepted"]) for r in tc.to_dict()["rounds"]] == \
         [(r["drafted"], r["accepted"]) for r in te.to_dict()["rounds"]]
-    if name == "no_resync":
-        assert "stale_cache" in {f["code"] for f in fc if f["severity"] == "error"}
 
 
 def test_stale_cache_on_a_static_cache_names_the_write_position(pair):

@@ -61,9 +61,14 @@ class BatchWatch:
         self._moves(rec, cache, m[:, :L])
 
     def _moves(self, rec: dict, cache, cached) -> None:
-        old = self.keys.get(rec.get("cache"))
         cur = _last_keys(cache)
-        if old is None or cur is None or cur.shape[0] != len(old):
+        if cur is None:
+            return
+        old = self.keys.get(rec.get("cache"))
+        if old is None and cached.any():
+            self._adopt(rec, cur, cached)          # a new cache object built from gathered rows
+            old = self.keys.get(rec.get("cache"))
+        if old is None or cur.shape[0] != len(old):
             return
         for b, row in enumerate(rec["batch_rows"]):
             now = cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
@@ -75,6 +80,22 @@ class BatchWatch:
                 hit = (was == now[j]).all(-1).nonzero().reshape(-1)
                 src.append(int(hit[0]) if hit.numel() else -1)
             row["tape_src"] = src
+
+    def _adopt(self, rec: dict, cur, cached) -> None:
+        """A cache object never seen (a loop that rebuilds its cache from gathered tensors every
+        step, as lucidrains' tuples are): the recorded cache most of whose rows' slots it holds
+        gives it its id, so the rows' tapes continue through the moved slots."""
+        now = [cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
+               for b in range(cur.shape[0])]
+        total = sum(x.shape[0] for x in now)
+        for key, old in reversed(list(self.keys.items())):
+            if len(old) != len(now) or old[0].shape[-1] != now[0].shape[-1]:
+                continue
+            found = sum(int((o[None] == x[:, None]).all(-1).any(-1).sum()) if o.numel() else 0
+                        for o, x in zip(old, now))
+            if total and found >= 0.5 * total:
+                rec["cache"] = key
+                return
 
     def post(self, rec: dict, who: str, logits, cache, rows_fn, temperature) -> None:
         m = rec.pop("_real", None)
