@@ -137,17 +137,23 @@ def _analyze_rows(rec: dict, tokenizer, info, dependence):
         trace, _ = _analyze_one(one, tokenizer, info, None, CheckList())
         trace.diagnostics = found
         return trace, found
-    trace, B = None, len(rows)
+    trace, B = None, rows[0][2]["batch_size"]
     for b, clip, r in rows:
         t, f = _analyze_one(r, tokenizer, info, dependence if clip else None,
                             CHECKS if clip else ROW_CHECKS)
-        found += [batch_rows.name_row(x, b, B, clip) for x in f]
+        # an inferred output ends where the recording does: where it ends is not judged
+        found += [batch_rows.name_row(x, b, B, clip) for x in f
+                  if clip or x["code"] != "unverified_end"]
         trace = t if clip else trace
     clip_row = next(b for b, c, _ in rows if c)
-    found.append(finding("batch_rows", f"batch of {B}: every row judged; the clip is row {clip_row}",
-                         f"rows {', '.join(str(b) for b, c, _ in rows if not c)}: judged against "
-                         "what their cloud chose in the contexts they were fed (their output was not "
-                         "returned; their text and speed are not judged)", "", "",
+    others = ", ".join(str(b) for b in range(B) if b != clip_row)
+    found.append(finding("batch_rows", f"batch of {B}: " + (
+        f"every row judged; the clip is row {clip_row}" if len(rows) == B else
+        f"only the clip's row ({clip_row}) judged"),
+        f"rows {others}: " + ("judged against what their cloud chose in the contexts they were fed "
+                              "(their output was not returned; their text and speed are not judged)"
+                              if len(rows) == B else "not judged: a sampled row's output cannot be "
+                              "inferred and the loop returned only the clip's"), "", "",
                          {"model": None, "forward": None, "batch": B, "row": clip_row}))
     found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
     trace.diagnostics = found

@@ -70,7 +70,10 @@ def split(rec: dict) -> tuple[list, list]:
         return [], [_layout_error(B, f"the clip's prompt ({len(P)} ids) is the prompt of "
                                      f"{len(clip)} of the {B} rows")]
     out = []
+    sampled = bool((rec.get("declared") or {}).get("temperature"))
     for b, rows in enumerate(per_row):
+        if sampled and b != clip[0]:
+            continue                   # a sampled row's output cannot be inferred: not judged
         _origin([f for f in rows if f["model"] == "edge"])
         _origin([f for f in rows if f["model"] == "cloud"])
         if b == clip[0]:
