@@ -107,3 +107,11 @@ def cache_gather(cache, base: int, slots: list[int]) -> None:
         if idx is None:
             idx = torch.tensor(slots, dtype=torch.long, device=t.device)
         t[..., base: base + len(slots), :] = t.index_select(-2, idx)
+
+
+def preallocated(cache) -> bool:
+    """A cache of preallocated slots written at a position (transformers' StaticCache layers,
+    anything with a `max_cache_len`): loops roll it back by moving the write position, not by
+    cropping (recorder: stale_cache's cause and fix)."""
+    layers = getattr(cache, "layers", None) or ()
+    return any(type(x).__name__.startswith("Static") or hasattr(x, "max_cache_len") for x in layers[:1])

@@ -171,6 +171,10 @@ register("vocab_widths", "info", "edge and cloud heads differ in width (padding 
          severities=("info", "warning"))
 register("audio_missing", "warning", "a model decodes without the audio it should hear",
          "a prefill without audio features", severities=("warning", "error"))
+register("batch_layout", "warning", "a batched recording whose rows could not be read (nothing judged)",
+         "batch > 1 without a 2D padding mask, or the clip's prompt in no single row")
+register("batch_rows", "info", "a batched decode: every row judged on its own",
+         "forwards with batch > 1 (rows, padding and positions read per row)")
 register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
          "tokenizer vocabularies or encodings differ", source="pair")
 register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",

@@ -92,6 +92,9 @@ def test_lost_condition_tokens_are_a_warning(results):
         assert f["severity"] == "warning"
         lost = f["evidence"]["lost"]
         assert lost and all(t.startswith("<") and "im_" not in t for t in lost), lost
+        # it says what the edge never heard: the prosody tokens and the template markers
+        assert "<|im_start|>" in f["evidence"]["markers_lost"], f["evidence"]
+        assert "chat template markers" in f["detail"] and lost[0] in f["detail"], f["detail"]
 
 
 def test_without_the_edge_texts_the_old_false_alarm_comes_back(results, backend):

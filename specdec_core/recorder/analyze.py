@@ -15,6 +15,7 @@ from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
 from specdec_core.recorder.validate import check_fields, check_recording
+from specdec_core.recorder.normalize import batch_rows
 from specdec_core.recorder.trace_build import Texts, build_trace
 
 SEVERITY = {"error": 0, "warning": 1, "info": 2}
@@ -94,7 +95,9 @@ class CheckList(list):
         return link(sampling.dedupe(found))
 
 
-CHECKS = CheckList([
+# the checks a batch row that is not the clip's gets too (its output is inferred: its text,
+# speed and sampling are not judged)
+_ROW = [
     lambda e: checks.check_positions(e.t, skip_2d=bool(e.rec.get("mrope"))),
     lambda e: omni_checks.check_mrope(e.t, e.rec),
     lambda e: omni_checks.check_audio(e.t, e.rec),
@@ -104,8 +107,10 @@ CHECKS = CheckList([
     lambda e: output_checks.check_lossless(e.t, e.rounds, e.declared, e.texts),
     lambda e: output_checks.check_stops(e.t, e.rec, e.texts, e.rounds),
     lambda e: checks.check_draft_rule(e.t, e.rounds, e.declared, e.texts),
-    lambda e: omni_checks.check_vocab(e.t, e.rec),
     lambda e: check_structure(e.t, e.rounds, e.rec, e.texts),
+]
+CHECKS = CheckList(_ROW + [
+    lambda e: omni_checks.check_vocab(e.t, e.rec),
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
     lambda e: head_checks.check_stale_features(e.t),
@@ -113,6 +118,7 @@ CHECKS = CheckList([
     *map(_on_trace, TRACE_CHECKS),
     *map(_on_task, TASK_CHECKS),
 ])
+ROW_CHECKS = CheckList(_ROW)
 
 
 def analyze(rec: dict, tokenizer, info=None, dependence=None):
@@ -120,6 +126,42 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     decoding/dependence.py's result for the output, when the backend gives one."""
     check_recording(rec)                  # caps and consistency first (issue 36)
     check_fields(rec)                     # then each field's shape (issue 37)
+    if batch_rows.batched(rec):           # batch > 1: every row on its own (normalize/)
+        return _analyze_rows(rec, tokenizer, info, dependence)
+    return _analyze_one(rec, tokenizer, info, dependence, CHECKS)
+
+
+def _analyze_rows(rec: dict, tokenizer, info, dependence):
+    rows, found = batch_rows.split(rec)
+    if not rows:                          # the layout could not be read: say so, judge nothing
+        one = dict(rec, forwards=[f for f in rec["forwards"] if (f.get("batch") or 1) <= 1])
+        trace, _ = _analyze_one(one, tokenizer, info, None, CheckList())
+        trace.diagnostics = found
+        return trace, found
+    trace, B = None, rows[0][2]["batch_size"]
+    for b, clip, r in rows:
+        t, f = _analyze_one(r, tokenizer, info, dependence if clip else None,
+                            CHECKS if clip else ROW_CHECKS)
+        # an inferred output ends where the recording does: where it ends is not judged
+        found += [batch_rows.name_row(x, b, B, clip) for x in f
+                  if clip or x["code"] != "unverified_end"]
+        trace = t if clip else trace
+    clip_row = next(b for b, c, _ in rows if c)
+    others = ", ".join(str(b) for b in range(B) if b != clip_row)
+    found.append(finding("batch_rows", f"batch of {B}: " + (
+        f"every row judged; the clip is row {clip_row}" if len(rows) == B else
+        f"only the clip's row ({clip_row}) judged"),
+        f"rows {others}: " + ("judged against what their cloud chose in the contexts they were fed "
+                              "(their output was not returned; their text and speed are not judged)"
+                              if len(rows) == B else "not judged: a sampled row's output cannot be "
+                              "inferred and the loop returned only the clip's"), "", "",
+                         {"model": None, "forward": None, "batch": B, "row": clip_row}))
+    found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
+    trace.diagnostics = found
+    return trace, found
+
+
+def _analyze_one(rec: dict, tokenizer, info, dependence, check_list):
     rec, repaired, trees = normalize.run(rec, tokenizer)   # each family made canonical
     t = build_tapes(rec)
     rounds = tree_trace.fix_rounds(build_rounds(t))
@@ -128,7 +170,7 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     repaired += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
     # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
-    found = judge_text(link(repaired + CHECKS(Evidence(rec, t, rounds, texts, trace))), rec)
+    found = judge_text(link(repaired + check_list(Evidence(rec, t, rounds, texts, trace))), rec)
     found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
     trace.diagnostics = found
     return trace, found

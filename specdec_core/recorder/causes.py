@@ -32,8 +32,18 @@ def stale(t: Tapes, f: Fwd, d: int) -> str:
                    and d < len(g.ctx) and g.ctx[d] == f.ctx[d] for g in t.fwds)
     return (f"cache position {d} still holds {what} written by forward {w}"
             + (" that a cloud forward scored and the committed text replaced" if rejected else "")
-            + ": it was never rolled back (the cache was not cropped to the committed length "
-            "after that round)")
+            + (": it was never overwritten (the static cache's write position was not moved back to "
+               "the committed length after that round)" if f.raw.get("cache_static") else
+               ": it was never rolled back (the cache was not cropped to the committed length "
+               "after that round)"))
+
+
+def stale_fix(f: Fwd) -> str:
+    if f.raw.get("cache_static"):       # preallocated slots, written at a position: never cropped
+        return ("after every verification set the write position (input_pos / cache_position) "
+                "back to the committed length, so the next forward overwrites the rejected drafts")
+    return ("after every verification crop both caches to the committed length "
+            "(cache.crop(-(cache_len - keep)))")
 
 
 def mismatch(f: Fwd, d: int, C: list, texts=None) -> str:

@@ -107,9 +107,8 @@ def check_contexts(t: Tapes, rounds: list[Round], texts=None) -> list[dict]:
                 f"{f.model} forward {f.i}: cache position {d} holds {causes.token(toks['fed'], texts)} "
                 f"(written by forward {f.writers[d]}), the committed token there is "
                 f"{causes.token(toks['committed'], texts)}",
-                causes.stale(t, f, d),
-                "after every verification crop both caches to the committed length "
-                "(cache.crop(-(cache_len - keep)))", _ev(f, d, toks, n_forwards=len(lst)), severity="error"))
+                causes.stale(t, f, d), causes.stale_fix(f), _ev(f, d, toks, n_forwards=len(lst)),
+                severity="error"))
         else:
             what = ("the context the edge drafted from differs from the one the cloud verified"
                     if how == "draft" else "the context differs from the committed sequence")

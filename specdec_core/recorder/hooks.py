@@ -8,8 +8,9 @@ import weakref
 
 import torch
 
-from specdec_core.compat import forward_cache, output_cache
+from specdec_core.compat import forward_cache, output_cache, preallocated
 from specdec_core.recorder import edge_vocab, head_hooks, mrope, parts, tree_hooks
+from specdec_core.recorder.batch_hooks import BatchWatch
 from specdec_core.recorder.depth import Depth
 
 SCHEMA = "specscope.recording/1"
@@ -112,6 +113,7 @@ class Recorder:
         self._held: dict[str, tuple] = {}     # model -> (forward index, last row log-probs)
         self._keys = _Keys()
         self._slots = tree_hooks.SlotWatch()   # caches rewritten in place between forwards
+        self._batch = BatchWatch()            # batch > 1: each row's ids, padding, positions
         self._mm: dict = {}                   # the prefill's audio lengths / vision grids
         self._depth = Depth(self.models)      # decoder layers each forward ran (self-drafting)
         self._t0 = self.wall_s = 0.0
@@ -145,6 +147,7 @@ class Recorder:
 
     # -- hooks -----------------------------------------------------------------------------------
     def _pre(self, role):
+        @torch.compiler.disable
         def hook(module, args, kwargs):
             h0 = time.perf_counter()
             ids = kwargs.get("input_ids", args[0] if args else None)
@@ -163,6 +166,8 @@ class Recorder:
                    "inputs_embeds": embeds is not None}
             if rows3 is not None:
                 rec["mrope"] = rows3
+            if preallocated(cache):
+                rec["cache_static"] = True         # rolled back by its write position
             if kwargs.get("input_features") is not None or kwargs.get("mm_encoder_outputs") is not None:
                 rec["input_features"] = True
             if any(kwargs.get(k) is not None for k in mrope.MM_INPUTS):
@@ -174,6 +179,7 @@ class Recorder:
                                                  rec["cache_len"] or 0)
                 rec["batch"] = int(embeds.shape[0])
             tree_hooks.pre(rec, mask, cache, self._slots)       # tree masks, copied-down slots
+            self._batch.pre(rec, ids, mask, cache, kwargs.get("position_ids"))
             self.forwards.append(rec)
             self._pending[role].append(rec)
             self._depth.start(role)
@@ -182,6 +188,7 @@ class Recorder:
         return hook
 
     def _post(self, role):
+        @torch.compiler.disable
         def hook(module, args, kwargs, output):
             rec = self._pending[role].pop() if self._pending[role] else None
             if rec is None:
@@ -210,6 +217,7 @@ class Recorder:
             else:
                 rec["rows"] = None
             tree_hooks.post(rec, logits, cache, self._slots)    # every node under every row
+            self._batch.post(rec, who, logits, cache, _rows, self.declared.get("temperature"))
             tm = rec.get("time")
             if tm is not None:
                 tm["dur"] = round(t_end - self._t0 - tm["t"], 6)

@@ -121,7 +121,9 @@ def _lost(frame: Frame, rec: dict, first_edge) -> list[str]:
     prompt = rec.get("prompt_ids") or []
     cloud = [tok.convert_ids_to_tokens(i) for i, p in zip(prompt, frame.cpieces) if p == ""]
     edge = {frame.especial.get(i) for i in (first_edge.ctx if first_edge else []) if i is not None}
-    return [t for t in cloud if t not in plain and t not in edge]
+    lost = [t for t in cloud if t not in edge]
+    return ([t for t in lost if t not in plain],
+            list(dict.fromkeys(t for t in lost if t in CHAT_MARKERS)))
 
 
 def _findings(frame: Frame, rec: dict, first_edge) -> list[dict]:
@@ -134,19 +136,21 @@ def _findings(frame: Frame, rec: dict, first_edge) -> list[dict]:
         "generation): the text is re-tokenized for it every round", "nothing to fix",
         evidence={"edge_width": et.get("width"), "cloud_width": frame.width,
                   "source": et.get("source")})]
-    lost = _lost(frame, rec, first_edge)
+    lost, markers = _lost(frame, rec, first_edge)
     if lost:
         out.append(finding(
             "audio_missing", f"the edge's re-tokenized prompt lost {len(lost)} special "
             f"token(s) of the cloud's prompt ({', '.join(lost[:4])}{'…' if len(lost) > 4 else ''})",
-            "the cloud's prompt holds special tokens (audio condition tokens, audio placeholders) "
-            "that are not in any edge forward's context",
+            "the edge never heard the prosody/audio tokens (" + ", ".join(lost[:8])
+            + (")" if not markers else f") nor the chat template markers ({', '.join(markers)})")
+            + ": they are in the cloud's prompt and in no edge forward's context",
             "the prompt was decoded to text with skip_special_tokens=True and re-tokenized for the "
             "edge (transformers' universal assisted generation does this): the edge drafts without "
             "hearing the clip; lossless, fewer drafts accepted at audio-dependent words",
             "give the edge the condition as text it can read, or an edge tokenizer that knows "
             "these tokens and a conversion that keeps them",
-            evidence={"model": "edge", "lost": lost[:16], "n_lost": len(lost)}, severity="warning"))
+            evidence={"model": "edge", "lost": lost[:16], "n_lost": len(lost),
+                      "markers_lost": markers}, severity="warning"))
     return out
 
 

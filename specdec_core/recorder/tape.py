@@ -105,6 +105,10 @@ def build_tapes(rec: dict) -> Tapes:
         key = (raw["model"], raw.get("cache"))
         L = raw.get("cache_len") or 0
         old_ctx, old_w = tapes.get(key, ([], [])) if raw.get("cache") is not None else ([], [])
+        src = raw.get("tape_src")           # slots the loop moved (a batch row realigned)
+        if src is not None:
+            old_ctx = [old_ctx[s] if 0 <= s < len(old_ctx) else None for s in src]
+            old_w = [old_w[s] if 0 <= s < len(old_w) else -1 for s in src]
         if L <= len(old_ctx):
             ctx, w = old_ctx[:L], old_w[:L]
         else:                    # the cache holds what this recording never saw being written

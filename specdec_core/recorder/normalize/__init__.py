@@ -2,7 +2,9 @@
 canonical before the tapes, rounds and checks read it. One module per assumption removed:
 retokenized (an edge with its own tokenizer), dropped (ids dropped from the returned output),
 shift (a drafter fed one position behind: EAGLE's head), tree (a verified tree read as the chain
-of its accepted path); batch rows go here too."""
+of its accepted path). `batch_rows` comes first, in analyze: a batch > 1 recording split into one
+single-row recording per row (padding, per-row cache lengths and positions, slots a realignment
+moved), each then normalized by `run`."""
 from __future__ import annotations
 
 from specdec_core.recorder import dropped, retokenized, tree
