@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
-from specdec_core.recorder import (checks, dropped, head_checks, omni_checks, output_checks,
-                                   sampling, speed, tree, tree_trace)
+from specdec_core.recorder import (checks, dropped, head_checks, named_causes, omni_checks,
+                                   output_checks, sampling, speed, tree, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -92,6 +92,7 @@ class CheckList(list):
 
     def __call__(self, e: Evidence) -> list:
         found = [f for check in self for f in check(e)]
+        found = named_causes.name(found, e.t, e.rounds, e.declared)   # penalty / first draft
         return link(sampling.dedupe(found))
 
 

@@ -162,7 +162,9 @@ def check_draft_rule(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
         return []
     T = float(declared.get("temperature") or 0.0)
     if T <= 0:
-        off = [(f, r, x) for f, r, x in samples if f.rows["argmax"][r] != x]
+        # a draft penalised as the declared target penalty penalises (generate's assistant) is fine
+        pen = lambda f, r: (f.rows.get("penalised_argmax") or [None] * (r + 1))[r]  # noqa: E731
+        off = [(f, r, x) for f, r, x in samples if x not in (f.rows["argmax"][r], pen(f, r))]
         if not off:
             return []
         f, r, x = off[0]

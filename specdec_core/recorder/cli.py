@@ -14,7 +14,9 @@ from pathlib import Path
 from specdec_core.errors import UserError
 
 KNOBS = {"k": int, "max_new_tokens": int, "min_new_tokens": int, "temperature": float,
-         "verify": str, "rank_threshold": int, "prompt_type": str}
+         "verify": str, "rank_threshold": int, "prompt_type": str,
+         "draft_top_k": int, "draft_top_p": float, "target_top_k": int, "target_top_p": float,
+         "target_repetition_penalty": float}     # the last five: declared processing (issue 42)
 DEFAULTS = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy",
             "prompt_type": "detailed"}
 
@@ -70,6 +72,8 @@ def parse_sets(sets) -> dict:
             d[key] = KNOBS[key](val)
         except ValueError:
             raise UserError(f"--set {key}: not a valid {KNOBS[key].__name__}: {val!r}") from None
+    from specdec_core.recorder.processing import validate
+    validate(d)
     return d
 
 
@@ -103,6 +107,8 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
         extra["model_inputs"] = dict(model_inputs)
     if "seed" in ps and seed is not None:
         extra["seed"] = seed
+    from specdec_core.recorder.processing import KNOBS as PROCESSING
+    extra.update({k: knobs[k] for k in PROCESSING if k in ps and knobs.get(k) is not None})
     return extra
 
 

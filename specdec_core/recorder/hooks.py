@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from specdec_core.compat import forward_cache, output_cache
-from specdec_core.recorder import edge_vocab, head_hooks, mrope, tree_hooks
+from specdec_core.recorder import edge_vocab, head_hooks, mrope, processing, tree_hooks
 from specdec_core.recorder.depth import Depth
 
 SCHEMA = "specscope.recording/1"
@@ -117,6 +117,7 @@ class Recorder:
         self._t0 = self.wall_s = 0.0
         self.error: str | None = None
         self._head = head_hooks.HeadWatch(self, drafter, cloud) if drafter is not None else None
+        self._proc = processing.Watch(self.declared)   # declared top-k/top-p/penalty (issue 42)
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self):
@@ -201,7 +202,7 @@ class Recorder:
             if isinstance(delta, torch.Tensor) and delta.numel():
                 rec["rope_deltas"] = int(delta.reshape(-1)[0])   # what the model itself holds
             if isinstance(logits, torch.Tensor) and logits.dim() == 3:
-                rec["rows"], last = _rows(logits[0], rec["ids"] or [],
+                rec["rows"], last = _rows(*self._proc.logits(who, rec, logits[0]), rec["ids"] or [],
                                           self.declared.get("temperature"))
                 self._held[who] = (rec["i"], last)
             else:
@@ -273,7 +274,7 @@ def _top(logp: torch.Tensor, k: int):
 
 
 @torch.no_grad()
-def _rows(logits: torch.Tensor, ids: list[int], temperature=None):
+def _rows(logits: torch.Tensor, extra: dict, ids: list[int], temperature=None):
     """Per scored row (the last T' input positions): argmax, top-5, entropy, and the rank /
     log-prob of the input token that follows the row. One batched op per forward. With a
     declared temperature T > 0 also `lse_t` = logsumexp(logp / T) per row, so that any stored
@@ -297,7 +298,8 @@ def _rows(logits: torch.Tensor, ids: list[int], temperature=None):
             "top_ids": top.indices.tolist(),
             "top_logp": [[round(x, 5) for x in r] for r in top.values.tolist()],
             "entropy": [round(x, 5) for x in ent.tolist()],
-            "next_rank": ranks, "next_logp": lps, "fed_next": None}
+            "next_rank": ranks, "next_logp": lps, "fed_next": None,
+            **extra}    # declared processing's raw / penalised argmax (recorder/processing.py)
     if temperature and float(temperature) > 0:
         rows["lse_t"] = [round(x, 6) for x in
                          torch.logsumexp(logp / float(temperature), -1).tolist()]

@@ -1,0 +1,79 @@
+"""Two greedy lossless violations named from where they sit (issue 42): the declared target
+penalty not applied (every wrong token is the cloud's unpenalised argmax), and the first draft
+of each block committed unverified (ohdearquant/lattice #243: every wrong acceptance at block
+position 0, the verify row that should have judged it computed and ignored)."""
+from __future__ import annotations
+
+from specdec_core.findings import finding
+
+
+def _bad(t) -> list:
+    fw = {f.i: f for f in t.fwds}
+    out = []
+    for p in range(t.P, len(t.C)):
+        if p in t.decided:
+            f = fw[t.decided[p][0]]
+            r = t.decided[p][1]
+            if f.rows["argmax"][r] != t.C[p]:
+                out.append((p, f, r))
+    return out
+
+
+def penalty_cause(t, rounds, declared: dict, bad) -> str | None:
+    R = declared.get("target_repetition_penalty")
+    if not R or not bad or not all("raw_argmax" in f.rows for _, f, _ in bad):
+        return None
+    if not all(f.rows["raw_argmax"][r] == t.C[p] for p, f, r in bad):
+        return None
+    drafts = [(f, r, x) for rnd in rounds for p, (f, r) in rnd.drafted_by.items()
+              if p < len(t.C) and (x := t.C[p]) is not None and "penalised_argmax" in f.rows]
+    on_drafts = any(f.rows["penalised_argmax"][r] == x != f.rows["argmax"][r] for f, r, x in drafts)
+    where = ("it is applied to the drafts only (the drafts follow the penalised edge, the "
+             "verify step the plain cloud)" if on_drafts else "the loop ignores it")
+    return (f"the declared target_repetition_penalty={R:g} is not applied to the output: at all "
+            f"{len(bad)} position(s) the committed token is the cloud's unpenalised argmax and "
+            f"the penalised choice differs; {where}")
+
+
+def first_draft_cause(t, rounds, bad) -> str | None:
+    """Every wrong token an accepted draft at block position 0 whose round's own verify forward
+    computed the row that decides it."""
+    if len(bad) < 2:       # one wrong token at position 0 could be any loose test
+        return None
+    by_start = {r.block_start: r for r in rounds if r.verified and r.accepted}
+    rows = []
+    for p, f, r in bad:
+        rnd = by_start.get(p)
+        if rnd is None or f.i != rnd.cloud.i:
+            return None
+        rows.append((p, f.i, r))
+    p, fi, r = rows[0]
+    return (f"the first draft of each block is committed unverified: all {len(bad)} wrong "
+            f"acceptance(s) sit at block position 0, and the verify forward computed the row "
+            f"that should have judged each and ignored it (first at position {p}: cloud forward "
+            f"{fi}, row {r}); the comparison starts at the second draft")
+
+
+FIXES = {"penalty": "apply the declared penalty to the cloud's logits of every verified slot "
+                    "(given the sequence and the drafts before it) before its argmax / sampling",
+         "first": "compare draft 0 with the verify row at the position before it (row 0 of the "
+                  "block), as every other draft"}
+
+
+def name(found: list, t, rounds, declared: dict) -> list:
+    """lossless_violation findings with the named cause when the evidence fits one."""
+    if not any(f["code"] == "lossless_violation" for f in found):
+        return found
+    bad = _bad(t)
+    cause, fix = penalty_cause(t, rounds, declared, bad), FIXES["penalty"]
+    if cause is None:
+        cause, fix = first_draft_cause(t, rounds, bad), FIXES["first"]
+    if cause is None:
+        return found
+    key = "penalty_not_applied" if "penalty" in cause else "first_draft_unverified"
+    short = {"penalty_not_applied": "the declared repetition penalty is not applied",
+             "first_draft_unverified": "the first draft of each block is committed unverified"}[key]
+    return [finding(f["code"], f"{f['title']}: {short}", f["detail"], cause, fix,
+                    {**f["evidence"], "named": key}, severity=f["severity"],
+                    explained_by=f["explained_by"])
+            if f["code"] == "lossless_violation" else f for f in found]
