@@ -7,7 +7,7 @@ from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
 from specdec_core.recorder import (checks, dropped, head_checks, named_causes, omni_checks,
-                                   output_checks, sampling, speed, tree, tree_trace)
+                                   output_checks, penalty_check, sampling, speed, tree, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -110,6 +110,7 @@ CHECKS = CheckList([
     lambda e: check_structure(e.t, e.rounds, e.rec, e.texts),
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
+    lambda e: penalty_check.check(e.t, e.declared),     # a declared penalty under sampling
     lambda e: head_checks.check_stale_features(e.t),
     *map(_on_trace, TRACE_CHECKS),
     *map(_on_task, TASK_CHECKS),

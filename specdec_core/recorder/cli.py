@@ -226,7 +226,9 @@ def pooled_findings(results: list[dict]) -> list[dict]:
 
     recs = [r["recording"] for r in results if r.get("ok") and r.get("recording")]
     mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
-    return (pooled_sampling(recs, pooled_temperature(recs)) if len(recs) > 1 else []) + mishears
+    from specdec_core.recorder import penalty_check
+    return (pooled_sampling(recs, pooled_temperature(recs) + penalty_check.pooled(recs))
+            if len(recs) > 1 else []) + mishears
 
 
 def _by_severity(findings: list[dict]) -> str:

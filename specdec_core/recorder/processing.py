@@ -132,4 +132,24 @@ class Watch:
         if not proc:
             return logits, {"penalised_argmax": apply(logits, {"penalty": pen}, 0, ctx, first)
                             .argmax(-1).tolist()}
-        return apply(logits, proc, self.T, ctx, first), {"raw_argmax": logits.argmax(-1).tolist()}
+        out = apply(logits, proc, self.T, ctx, first)
+        extra = {"raw_argmax": logits.argmax(-1).tolist()}
+        if who == "cloud" and pen and self.T > 0:
+            extra["penalty_rows"] = penalty_rows(logits, out, self.T)
+        return out, extra
+
+
+def penalty_rows(raw: torch.Tensor, proc: torch.Tensor, T: float) -> list:
+    """Per row, for S = the raw top-5 and the processed top-5 (a set fixed before the outcome):
+    [ids, raw log-probs at T, processed log-probs at T] (recorder/penalty_check.py)."""
+    a = torch.log_softmax(raw.float() / T, -1)
+    b = torch.log_softmax(proc.float() / T, -1)
+    ids = torch.cat([torch.topk(a, min(5, a.shape[-1]), -1).indices,
+                     torch.topk(b, min(5, b.shape[-1]), -1).indices], -1)
+    out = []
+    for r in range(raw.shape[0]):
+        s = sorted(set(ids[r].tolist()))
+        ix = torch.tensor(s)
+        out.append([s, [round(x, 5) for x in a[r, ix].tolist()],
+                    [round(max(x, OUT), 5) for x in b[r, ix].tolist()]])
+    return out
