@@ -41,17 +41,15 @@ def first_draft_cause(t, rounds, bad) -> str | None:
     if len(bad) < 2:       # one wrong token at position 0 could be any loose test
         return None
     by_start = {r.block_start: r for r in rounds if r.verified and r.accepted}
-    rows = []
-    for p, f, r in bad:
-        rnd = by_start.get(p)
-        if rnd is None or f.i != rnd.cloud.i:
-            return None
-        rows.append((p, f.i, r))
-    p, fi, r = rows[0]
+    if any(by_start.get(p) is None for p, _, _ in bad):
+        return None
+    p, f, r = bad[0]
+    own = f.i == by_start[p].cloud.i
+    which = "the round's own verify forward" if own else "an earlier cloud forward"
     return (f"the first draft of each block is committed unverified: all {len(bad)} wrong "
-            f"acceptance(s) sit at block position 0, and the verify forward computed the row "
-            f"that should have judged each and ignored it (first at position {p}: cloud forward "
-            f"{fi}, row {r}); the comparison starts at the second draft")
+            f"acceptance(s) sit at block position 0, and the row that should have judged each "
+            f"was computed and ignored (first at position {p}: {which}, cloud forward {f.i}, "
+            f"row {r}); the comparison starts at the second draft")
 
 
 FIXES = {"penalty": "apply the declared penalty to the cloud's logits of every verified slot "

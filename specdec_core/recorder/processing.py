@@ -134,14 +134,15 @@ class Watch:
                             .argmax(-1).tolist()}
         out = apply(logits, proc, self.T, ctx, first)
         extra = {"raw_argmax": logits.argmax(-1).tolist()}
-        if who == "cloud" and pen and self.T > 0:
-            extra["penalty_rows"] = penalty_rows(logits, out, self.T)
+        if self.T > 0 and (who == "edge" or pen):      # raw vs processed on a fixed set
+            extra["penalty_rows" if who == "cloud" else "q_rows"] = penalty_rows(logits, out, self.T)
         return out, extra
 
 
 def penalty_rows(raw: torch.Tensor, proc: torch.Tensor, T: float) -> list:
     """Per row, for S = the raw top-5 and the processed top-5 (a set fixed before the outcome):
-    [ids, raw log-probs at T, processed log-probs at T] (recorder/penalty_check.py)."""
+    [ids, raw log-probs at T, processed log-probs at T] (recorder/penalty_check.py for the
+    cloud, q_check.py for the edge)."""
     a = torch.log_softmax(raw.float() / T, -1)
     b = torch.log_softmax(proc.float() / T, -1)
     ids = torch.cat([torch.topk(a, min(5, a.shape[-1]), -1).indices,

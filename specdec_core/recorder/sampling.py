@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from specdec_core.recorder import argmax_rule, draft_filter
+from specdec_core.recorder import argmax_rule, draft_filter, q_check
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev, draft_samples
 
@@ -48,6 +48,7 @@ def collect(rec: dict) -> dict:
     rounds = build_rounds(t)
     C = t.C
     out["drafted"] = sum(len(rnd.block) for rnd in rounds if rnd.verified)
+    out["declared"] = rec.get("declared", {})
     out["samples"] = draft_samples(t, rounds)
     for f, r, x in out["samples"]:
         top = f.rows["top_logp"][r][0]
@@ -155,6 +156,7 @@ def judge(data: dict, T: float, scope: str) -> list[dict]:
                 "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
                 {"model": "cloud", "forward": None, "position": None, "tokens": None,
                  "rule": "sample_and_match", "p_value": m["p"]}))
+    out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
     return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
 
 
@@ -262,7 +264,7 @@ def pooled_sampling(recordings: list[dict], others: list[dict] = ()) -> list[dic
         seen.add(key)
         T = applies(rec.get("declared", {})) or T
         for key, v in collect(rec).items():
-            data[key] += v
+            data[key] = v if key == "declared" else data[key] + v
     found = judge(data, T, f"{len(recordings)} runs pooled") if T else []
     return dedupe(list(others) + found)
 
