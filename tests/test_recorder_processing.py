@@ -66,7 +66,7 @@ def test_first_draft_unverified_is_named(demo):
 
 @pytest.mark.parametrize("name", ["sampling_argmax_onehot", "sampling_vllm_no_q"])
 def test_argmax_drafts_with_one_hot_q_are_exact(demo, name):
-    res = record(demo, name, SAMPLED)
+    res = record(demo, name, SAMPLED, CLIPS[:2])
     pooled = pooled_findings(res)
     assert not any(loud(r["findings"]) for r in res), [r["findings"] for r in res]
     assert not loud(pooled), pooled
@@ -75,14 +75,14 @@ def test_argmax_drafts_with_one_hot_q_are_exact(demo, name):
 
 
 def test_argmax_drafts_with_softmax_q_are_found(demo):
-    res = record(demo, "sampling_greedy_draft", SAMPLED)
+    res = record(demo, "sampling_greedy_draft", SAMPLED, CLIPS[:2])
     f = next(f for f in pooled_findings(res) if f["code"] == "greedy_draft_sampling")
     assert f["severity"] == "error" and f["evidence"]["llr_softmax_vs_onehot"] > 6.9
     assert TEMPERATURE not in {g["code"] for g in pooled_findings(res)}
 
 
 def test_top_p_drafter_with_processed_q_declared_is_quiet(demo):
-    res = record(demo, "sampling_top_p_draft", {**SAMPLED, "draft_top_p": 0.8})
+    res = record(demo, "sampling_top_p_draft", {**SAMPLED, "draft_top_p": 0.8}, CLIPS[:2])
     assert not any(loud(r["findings"]) for r in res) and not loud(pooled_findings(res))
     rows = [f["rows"] for f in res[0]["recording"]["forwards"] if f["model"] == "edge"]
     # the stored q is the processed one: some rows put (almost) no mass on their 2nd token

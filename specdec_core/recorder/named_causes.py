@@ -25,8 +25,9 @@ def penalty_cause(t, rounds, declared: dict, bad) -> str | None:
         return None
     if not all(f.rows["raw_argmax"][r] == t.C[p] for p, f, r in bad):
         return None
-    drafts = [(f, r, x) for rnd in rounds for p, (f, r) in rnd.drafted_by.items()
-              if p < len(t.C) and (x := t.C[p]) is not None and "penalised_argmax" in f.rows]
+    from specdec_core.recorder.checks import draft_samples
+
+    drafts = [(f, r, x) for f, r, x in draft_samples(t, rounds) if "penalised_argmax" in f.rows]
     on_drafts = any(f.rows["penalised_argmax"][r] == x != f.rows["argmax"][r] for f, r, x in drafts)
     where = ("it is applied to the drafts only (the drafts follow the penalised edge, the "
              "verify step the plain cloud)" if on_drafts else "the loop ignores it")
