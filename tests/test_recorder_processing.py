@@ -107,3 +107,12 @@ def test_sampling_penalty_declared_correct_quiet_ignored_found(demo):
     found = [f for f in pooled_findings(bad) + [g for r in bad for g in r["findings"]]
              if f["code"] == "lossless_violation"]
     assert found and found[0]["evidence"]["named"] == "penalty_not_applied"
+
+
+def test_no_draft_judged_is_said_once_with_the_count():
+    from specdec_core.recorder.argmax_rule import none_judged
+
+    f, = none_judged({"judged": [], "drafted": 7}, "this run")
+    assert f["code"] == "not_judged" and f["severity"] == "info" and f["evidence"]["n_drafted"] == 7
+    assert none_judged({"judged": [], "drafted": 0}, "x") == []
+    assert none_judged({"judged": [(0.5, True)], "drafted": 3}, "x") == []

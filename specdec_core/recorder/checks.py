@@ -192,6 +192,8 @@ def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict
     test has little power on a peaked edge; pool several runs with pooled_temperature.)"""
     from specdec_core.recorder import draft_filter
 
+    if all(f.rows["argmax"][r] == x for f, r, x in samples):
+        return []     # argmax drafts are a rule, not a temperature (recorder/argmax_rule.py)
     R, logp = draft_filter.detect(samples, T)
     top = max((draft_filter.rank(f, r, x) for f, r, x in samples), default=6)
     # drafts all inside the top-R (R <= 4) may be filtered: judge T on the top-R alone

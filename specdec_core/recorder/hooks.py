@@ -97,7 +97,8 @@ class Recorder:
     """Context manager: `with Recorder(edge, cloud, tok, prompt_ids, stop_ids, k=4) as rec:`.
 
     declared: the user's declared knobs (k, temperature, verify, max_new_tokens, min_new_tokens,
-    sentence_ids); the checks compare what was observed with them."""
+    sentence_ids; the declared processing draft_top_k/top_p, target_top_k/top_p/
+    repetition_penalty: recorder/processing.py); the checks compare what was observed with them."""
 
     def __init__(self, edge, cloud, tokenizer, prompt_ids, stop_ids=(), drafter=None, **declared):
         self.models = {"edge": edge, "cloud": cloud}   # drafter: a head module (head_hooks.py)
