@@ -76,3 +76,28 @@ def name(found: list, t, rounds, declared: dict) -> list:
                     {**f["evidence"], "named": key}, severity=f["severity"],
                     explained_by=f["explained_by"])
             if f["code"] == "lossless_violation" else f for f in found]
+
+
+def first_draft_sampled(out: list, data: dict, level: float, scope: str) -> list:
+    """Under sampling: no judged draft at block position 0 was ever rejected, which has
+    probability prod(min(1, p/q)) under the rule, while drafts further in are rejected."""
+    import math
+
+    pos0 = data.get("pos0") or []
+    J0 = [j for j, z in zip(data["judged"], pos0) if z] if len(pos0) == len(data["judged"]) else []
+    later_rejected = data.get("later_rejected", 0)
+    if not J0 or not all(j[1] for j in J0) or not later_rejected:
+        return out
+    logp = sum(math.log(j[0]) for j in J0)
+    if logp >= math.log(level):
+        return out
+    return [f for f in out if f["code"] != "acceptance_rule"] + [finding(
+        "acceptance_rule", "the first draft of each block is never rejected: committed unverified",
+        f"{scope}: all {len(J0)} judged drafts at block position 0 were accepted (probability "
+        f"{math.exp(logp):.1e} under min(1, p/q)), while {later_rejected} drafts further in "
+        "were rejected; the verify row that judges draft 0 was computed and ignored",
+        "the acceptance loop starts at the second draft (ohdearquant/lattice #243): draft 0 is "
+        "committed whatever the cloud's row at the position before it says",
+        FIXES["first"], {"model": "cloud", "forward": J0[0][3], "position": J0[0][4],
+                         "tokens": [J0[0][5]], "named": "first_draft_unverified",
+                         "n_block_starts": len(J0), "p_value": math.exp(logp)})]

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from specdec_core.recorder import argmax_rule, draft_filter, q_check
+from specdec_core.recorder import argmax_rule, draft_filter, named_causes, q_check
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev, draft_samples
 
@@ -49,6 +49,7 @@ def collect(rec: dict) -> dict:
     C = t.C
     out["drafted"] = sum(len(rnd.block) for rnd in rounds if rnd.verified)
     out["declared"] = rec.get("declared", {})
+    out["pos0"], out["later_rejected"] = [], 0   # judged[i] at block position 0 (named_causes)
     out["samples"] = draft_samples(t, rounds)
     for f, r, x in out["samples"]:
         top = f.rows["top_logp"][r][0]
@@ -75,6 +76,8 @@ def collect(rec: dict) -> dict:
                 continue            # outside the edge's top-5: q(x) unknown
             a = min(A_MAX, math.exp(min(0.0, lp - lq)))
             out["judged"].append((a, j < rnd.accepted, lp - lq, cf.i, pos, x, f, r, lp))
+            out["pos0"].append(j == 0)
+            out["later_rejected"] += int(j > 0 and j >= rnd.accepted)
         if not rejected or rnd.extra not in rnd.drafted_by:
             continue
         pos, c = rnd.extra, C[rnd.extra]
@@ -157,6 +160,7 @@ def judge(data: dict, T: float, scope: str) -> list[dict]:
                 {"model": "cloud", "forward": None, "position": None, "tokens": None,
                  "rule": "sample_and_match", "p_value": m["p"]}))
     out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
+    out = named_causes.first_draft_sampled(out, data, level, scope)
     return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
 
 
@@ -264,7 +268,7 @@ def pooled_sampling(recordings: list[dict], others: list[dict] = ()) -> list[dic
         seen.add(key)
         T = applies(rec.get("declared", {})) or T
         for key, v in collect(rec).items():
-            data[key] = v if key == "declared" else data[key] + v
+            data[key] = v if key == "declared" else data.get(key, type(v)()) + v
     found = judge(data, T, f"{len(recordings)} runs pooled") if T else []
     return dedupe(list(others) + found)
 
