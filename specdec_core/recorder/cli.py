@@ -92,7 +92,8 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
     """What a decoder's signature asks for beyond the contract: the declared temperature
     (sampling loops), `model_inputs`, the prompt's model inputs besides the ids (Omni:
     input_features, feature_attention_mask), each only when there is one, and `seed` where the
-    signature names one (each clip its own: pooled runs must be independent, issue 36)."""
+    signature names one (each clip its own: pooled runs must be independent, issue 36); each
+    declared processing knob (draft_top_p, target_repetition_penalty, ...) the signature names."""
     import inspect
 
     try:
