@@ -152,7 +152,7 @@ register("edge_mishears", "warning", "the edge drafts as if it had not heard the
          "rejections concentrated at audio-dependent positions (greedy runs)")
 register("numeric_divergence", "info", "the run and its reference differ by numerics, not a bug",
          "first divergence at a near-tie with no error finding", source="decoder (baseline)")
-register("sampling_rule", "info", "the acceptance rule identified: sample-and-match (exact)",
+register("sampling_rule", "info", "an exact acceptance rule identified (sample-and-match; argmax drafts with a one-hot q)",
          "sampled run whose accept/reject pattern is sample-and-match")
 register("acceptance_rule", "error", "the probabilistic acceptance test is not min(1, p/q)",
          "accept/reject decisions inconsistent with p/q under the recorded logits")

@@ -18,13 +18,18 @@ def stopper_for(backend, prompt, cfg) -> StopChecker:
 
 
 @torch.inference_mode()
-def cloud_only(backend, prompt, cfg, keep_logits: bool = False):
+def cloud_only(backend, prompt, cfg, keep_logits: bool = False, repetition_penalty=None):
     """{"text", "token_ids", "wall_s"}; with keep_logits, (that dict, [n, V] float32 logits of
-    each step's forward on the shared vocabulary) -- what the divergence verdict reads."""
+    each step's forward on the shared vocabulary) -- what the divergence verdict reads. With a
+    repetition_penalty (record's declared target_repetition_penalty) generate applies it and the
+    kept logits are the penalised ones."""
     checker = stopper_for(backend, prompt, cfg)
     dev = next(backend.cloud.parameters()).device
     t0 = time.perf_counter()
     extra = dict(output_logits=True, return_dict_in_generate=True) if keep_logits else {}
+    if repetition_penalty is not None:
+        extra.update(repetition_penalty=float(repetition_penalty),
+                     **({"output_scores": True} if keep_logits else {}))
     out = backend.cloud.generate(
         input_ids=prompt.input_ids.to(dev), attention_mask=torch.ones_like(prompt.input_ids).to(dev),
         **prompt.prefill_kwargs, do_sample=False, max_new_tokens=cfg.max_new_tokens,
@@ -39,7 +44,8 @@ def cloud_only(backend, prompt, cfg, keep_logits: bool = False):
     if not keep_logits:
         return res
     v = getattr(backend, "shared_vocab", None)
-    logits = torch.stack([x[0] for x in out.logits]).float().cpu()
+    kept = out.scores if repetition_penalty is not None else out.logits
+    logits = torch.stack([x[0] for x in kept]).float().cpu()
     return res, (logits[:, :v] if v else logits)
 
 

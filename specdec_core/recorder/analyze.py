@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
-from specdec_core.recorder import (checks, head_checks, normalize, not_judged, omni_checks,
-                                   output_checks, sampling, speed, tree_trace)
+from specdec_core.recorder import (checks, head_checks, named_causes, normalize, not_judged,
+                                   omni_checks, output_checks, penalty_check, sampling, speed,
+                                   tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -92,6 +93,7 @@ class CheckList(list):
 
     def __call__(self, e: Evidence) -> list:
         found = [f for check in self for f in check(e)]
+        found = named_causes.name(found, e.t, e.rounds, e.declared)   # penalty / first draft
         return link(sampling.dedupe(found))
 
 
@@ -113,6 +115,7 @@ CHECKS = CheckList(_ROW + [
     lambda e: omni_checks.check_vocab(e.t, e.rec),
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
+    lambda e: penalty_check.check(e.t, e.declared),     # a declared penalty under sampling
     lambda e: head_checks.check_stale_features(e.t),
     lambda e: not_judged.check_unseen(e.rec),
     *map(_on_trace, TRACE_CHECKS),

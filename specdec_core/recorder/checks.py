@@ -161,7 +161,9 @@ def check_draft_rule(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
         return []
     T = float(declared.get("temperature") or 0.0)
     if T <= 0:
-        off = [(f, r, x) for f, r, x in samples if f.rows["argmax"][r] != x]
+        # a draft penalised as the declared target penalty penalises (generate's assistant) is fine
+        pen = lambda f, r: (f.rows.get("penalised_argmax") or [None] * (r + 1))[r]  # noqa: E731
+        off = [(f, r, x) for f, r, x in samples if x not in (f.rows["argmax"][r], pen(f, r))]
         if not off:
             return []
         f, r, x = off[0]
@@ -189,6 +191,8 @@ def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict
     test has little power on a peaked edge; pool several runs with pooled_temperature.)"""
     from specdec_core.recorder import draft_filter
 
+    if all(f.rows["argmax"][r] == x for f, r, x in samples):
+        return []     # argmax drafts are a rule, not a temperature (recorder/argmax_rule.py)
     R, logp = draft_filter.detect(samples, T)
     top = max((draft_filter.rank(f, r, x) for f, r, x in samples), default=6)
     # drafts all inside the top-R (R <= 4) may be filtered: judge T on the top-R alone

@@ -14,7 +14,9 @@ from pathlib import Path
 from specdec_core.errors import UserError
 
 KNOBS = {"k": int, "max_new_tokens": int, "min_new_tokens": int, "temperature": float,
-         "verify": str, "rank_threshold": int, "prompt_type": str}
+         "verify": str, "rank_threshold": int, "prompt_type": str,
+         "draft_top_k": int, "draft_top_p": float, "target_top_k": int, "target_top_p": float,
+         "target_repetition_penalty": float}     # the last five: declared processing (issue 42)
 DEFAULTS = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy",
             "prompt_type": "detailed"}
 
@@ -70,6 +72,8 @@ def parse_sets(sets) -> dict:
             d[key] = KNOBS[key](val)
         except ValueError:
             raise UserError(f"--set {key}: not a valid {KNOBS[key].__name__}: {val!r}") from None
+    from specdec_core.recorder.processing import validate
+    validate(d)
     return d
 
 
@@ -88,7 +92,8 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
     """What a decoder's signature asks for beyond the contract: the declared temperature
     (sampling loops), `model_inputs`, the prompt's model inputs besides the ids (Omni:
     input_features, feature_attention_mask), each only when there is one, and `seed` where the
-    signature names one (each clip its own: pooled runs must be independent, issue 36)."""
+    signature names one (each clip its own: pooled runs must be independent, issue 36); each
+    declared processing knob (draft_top_p, target_repetition_penalty, ...) the signature names."""
     import inspect
 
     try:
@@ -103,6 +108,8 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
         extra["model_inputs"] = dict(model_inputs)
     if "seed" in ps and seed is not None:
         extra["seed"] = seed
+    from specdec_core.recorder.processing import KNOBS as PROCESSING
+    extra.update({k: knobs[k] for k in PROCESSING if k in ps and knobs.get(k) is not None})
     return extra
 
 
@@ -220,7 +227,9 @@ def pooled_findings(results: list[dict]) -> list[dict]:
 
     recs = [r["recording"] for r in results if r.get("ok") and r.get("recording")]
     mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
-    return (pooled_sampling(recs, pooled_temperature(recs)) if len(recs) > 1 else []) + mishears
+    from specdec_core.recorder import penalty_check
+    return (pooled_sampling(recs, pooled_temperature(recs) + penalty_check.pooled(recs))
+            if len(recs) > 1 else []) + mishears
 
 
 def _by_severity(findings: list[dict]) -> str:

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from specdec_core.compat import forward_cache, output_cache, preallocated
-from specdec_core.recorder import edge_vocab, head_hooks, mrope, parts, tree_hooks
+from specdec_core.recorder import edge_vocab, head_hooks, mrope, parts, processing, tree_hooks
 from specdec_core.recorder.batch_hooks import BatchWatch
 from specdec_core.recorder.depth import Depth
 
@@ -98,7 +98,8 @@ class Recorder:
     """Context manager: `with Recorder(edge, cloud, tok, prompt_ids, stop_ids, k=4) as rec:`.
 
     declared: the user's declared knobs (k, temperature, verify, max_new_tokens, min_new_tokens,
-    sentence_ids); the checks compare what was observed with them."""
+    sentence_ids; the declared processing draft_top_k/top_p, target_top_k/top_p/
+    repetition_penalty: recorder/processing.py); the checks compare what was observed with them."""
 
     def __init__(self, edge, cloud, tokenizer, prompt_ids, stop_ids=(), drafter=None, **declared):
         self.models = {"edge": edge, "cloud": cloud}   # drafter: a head module (head_hooks.py)
@@ -120,6 +121,7 @@ class Recorder:
         self.error: str | None = None
         self._head = head_hooks.HeadWatch(self, drafter, cloud) if drafter is not None else None
         self._parts = parts.Parts(self, drafter)   # a model called as inner model + LM head
+        self._proc = processing.Watch(self.declared)   # declared top-k/top-p/penalty (issue 42)
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self):
@@ -211,7 +213,7 @@ class Recorder:
             if isinstance(delta, torch.Tensor) and delta.numel():
                 rec["rope_deltas"] = int(delta.reshape(-1)[0])   # what the model itself holds
             if isinstance(logits, torch.Tensor) and logits.dim() == 3:
-                rec["rows"], last = _rows(logits[0], rec["ids"] or [],
+                rec["rows"], last = _rows(*self._proc.logits(who, rec, logits[0]), rec["ids"] or [],
                                           self.declared.get("temperature"))
                 self._held[who] = (rec["i"], last)
             else:
@@ -284,7 +286,7 @@ def _top(logp: torch.Tensor, k: int):
 
 
 @torch.no_grad()
-def _rows(logits: torch.Tensor, ids: list[int], temperature=None):
+def _rows(logits: torch.Tensor, extra: dict, ids: list[int], temperature=None):
     """Per scored row (the last T' input positions): argmax, top-5, entropy, and the rank /
     log-prob of the input token that follows the row. One batched op per forward. With a
     declared temperature T > 0 also `lse_t` = logsumexp(logp / T) per row, so that any stored
@@ -308,7 +310,8 @@ def _rows(logits: torch.Tensor, ids: list[int], temperature=None):
             "top_ids": top.indices.tolist(),
             "top_logp": [[round(x, 5) for x in r] for r in top.values.tolist()],
             "entropy": [round(x, 5) for x in ent.tolist()],
-            "next_rank": ranks, "next_logp": lps, "fed_next": None}
+            "next_rank": ranks, "next_logp": lps, "fed_next": None,
+            **extra}    # declared processing's raw / penalised argmax (recorder/processing.py)
     if temperature and float(temperature) > 0:
         rows["lse_t"] = [round(x, 6) for x in
                          torch.logsumexp(logp / float(temperature), -1).tolist()]

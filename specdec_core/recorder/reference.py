@@ -1,4 +1,5 @@
-"""`record --reference`: the cloud's own greedy decode on the same prompt, where the user's
+"""`record --reference`: the cloud's own greedy decode on the same prompt (with the declared
+target_repetition_penalty, as generate applies it), where the user's
 output first leaves it, and why (analysis/divergence.py: numerics or decoder). The user's side
 comes from the recording: the cloud forward whose row decided the divergent position (its top-5
 log-probs: log-prob differences are logit differences), its width and its context."""
@@ -14,7 +15,8 @@ def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recordin
 
     cfg = DecodeConfig(max_new_tokens=knobs["max_new_tokens"], stop_at_first_sentence=False,
                        min_new_tokens=0, prompt_type=knobs["prompt_type"])
-    base, logits = cloud_only(backend, prompt, cfg, keep_logits=True)
+    base, logits = cloud_only(backend, prompt, cfg, keep_logits=True,       # as generate would
+                              repetition_penalty=knobs.get("target_repetition_penalty"))
     ref = base["token_ids"]
     i = divergence.first_index(out, ref)
     d = {"token_ids": ref, "text": base["text"], "matches": i is None, "first_divergence": None}

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from specdec_core.recorder import draft_filter
+from specdec_core.recorder import argmax_rule, draft_filter, named_causes, q_check
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev, draft_samples
 
@@ -41,12 +41,15 @@ def collect(rec: dict) -> dict:
     from specdec_core.recorder.tape import build_tapes
 
     T = applies(rec.get("declared", {}))
-    out = {"judged": [], "drafts": [], "corr": [], "samples": []}
+    out = {"judged": [], "drafts": [], "corr": [], "samples": [], "drafted": 0}
     if not T:
         return out
     t = build_tapes(rec)
     rounds = build_rounds(t)
     C = t.C
+    out["drafted"] = sum(len(rnd.block) for rnd in rounds if rnd.verified)
+    out["declared"] = rec.get("declared", {})
+    out["pos0"], out["later_rejected"] = [], 0   # judged[i] at block position 0 (named_causes)
     out["samples"] = draft_samples(t, rounds)
     for f, r, x in out["samples"]:
         top = f.rows["top_logp"][r][0]
@@ -73,6 +76,8 @@ def collect(rec: dict) -> dict:
                 continue            # outside the edge's top-5: q(x) unknown
             a = min(A_MAX, math.exp(min(0.0, lp - lq)))
             out["judged"].append((a, j < rnd.accepted, lp - lq, cf.i, pos, x, f, r, lp))
+            out["pos0"].append(j == 0)
+            out["later_rejected"] += int(j > 0 and j >= rnd.accepted)
         if not rejected or rnd.extra not in rnd.drafted_by:
             continue
         pos, c = rnd.extra, C[rnd.extra]
@@ -154,7 +159,9 @@ def judge(data: dict, T: float, scope: str) -> list[dict]:
                 "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
                 {"model": "cloud", "forward": None, "position": None, "tokens": None,
                  "rule": "sample_and_match", "p_value": m["p"]}))
-    return out
+    out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
+    out = named_causes.first_draft_sampled(out, data, level, scope)
+    return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
 
 
 def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
@@ -253,7 +260,7 @@ def check_sampling(rec: dict) -> list[dict]:
 def pooled_sampling(recordings: list[dict], others: list[dict] = ()) -> list[dict]:
     """The sampling checks over several recordings of one decoder, plus `others` (pooled
     findings of other checks) minus what a greedy_draft_sampling finding already explains."""
-    data, T, seen = {"judged": [], "drafts": [], "corr": [], "samples": []}, 0.0, set()
+    data, T, seen = {"judged": [], "drafts": [], "corr": [], "samples": [], "drafted": 0}, 0.0, set()
     for rec in recordings:
         key = (tuple(rec.get("prompt_ids") or ()), tuple(rec.get("out_ids") or ()))
         if key in seen:         # the same run twice (same prompt and seed) is one piece of evidence
@@ -261,14 +268,11 @@ def pooled_sampling(recordings: list[dict], others: list[dict] = ()) -> list[dic
         seen.add(key)
         T = applies(rec.get("declared", {})) or T
         for key, v in collect(rec).items():
-            data[key] += v
+            data[key] = v if key == "declared" else data.get(key, type(v)()) + v
     found = judge(data, T, f"{len(recordings)} runs pooled") if T else []
     return dedupe(list(others) + found)
 
 
 def dedupe(found: list[dict]) -> list[dict]:
     """Greedy drafts also look like drafts sampled at a tiny temperature: one cause, one code."""
-    if any(f["code"] == "greedy_draft_sampling" for f in found):
-        found = [f for f in found if not (f["code"] == "hidden_draft_processing"
-                                          and "effective_temperature" in f.get("evidence", {}))]
-    return found
+    return argmax_rule.dedupe(found)
