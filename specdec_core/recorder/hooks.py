@@ -219,7 +219,8 @@ class Recorder:
             else:
                 rec["rows"] = None
             tree_hooks.post(rec, logits, cache, self._slots)    # every node under every row
-            self._batch.post(rec, who, logits, cache, _rows, self.declared.get("temperature"))
+            self._batch.post(rec, who, logits, cache, lambda lg, ids, T: _rows(lg, {}, ids, T),
+                             self.declared.get("temperature"))   # rows: no declared processing
             tm = rec.get("time")
             if tm is not None:
                 tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
