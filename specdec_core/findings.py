@@ -218,3 +218,9 @@ register("edge_tokenizer", "info", "the edge drafts in its own vocabulary: its f
          "the recording's edge has a vocabulary other than the cloud's and its tokenizer's texts",
          source="recorder")
 # (an edge whose re-tokenized prompt lost the audio condition tokens: `audio_missing`, warning)
+
+# -- recordings cut short (issue 43) ---------------------------------------------------------
+register("incomplete_recording", "error", "the recording stops before the output does (a file cut "
+         "short, hooks removed early, a decode that crashed): what the missing forwards did cannot "
+         "be judged", "2+ output ids at the end that no recorded forward was fed or scored",
+         source="recorder")

@@ -1,7 +1,9 @@
-"""`python -m specdec_core run|batch|bench|check|faults|presets` (contract: ../shared/design.md).
+"""`python -m specdec_core run|record|batch|bench|check|faults|presets` (verbs, flags, exit codes
+and JSON fields: docs/cli.md).
 
-Exit codes: 0 all clips ok, 1 some clip failed, 2 usage error (bad knob, backend, config).
-User errors print one line on stderr, never a traceback.
+Exit codes: 0 all clips ok, 1 some clip failed (or `--fail-on` found a finding of that severity
+or worse), 2 usage error (bad knob, backend, config). User errors print one line on stderr,
+never a traceback.
 
 This package is the only place that parses arguments and prints: the commands live in
 cli/commands.py, their plain-text reports in cli/reports.py; the engine modules they call
@@ -13,6 +15,7 @@ import argparse
 import sys
 
 from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # noqa: F401
+from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
 from specdec_core.recorder import cli as recorder_cli
@@ -47,6 +50,14 @@ def _add_config_args(p):
     p.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
 
 
+def _add_fail_on(p):
+    p.add_argument("--fail-on", choices=tuple(FAIL_ON), default=None, help="exit 1 when a finding "
+                   "of this severity or worse is present (error: errors only; warning: errors and "
+                   "warnings), for CI")
+    p.epilog = EXIT_CODES
+    return p
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -70,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(r)
     r.add_argument("--baseline", action="store_true", help="also run the cloud model alone")
     r.add_argument("--out", help="results JSON path (default: stdout)")
+    _add_fail_on(r)
     _add_batch(sub)
     _add_bench(sub)
     c = sub.add_parser("check", help="check an edge/cloud pair before decoding (exit 0 usable, "
@@ -78,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", help="also write the report JSON here")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
-    _add_backend_args(recorder_cli.add_parser(sub), cloud_url=False, prompt=False)
+    _add_backend_args(_add_fail_on(recorder_cli.add_parser(sub)), cloud_url=False)
     return ap
 
 
