@@ -80,3 +80,15 @@ def test_readme_command_as_typed(clone, lang, cmd):
     want = 1 if re.search(r"#.*\bexit 1\b", cmd) else 0
     assert p.returncode == want, (cmd, p.stderr[-2000:])
     assert "Traceback" not in p.stderr and "ModuleNotFoundError" not in p.stderr
+
+
+def test_nothing_in_readme_or_docs_points_outside_the_repository():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             ROOT / "examples" / "decoders" / "README.md"]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "../shared" not in text and "design.md" not in text, page.name
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if re.match(r"[a-z]+:", target):          # http(s): links are fine
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: dead link {target}"

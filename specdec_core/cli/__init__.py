@@ -28,7 +28,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_backend_args(p, cloud_url: bool = True, prompt: bool = True):
-    p.add_argument("--backend", default="demo", help="demo (default) | omni | hf")
+    p.add_argument("--backend", default="demo", help="demo (default: the shipped pair, audio in) | "
+                   "omni (Qwen2.5-Omni thinkers) | hf (any two text causal LMs sharing a tokenizer: "
+                   "--edge-model DIR --cloud-model DIR --prompt TEXT, no audio); docs/cli.md")
     p.add_argument("--edge-model", help="edge model folder or hub id (omni/hf)")
     p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf); with "
                    "--cloud-url, the served model's name (default: the one it serves)")
@@ -36,7 +38,7 @@ def _add_backend_args(p, cloud_url: bool = True, prompt: bool = True):
         p.add_argument("--cloud-url", help="verify with a cloud behind an OpenAI-compatible server "
                        "(vLLM; `make cloud`), e.g. http://127.0.0.1:8000")
     if prompt:
-        p.add_argument("--prompt", help="text prompt (hf backend)")
+        p.add_argument("--prompt", help="text prompt (hf backend: no audio files)")
     p.add_argument("--device", help="cuda | cpu (omni)")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="weights and activations: "
                    "float32 | bfloat16 | float16 (default: the backend's own, float32 for demo/hf, "
