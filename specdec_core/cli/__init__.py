@@ -1,5 +1,6 @@
-"""`python -m specdec_core run|record|batch|bench|check|faults|presets` (verbs, flags, exit codes
-and JSON fields: docs/cli.md).
+"""`python -m specdec_core run|record|batch|bench|check|faults|presets` (docs/cli.md).
+
+Verbs, flags, exit codes and the JSON fields of traces and recordings: docs/cli.md.
 
 Exit codes: 0 all clips ok, 1 some clip failed (or `--fail-on` found a finding of that severity
 or worse), 2 usage error (bad knob, backend, config). User errors print one line on stderr,
