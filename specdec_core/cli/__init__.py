@@ -76,7 +76,7 @@ def _threshold_list(text: str) -> list[float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m specdec_core", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="python -m specdec_core", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="decode clips and write JSON results")
     r.add_argument("audio", nargs="*", help="audio files (none for --backend hf)")
