@@ -67,6 +67,7 @@ def clone(tmp_path_factory):
     return d
 
 
+@pytest.mark.timeout(3600)        # bench --sweep (SPECSCOPE_README_ALL=1) takes minutes
 @pytest.mark.parametrize("lang,cmd", CASES, ids=[c[1][:70] for c in CASES])
 def test_readme_command_as_typed(clone, lang, cmd):
     if any(n in cmd for n in NEVER) and lang == "bash":
