@@ -64,7 +64,8 @@ def clone(tmp_path_factory):
     d = tmp_path_factory.mktemp("readme") / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(d)], check=True, timeout=300)
     (d / ".venv").symlink_to(Path(sys.prefix))       # what `make demo` / `make test` made
-    return d
+    yield d
+    (d / ".venv").unlink()                           # the link only, never the virtualenv
 
 
 @pytest.mark.timeout(3600)        # bench --sweep (SPECSCOPE_README_ALL=1) takes minutes
