@@ -228,3 +228,9 @@ register("not_judged", "info", "part of the run could not be judged from what wa
          "(no cloud logits, drafts the checks cannot read): said with the count, never guessed",
          "forwards or drafts the recorder saw without what a check needs",
          source="recorder", severities=("info", "warning"))
+
+# -- recordings cut short (issue 43) ---------------------------------------------------------
+register("incomplete_recording", "error", "the recording stops before the output does (a file cut "
+         "short, hooks removed early, a decode that crashed): what the missing forwards did cannot "
+         "be judged", "2+ output ids at the end that no recorded forward was fed or scored",
+         source="recorder")

@@ -1,7 +1,10 @@
-"""`python -m specdec_core run|batch|bench|check|faults|presets` (contract: ../shared/design.md).
+"""`python -m specdec_core run|record|batch|bench|check|faults|presets` (docs/cli.md).
 
-Exit codes: 0 all clips ok, 1 some clip failed, 2 usage error (bad knob, backend, config).
-User errors print one line on stderr, never a traceback.
+Verbs, flags, exit codes and the JSON fields of traces and recordings: docs/cli.md.
+
+Exit codes: 0 all clips ok, 1 some clip failed (or `--fail-on` found a finding of that severity
+or worse), 2 usage error (bad knob, backend, config). User errors print one line on stderr,
+never a traceback.
 
 This package is the only place that parses arguments and prints: the commands live in
 cli/commands.py, their plain-text reports in cli/reports.py; the engine modules they call
@@ -13,6 +16,7 @@ import argparse
 import sys
 
 from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # noqa: F401
+from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
 from specdec_core.recorder import cli as recorder_cli
@@ -25,7 +29,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_backend_args(p, cloud_url: bool = True, prompt: bool = True):
-    p.add_argument("--backend", default="demo", help="demo (default) | omni | hf")
+    p.add_argument("--backend", default="demo", help="demo (default: the shipped pair, audio in) | "
+                   "omni (Qwen2.5-Omni thinkers) | hf (any two text causal LMs sharing a tokenizer: "
+                   "--edge-model DIR --cloud-model DIR --prompt TEXT, no audio); docs/cli.md")
     p.add_argument("--edge-model", help="edge model folder or hub id (omni/hf)")
     p.add_argument("--cloud-model", help="cloud model folder or hub id (omni/hf); with "
                    "--cloud-url, the served model's name (default: the one it serves)")
@@ -33,7 +39,7 @@ def _add_backend_args(p, cloud_url: bool = True, prompt: bool = True):
         p.add_argument("--cloud-url", help="verify with a cloud behind an OpenAI-compatible server "
                        "(vLLM; `make cloud`), e.g. http://127.0.0.1:8000")
     if prompt:
-        p.add_argument("--prompt", help="text prompt (hf backend)")
+        p.add_argument("--prompt", help="text prompt (hf backend: no audio files)")
     p.add_argument("--device", help="cuda | cpu (omni)")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="weights and activations: "
                    "float32 | bfloat16 | float16 (default: the backend's own, float32 for demo/hf, "
@@ -45,6 +51,14 @@ def _add_config_args(p):
     p.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
+
+
+def _add_fail_on(p):
+    p.add_argument("--fail-on", choices=tuple(FAIL_ON), default=None, help="exit 1 when a finding "
+                   "of this severity or worse is present (error: errors only; warning: errors and "
+                   "warnings), for CI")
+    p.epilog = EXIT_CODES
+    return p
 
 
 def _int_list(text: str) -> list[int]:
@@ -62,7 +76,7 @@ def _threshold_list(text: str) -> list[float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m specdec_core", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="python -m specdec_core", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="decode clips and write JSON results")
     r.add_argument("audio", nargs="*", help="audio files (none for --backend hf)")
@@ -70,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(r)
     r.add_argument("--baseline", action="store_true", help="also run the cloud model alone")
     r.add_argument("--out", help="results JSON path (default: stdout)")
+    _add_fail_on(r)
     _add_batch(sub)
     _add_bench(sub)
     c = sub.add_parser("check", help="check an edge/cloud pair before decoding (exit 0 usable, "
@@ -78,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", help="also write the report JSON here")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
-    _add_backend_args(recorder_cli.add_parser(sub), cloud_url=False, prompt=False)
+    _add_backend_args(_add_fail_on(recorder_cli.add_parser(sub)), cloud_url=False)
     return ap
 
 

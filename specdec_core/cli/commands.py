@@ -79,7 +79,12 @@ def cmd_run(args) -> int:
         Path(args.out).write_text(text, encoding="utf-8")
     else:
         print(text)
-    return 0 if all(r["ok"] for r in results) else 1
+    failing = reports.fail_on_line(args.fail_on, [
+        (r["audio"], (r.get("trace") or {}).get("diagnostics") or []) for r in results if r["ok"]]
+        + [("pooled", out.get("pooled_findings") or [])])
+    if failing:
+        print(failing, file=sys.stderr)
+    return 0 if all(r["ok"] for r in results) and not failing else 1
 
 
 def cmd_batch(args) -> int:

@@ -6,6 +6,29 @@ from specdec_core.evaluation.batch import KEY_METRICS, BatchResult
 from specdec_core.evaluation.bench import METHODS
 
 
+FAIL_ON = {"error": ("error",), "warning": ("error", "warning")}
+EXIT_CODES = ("exit codes: 0 every clip ran (and, with --fail-on, no finding of that severity or "
+              "worse); 1 a clip failed (ok: false) or --fail-on found one; 2 usage error (bad "
+              "option, knob, backend, file or decoder signature). docs/cli.md")
+
+
+def fail_on_line(level: str | None, findings_by_clip) -> str:
+    """--fail-on error|warning: one line naming the findings of that severity or worse (clip:
+    code, ...), or '' when there is none (or no --fail-on). Nested symptoms count too."""
+    if not level:
+        return ""
+    hits = {}
+    for clip, found in findings_by_clip:
+        codes = [f["code"] for f in found if f.get("severity") in FAIL_ON[level]]
+        if codes:
+            hits[clip or "prompt"] = hits.get(clip or "prompt", []) + codes
+    if not hits:
+        return ""
+    n = sum(len(v) for v in hits.values())
+    return (f"--fail-on {level}: {n} finding(s) of severity {level} or worse: "
+            + "; ".join(f"{clip}: {', '.join(dict.fromkeys(v))}" for clip, v in hits.items()))
+
+
 def batch_report(result: BatchResult) -> str:
     """The summary and checklist of every configuration as plain text (CLI output)."""
     out = []

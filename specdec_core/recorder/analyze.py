@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
-from specdec_core.recorder import (checks, head_checks, named_causes, normalize, not_judged,
-                                   omni_checks, output_checks, penalty_check, sampling, speed,
-                                   tree_trace)
+from specdec_core.recorder import (checks, head_checks, incomplete, named_causes, normalize,
+                                   not_judged, omni_checks, output_checks, penalty_check, sampling,
+                                   speed, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -173,7 +173,8 @@ def _analyze_one(rec: dict, tokenizer, info, dependence, check_list):
     repaired += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
     # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
-    found = judge_text(link(repaired + check_list(Evidence(rec, t, rounds, texts, trace))), rec)
+    found = link(repaired + check_list(Evidence(rec, t, rounds, texts, trace)))
+    found = judge_text(incomplete.nest(found, incomplete.check_incomplete(t, texts)), rec)
     found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
     trace.diagnostics = found
     return trace, found

@@ -1,17 +1,18 @@
-"""`python -m specdec_core record FILE.py[:FUNCTION] AUDIO [AUDIO ...] [--backend demo]
-[--edge-model DIR --cloud-model DIR] [--set k=4 ...] [--reference] [--out rec.json]`: run the
-user's own decoder under the Recorder and diagnose it blind. FUNCTION defaults to `decode`.
-Exit codes as for `run`: 0 ok, 1 some clip failed, 2 usage error."""
+"""`python -m specdec_core record FILE.py[:FUNCTION] [AUDIO ...] [--backend demo|omni|hf]
+[--edge-model DIR --cloud-model DIR] [--prompt TEXT] [--set k=4 ...] [--reference]
+[--fail-on error|warning] [--out rec.json]`: run the user's own decoder under the Recorder and
+diagnose it blind. FUNCTION defaults to `decode`; a text-only pair (hf) takes --prompt and no
+audio. Exit codes as for `run` (docs/cli.md)."""
 from __future__ import annotations
 
 import contextlib
 import importlib.util
 import json
 import sys
-import traceback
 from pathlib import Path
 
 from specdec_core.errors import UserError
+from specdec_core.recorder.user_code import EXPECTED, check_call, failed, where as _where
 
 KNOBS = {"k": int, "max_new_tokens": int, "min_new_tokens": int, "temperature": float,
          "verify": str, "rank_threshold": int, "prompt_type": str,
@@ -24,9 +25,11 @@ DEFAULTS = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy
 def add_parser(sub):
     """The record subparser; the backend options (--backend, --edge-model, ...) are added by
     the CLI from the same definitions as `run`'s."""
-    p = sub.add_parser("record", help="record and diagnose your own decoder (FILE.py[:FUNCTION])")
+    p = sub.add_parser("record", help="record and diagnose your own decoder (FILE.py[:FUNCTION])",
+                       description=f"FUNCTION is called as {EXPECTED}.")
     p.add_argument("target", metavar="FILE.py[:FUNCTION]", help="FUNCTION defaults to decode")
-    p.add_argument("audio", nargs="+")
+    p.add_argument("audio", nargs="*", help="audio files (none for a text-only pair: "
+                   "--backend hf --prompt TEXT)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help=f"declared knobs: {', '.join(KNOBS)}")
     p.add_argument("--reference", action="store_true",
@@ -77,17 +80,6 @@ def parse_sets(sets) -> dict:
     return d
 
 
-def _where(e: BaseException) -> str:
-    """One line: the exception and the deepest frame in user code (file:line, function)."""
-    tb = traceback.extract_tb(e.__traceback__)
-    core = str(Path(__file__).resolve().parents[1])
-    user = [f for f in tb if not f.filename.startswith(core) and "site-packages" not in f.filename]
-    fr = (user or tb or [None])[-1]
-    msg = str(e).splitlines()[0] if str(e) else ""
-    loc = f" at {Path(fr.filename).name}:{fr.lineno} in {fr.name}" if fr else ""
-    return f"{type(e).__name__}: {msg}{loc}"
-
-
 def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | None = None) -> dict:
     """What a decoder's signature asks for beyond the contract: the declared temperature
     (sampling loops), `model_inputs`, the prompt's model inputs besides the ids (Omni:
@@ -111,6 +103,15 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
     from specdec_core.recorder.processing import KNOBS as PROCESSING
     extra.update({k: knobs[k] for k in PROCESSING if k in ps and knobs.get(k) is not None})
     return extra
+
+
+def call_kwargs(fn, knobs: dict, stops: tuple, extra: dict, head=None) -> dict:
+    """The keyword arguments of the call, checked against fn's signature (UserError, one line,
+    naming the file:line of the def and the expected signature)."""
+    kwargs = {"k": knobs["k"], "max_new_tokens": knobs["max_new_tokens"], "stop_ids": stops,
+              **extra, **({"drafter": head} if head is not None else {})}
+    check_call(fn, 4, kwargs)
+    return kwargs
 
 
 def head_drafter(fn, backend):
@@ -165,7 +166,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     from specdec_core.recorder.analyze import analyze
     from specdec_core.recorder.hooks import Recorder
 
-    label = str(src)
+    label = None if src is None else str(src)     # a text-only pair (hf): no audio
     try:
         prompt = prepare(backend, src, DecodeConfig(prompt_type=knobs["prompt_type"]))
     except UserError as e:
@@ -175,16 +176,17 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     head = head_drafter(fn, backend)
     rec = Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids, stops,
                    drafter=head, **declared)
+    try:
+        kwargs = call_kwargs(fn, knobs, stops, _extra_knobs(fn, knobs, prompt.prefill_kwargs, seed), head)
+    except UserError as e:                        # a signature that cannot take the call
+        return {"audio": label, "ok": False, "error": str(e)}
     sys.path.insert(0, str(path.parent))
     try:
         with rec, torch.no_grad(), kept_configs(backend.edge, backend.cloud):
-            out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(),
-                     k=knobs["k"], max_new_tokens=knobs["max_new_tokens"], stop_ids=stops,
-                     **_extra_knobs(fn, knobs, prompt.prefill_kwargs, seed),
-                     **({"drafter": head} if head is not None else {}))
+            out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(), **kwargs)
         out = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
     except Exception as e:
-        return {"audio": label, "ok": False, "error": f"decoder failed: {_where(e)}",
+        return {"audio": label, "ok": False, "error": failed(fn, e),
                 "recording": rec.finish([])}
     finally:
         sys.path.remove(str(path.parent))
@@ -264,17 +266,24 @@ def cmd_record(args) -> int:
     from specdec_core.analysis.metrics import time_line
     from specdec_core.api import open_backend
 
+    from specdec_core.cli.reports import fail_on_line
+
     knobs = parse_sets(args.sets)
     fn, path = load_function(args.target)
+    call_kwargs(fn, knobs, (), {})                 # a wrong signature: exit 2 before any load
     backend = open_backend(args)
     from specdec_core.pairs import warning_lines   # the load-time pair check's warnings
     for line in warning_lines(backend):
         print(line, file=sys.stderr)
+    sources = args.audio or ([None] if not backend.needs_audio else [])
+    if not sources:
+        raise UserError(f"no audio files given (the {backend.name} backend decodes audio; a "
+                        "text-only pair is --backend hf --prompt TEXT)")
     results = []
-    for i, src in enumerate(args.audio):
+    for i, src in enumerate(sources):
         res = record_clip(fn, path, backend, src, knobs, args.reference, seed=args.seed + i)
         results.append(res)
-        print(f"{res['audio']}: " + (f"recorded; {_by_severity(res.get('findings', []))}"
+        print(f"{res['audio'] or 'prompt'}: " + (f"recorded; {_by_severity(res.get('findings', []))}"
                                      if res["ok"] else f"error: {res['error']}"), file=sys.stderr)
         if line := time_line(res.get("time_split")):
             print(f"  {line}", file=sys.stderr)
@@ -291,4 +300,8 @@ def cmd_record(args) -> int:
         Path(args.out).write_text(text, encoding="utf-8")
     else:
         print(text)
-    return 0 if all(r["ok"] for r in results) else 1
+    failing = fail_on_line(args.fail_on, [(r["audio"], r.get("findings") or []) for r in results]
+                           + [("pooled", pooled)])
+    if failing:
+        print(failing, file=sys.stderr)
+    return 0 if all(r["ok"] for r in results) and not failing else 1
