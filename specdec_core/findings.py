@@ -218,3 +218,15 @@ register("edge_tokenizer", "info", "the edge drafts in its own vocabulary: its f
          "the recording's edge has a vocabulary other than the cloud's and its tokenizer's texts",
          source="recorder")
 # (an edge whose re-tokenized prompt lost the audio condition tokens: `audio_missing`, warning)
+
+# -- issue 42 (trees under sampling; what could not be judged) --------------------------------
+register("sibling_resampled", "error", "a tree loop's residual is not updated between siblings: a "
+         "rejected child's mass stays in the distribution the next child and the correction are "
+         "drawn from", "a correction equal to a child rejected at the same tree node (probability 0 "
+         "under SpecInfer's / EAGLE's sibling rule)", source="recorder")
+register("sibling_distribution", "error", "a multi-candidate tree rule that does not emit the cloud's "
+         "distribution", "the emitted token at tree nodes with children is one of them more (or less) "
+         "often than the cloud's p gives (exact test, pooled over nodes)", source="recorder")
+register("not_judged", "info", "part of the run could not be judged from what was recorded",
+         "evidence a check needs is missing; the finding gives the count and what was missing",
+         source="recorder", severities=("info", "warning"))

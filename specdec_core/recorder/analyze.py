@@ -7,7 +7,7 @@ from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
 from specdec_core.recorder import (checks, dropped, head_checks, omni_checks, output_checks,
-                                   sampling, speed, tree, tree_trace)
+                                   sampling, speed, tree, tree_sampling, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -15,7 +15,7 @@ from specdec_core.recorder.roots import link
 from specdec_core.recorder.rounds import build_rounds
 from specdec_core.recorder.tape import build_tapes
 from specdec_core.recorder.validate import check_fields, check_recording
-from specdec_core.recorder import retokenized
+from specdec_core.recorder import resumed, retokenized
 from specdec_core.recorder.trace_build import Texts, build_trace
 
 SEVERITY = {"error": 0, "warning": 1, "info": 2}
@@ -58,6 +58,7 @@ class Evidence:
     rounds: list
     texts: Texts
     trace: object
+    trees: dict | None = None          # tree.normalize's info (raw tree forwards, paths)
 
     @property
     def declared(self) -> dict:
@@ -109,6 +110,7 @@ CHECKS = CheckList([
     lambda e: check_structure(e.t, e.rounds, e.rec, e.texts),
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
+    lambda e: tree_sampling.check(e.rec, e.trees),
     lambda e: head_checks.check_stale_features(e.t),
     *map(_on_trace, TRACE_CHECKS),
     *map(_on_task, TASK_CHECKS),
@@ -124,6 +126,7 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     rec, repaired = dropped.repair(rec)
     repaired = retok + repaired   # the rest reads the text the models were fed
     rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
+    rec = resumed.annotate(rec)           # where the loop resumed: a repeated draft was a correction
     t = build_tapes(rec)
     rounds = tree_trace.fix_rounds(build_rounds(t))
     texts = Texts(tokenizer)
@@ -131,7 +134,7 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     repaired += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
     # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
-    found = judge_text(link(repaired + CHECKS(Evidence(rec, t, rounds, texts, trace))), rec)
+    found = judge_text(link(repaired + CHECKS(Evidence(rec, t, rounds, texts, trace, trees))), rec)
     found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
     trace.diagnostics = found
     return trace, found

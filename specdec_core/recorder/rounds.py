@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specdec_core.recorder.resumed import resumed_at
 from specdec_core.recorder.tape import Fwd, Tapes
 
 
@@ -58,6 +59,7 @@ def build_rounds(t: Tapes) -> list[Round]:
         a = 0
         while (s + a < len(f.ctx) and s + a < len(C) and f.ctx[s + a] == C[s + a]):
             a += 1
+        a = resumed_at(f.raw, s, a)     # the loop's correction repeated the draft (resumed.py)
         cur.cloud, cur.start, cur.block_start = f, K, s
         cur.block, cur.accepted = list(f.ctx[s:]), a
         cur.drafted_by = {p: drafted[p] for p in range(s, len(f.ctx)) if p in drafted}
