@@ -227,6 +227,7 @@ register("sibling_resampled", "error", "a tree loop's residual is not updated be
 register("sibling_distribution", "error", "a multi-candidate tree rule that does not emit the cloud's "
          "distribution", "the emitted token at tree nodes with children is one of them more (or less) "
          "often than the cloud's p gives (exact test, pooled over nodes)", source="recorder")
-register("not_judged", "info", "part of the run could not be judged from what was recorded",
-         "evidence a check needs is missing; the finding gives the count and what was missing",
-         source="recorder", severities=("info", "warning"))
+if "not_judged" not in REGISTRY:      # issue 41/42 helpers each add it: one entry whatever the merge
+    register("not_judged", "info", "part of the run could not be judged from what was recorded",
+             "evidence a check needs is missing; the finding gives the count and what was missing",
+             source="recorder", severities=("info", "warning"))
