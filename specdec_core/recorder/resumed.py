@@ -82,8 +82,3 @@ def annotate(rec: dict) -> dict:
                                   for f in rec.get("forwards") or []])
     return rec
 
-
-def resumed_at(raw: dict, start: int, accepted: int) -> int:
-    """Drafts accepted by the loop in a round read as `accepted` from the committed text."""
-    cut = raw.get("resumed_at")
-    return cut - start if cut is not None and start <= cut < start + accepted else accepted

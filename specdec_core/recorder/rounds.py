@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specdec_core.recorder.resumed import resumed_at
 from specdec_core.recorder.tape import Fwd, Tapes
 
 
@@ -25,6 +24,13 @@ class Round:
     @property
     def verified(self) -> bool:
         return self.cloud is not None
+
+
+def resumed_at(raw: dict, start: int, accepted: int) -> int:
+    """Drafts the loop accepted in a round the committed text reads as `accepted`: fewer where
+    it resumed at its own correction (`resumed_at`, set by recorder/resumed.py)."""
+    cut = raw.get("resumed_at")
+    return cut - start if cut is not None and start <= cut < start + accepted else accepted
 
 
 def _draft_rows(edge_fwds: list[Fwd]) -> dict:
