@@ -92,13 +92,17 @@ def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecode
 
 
 def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name: str | None = None,
-             cancel: threading.Event | None = None, speaker=None) -> dict:
+             cancel: threading.Event | None = None, speaker=None, recordings: list | None = None) -> dict:
     """One entry of the CLI's `results` list. User errors become {"ok": false, "error": ...}.
-    A cancelled or timed-out decode is still ok, with metrics.ended_by saying so."""
+    A cancelled or timed-out decode is still ok, with metrics.ended_by saying so. `recordings`
+    (optional) receives the run's recording (what `run` pools over its clips)."""
     label = name or _name(audio_src)
     try:
         prompt = prepare(backend, audio_src, cfg, speaker=speaker)
-        tr = judged_run(backend, prompt, cfg, cancel=cancel)
+        got: dict = {}
+        tr = judged_run(backend, prompt, cfg, cancel=cancel, out=got)
+        if recordings is not None and got.get("recording") is not None:
+            recordings.append(got["recording"])
         res = {"audio": label, "ok": True, "text": tr.text, "token_ids": tr.token_ids,
                "metrics": tr.metrics, "trace": tr.to_dict()}
         if baseline and tr.ended_by not in ("cancelled", "time_limit"):

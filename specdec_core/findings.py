@@ -234,3 +234,12 @@ register("incomplete_recording", "error", "the recording stops before the output
          "short, hooks removed early, a decode that crashed): what the missing forwards did cannot "
          "be judged", "2+ output ids at the end that no recorded forward was fed or scored",
          source="recorder")
+
+# -- issue 42 (trees under sampling; what could not be judged) --------------------------------
+register("sibling_resampled", "error", "a tree loop's residual is not updated between siblings: a "
+         "rejected child's mass stays in the distribution the next child and the correction are "
+         "drawn from", "a correction equal to a child rejected at the same tree node (probability 0 "
+         "under SpecInfer's / EAGLE's sibling rule)", source="recorder")
+register("sibling_distribution", "error", "a multi-candidate tree rule that does not emit the cloud's "
+         "distribution", "the emitted token at tree nodes with children is one of them more (or less) "
+         "often than the cloud's p gives (exact test, pooled over nodes)", source="recorder")

@@ -37,7 +37,8 @@ def test_run_hf_writes_the_contract_json(pair, tmp_path):
             "--baseline", "--out", str(out))
     assert p.returncode == 0, p.stderr
     data = json.loads(out.read_text())
-    assert set(data) == {"backend", "config", "results"} and data["backend"] == "hf"
+    assert set(data) == {"backend", "config", "results", "pooled_findings"} and data["backend"] == "hf"
+    assert data["pooled_findings"] == []          # one clip: nothing to pool
     assert data["config"]["max_new_tokens"] == 20
     (r,) = data["results"]
     assert r["ok"] is True and {"audio", "text", "token_ids", "metrics", "trace", "baseline"} <= set(r)

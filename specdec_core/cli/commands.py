@@ -5,6 +5,7 @@ to cli.main, which prints it as one line.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -59,10 +60,15 @@ def cmd_run(args) -> int:
     sources = args.audio or ([None] if not backend.needs_audio else [])
     if not sources:
         raise UserError("no audio files given")
-    results = []
-    for src in sources:
-        res = run_clip(backend, src, cfg, baseline=args.baseline)
+    results, recorded = [], []
+    for i, src in enumerate(sources):
+        # clip i gets seed + i, as `record --seed` gives: pooled runs must be independent
+        got: list = []
+        res = run_clip(backend, src, dataclasses.replace(cfg, seed=cfg.seed + i),
+                       baseline=args.baseline, recordings=got)
         results.append(res)
+        if res["ok"] and got:
+            recorded.append({"ok": True, "recording": got[0], "trace": res.get("trace")})
         status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
         print(f"{res['audio']}: {status}", file=sys.stderr)
         if res["ok"] and (line := reports.time_line(res["metrics"].get("time_split"))):
@@ -71,8 +77,10 @@ def cmd_run(args) -> int:
             print(f"  {line}", file=sys.stderr)
         for line in reports.reference_lines(res):
             print(f"  {line}", file=sys.stderr)
-    # the contract's keys only: each result's trace.info.dtype says which dtype ran
-    out = {"backend": args.backend, "config": cfg.to_dict(), "results": results}
+    pooled = run_pooled(recorded, len(results))
+    # the contract's keys: each result's trace.info.dtype says which dtype ran
+    out = {"backend": args.backend, "config": cfg.to_dict(), "results": results,
+           "pooled_findings": pooled}
     text = json.dumps(out, ensure_ascii=False, indent=1)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +93,16 @@ def cmd_run(args) -> int:
     if failing:
         print(failing, file=sys.stderr)
     return 0 if all(r["ok"] for r in results) and not failing else 1
+
+
+def run_pooled(recorded: list[dict], n: int) -> list[dict]:
+    """`run`'s pooled findings over its clips: `record`'s checks and report lines."""
+    from specdec_core.recorder.cli import pooled_findings, pooled_lines
+
+    pooled = pooled_findings(recorded)
+    for line in pooled_lines(pooled, n):
+        print(line, file=sys.stderr)
+    return pooled
 
 
 def cmd_batch(args) -> int:

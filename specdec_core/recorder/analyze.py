@@ -8,7 +8,7 @@ from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
 from specdec_core.recorder import (checks, head_checks, incomplete, named_causes, normalize,
                                    not_judged, omni_checks, output_checks, penalty_check, sampling,
-                                   speed, tree_trace)
+                                   speed, tree_sampling, tree_trace)
 from specdec_core.findings import finding
 from specdec_core.recorder.checks import _ev
 from specdec_core.recorder.model_or_decoder import judge_text
@@ -59,6 +59,7 @@ class Evidence:
     rounds: list
     texts: Texts
     trace: object
+    trees: dict | None = None          # tree.normalize's info (raw tree forwards, paths)
 
     @property
     def declared(self) -> dict:
@@ -116,6 +117,7 @@ CHECKS = CheckList(_ROW + [
     lambda e: speed.check_speed(e.rec, e.t),
     lambda e: sampling.check_sampling(e.rec),
     lambda e: penalty_check.check(e.t, e.declared),     # a declared penalty under sampling
+    lambda e: tree_sampling.check(e.rec, e.trees),
     lambda e: head_checks.check_stale_features(e.t),
     lambda e: not_judged.check_unseen(e.rec),
     *map(_on_trace, TRACE_CHECKS),
@@ -173,7 +175,7 @@ def _analyze_one(rec: dict, tokenizer, info, dependence, check_list):
     repaired += trees["findings"] + tree_trace.attach(trace, rounds, trees)
     attach(trace, dependence)
     # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
-    found = link(repaired + check_list(Evidence(rec, t, rounds, texts, trace)))
+    found = link(repaired + check_list(Evidence(rec, t, rounds, texts, trace, trees)))
     found = judge_text(incomplete.nest(found, incomplete.check_incomplete(t, texts)), rec)
     found.sort(key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
     trace.diagnostics = found

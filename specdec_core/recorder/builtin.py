@@ -104,9 +104,11 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
     yield ev
 
 
-def judged_run(backend, prompt, cfg: DecodeConfig, cancel=None, isolated: bool = False):
-    """The built-in decoder's Trace, its diagnostics from the one check list."""
-    for ev in judged_stream(backend, prompt, cfg, cancel=cancel, isolated=isolated):
+def judged_run(backend, prompt, cfg: DecodeConfig, cancel=None, isolated: bool = False,
+               out: dict | None = None):
+    """The built-in decoder's Trace, its diagnostics from the one check list (`out`: as for
+    judged_stream, e.g. the recording for `run`'s pooled findings)."""
+    for ev in judged_stream(backend, prompt, cfg, cancel=cancel, isolated=isolated, out=out):
         pass
     return ev["trace"]
 

@@ -145,9 +145,12 @@ def check_own_prompt(t: Tapes, texts) -> list[dict]:
 
 
 def draft_samples(t: Tapes, rounds) -> list:
-    """(edge fwd, row, drafted token) for drafts made from the context the cloud verified."""
+    """(edge fwd, row, drafted token) for drafts made from the context the cloud verified.
+    Tree rounds are left out: their nodes are chosen (top-k), not drawn (recorder/tree_sampling.py)."""
     C, out = t.C, []
     for rnd in rounds:
+        if rnd.verified and rnd.cloud.raw.get("tree_sel") is not None:
+            continue
         ref = rnd.cloud.ctx if rnd.verified else C
         for p, (f, r) in rnd.drafted_by.items():
             if p < len(ref) and p >= max(rnd.block_start, t.P) and f.ctx[:p] == ref[:p]:

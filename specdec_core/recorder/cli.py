@@ -222,16 +222,20 @@ def pooled_findings(results: list[dict]) -> list[dict]:
     """Checks that need more evidence than one clip gives, over every recorded clip together:
     today the sampled-draft temperature check (a peaked edge drafts few informative tokens per
     clip, so a second temperature is often invisible on one clip and plain over six)."""
+    from specdec_core.analysis.audio_dependence import pooled_edge_mishears
+    from specdec_core.recorder import penalty_check, tree_sampling
     from specdec_core.recorder.pooled_temperature import pooled_temperature
     from specdec_core.recorder.sampling import pooled_sampling
 
-    from specdec_core.analysis.audio_dependence import pooled_edge_mishears
-
     recs = [r["recording"] for r in results if r.get("ok") and r.get("recording")]
     mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
-    from specdec_core.recorder import penalty_check
-    return (pooled_sampling(recs, pooled_temperature(recs) + penalty_check.pooled(recs))
-            if len(recs) > 1 else []) + mishears
+    extra = pooled_temperature(recs) + penalty_check.pooled(recs) + tree_sampling.pooled(recs)
+    return (pooled_sampling(recs, extra) if len(recs) > 1 else []) + mishears
+
+
+def pooled_lines(pooled: list[dict], n: int) -> list[str]:
+    """The text report's lines of the pooled findings (`record` and `run`)."""
+    return [f"all {n} clips pooled: {f['code']} ({f['severity']}): {f['title']}" for f in pooled]
 
 
 def _by_severity(findings: list[dict]) -> str:
@@ -290,9 +294,8 @@ def cmd_record(args) -> int:
         for line in numerics_lines(res):
             print(f"  {line}", file=sys.stderr)
     pooled = pooled_findings(results)
-    for f in pooled:
-        print(f"all {len(results)} clips pooled: {f['code']} ({f['severity']}): {f['title']}",
-              file=sys.stderr)
+    for line in pooled_lines(pooled, len(results)):
+        print(line, file=sys.stderr)
     text = json.dumps({"backend": args.backend, "declared": knobs, "results": results,
                        "pooled_findings": pooled}, ensure_ascii=False)
     if args.out:

@@ -6,7 +6,7 @@ _TEXT = ("doubling", "cycle", "punct_flood", "template_leak", "length", "no_stop
          "acceptance_collapse", "edge_mishears")
 _CONTEXT = ("context_mismatch", "hidden_draft_processing", "unverified_end", "missed_eos",
             "lossless_violation", "rank_window_exceeded", "acceptance_rule", "residual_mismatch",
-            "off_by_one", "draft_schedule") + _TEXT
+            "off_by_one", "draft_schedule", "sibling_resampled", "sibling_distribution") + _TEXT
 
 # (dropped_output explains nothing: dropped.repair removed its echoes, what the other checks
 # find on the repaired text is another bug.)
@@ -26,6 +26,7 @@ EXPLAINS: dict[str, tuple] = {
     "rank_window_exceeded": _TEXT,
     "acceptance_rule": ("residual_mismatch",) + _TEXT,
     "residual_mismatch": _TEXT,
+    "sibling_resampled": ("sibling_distribution",) + _TEXT,
     "greedy_draft_sampling": ("hidden_draft_processing",) + _TEXT,
     "stale_features": ("acceptance_collapse",),      # a warning root: lossless, acceptance drops
     "audio_missing": ("edge_mishears",),

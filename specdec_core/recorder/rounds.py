@@ -26,6 +26,13 @@ class Round:
         return self.cloud is not None
 
 
+def resumed_at(raw: dict, start: int, accepted: int) -> int:
+    """Drafts the loop accepted in a round the committed text reads as `accepted`: fewer where
+    it resumed at its own correction (`resumed_at`, set by recorder/resumed.py)."""
+    cut = raw.get("resumed_at")
+    return cut - start if cut is not None and start <= cut < start + accepted else accepted
+
+
 def _draft_rows(edge_fwds: list[Fwd]) -> dict:
     """position p -> (forward, row) of the latest edge row that scored p-1 (i.e. drafted p)."""
     out, checks = {}, {}
@@ -58,6 +65,7 @@ def build_rounds(t: Tapes) -> list[Round]:
         a = 0
         while (s + a < len(f.ctx) and s + a < len(C) and f.ctx[s + a] == C[s + a]):
             a += 1
+        a = resumed_at(f.raw, s, a)     # the loop's correction repeated the draft (resumed.py)
         cur.cloud, cur.start, cur.block_start = f, K, s
         cur.block, cur.accepted = list(f.ctx[s:]), a
         cur.drafted_by = {p: drafted[p] for p in range(s, len(f.ctx)) if p in drafted}

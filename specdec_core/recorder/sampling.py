@@ -57,7 +57,7 @@ def collect(rec: dict) -> dict:
         if qa is not None:
             out["drafts"].append((math.exp(qa), x == f.rows["argmax"][r], f.i, f.first_q + r + 1, f, r))
     for rnd in rounds:
-        if not rnd.verified:
+        if not rnd.verified or rnd.cloud.raw.get("tree_sel") is not None:   # trees: tree_sampling.py
             continue
         cf, n = rnd.cloud, len(rnd.block)
         rejected = rnd.accepted < n and rnd.extra is not None

@@ -124,7 +124,8 @@ def build_tapes(rec: dict) -> Tapes:
             f.first_q = L + rows["offset"]
         t.fwds.append(f)
         if f.model == "cloud" and rows:
+            cut = raw.get("resumed_at", math.inf)   # rows past the loop's own correction (resumed.py)
             for q in f.row_positions():
-                if q + 1 <= f.match and q + 1 >= t.P and q + 1 < len(C) + 1:
+                if q + 1 <= f.match and q + 1 >= t.P and q + 1 < len(C) + 1 and q < cut:
                     t.decided.setdefault(q + 1, (f.i, q - f.first_q))
     return t

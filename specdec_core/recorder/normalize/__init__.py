@@ -2,15 +2,16 @@
 canonical before the tapes, rounds and checks read it. One module per assumption removed:
 retokenized (an edge with its own tokenizer), dropped (ids dropped from the returned output),
 shift (a drafter fed one position behind: EAGLE's head), tree (a verified tree read as the chain
-of its accepted path). `batch_rows` comes first, in analyze: a batch > 1 recording split into one
+of its accepted path), resumed (where a sampling loop resumed: a correction equal to the rejected
+draft is a correction, not an acceptance). `batch_rows` comes first, in analyze: a batch > 1 recording split into one
 single-row recording per row (padding, per-row cache lengths and positions, slots a realignment
 moved), each then normalized by `run`."""
 from __future__ import annotations
 
-from specdec_core.recorder import dropped, retokenized, tree
+from specdec_core.recorder import dropped, resumed, retokenized, tree
 from specdec_core.recorder.normalize import shift
 
-__all__ = ["retokenized", "dropped", "shift", "tree", "run"]
+__all__ = ["retokenized", "dropped", "shift", "tree", "resumed", "run"]
 
 
 def run(rec: dict, tokenizer) -> tuple[dict, list, dict]:
@@ -19,4 +20,5 @@ def run(rec: dict, tokenizer) -> tuple[dict, list, dict]:
     rec, repaired = dropped.repair(rec)
     rec, shifted = shift.normalize(rec)                  # a drafter fed one position behind
     rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
+    rec = resumed.annotate(rec)           # where the loop resumed: a repeated draft was a correction
     return rec, retok + repaired + shifted, trees
