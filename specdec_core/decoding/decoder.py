@@ -15,6 +15,7 @@ from specdec_core.analysis.metrics import compute_metrics, time_split
 from specdec_core.decoding import checks, steps, tree_round
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.dependence import audio_dependence
+from specdec_core.decoding.engine import apply_engine
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
 from specdec_core.decoding.runner import ModelRunner
@@ -128,6 +129,7 @@ class SpeculativeDecoder:
             run.cfg = cfg.replace(draft_tree="chain")
             run.warn({"kind": "tree_unsupported", "message": f"draft_tree={cfg.draft_tree}: {why}; "
                       "running chains"})
+        apply_engine(run.cfg, plen, run.edge, run.cloud)    # static caches (engine.py)
         run.edge.prefill(prompt)
         run.cloud.prefill(prompt)
         return run

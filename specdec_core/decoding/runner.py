@@ -19,6 +19,7 @@ class ModelRunner:
     # The prompt is fed together with the first feed() in ONE forward (as HF generate does); a
     # runner whose prefill must stay a forward of its own (Omni, a fault) sets False.
     merge_prefill = True
+    static = None    # engine=static|graphs: a decoding/engine.py StaticPlan (None: eager)
 
     def __init__(self, model, vocab_size: int | None = None):
         self.model = model
@@ -43,7 +44,7 @@ class ModelRunner:
         the first feed(), so a model that is never consulted costs nothing."""
         self._prompt_ids = prompt.input_ids.to(self.device)
         self._prefill_kwargs = dict(prompt.prefill_kwargs)
-        self.cache = DynamicCache()
+        self.cache = self.static.new_cache(self.model) if self.static else DynamicCache()
         self._len = 0
         self.seen = self._prompt_ids.shape[1] - 1
         self.history = self._prompt_ids[0, : self.seen].tolist()
@@ -83,7 +84,9 @@ class ModelRunner:
     def crop(self, n: int) -> None:
         """Keep only the first n positions of the cache (transformers 5 crop takes -removed)."""
         drop = self._len - n
-        if drop > 0:
+        if drop > 0 and self.static:        # rollback by write position (slots stay, masked)
+            self._len = n
+        elif drop > 0:
             self.cache.crop(-drop)
             self._len = n
         self.seen = n
@@ -124,7 +127,7 @@ class ModelRunner:
         self._len = self.seen
         n = self.seen + len(slots)
         drop = self.cache.get_seq_length() - n
-        if drop > 0:
+        if drop > 0 and not self.static:
             self.cache.crop(-drop)
         self._len = self.seen = n
         self.history.extend(ids)
@@ -135,6 +138,8 @@ class ModelRunner:
         `_len` instead of asking the cache every step)."""
         if self._pending:
             return self.seen
+        if self.static:       # a static cache's slots past the write position are dead
+            return self._len
         return 0 if self.cache is None else self.cache.get_seq_length()
 
     @torch.inference_mode()
@@ -162,19 +167,32 @@ class ModelRunner:
         logits of the last `keep` positions (0 = all). `mask`: a tree's [n, past + n] bool
         visibility, handed to the model as a 4D mask."""
         extra = dict(self._prefill_kwargs) if prefill else {}
-        if keep:
-            extra["logits_to_keep"] = keep
         if self._masks is None:
             self._masks = prepared_masks(self.model)
+        pos = start if isinstance(start, torch.Tensor) else self.positions(start, ids.shape[1])
+        if self.static:
+            rows = self.static.step(self, ids, pos, mask, self._static_call(extra), eager=prefill)
+            rows, self.step_features = rows if isinstance(rows, tuple) else (rows, None)
+            return self._cut(rows[-keep:] if keep else rows)
+        if keep:
+            extra["logits_to_keep"] = keep
         if mask is not None:
             extra["attention_mask"] = tree_mask(mask, self._masks, self.model, self.device)
         elif self._masks and "attention_mask" not in extra:
             extra["attention_mask"] = {"full_attention": causal_mask(self._len, ids.shape[1], self.device)}
-        pos = start if isinstance(start, torch.Tensor) else self.positions(start, ids.shape[1])
         out = self.model(input_ids=ids, position_ids=pos,
                          use_cache=True, **with_cache(self.model, self.cache), **extra)
         self.cache = output_cache(out)
         return self._cut(out.logits[0])
+
+    def _static_call(self, extra: dict):
+        """engine=static: the model call at a fixed width, with the plan's [w, kv_len] mask."""
+        def call(ids, pos, vis):
+            out = self.model(input_ids=ids, position_ids=pos, use_cache=True,
+                             attention_mask=tree_mask(vis, self._masks, self.model, self.device),
+                             **with_cache(self.model, self.cache), **extra)
+            return out.logits[0]
+        return call
 
     def _cut(self, logits: torch.Tensor) -> torch.Tensor:
         if self.vocab_size is not None and logits.shape[-1] > self.vocab_size:
