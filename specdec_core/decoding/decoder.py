@@ -129,7 +129,9 @@ class SpeculativeDecoder:
             run.cfg = cfg.replace(draft_tree="chain")
             run.warn({"kind": "tree_unsupported", "message": f"draft_tree={cfg.draft_tree}: {why}; "
                       "running chains"})
-        apply_engine(run.cfg, plen, run.edge, run.cloud)    # static caches (engine.py)
+        info["engine"], why = apply_engine(run.cfg, plen, run.edge, run.cloud)   # engine.py
+        if why:
+            run.warn({"kind": "engine", "message": why})
         run.edge.prefill(prompt)
         run.cloud.prefill(prompt)
         return run

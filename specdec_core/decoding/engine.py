@@ -48,6 +48,7 @@ class StaticPlan:
         # every write ends before prompt + max_new_tokens + a padded step past the committed end
         self.kv_len = prompt_len + cfg.max_new_tokens + 2 * self.widths[-1] + 2
         self.graphs = graphs
+        self.pad = True          # False under a recorder: each step at its own width
         self.captured: dict = {}
         self.pad_id = 0
 
@@ -56,6 +57,8 @@ class StaticPlan:
 
     def width(self, n: int) -> int:
         """The fixed width a step of n tokens runs at (n itself past the widest: a prefill)."""
+        if not self.pad:
+            return n
         return next((w for w in self.widths if w >= n), n)
 
     def mask(self, past: int, n: int, w: int, vis: torch.Tensor | None, device) -> torch.Tensor:
@@ -122,12 +125,28 @@ def _capture(runner, inputs, call) -> dict:
     return {"inputs": bufs, "graph": graph, "out": out}
 
 
-def apply_engine(cfg, prompt_len: int, *runners) -> None:
-    """engine=static|graphs: give each local runner (one with a model and a cache) its plan."""
-    if cfg.engine == "eager":
-        return
-    for r in runners:
-        if getattr(r, "static", "absent") == "absent":   # a remote cloud: nothing to preallocate
-            continue
+def apply_engine(cfg, prompt_len: int, *runners) -> tuple[dict, str | None]:
+    """engine=static|graphs: give each local runner (a model and a cache) its plan. Returns the
+    trace's info["engine"] and a one-line warning, or None. Under a recorder (forward hooks on
+    a model): graphs fall back to eager (hooks never run inside a captured graph), and static
+    steps run at their own widths (a padding row would read as a fed token)."""
+    local = [r for r in runners if getattr(r, "static", "absent") != "absent"]   # not a remote cloud
+    recorded = any(_hooked(r.model) for r in local)
+    info, warn = {"engine": cfg.engine}, None
+    if cfg.engine == "eager" or not local:
+        return info, warn
+    for r in local:
         check_engine(cfg.engine, r.device)
+    if cfg.engine == "graphs" and recorded:
+        info["engine"] = "eager"
+        return info, "engine=graphs: this run is recorded and hooks never run inside a CUDA graph: it runs eager"
+    for r in local:
         r.static = StaticPlan(cfg, prompt_len, graphs=cfg.engine == "graphs")
+        r.static.pad = not recorded
+    plan = local[0].static
+    info.update(kv_len=plan.kv_len, widths=list(plan.widths) if plan.pad else [], recorded=recorded)
+    return info, warn
+
+
+def _hooked(model) -> bool:
+    return bool(getattr(model, "_forward_hooks", None) or getattr(model, "_forward_pre_hooks", None))
