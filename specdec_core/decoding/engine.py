@@ -101,7 +101,8 @@ class StaticPlan:
         for buf, x in zip(g["inputs"], inputs):
             buf.copy_(x)
         g["graph"].replay()
-        return g["out"]
+        out = g["out"]      # the graph's own memory, rewritten by the next replay: copy it out
+        return tuple(o.clone() for o in out) if isinstance(out, tuple) else out.clone()
 
 
 def _capture(runner, inputs, call) -> dict:

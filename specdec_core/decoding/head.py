@@ -22,6 +22,7 @@ from specdec_core.decoding.runner import ModelRunner, tree_mask
 def final_norm(model):
     """The module whose output is the last hidden state the LM head reads."""
     base = getattr(model, "model", model)
+    base = getattr(base, "language_model", base)       # an Omni thinker's text model
     return getattr(base, "norm", None) or getattr(base, "final_layernorm")
 
 
@@ -83,9 +84,10 @@ class HeadRunner(ModelRunner):
     def __init__(self, head, cloud_runner, cloud_model, vocab_size=None, stale: bool = False):
         super().__init__(head, vocab_size)
         self.cloud_runner, self.cloud_model, self.stale = cloud_runner, cloud_model, stale
-        self.own = torch.zeros(0, head.config.hidden_size)   # the head's predicted features
+        h, dev = head.config.hidden_size, self.device       # kept on the head's device (a GPU)
+        self.own = torch.zeros(0, h, device=dev)    # the head's predicted features
         self.trusted = 0    # leading positions whose KV entries came from the cloud's features
-        self.used = torch.zeros(0, head.config.hidden_size)  # input feature behind each KV entry
+        self.used = torch.zeros(0, h, device=dev)   # input feature behind each KV entry
 
     def feed(self, ids, last_only=False):
         self.cloud_runner.ensure_prefilled()
@@ -112,7 +114,7 @@ class HeadRunner(ModelRunner):
         for p in range(start - 1, start + n - 1):
             own_ok = 0 <= p < self.own.shape[0]
             if p < 0:
-                rows.append(torch.zeros(self.own.shape[1]))
+                rows.append(self.own.new_zeros(self.own.shape[1]))
             elif p < have and not (self.stale and own_ok):
                 rows.append(cloud[p])
             elif own_ok:
@@ -138,8 +140,8 @@ class HeadRunner(ModelRunner):
         else:
             emb = self.cloud_model.get_input_embeddings()(ids)
             out = self.model(feats[None], emb, cache=self.cache, position_ids=pos, **extra)[0]
-        self.own = torch.cat([self.own[:start], out.detach().float().cpu()], dim=0)
-        self.used = torch.cat([self.used[:start], feats.float().cpu()], dim=0)
+        self.own = torch.cat([self.own[:start], out.detach().float()], dim=0)
+        self.used = torch.cat([self.used[:start], feats.float()], dim=0)
         if all_cloud and self.trusted == start:
             self.trusted = start + n
         rows = out[-keep:] if keep else out
