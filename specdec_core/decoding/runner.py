@@ -13,6 +13,7 @@ import torch
 from transformers import DynamicCache
 
 from specdec_core.compat import cache_gather, output_cache, with_cache
+from specdec_core.decoding import lean
 
 
 class ModelRunner:
@@ -180,16 +181,28 @@ class ModelRunner:
             extra["attention_mask"] = tree_mask(mask, self._masks, self.model, self.device)
         elif self._masks and "attention_mask" not in extra:
             extra["attention_mask"] = {"full_attention": causal_mask(self._len, ids.shape[1], self.device)}
+        if self._lean_ok(extra):
+            return self._cut(lean.forward(self.model, ids, pos, extra["attention_mask"]["full_attention"],
+                                          self.cache, keep))
         out = self.model(input_ids=ids, position_ids=pos,
                          use_cache=True, **with_cache(self.model, self.cache), **extra)
         self.cache = output_cache(out)
         return self._cut(out.logits[0])
 
+    def _lean_ok(self, extra: dict) -> bool:
+        """The layer loop (decoding/lean.py) instead of the model's call: a prepared mask, no
+        prompt kwargs (audio), no hooks on the model (a recording sees its own forward)."""
+        m = self.model
+        return (bool(self._masks) and set(extra) <= {"attention_mask", "logits_to_keep"}
+                and not (m._forward_hooks or m._forward_pre_hooks) and lean.usable(m, causal_mask))
+
     def _static_call(self, extra: dict):
         """engine=static: the model call at a fixed width, with the plan's [w, kv_len] mask."""
         def call(ids, pos, vis):
-            out = self.model(input_ids=ids, position_ids=pos, use_cache=True,
-                             attention_mask=tree_mask(vis, self._masks, self.model, self.device),
+            mask = tree_mask(vis, self._masks, self.model, self.device)
+            if self._lean_ok({**extra, "attention_mask": mask}):
+                return lean.forward(self.model, ids, pos, mask["full_attention"], self.cache)
+            out = self.model(input_ids=ids, position_ids=pos, use_cache=True, attention_mask=mask,
                              **with_cache(self.model, self.cache), **extra)
             return out.logits[0]
         return call
