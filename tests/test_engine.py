@@ -154,3 +154,36 @@ def test_static_on_tiny_omni_thinkers_matches_eager_and_generate():
     assert got["static"].token_ids == got["eager"].token_ids == ref[0, ids.shape[1]:].tolist()
     assert 0 < got["static"].metrics["acceptance_rate"] < 1          # rollbacks happened
     assert not [w for w in got["static"].warnings if w["kind"] == "cache_desync"]
+
+
+def test_lean_layer_loop_is_used_on_the_demo_pair_and_not_under_hooks(demo, prompts):
+    """The runner's layer loop (decoding/lean.py) passed its bit-for-bit check on both demo
+    models; a model with a forward hook (a recording) gets the model's own call."""
+    from specdec_core.decoding import lean
+    from specdec_core.decoding.runner import causal_mask
+
+    assert lean.usable(demo.edge, causal_mask) and lean.usable(demo.cloud, causal_mask)
+    r = ModelRunner(demo.cloud)
+    r.prefill(prompts[0])
+    r.feed([prompts[0].input_ids[0, -1].item()])
+    assert r._lean_ok({"attention_mask": {}})
+    seen = []
+    h = demo.cloud.register_forward_hook(lambda *a: seen.append(1))
+    try:
+        assert not r._lean_ok({"attention_mask": {}})
+        r.feed([11, 12])
+    finally:
+        h.remove()
+    assert seen == [1]
+
+
+def test_round_device_time_only_on_cuda_and_drawn_as_a_line(demo, prompts):
+    from components.timing_plot import timing_figure
+
+    tr = SpeculativeDecoder(demo, _cfg(max_new_tokens=8)).run(prompts[0]).to_dict()
+    assert all(r["device_s"] is None for r in tr["rounds"])          # a CPU: no CUDA events
+    assert not [t for t in timing_figure(tr).data if "device" in (t.name or "")]
+    for i, r in enumerate(tr["rounds"]):
+        r["device_s"] = r["round_s"] * 0.5 if i else None            # as a GPU run records them
+    line = [t for t in timing_figure(tr).data if "device" in (t.name or "")]
+    assert len(line) == 1 and line[0].y[0] is None and line[0].y[1] > 0

@@ -14,6 +14,7 @@ from transformers import DynamicCache
 
 from specdec_core.compat import cache_gather, output_cache, with_cache
 from specdec_core.decoding import lean
+from specdec_core.decoding.device_time import DeviceClock
 
 
 class ModelRunner:
@@ -38,6 +39,7 @@ class ModelRunner:
         self._masks: bool | None = None   # hand the model its causal mask (prepared_masks)
         self._prompt_ids: torch.Tensor | None = None
         self._pending = False
+        self.device_clock = DeviceClock.for_device(self.device)   # CUDA events (device_time.py)
 
     # -- the three operations the decoder uses ----------------------------------------------
     def prefill(self, prompt) -> None:
@@ -59,6 +61,7 @@ class ModelRunner:
             with torch.inference_mode():
                 return self.feed(ids, last_only)
         t0 = time.perf_counter()
+        ev = self.device_clock.start() if self.device_clock else None
         n = len(ids)
         keep = 1 if last_only else n
         t = torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -77,6 +80,8 @@ class ModelRunner:
         self.forwards += 1        # decode forwards: a prompt-only prefill is not counted
         self.seen += n
         self.history.extend(ids)
+        if ev is not None:
+            self.device_clock.stop(ev)
         if logits.is_cuda:      # the forward's GPU time belongs here, not to the next .item()
             torch.cuda.synchronize(logits.device)
         self.busy_s += time.perf_counter() - t0
@@ -104,6 +109,7 @@ class ModelRunner:
             with torch.inference_mode():
                 return self.feed_tree(ids, pos, sees, base)
         t0 = time.perf_counter()
+        ev = self.device_clock.start() if self.device_clock else None
         t, p = torch.tensor([ids], device=self.device), torch.tensor([pos], device=self.device)
         pre = self._prompt_ids[:, : self.seen] if self._pending else t[:, :0]
         self._pending, m, past = False, pre.shape[1], self._len
@@ -114,6 +120,8 @@ class ModelRunner:
             vis[m + r, cols] = True
         t, p = torch.cat([pre, t], 1), torch.cat([self.positions(0, m), p], 1)
         logits = self._forward(t, p, prefill=m > 0, keep=len(ids), mask=vis)
+        if ev is not None:
+            self.device_clock.stop(ev)
         self._len += t.shape[1]
         self.forwards += 1
         self.busy_s += time.perf_counter() - t0
