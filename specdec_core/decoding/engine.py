@@ -15,6 +15,8 @@ plan pads, masks, sets the write position, runs (or replays) and cuts the real r
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from specdec_core.compat import set_write_position, static_cache
@@ -141,6 +143,9 @@ def apply_engine(cfg, prompt_len: int, *runners) -> tuple[dict, str | None]:
     if cfg.engine == "graphs" and recorded:
         info["engine"] = "eager"
         return info, "engine=graphs: this run is recorded and hooks never run inside a CUDA graph: it runs eager"
+    if cfg.engine == "graphs" and os.environ.get("SPACES_ZERO_GPU"):
+        info["engine"] = "eager"
+        return info, "engine=graphs: on ZeroGPU the steps are not AOT-compiled here: it runs eager"
     for r in local:
         r.static = StaticPlan(cfg, prompt_len, graphs=cfg.engine == "graphs")
         r.static.pad = not recorded
