@@ -37,7 +37,8 @@ def timing_rows(obj: dict | None) -> tuple[list[dict], dict | None]:
     total = (obj.get("metrics") or {}).get("time_split")
     if not any(is_number(r.get("round_s")) and r.get("round_s") for r in rounds):
         return [], total if isinstance(total, dict) else None
-    return [round_split(r) for r in rounds], total if isinstance(total, dict) else None
+    rows = [{**round_split(r), "device_s": r.get("device_s")} for r in rounds]
+    return rows, total if isinstance(total, dict) else None
 
 
 def _title(total: dict | None) -> str:
@@ -70,6 +71,7 @@ def timing_figure(obj: dict | None) -> go.Figure:
                                          for r in rows],
                              hovertemplate=f"round %{{x}}: %{{y:.2f}} ms {label} "
                                            f"(%{{customdata[0]:.0%}} of the round)<extra></extra>"))
+    _device_line(fig, xs, rows)
     caller = (total or {}).get("caller_s")
     if caller and (total or {}).get("total_s"):
         # measured for the whole run, not per round: a legend entry so the title's share has a name
@@ -80,3 +82,17 @@ def timing_figure(obj: dict | None) -> go.Figure:
     fig.update_layout(barmode="stack", bargap=0.2, legend_traceorder="normal")
     fig.update_xaxes(dtick=1 if len(rows) <= 30 else None)
     return fig
+
+
+def _device_line(fig: go.Figure, xs: list, rows: list[dict]) -> None:
+    """On a GPU, each round's device time (CUDA events) as a line over its bar: the bar above
+    the line is host overhead (Python, kernel launches, sampling). Nothing on a CPU."""
+    dev = [r.get("device_s") for r in rows]
+    if not any(is_number(d) for d in dev):
+        return
+    host = [r["round_s"] - d if is_number(d) and r.get("round_s") else None for r, d in zip(rows, dev)]
+    fig.add_trace(go.Scatter(
+        x=xs, y=[d * 1e3 if is_number(d) else None for d in dev], mode="lines+markers",
+        name="device time (CUDA events); above it: host overhead", line=dict(color="#222222", width=2),
+        customdata=[[h * 1e3 if h is not None else 0.0] for h in host],
+        hovertemplate="round %{x}: device %{y:.2f} ms, host overhead %{customdata[0]:.2f} ms<extra></extra>"))

@@ -1,16 +1,22 @@
-"""GPU check for the omni backend: full-size random-init Qwen2.5-Omni 3B and 7B thinkers.
+"""GPU check for the omni backend: full-size random-init Qwen2.5-Omni 3B and 7B thinkers, run
+with each decode engine side by side in one process (issue 44: eager and graphs; --tiny: eager
+and static on a CPU with shrunken models, which checks the script end to end and measures nothing).
 
 No weights are needed: the models have the published dimensions and random weights, so the
 timings and memory are those of the real pair, while the text is noise. One sample clip goes
 through the real Omni prompt, runner and decoder. Prints a markdown table and writes JSON:
 
-    .venv/bin/python scripts/gpu_check.py [--audio sample_audio/angry_01.wav] [--out FILE]
+    .venv/bin/python scripts/gpu_check.py [--engines eager,graphs] [--out FILE] [--peak-bw-tbs 3.35]
+    .venv/bin/python scripts/gpu_check.py --tiny            # CPU: the script's own check
 
-Measured: build and prefill time per model, edge and cloud forward times (one token, and k+1
-tokens as in a verify step; c = edge/cloud), GPU memory, tokens/s for cloud-only generate, for
-speculative decoding with draft == cloud (acceptance 1: the upper bound) and with the 3B/7B pair
-(random weights disagree, so that acceptance is near 0: the lower bound), and the speedup that
-the measured c predicts for a few acceptance rates.
+Per engine: edge and cloud step times (one token, and k+1 tokens as in a verify step), c =
+edge/cloud, the cloud alone in a minimal greedy loop on our runner (tokens/s, and its share of the
+card's bandwidth bound: text weights + KV cache bytes read per step / step time / peak
+bandwidth), speculative decoding with draft == cloud (acceptance 1: the upper bound), with the
+3B/7B pair and with a random-init head drafter on the 7B's features (random weights disagree:
+acceptance near 0, the lower bound), and the acceptance at which the pair breaks even from the
+measured c. Also: HF generate cloud-only (eager), build/prefill times, GPU memory, versions of the
+card, driver, CUDA, torch and transformers.
 """
 from __future__ import annotations
 
@@ -135,10 +141,22 @@ def _sync_time(fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def forward_times(backend, model, prompt, k: int, reps: int = 20) -> dict:
-    """Prefill time, then one-token and (k+1)-token step times from a fixed cache length."""
+def engine_runner(backend, model, prompt, cfg, engine: str):
+    """A runner of `model` on `engine` (eager | static | graphs), prefilled with `prompt`."""
+    from specdec_core.decoding.engine import StaticPlan
+
     runner = backend.make_runner(model, "x")
+    if engine != "eager":
+        runner.static = StaticPlan(cfg, prompt.length, graphs=engine == "graphs")
     runner.prefill(prompt)
+    return runner
+
+
+def forward_times(backend, model, prompt, cfg, engine: str, reps: int = 20) -> dict:
+    """Prefill time, then one-token and (k+1)-token step times from a fixed cache length (the
+    static engines roll back by write position, eager crops)."""
+    k = cfg.k
+    runner = engine_runner(backend, model, prompt, cfg, engine)
     sync()
     t0 = time.perf_counter()
     runner.feed([prompt.input_ids[0, -1].item()])     # the prefill happens on the first feed
@@ -152,20 +170,41 @@ def forward_times(backend, model, prompt, k: int, reps: int = 20) -> dict:
             runner.crop(base)
         return fn
 
-    return {"prefill_s": prefill_s, "step1_s": _sync_time(step(1), reps),
-            f"step{k + 1}_s": _sync_time(step(k + 1), reps)}
+    with torch.inference_mode():
+        return {"prefill_s": prefill_s, "step1_s": _sync_time(step(1), reps),
+                f"step{k + 1}_s": _sync_time(step(k + 1), reps)}
+
+
+@torch.inference_mode()
+def cloud_loop(backend, prompt, cfg, engine: str) -> dict:
+    """The cloud alone, greedy, one forward per token on our runner (no stops: random weights),
+    on `engine`; the second of two runs is timed."""
+    out = {}
+    for _ in range(2):
+        runner = engine_runner(backend, backend.cloud, prompt, cfg, engine)
+        nxt, n = [int(prompt.input_ids[0, -1])], cfg.max_new_tokens
+        runner.feed(nxt)                   # prefill + first step, not timed
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            nxt = [int(runner.feed(nxt)[-1].argmax())]
+        sync()
+        wall = time.perf_counter() - t0
+        out = {"tokens": n, "tokens_per_s": round(n / wall, 2), "wall_s": round(wall, 4),
+               "cache_len": runner.seen}
+    return out
 
 
 def run_sd(backend, prompt, cfg) -> dict:
     from specdec_core.decoding.decoder import SpeculativeDecoder
 
-    SpeculativeDecoder(backend, cfg, trace=False).run(prompt)          # warm-up
+    SpeculativeDecoder(backend, cfg, trace=False).run(prompt)          # warm-up (graph capture)
     sync()
     tr = SpeculativeDecoder(backend, cfg, trace=False).run(prompt)
     m = tr.metrics
     return {"tokens": len(tr.token_ids), "tokens_per_s": m["tokens_per_s"], "wall_s": m["wall_s"],
             "acceptance_rate": m["acceptance_rate"], "mean_accepted_length": m["mean_accepted_length"],
-            "cloud_calls": m["cloud_calls"]}
+            "cloud_calls": m["cloud_calls"], "engine": tr.info.get("engine")}
 
 
 def run_cloud_only(backend, prompt, cfg) -> dict:
@@ -177,10 +216,102 @@ def run_cloud_only(backend, prompt, cfg) -> dict:
     return {"tokens": n, "tokens_per_s": round(n / r["wall_s"], 2), "wall_s": r["wall_s"]}
 
 
-def predicted_speedup(alpha: float, k: int, c: float) -> float:
-    """Leviathan et al.: expected tokens per round over the cost of a round (in cloud calls)."""
+def predicted_speedup(alpha: float, k: int, c: float, verify: float = 1.0) -> float:
+    """Leviathan et al.: expected tokens per round over the cost of a round (in cloud steps);
+    `verify`: the (k+1)-token verify step over the one-token step (1 in the paper)."""
     tokens = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
-    return tokens / (k * c + 1)
+    return tokens / (k * c + verify)
+
+
+def break_even(k: int, c: float, verify: float = 1.0) -> float | None:
+    """The acceptance at which predicted_speedup = 1 (None: not even at acceptance 1)."""
+    if predicted_speedup(1.0, k, c, verify) < 1:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if predicted_speedup(mid, k, c, verify) < 1 else (lo, mid)
+    return round(hi, 4)
+
+
+# Peak memory bandwidth (bytes/s) by the card's name (first match wins); --peak-bw-tbs overrides.
+PEAK_BW = [("H200", 4.8e12), ("H100 NVL", 3.9e12), ("H100 PCIe", 2.0e12), ("H100", 3.35e12),
+           ("A100-SXM4-80GB", 2.039e12), ("A100 80GB PCIe", 1.935e12), ("A100", 1.555e12),
+           ("L40S", 0.864e12), ("L4", 0.3e12), ("A10G", 0.6e12), ("RTX 4090", 1.008e12)]
+
+
+def peak_bandwidth(name: str, given_tbs: float | None) -> tuple[float | None, str]:
+    if given_tbs:
+        return given_tbs * 1e12, "--peak-bw-tbs"
+    for key, bw in PEAK_BW:
+        if key in name:
+            return bw, f"table ({key})"
+    return None, "unknown card: pass --peak-bw-tbs"
+
+
+def bytes_per_step(model, cache_len: int) -> int:
+    """Bytes a one-token decode step reads: the text model's weights and LM head (not the audio
+    or vision towers) and the KV cache at `cache_len`."""
+    w = sum(p.numel() * p.element_size() for n, p in model.named_parameters()
+            if not n.startswith(("audio_tower", "visual")))
+    t = model.config.get_text_config()
+    head_dim = getattr(t, "head_dim", None) or t.hidden_size // t.num_attention_heads
+    elem = next(model.parameters()).element_size()
+    return w + 2 * t.num_hidden_layers * t.num_key_value_heads * head_dim * cache_len * elem
+
+
+def versions(dev) -> dict:
+    import subprocess
+
+    import transformers
+
+    out = {"torch": torch.__version__, "transformers": transformers.__version__,
+           "cuda": torch.version.cuda, "card": None, "driver": None}
+    if dev.type == "cuda":
+        out["card"] = torch.cuda.get_device_name(dev)
+        try:
+            out["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            out["driver"] = None
+    return out
+
+
+def head_backend(pair, m7, dev, dtype):
+    """The 3B/7B backend with a random-init EAGLE-style head on the 7B's features (drafter=head)."""
+    import copy
+
+    from specdec_core.demo.head import DraftHead, head_config
+
+    torch.manual_seed(35)
+    b = copy.copy(pair)
+    b.head = DraftHead(head_config(m7.config.get_text_config())).to(dev, dtype).eval()
+    return b
+
+
+def engine_block(o: dict, engine: str, backends: dict, prompt, cfg, peak) -> dict:
+    """Everything measured on one engine."""
+    pair, same, headed = backends["pair"], backends["same"], backends["head"]
+    cfg = cfg.replace(engine=engine)
+    f3 = forward_times(pair, pair.edge, prompt, cfg, engine)
+    f7 = forward_times(pair, pair.cloud, prompt, cfg, engine)
+    k = cfg.k
+    c, verify = f3["step1_s"] / f7["step1_s"], f7[f"step{k + 1}_s"] / f7["step1_s"]
+    loop = cloud_loop(pair, prompt, cfg, engine)
+    mid = prompt.length + loop["tokens"] // 2
+    bpt = bytes_per_step(pair.cloud, mid)
+    loop["bytes_per_step"] = bpt
+    loop["bandwidth_share"] = None if peak is None else round(bpt * loop["tokens_per_s"] / peak, 4)
+    return {"forward": {"edge_3B": f3, "cloud_7B": f7, "c": round(c, 4),
+                        "verify_over_step": round(verify, 4)},
+            "cloud_loop": loop,
+            "sd_draft_eq_cloud": run_sd(same, prompt, cfg),
+            "sd_3b_7b": run_sd(pair, prompt, cfg),
+            "sd_head": run_sd(headed, prompt, cfg.replace(drafter="head")),
+            "break_even_acceptance": {"leviathan": break_even(k, c), "measured_verify": break_even(k, c, verify)},
+            "predicted_speedup": {str(a): round(predicted_speedup(a, k, c, verify), 3)
+                                  for a in (0.5, 0.7, 0.8, 0.9)}}
 
 
 def main(argv=None) -> int:
@@ -191,19 +322,23 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
                     help="GPU dtype (fp32 separates kernel numerics from decoder bugs)")
-    ap.add_argument("--smoke", action="store_true",
+    ap.add_argument("--engines", default=None,
+                    help="comma list of eager|static|graphs (default: eager,graphs; --tiny: eager,static)")
+    ap.add_argument("--peak-bw-tbs", type=float, default=None,
+                    help="the card's peak memory bandwidth in TB/s (default: a table by card name)")
+    ap.add_argument("--tiny", "--smoke", dest="smoke", action="store_true",
                     help="CPU run with shrunken models: checks the script, measures nothing")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() and not args.smoke:
-        print("gpu_check: no CUDA GPU here; run it on a GPU machine (or --smoke)", file=sys.stderr)
+        print("gpu_check: no CUDA GPU here; run it on a GPU machine (or --tiny)", file=sys.stderr)
         return 2
     smoke = args.smoke
+    engines = (args.engines or ("eager,static" if smoke else "eager,graphs")).split(",")
 
     from specdec_core import DecodeConfig
     from specdec_core.audio.loading import load_audio
     from specdec_core.backends.omni import (OmniBackend, audio_only_processor, check_gpu_memory,
                                             memory_needed)
-    import transformers
     from transformers import WhisperFeatureExtractor
 
     torch.set_num_threads(1 if smoke else 4)
@@ -213,9 +348,12 @@ def main(argv=None) -> int:
     clip = load_audio(audio_path)
     configs = {"edge": thinker_config("3B", smoke), "cloud": thinker_config("7B", smoke)}
     need = memory_needed(configs, dtype)
-    out = {"device": "cpu (smoke)" if smoke else torch.cuda.get_device_name(dev),
-           "torch": torch.__version__, "dtype": str(dtype).replace("torch.", ""),
-           "transformers": transformers.__version__,
+    ver = versions(dev)
+    peak, peak_src = peak_bandwidth(ver["card"] or "", args.peak_bw_tbs) if not smoke else (None, "cpu")
+    out = {"device": "cpu (tiny: measures nothing)" if smoke else ver["card"], "versions": ver,
+           "torch": torch.__version__, "transformers": ver["transformers"],
+           "dtype": str(dtype).replace("torch.", ""), "engines": engines,
+           "peak_bandwidth_bytes_s": peak, "peak_bandwidth_source": peak_src,
            "audio": audio_path, "audio_seconds": round(clip.duration, 2), "k": args.k,
            "max_new_tokens": args.max_new_tokens,
            "estimate_gib": {r: round(v / GiB, 2) for r, v in need.items()},
@@ -229,34 +367,28 @@ def main(argv=None) -> int:
     proc = audio_only_processor(WhisperFeatureExtractor(feature_size=128, sampling_rate=16000),
                                 real_id_tokenizer())
     pair = OmniBackend(edge=m3, cloud=m7, processor=proc)
-    same = OmniBackend(edge=m7, cloud=m7, processor=proc)
+    backends = {"pair": pair, "same": OmniBackend(edge=m7, cloud=m7, processor=proc),
+                "head": head_backend(pair, m7, dev, dtype)}
     prompt = pair.build_inputs(clip, "detailed")
     out.update(build_s={"3B": round(t3, 2), "7B": round(t7, 2)}, prompt_tokens=prompt.length,
                audio_tokens=prompt.info["audio_tokens"], edge_params=sum(p.numel() for p in m3.parameters()),
                cloud_params=sum(p.numel() for p in m7.parameters()), shared_vocab=pair.shared_vocab)
 
-    with torch.inference_mode():
-        f3 = forward_times(pair, m3, prompt, args.k)
-        f7 = forward_times(pair, m7, prompt, args.k)
-    c = f3["step1_s"] / f7["step1_s"]
-    out["forward"] = {"edge_3B": f3, "cloud_7B": f7, "c": round(c, 3),
-                      "c_verify": round(f3["step1_s"] / f7[f"step{args.k + 1}_s"], 3)}
-
     cfg = DecodeConfig.from_dict(dict(k=args.k, verify="greedy", stop_at_first_sentence=False,
                                       min_new_tokens=0, max_new_tokens=args.max_new_tokens,
-                                      cache_check_every=0))
+                                      cache_check_every=0, time_limit_s=0))
     if not smoke:
         torch.cuda.reset_peak_memory_stats(dev)
-    out["cloud_only"] = run_cloud_only(pair, prompt, cfg)
-    out["sd_draft_eq_cloud"] = run_sd(same, prompt, cfg)
-    out["sd_3b_7b"] = run_sd(pair, prompt, cfg)
-    peak = 0 if smoke else torch.cuda.max_memory_allocated(dev)
+    out["cloud_only_hf_generate"] = run_cloud_only(pair, prompt, cfg)
+    out["by_engine"] = {e: engine_block(out, e, backends, prompt, cfg, peak) for e in engines}
+    if len(engines) > 1:
+        a, b = (out["by_engine"][e]["cloud_loop"]["tokens_per_s"] for e in engines[:2])
+        out[f"cloud_loop_{engines[1]}_over_{engines[0]}"] = round(b / a, 3)
+    peak_mem = 0 if smoke else torch.cuda.max_memory_allocated(dev)
     free, total = (0, 0) if smoke else torch.cuda.mem_get_info(dev)
     out["gpu_memory_gib"] = {"7B_weights": round(mem7 / GiB, 2), "both_weights": round(mem_both / GiB, 2),
-                             "peak_during_runs": round(peak / GiB, 2),
+                             "peak_during_runs": round(peak_mem / GiB, 2),
                              "free_after": round(free / GiB, 2), "total": round(total / GiB, 2)}
-    out["predicted_speedup"] = {str(a): round(predicted_speedup(a, args.k, c), 2)
-                                for a in (0.5, 0.7, 0.8, 0.9)}
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2, ensure_ascii=False))
@@ -265,27 +397,37 @@ def main(argv=None) -> int:
     return 0
 
 
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
+
+
 def markdown(o: dict, k: int) -> str:
-    f, g = o["forward"], o["gpu_memory_gib"]
+    g, v = o["gpu_memory_gib"], o["versions"]
     rows = [
-        ("device", f"{o['device']} ({o.get('dtype', 'bfloat16')})"),
+        ("device", f"{o['device']} ({o['dtype']}); driver {v['driver']}, CUDA {v['cuda']}, "
+                   f"torch {v['torch']}, transformers {v['transformers']}"),
         ("clip", f"{o['audio']} ({o['audio_seconds']} s, {o['audio_tokens']} audio tokens, "
                  f"prompt {o['prompt_tokens']} tokens)"),
         ("build 3B / 7B (random init)", f"{o['build_s']['3B']} s / {o['build_s']['7B']} s"),
-        ("prefill 3B / 7B", f"{f['edge_3B']['prefill_s'] * 1e3:.1f} ms / {f['cloud_7B']['prefill_s'] * 1e3:.1f} ms"),
-        ("1-token step 3B / 7B", f"{f['edge_3B']['step1_s'] * 1e3:.2f} ms / {f['cloud_7B']['step1_s'] * 1e3:.2f} ms"),
-        (f"{k + 1}-token verify 7B", f"{f['cloud_7B'][f'step{k + 1}_s'] * 1e3:.2f} ms"),
-        ("c = edge/cloud step", f"{f['c']}"),
         ("GPU memory: weights 7B / both / peak", f"{g['7B_weights']} / {g['both_weights']} / {g['peak_during_runs']} GiB"),
-        ("memory estimate (before loading)", f"{o['estimate_gib']['total']} GiB"),
-        ("cloud-only generate", f"{o['cloud_only']['tokens_per_s']} tok/s"),
-        ("SD draft == cloud (acceptance 1)", f"{o['sd_draft_eq_cloud']['tokens_per_s']} tok/s, "
-                                             f"acceptance {o['sd_draft_eq_cloud']['acceptance_rate']}"),
-        ("SD 3B/7B (random weights)", f"{o['sd_3b_7b']['tokens_per_s']} tok/s, "
-                                      f"acceptance {o['sd_3b_7b']['acceptance_rate']}"),
-        (f"predicted speedup (k={k}) at acceptance 0.5/0.7/0.8/0.9",
-         " / ".join(str(v) for v in o["predicted_speedup"].values())),
+        ("cloud-only HF generate (eager)", f"{o['cloud_only_hf_generate']['tokens_per_s']} tok/s"),
     ]
+    for e, b in o["by_engine"].items():
+        f, lp = b["forward"], b["cloud_loop"]
+        be = b["break_even_acceptance"]
+        rows += [
+            (f"[{e}] 1-token step 3B / 7B", f"{f['edge_3B']['step1_s'] * 1e3:.2f} ms / {f['cloud_7B']['step1_s'] * 1e3:.2f} ms"),
+            (f"[{e}] {k + 1}-token verify 7B", f"{f['cloud_7B'][f'step{k + 1}_s'] * 1e3:.2f} ms"),
+            (f"[{e}] c = edge/cloud step", f"{f['c']}"),
+            (f"[{e}] cloud-only loop", f"{lp['tokens_per_s']} tok/s, {_pct(lp['bandwidth_share'])} of the bandwidth bound"),
+            (f"[{e}] SD draft == cloud (acceptance 1)", f"{b['sd_draft_eq_cloud']['tokens_per_s']} tok/s"),
+            (f"[{e}] SD 3B/7B (random weights)", f"{b['sd_3b_7b']['tokens_per_s']} tok/s, acceptance {b['sd_3b_7b']['acceptance_rate']}"),
+            (f"[{e}] SD head drafter (random head)", f"{b['sd_head']['tokens_per_s']} tok/s, acceptance {b['sd_head']['acceptance_rate']}"),
+            (f"[{e}] break-even acceptance (k={k})", f"{be['leviathan']} (verify = step), {be['measured_verify']} (measured verify)"),
+        ]
+    for key in o:
+        if key.startswith("cloud_loop_") and "_over_" in key:
+            rows.append((key.replace("_", " "), f"{o[key]}×"))
     return "\n".join(["| quantity | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows])
 
 

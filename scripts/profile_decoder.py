@@ -70,12 +70,12 @@ def main() -> None:
     prompts = sample_prompts(backend, a.clips)
     cfg = bench_config(k=4)
     for p in prompts:     # warm-up
-        SpeculativeDecoder(backend, cfg, trace=not a.untraced).run(p)
+        SpeculativeDecoder(backend, cfg, trace=not a.untraced, dependence=False).run(p)
     prof = Profiler(interval=a.interval)
     prof.start()
     for _ in range(a.repeats):
         for p in prompts:
-            SpeculativeDecoder(backend, cfg, trace=not a.untraced).run(p)
+            SpeculativeDecoder(backend, cfg, trace=not a.untraced, dependence=False).run(p)
     prof.stop()
     root = prof.last_session.root_frame()
     total = root.time

@@ -115,3 +115,32 @@ def preallocated(cache) -> bool:
     cropping (recorder: stale_cache's cause and fix)."""
     layers = getattr(cache, "layers", None) or ()
     return any(type(x).__name__.startswith("Static") or hasattr(x, "max_cache_len") for x in layers[:1])
+
+
+def static_cache(model, max_len: int):
+    """A preallocated KV cache of `max_len` slots for `model` (engine=static): transformers'
+    StaticCache for the model's text config (an Omni thinker's text model, a head's body)."""
+    from transformers import StaticCache
+
+    cfg = getattr(model, "config", None)
+    cfg = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    return StaticCache(config=cfg, max_cache_len=max_len)
+
+
+def set_write_position(cache, n: int) -> None:
+    """Where the next forward writes its keys and values: slot n of every layer (rollback by
+    write position: the slots past it stay, masked, until overwritten). transformers 5 static
+    layers keep it as a device tensor `cumulative_length`, changed in place (a captured CUDA
+    graph reads that same tensor)."""
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "cumulative_length") for layer in layers):
+        from specdec_core.errors import ConfigError
+
+        raise ConfigError("engine=static needs a transformers StaticCache whose layers keep their "
+                          "write position (cumulative_length); this transformers has none")
+    for layer in layers:
+        c = layer.cumulative_length
+        if isinstance(c, int):
+            layer.cumulative_length = n
+        else:
+            c.fill_(n)

@@ -28,7 +28,7 @@ LAYOUT = [
     ("Draft & verify", True, ["k", "drafter", "draft_tree", "tree_branch", "tree_nodes", "verify", "rank_threshold", "entropy_threshold", "entropy_unit",
                               "verify_every", "temperature"]),
     ("Stopping & cycles", False, ["max_new_tokens", "min_new_tokens", "stop_at_first_sentence",
-                                  "cycle_action", "time_limit_s", "seed", "cache_check_every"]),
+                                  "cycle_action", "time_limit_s", "seed", "cache_check_every", "engine"]),
     ("Draft gates (seed 001)", False, ["comma_gate", "period_gate", "ban_adjacent_repeat",
                                        "no_repeat_ngram", "repetition_penalty"]),
     ("Link model (what-if, local cloud)", False, ["link_rtt_ms", "link_uplink_kbps"]),

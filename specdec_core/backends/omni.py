@@ -18,8 +18,8 @@ from specdec_core.backends.omni_loading import (  # noqa: F401  (re-exported for
     check_same_tokenizer, count_parameters, load_processor, load_thinker, memory_needed,
     pick_device, read_thinker_config, resolve_path)
 from specdec_core.compat import output_cache, with_cache
-from specdec_core.decoding.runner import ModelRunner
-from specdec_core.errors import AudioError, BackendError
+from specdec_core.decoding.runner import ModelRunner, tree_mask
+from specdec_core.errors import AudioError, BackendError, ConfigError
 
 ENV_EDGE = "SPECSCOPE_EDGE_MODEL"
 ENV_CLOUD = "SPECSCOPE_CLOUD_MODEL"
@@ -71,9 +71,15 @@ class OmniRunner(ModelRunner):
             pos[..., : end - start] = self._prompt_pos[..., start:end]
         return pos
 
-    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, keep: int = 0) -> torch.Tensor:
+    def _forward(self, ids: torch.Tensor, start: int, prefill: bool, keep: int = 0,
+                 mask=None) -> torch.Tensor:
         n = ids.shape[1]
         extra = dict(self._prefill_kwargs) if prefill else {}
+        if self.static:     # engine=static: the audio prefill runs eager, steps at fixed widths
+            rows = self.static.step(self, ids, self.positions(start, n), None,
+                                    self._static_call(extra), eager=prefill)
+            rows, self.step_features = rows if isinstance(rows, tuple) else (rows, None)
+            return self._cut(rows[-keep:] if keep else rows)
         if prefill:
             extra["attention_mask"] = torch.ones_like(ids)
         if self._cache_position:
@@ -83,6 +89,24 @@ class OmniRunner(ModelRunner):
         self.cache = output_cache(out)
         # the 5.23 thinker has no logits_to_keep: slice after the head
         return self._cut(out.logits[0, -keep:] if keep else out.logits[0])
+
+
+    def _static_call(self, extra: dict):
+        """The thinker at a fixed width: 3-row mrope positions (text position + rope_delta past
+        the prompt), the plan's mask as a 4D additive mask, writes at the static cache's slot."""
+        if self._cache_position and self.static.graphs:
+            raise ConfigError("engine=graphs: this transformers' thinker takes cache_position, "
+                              "which a captured graph would freeze; use engine=static")
+
+        def call(ids, pos, vis):
+            kw = dict(extra)
+            if self._cache_position:
+                kw["cache_position"] = torch.arange(self._len, self._len + ids.shape[1], device=self.device)
+            out = self.model(input_ids=ids, position_ids=pos, use_cache=True,
+                             attention_mask=tree_mask(vis, False, self.model, self.device),
+                             **with_cache(self.model, self.cache), **kw)
+            return out.logits[0]
+        return call
 
 
 # -- backend ------------------------------------------------------------------------------------

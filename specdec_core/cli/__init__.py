@@ -145,6 +145,10 @@ def _add_bench(sub) -> None:
     be.add_argument("--sweep-repeats", type=int, default=None, help="repeats of the sweeps "
                     "(default: --repeats)")
     be.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    be.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="time the methods in "
+                    "wall time (default) or in the process's CPU time (a loaded machine)")
+    be.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                    help="decoder knob for our decoder's runs, e.g. engine=static (repeatable)")
     be.add_argument("--quality-budget", type=float, default=0.10, help="largest quality cost "
                     "(1 - prefix agreement with the cloud's greedy output) an advised entropy "
                     "threshold may have (default 0.10)")

@@ -13,7 +13,7 @@ from pathlib import Path
 from specdec_core.api import load_backend, open_backend, run_clip
 from specdec_core.cli import reports
 from specdec_core.cli.progress import RowProgress
-from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
+from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, parse_sets, preset
 from specdec_core.decoding.decoder import model_dtype
 from specdec_core.decoding.faults import FAULTS
 from specdec_core.errors import UserError
@@ -160,7 +160,10 @@ def cmd_bench(args) -> int:
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     ks = list(args.ks or DEFAULT_KS)
     widths = sorted(set(range(1, max(ks + [args.k]) + 2)) | {12, 16})   # wider: catch-up after gated rounds
-    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log, widths=widths)
+    knobs = dict(parse_sets(args.sets))
+    DecodeConfig.from_dict(knobs)          # a bad knob is a one-line error before any decode
+    res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log, widths=widths,
+                    clock=args.clock, knobs=knobs)
     costs = Costs.from_dict(res["cost_model"])
     if not args.no_advice:
         res["advice"] = advise(backend, prompts, costs, None, ks, thresholds=args.thresholds,

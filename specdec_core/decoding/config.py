@@ -13,6 +13,7 @@ VERIFY_RULES = ("greedy", "sampling", "rank")
 DRAFT_TREES = ("chain", "static", "dynamic")
 CYCLE_ACTIONS = ("warn", "resample", "stop")
 DRAFTERS = ("edge", "head")
+ENGINES = ("eager", "static", "graphs")    # decoding/engine.py (issue 44)
 PROMPT_TYPES = ("detailed", "concise")
 # entropy_threshold's units: nats, or a fraction of ln|V| (the most entropy a distribution over
 # the |V| ids the edge drafts from can have), which means the same on any vocabulary.
@@ -134,6 +135,12 @@ class DecodeConfig:
                                    label="link uplink (kbit/s)", group="link", kind="number",
                                    help="Modelled uplink rate for the ids sent per cloud call "
                                         "(0 = unlimited).")
+    engine: str = knob("choice", "eager", choices=ENGINES, label="engine", group="run",
+                       kind="dropdown", design=False,
+                       help="eager: a growing KV cache, each forward its own shape. static: "
+                            "preallocated KV caches, fixed-width steps, rollback by write "
+                            "position (any device). graphs: static steps captured as CUDA "
+                            "graphs (CUDA only).")
 
     def __post_init__(self):
         self.validate()

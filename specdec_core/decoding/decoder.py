@@ -15,6 +15,8 @@ from specdec_core.analysis.metrics import compute_metrics, time_split
 from specdec_core.decoding import checks, steps, tree_round
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.dependence import audio_dependence
+from specdec_core.decoding.device_time import round_device_s
+from specdec_core.decoding.engine import apply_engine
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
 from specdec_core.decoding.runner import ModelRunner
@@ -71,6 +73,7 @@ class SpeculativeDecoder:
             if rnd is not None:
                 rnd.round_s = time.perf_counter() - t
                 rnd.edge_s, rnd.cloud_s = _busy(run.edge) - e, _busy(run.cloud) - c
+                rnd.device_s = round_device_s(run.edge, run.cloud)
             if self.debug:
                 checks.cache_invariant(run)
             if events and rnd is not None:
@@ -128,6 +131,9 @@ class SpeculativeDecoder:
             run.cfg = cfg.replace(draft_tree="chain")
             run.warn({"kind": "tree_unsupported", "message": f"draft_tree={cfg.draft_tree}: {why}; "
                       "running chains"})
+        info["engine"], why = apply_engine(run.cfg, plen, run.edge, run.cloud)   # engine.py
+        if why:
+            run.warn({"kind": "engine", "message": why})
         run.edge.prefill(prompt)
         run.cloud.prefill(prompt)
         return run

@@ -22,6 +22,7 @@ from specdec_core.decoding.runner import ModelRunner, tree_mask
 def final_norm(model):
     """The module whose output is the last hidden state the LM head reads."""
     base = getattr(model, "model", model)
+    base = getattr(base, "language_model", base)       # an Omni thinker's text model
     return getattr(base, "norm", None) or getattr(base, "final_layernorm")
 
 
@@ -31,18 +32,28 @@ class FeatureRunner:
     features: torch.Tensor | None = None
 
     def _forward(self, ids, start, prefill, keep=0, mask=None):
-        grabbed = []
-        hook = final_norm(self.model).register_forward_hook(
-            lambda _m, _i, out: grabbed.append(out[0] if isinstance(out, tuple) else out))
-        try:
+        if self.static:     # the features are the static step's second output
             logits = super()._forward(ids, start, prefill, keep, mask=mask)
-        finally:
-            hook.remove()
-        new = grabbed[-1][0].detach().float()
+            new = self.step_features.detach().float()
+        else:
+            grabbed = []
+            with _grab(self.model, grabbed):
+                logits = super()._forward(ids, start, prefill, keep, mask=mask)
+            new = grabbed[-1][0].detach().float()
         slot = start if isinstance(start, int) else self._len      # tree rows: cache slots
         old = self.features[:slot] if self.features is not None else new[:0]
         self.features = torch.cat([old, new], dim=0)
         return logits
+
+    def _static_call(self, extra):
+        base = super()._static_call(extra)
+
+        def call(*args):       # under a CUDA graph the hook fires at capture only: its tensor
+            grabbed = []       # is returned, and every replay rewrites it
+            with _grab(self.model, grabbed):
+                logits = base(*args)
+            return logits, grabbed[-1][0]
+        return call
 
     def compact(self, slots, ids, gather=True) -> None:
         """A tree's accepted path kept (decoding/tree_round.py): its features follow its slots."""
@@ -73,9 +84,10 @@ class HeadRunner(ModelRunner):
     def __init__(self, head, cloud_runner, cloud_model, vocab_size=None, stale: bool = False):
         super().__init__(head, vocab_size)
         self.cloud_runner, self.cloud_model, self.stale = cloud_runner, cloud_model, stale
-        self.own = torch.zeros(0, head.config.hidden_size)   # the head's predicted features
+        h, dev = head.config.hidden_size, self.device       # kept on the head's device (a GPU)
+        self.own = torch.zeros(0, h, device=dev)    # the head's predicted features
         self.trusted = 0    # leading positions whose KV entries came from the cloud's features
-        self.used = torch.zeros(0, head.config.hidden_size)  # input feature behind each KV entry
+        self.used = torch.zeros(0, h, device=dev)   # input feature behind each KV entry
 
     def feed(self, ids, last_only=False):
         self.cloud_runner.ensure_prefilled()
@@ -102,7 +114,7 @@ class HeadRunner(ModelRunner):
         for p in range(start - 1, start + n - 1):
             own_ok = 0 <= p < self.own.shape[0]
             if p < 0:
-                rows.append(torch.zeros(self.own.shape[1]))
+                rows.append(self.own.new_zeros(self.own.shape[1]))
             elif p < have and not (self.stale and own_ok):
                 rows.append(cloud[p])
             elif own_ok:
@@ -122,15 +134,24 @@ class HeadRunner(ModelRunner):
             pos, start = start, self._len
             extra = {"attention_mask": tree_mask(mask, False, self.model, self.device)}
         dtype = next(self.model.parameters()).dtype
-        emb = self.cloud_model.get_input_embeddings()(ids)
-        out = self.model(feats[None].to(dtype=dtype, device=emb.device), emb, cache=self.cache,
-                         position_ids=pos, **extra)[0]
-        self.own = torch.cat([self.own[:start], out.detach().float().cpu()], dim=0)
-        self.used = torch.cat([self.used[:start], feats.float().cpu()], dim=0)
+        feats = feats.to(dtype=dtype, device=self.device)
+        if self.static:
+            out = self.static.step(self, ids, pos, mask, self._head_call, eager=prefill, rows=(feats,))
+        else:
+            emb = self.cloud_model.get_input_embeddings()(ids)
+            out = self.model(feats[None], emb, cache=self.cache, position_ids=pos, **extra)[0]
+        self.own = torch.cat([self.own[:start], out.detach().float()], dim=0)
+        self.used = torch.cat([self.used[:start], feats.float()], dim=0)
         if all_cloud and self.trusted == start:
             self.trusted = start + n
         rows = out[-keep:] if keep else out
         return self._cut(self.cloud_model.get_output_embeddings()(rows))
+
+    def _head_call(self, ids, pos, vis, feats):
+        """engine=static: the head's step at a fixed width (features padded with zeros)."""
+        emb = self.cloud_model.get_input_embeddings()(ids)
+        return self.model(feats[None], emb, cache=self.cache, position_ids=pos,
+                          attention_mask=tree_mask(vis, False, self.model, self.device))[0]
 
     @torch.inference_mode()
     def recompute_last(self, generated):
@@ -144,6 +165,20 @@ class HeadRunner(ModelRunner):
         out = self.model(feats[None].to(dtype), self.cloud_model.get_input_embeddings()(ids),
                          position_ids=self.positions(0, ids.shape[1]))[0, -1:]
         return self._cut(self.cloud_model.get_output_embeddings()(out))[0]
+
+
+class _grab:
+    """Collect what the model's final norm outputs while inside the `with`."""
+
+    def __init__(self, model, into: list):
+        self.norm, self.into = final_norm(model), into
+
+    def __enter__(self):
+        self.hook = self.norm.register_forward_hook(
+            lambda _m, _i, out: self.into.append(out[0] if isinstance(out, tuple) else out))
+
+    def __exit__(self, *exc):
+        self.hook.remove()
 
 
 def head_runners(backend, cloud_runner, stale: bool = False, sampled_tree: bool = False):

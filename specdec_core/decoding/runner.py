@@ -13,12 +13,15 @@ import torch
 from transformers import DynamicCache
 
 from specdec_core.compat import cache_gather, output_cache, with_cache
+from specdec_core.decoding import lean
+from specdec_core.decoding.device_time import DeviceClock
 
 
 class ModelRunner:
     # The prompt is fed together with the first feed() in ONE forward (as HF generate does); a
     # runner whose prefill must stay a forward of its own (Omni, a fault) sets False.
     merge_prefill = True
+    static = None    # engine=static|graphs: a decoding/engine.py StaticPlan (None: eager)
 
     def __init__(self, model, vocab_size: int | None = None):
         self.model = model
@@ -36,6 +39,7 @@ class ModelRunner:
         self._masks: bool | None = None   # hand the model its causal mask (prepared_masks)
         self._prompt_ids: torch.Tensor | None = None
         self._pending = False
+        self.device_clock = DeviceClock.for_device(self.device)   # CUDA events (device_time.py)
 
     # -- the three operations the decoder uses ----------------------------------------------
     def prefill(self, prompt) -> None:
@@ -43,7 +47,7 @@ class ModelRunner:
         the first feed(), so a model that is never consulted costs nothing."""
         self._prompt_ids = prompt.input_ids.to(self.device)
         self._prefill_kwargs = dict(prompt.prefill_kwargs)
-        self.cache = DynamicCache()
+        self.cache = self.static.new_cache(self.model) if self.static else DynamicCache()
         self._len = 0
         self.seen = self._prompt_ids.shape[1] - 1
         self.history = self._prompt_ids[0, : self.seen].tolist()
@@ -57,6 +61,7 @@ class ModelRunner:
             with torch.inference_mode():
                 return self.feed(ids, last_only)
         t0 = time.perf_counter()
+        ev = self.device_clock.start() if self.device_clock else None
         n = len(ids)
         keep = 1 if last_only else n
         t = torch.tensor([ids], dtype=torch.long, device=self.device)
@@ -75,6 +80,8 @@ class ModelRunner:
         self.forwards += 1        # decode forwards: a prompt-only prefill is not counted
         self.seen += n
         self.history.extend(ids)
+        if ev is not None:
+            self.device_clock.stop(ev)
         if logits.is_cuda:      # the forward's GPU time belongs here, not to the next .item()
             torch.cuda.synchronize(logits.device)
         self.busy_s += time.perf_counter() - t0
@@ -83,7 +90,9 @@ class ModelRunner:
     def crop(self, n: int) -> None:
         """Keep only the first n positions of the cache (transformers 5 crop takes -removed)."""
         drop = self._len - n
-        if drop > 0:
+        if drop > 0 and self.static:        # rollback by write position (slots stay, masked)
+            self._len = n
+        elif drop > 0:
             self.cache.crop(-drop)
             self._len = n
         self.seen = n
@@ -100,6 +109,7 @@ class ModelRunner:
             with torch.inference_mode():
                 return self.feed_tree(ids, pos, sees, base)
         t0 = time.perf_counter()
+        ev = self.device_clock.start() if self.device_clock else None
         t, p = torch.tensor([ids], device=self.device), torch.tensor([pos], device=self.device)
         pre = self._prompt_ids[:, : self.seen] if self._pending else t[:, :0]
         self._pending, m, past = False, pre.shape[1], self._len
@@ -110,6 +120,8 @@ class ModelRunner:
             vis[m + r, cols] = True
         t, p = torch.cat([pre, t], 1), torch.cat([self.positions(0, m), p], 1)
         logits = self._forward(t, p, prefill=m > 0, keep=len(ids), mask=vis)
+        if ev is not None:
+            self.device_clock.stop(ev)
         self._len += t.shape[1]
         self.forwards += 1
         self.busy_s += time.perf_counter() - t0
@@ -124,7 +136,7 @@ class ModelRunner:
         self._len = self.seen
         n = self.seen + len(slots)
         drop = self.cache.get_seq_length() - n
-        if drop > 0:
+        if drop > 0 and not self.static:
             self.cache.crop(-drop)
         self._len = self.seen = n
         self.history.extend(ids)
@@ -135,6 +147,8 @@ class ModelRunner:
         `_len` instead of asking the cache every step)."""
         if self._pending:
             return self.seen
+        if self.static:       # a static cache's slots past the write position are dead
+            return self._len
         return 0 if self.cache is None else self.cache.get_seq_length()
 
     @torch.inference_mode()
@@ -162,19 +176,44 @@ class ModelRunner:
         logits of the last `keep` positions (0 = all). `mask`: a tree's [n, past + n] bool
         visibility, handed to the model as a 4D mask."""
         extra = dict(self._prefill_kwargs) if prefill else {}
-        if keep:
-            extra["logits_to_keep"] = keep
         if self._masks is None:
             self._masks = prepared_masks(self.model)
+        pos = start if isinstance(start, torch.Tensor) else self.positions(start, ids.shape[1])
+        if self.static:
+            rows = self.static.step(self, ids, pos, mask, self._static_call(extra), eager=prefill)
+            rows, self.step_features = rows if isinstance(rows, tuple) else (rows, None)
+            return self._cut(rows[-keep:] if keep else rows)
+        if keep:
+            extra["logits_to_keep"] = keep
         if mask is not None:
             extra["attention_mask"] = tree_mask(mask, self._masks, self.model, self.device)
         elif self._masks and "attention_mask" not in extra:
             extra["attention_mask"] = {"full_attention": causal_mask(self._len, ids.shape[1], self.device)}
-        pos = start if isinstance(start, torch.Tensor) else self.positions(start, ids.shape[1])
+        if self._lean_ok(extra):
+            return self._cut(lean.forward(self.model, ids, pos, extra["attention_mask"]["full_attention"],
+                                          self.cache, keep))
         out = self.model(input_ids=ids, position_ids=pos,
                          use_cache=True, **with_cache(self.model, self.cache), **extra)
         self.cache = output_cache(out)
         return self._cut(out.logits[0])
+
+    def _lean_ok(self, extra: dict) -> bool:
+        """The layer loop (decoding/lean.py) instead of the model's call: a prepared mask, no
+        prompt kwargs (audio), no hooks on the model (a recording sees its own forward)."""
+        m = self.model
+        return (bool(self._masks) and set(extra) <= {"attention_mask", "logits_to_keep"}
+                and not (m._forward_hooks or m._forward_pre_hooks) and lean.usable(m, causal_mask))
+
+    def _static_call(self, extra: dict):
+        """engine=static: the model call at a fixed width, with the plan's [w, kv_len] mask."""
+        def call(ids, pos, vis):
+            mask = tree_mask(vis, self._masks, self.model, self.device)
+            if self._lean_ok({**extra, "attention_mask": mask}):
+                return lean.forward(self.model, ids, pos, mask["full_attention"], self.cache)
+            out = self.model(input_ids=ids, position_ids=pos, use_cache=True, attention_mask=mask,
+                             **with_cache(self.model, self.cache), **extra)
+            return out.logits[0]
+        return call
 
     def _cut(self, logits: torch.Tensor) -> torch.Tensor:
         if self.vocab_size is not None and logits.shape[-1] > self.vocab_size:

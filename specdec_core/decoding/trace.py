@@ -84,6 +84,9 @@ class RoundRecord:
     link_s: float = 0.0
     request_s: float | None = None
     tree: dict | None = None    # a tree round: {"nodes": [...], "path": [...]} (design.md)
+    # on a GPU: the round's device time (CUDA events around the forwards; decoding/device_time.py),
+    # round_s minus it is the host's overhead; None on a CPU
+    device_s: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

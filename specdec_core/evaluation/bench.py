@@ -103,7 +103,8 @@ RUNNERS = {"cloud_only": lambda b, p, c: cloud_only(b, p, c)["token_ids"], "clou
            "hf_assisted": hf_assisted, "ours_traced": _ours(True), "ours_untraced": _ours(False)}
 
 
-def time_jobs(backend, prompts, jobs: dict, repeats: int, log=print, tag: str = "") -> tuple[dict, dict]:
+def time_jobs(backend, prompts, jobs: dict, repeats: int, log=print, tag: str = "",
+              clock=time.perf_counter) -> tuple[dict, dict]:
     """Wall time of every job (name -> (runner, cfg)) over all prompts, per repeat, and what each
     job returned per prompt in the first repeat. Interleaved: each prompt is decoded by every job
     before the next prompt, in a job order that rotates every repeat, so that machine noise is
@@ -116,9 +117,9 @@ def time_jobs(backend, prompts, jobs: dict, repeats: int, log=print, tag: str = 
         for p in prompts:
             for j in order:
                 fn, cfg = jobs[j]
-                t0 = time.perf_counter()
+                t0 = clock()
                 out = fn(backend, p, cfg)
-                tot[j] += time.perf_counter() - t0
+                tot[j] += clock() - t0
                 if rep == 0:
                     first[j].append(out)
         for j in names:
@@ -186,22 +187,25 @@ def forward_cost_ratio(backend, prompt, n: int = 200) -> dict:
     return out
 
 
-def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, widths=None) -> dict:
+def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, widths=None,
+              clock: str = "wall", knobs: dict | None = None) -> dict:
     """The five methods at one k; speedups are medians of per-repeat ratios, with ranges. A cost
     probe (cost_model.CostProbe: forward-width microbenchmark, timed traced decode, timed cloud
     loop) runs inside the same interleaved loop, so every repeat gets its own measured costs and
-    its own prediction; `widths`: forward widths to measure (default 1..k+1)."""
-    cfg = bench_config(k=k)
+    its own prediction; `widths`: forward widths to measure (default 1..k+1). clock="cpu" times
+    every job in process CPU time (a loaded machine); `knobs`: decoder knobs (engine=static)."""
+    cfg = bench_config(k=k, **(knobs or {}))
     outputs = [{m: RUNNERS[m](backend, p, cfg) for m in METHODS} for p in prompts]  # + warm-up
     st = decode_stats(backend, prompts, cfg)
     mismatches = [(i, m) for i, o in enumerate(outputs) for m in METHODS if o[m] != o["cloud_only"]]
     probe = CostProbe(prompts, [o["cloud_only"] for o in outputs], widths or range(1, k + 2), cloud_loop)
     jobs = {m: (RUNNERS[m], cfg) for m in METHODS}
     jobs["cost_probe"] = (probe, cfg)
-    times, _ = time_jobs(backend, prompts, jobs, repeats, log)
+    times, _ = time_jobs(backend, prompts, jobs, repeats, log,
+                         clock=time.process_time if clock == "cpu" else time.perf_counter)
     cost = forward_cost_ratio(backend, prompts[0])
     pred = predicted_speedup(st["alpha_leviathan"], k, cost["c"])
-    res = {"k": k, "repeats": repeats, "clips": len(prompts),
+    res = {"k": k, "repeats": repeats, "clips": len(prompts), "clock": clock, "knobs": knobs or {},
            "tokens": sum(len(o["cloud_only"]) for o in outputs),
            "identical_outputs": not mismatches, "mismatches": mismatches,
            "identical_clips": sum(all(o[m] == o["cloud_only"] for m in METHODS) for o in outputs),
