@@ -52,6 +52,14 @@ def nest(found: list, inc: list) -> list:
     if not inc:
         return found
     cut = inc[0]["evidence"]["position"]
+    # an error before the cut (ids fed twice, a wrong context) also leaves output ids no forward
+    # saw: the tail is that defect's, and the recording is not called cut short on its own
+    early = next((f for f in found if f["severity"] == "error" and not f.get("explained_by")
+                  and f["code"] not in _END
+                  and isinstance((f.get("evidence") or {}).get("position"), int)
+                  and f["evidence"]["position"] < cut - 1), None)
+    if early is not None:
+        return found + [dict(inc[0], explained_by=early["code"])]
     for f in found:
         pos = (f.get("evidence") or {}).get("position")
         if not f.get("explained_by") and (f["code"] in _END or (isinstance(pos, int) and pos >= cut - 1)):

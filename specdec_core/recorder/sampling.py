@@ -47,7 +47,9 @@ def collect(rec: dict) -> dict:
     t = build_tapes(rec)
     rounds = build_rounds(t)
     C = t.C
-    out["drafted"] = sum(len(rnd.block) for rnd in rounds if rnd.verified)
+    # tree rounds are tree_sampling.py's to judge and to count as not judged
+    out["drafted"] = sum(len(rnd.block) for rnd in rounds
+                         if rnd.verified and rnd.cloud.raw.get("tree_sel") is None)
     out["declared"] = rec.get("declared", {})
     out["pos0"], out["later_rejected"] = [], 0   # judged[i] at block position 0 (named_causes)
     out["samples"] = draft_samples(t, rounds)
