@@ -119,19 +119,64 @@ def preallocated(cache) -> bool:
 
 def static_cache(model, max_len: int):
     """A preallocated KV cache of `max_len` slots for `model` (engine=static): transformers'
-    StaticCache for the model's text config (an Omni thinker's text model, a head's body)."""
+    StaticCache for the model's text config (an Omni thinker's text model, a head's body). Its
+    layers keep their write position as `cumulative_length` (5.24); layers that instead write
+    where the forward's `cache_position` says (5.0: the model derives it from a count of the
+    non-zero slots, wrong after a rollback) get that position from one of ours (_AtPosition)."""
     from transformers import StaticCache
 
     cfg = getattr(model, "config", None)
     cfg = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
-    return StaticCache(config=cfg, max_cache_len=max_len)
+    cache = StaticCache(config=cfg, max_cache_len=max_len)
+    for layer in cache.layers:
+        if not hasattr(layer, "cumulative_length") and _writes_at_cache_position(type(layer)):
+            layer.__class__ = _at_position(type(layer))
+            layer.cumulative_length = __import__("torch").tensor(0)
+    return cache
+
+
+_AT: dict[type, type] = {}
+
+
+def _at_position(cls) -> type:
+    """`cls` written at its own `cumulative_length` (as 5.24's static layers are), for releases
+    whose layers write at the forward's `cache_position`."""
+    import torch
+
+    def update(self, key_states, value_states, cache_kwargs=None):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self.cumulative_length = self.cumulative_length.to(self.device)
+        pos = torch.arange(key_states.shape[-2], device=self.device) + self.cumulative_length
+        self.cumulative_length.add_(key_states.shape[-2])
+        return cls.update(self, key_states, value_states, {**(cache_kwargs or {}), "cache_position": pos})
+
+    def get_seq_length(self):
+        return self.cumulative_length if self.is_initialized else 0
+
+    if cls not in _AT:
+        _AT[cls] = type(cls.__name__, (cls,), {"update": update, "get_seq_length": get_seq_length})
+    return _AT[cls]
+
+
+def _writes_at_cache_position(cls) -> bool:
+    """Whether a static layer class writes a key at the slot cache_kwargs["cache_position"] names
+    (a probe of two slots, not a version number)."""
+    import torch
+
+    try:
+        layer, kv = cls(2), torch.ones(1, 1, 1, 1)
+        layer.update(kv, kv, {"cache_position": torch.tensor([1])})
+        return layer.keys[0, 0, :, 0].tolist() == [0.0, 1.0]
+    except Exception:   # noqa: BLE001 - another layer API: engine=static refuses (set_write_position)
+        return False
 
 
 def set_write_position(cache, n: int) -> None:
     """Where the next forward writes its keys and values: slot n of every layer (rollback by
-    write position: the slots past it stay, masked, until overwritten). transformers 5 static
-    layers keep it as a device tensor `cumulative_length`, changed in place (a captured CUDA
-    graph reads that same tensor)."""
+    write position: the slots past it stay, masked, until overwritten). Static layers keep it as
+    a device tensor `cumulative_length`, changed in place (a captured CUDA graph reads that same
+    tensor)."""
     layers = getattr(cache, "layers", None)
     if not layers or not all(hasattr(layer, "cumulative_length") for layer in layers):
         from specdec_core.errors import ConfigError

@@ -112,7 +112,7 @@ class RawServer:
     """A loopback TCP server running `behave(conn)` on each connection; counts bytes it sent."""
 
     def __init__(self, behave):
-        self.behave, self.sent, self.done = behave, 0, threading.Event()
+        self.behave, self.sent, self.drips, self.done = behave, 0, 0, threading.Event()
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.threads = []
@@ -160,27 +160,36 @@ def huge_length(srv, conn):
     srv.done.wait(20)
 
 
+# A dripping server sends one byte every 0.05 s, far within the client's socket timeout; it
+# gives up after DRIPS bytes (30 s) and closes, so a client with no total time limit gets a
+# different line (a short body, a bad header) instead of hanging the test.
+DRIPS = 600
+
+
 def drip_body(srv, conn):
     srv.send(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-    while not srv.done.is_set():
+    while not srv.done.is_set() and srv.drips < DRIPS:
         srv.send(conn, b" ")
+        srv.drips += 1
         time.sleep(0.05)
 
 
 def drip_headers(srv, conn):
     srv.send(conn, b"HTTP/1.1 200 OK\r\nX-Slow: ")
-    while not srv.done.is_set():
+    while not srv.done.is_set() and srv.drips < DRIPS:
         srv.send(conn, b"a")
+        srv.drips += 1
         time.sleep(0.05)
 
 
 def call(behave, timeout=20.0):
+    """The client's one line for a server behaving so. How long each took: scripts/bench_timings.py
+    (a client that waited for its total limit instead says "did not answer within 20 s")."""
     srv = RawServer(behave)
     try:
-        t0 = time.monotonic()
         with pytest.raises(RemoteError) as e:
             CompletionsClient(srv.url, timeout=timeout).models()
-        return srv, str(e.value), e.value, time.monotonic() - t0
+        return srv, str(e.value), e.value
     finally:
         srv.close()
 
@@ -188,27 +197,27 @@ def call(behave, timeout=20.0):
 def test_an_endless_body_is_cut_at_the_cap_while_it_streams():
     tracemalloc.start()
     try:
-        srv, msg, _, dt = call(endless_chunked)
+        srv, msg, _ = call(endless_chunked)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert msg == (f"cloud server {srv.url} sent a reply over {MAX_REPLY_BYTES / 2**20:g} MiB "
                    f"(SPECSCOPE_CLOUD_MAX_REPLY_MB); refused")
-    assert dt < 15 and peak < 3 * MAX_REPLY_BYTES, (dt, peak)
+    assert peak < 3 * MAX_REPLY_BYTES, peak
     assert srv.sent > MAX_REPLY_BYTES          # it really sent more than the cap
 
 
 def test_a_declared_huge_body_is_refused_before_reading_it():
-    srv, msg, _, dt = call(huge_length)
-    assert "sent a reply over" in msg and dt < 5, (msg, dt)
+    srv, msg, _ = call(huge_length)          # it sends "{" and then nothing: reading would wait
+    assert msg == (f"cloud server {srv.url} sent a reply over {MAX_REPLY_BYTES / 2**20:g} MiB "
+                   f"(SPECSCOPE_CLOUD_MAX_REPLY_MB); refused")
 
 
 @pytest.mark.parametrize("behave", [drip_body, drip_headers], ids=["body", "headers"])
 def test_a_server_dripping_bytes_is_cut_at_the_total_time(behave):
-    srv, msg, _, dt = call(behave, timeout=1.0)
+    srv, msg, _ = call(behave, timeout=1.0)
     assert msg == f"cloud server {srv.url} did not answer within 1 s"
-    assert 0.9 < dt < 4, dt                    # each byte came well within the socket timeout
-    assert srv.sent > 10
+    assert 2 <= srv.drips < DRIPS, srv.drips   # bytes kept coming; the total limit cut them
 
 
 SECRET = "internal-db-password-s3cr3t"
@@ -223,7 +232,7 @@ SECRET = "internal-db-password-s3cr3t"
 def test_failures_never_echo_what_the_remote_said(reply, needle):
     def behave(srv, conn):
         srv.send(conn, reply.encode())
-    srv, msg, err, _ = call(behave)
+    srv, msg, err = call(behave)
     assert needle in msg and SECRET not in msg and "\n" not in msg, msg
     assert msg.startswith(f"cloud server {srv.url} ")
     if "500" in needle:
@@ -252,9 +261,8 @@ def test_model_names_from_a_server_are_shown_short(monkeypatch):
 def test_a_reply_cut_short_is_a_closed_connection_not_a_short_body():
     def behave(srv, conn):
         srv.send(conn, b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"data": [')
-    srv, msg, _, dt = call(behave)
+    srv, msg, _ = call(behave)              # at once: not after the 20 s limit (that line differs)
     assert msg == f"cloud server {srv.url} closed the connection in the middle of a reply (did it stop?)"
-    assert dt < 5
 
 
 # --- the judged scenario: the app on 0.0.0.0, a real browser, real listeners ----------------

@@ -2,8 +2,6 @@
 the right way, pauses between utterances are not hesitation, and the register estimate is soft."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -179,14 +177,12 @@ def test_bin_edges():
     assert prosody.bin_values({**base, "pitch": hi})["pitch"] == "high"
 
 
-def test_ten_second_clip_is_fast():
+def test_ten_second_clip_gives_every_feature():
+    """A 10 s clip with two pauses: every feature binned, the 0.8 s of pauses measured. How fast
+    (the target: under 0.15 s) is scripts/bench_timings.py's, never asserted here."""
     a = load_audio((SR, voice(np.geomspace(100, 200, 10 * SR), seconds=10.0,
                               gaps=[(3.0, 0.5), (7.0, 0.3)])))
-    best = min(_timed(a) for _ in range(5))
-    assert best < 0.15, f"extract took {best:.3f} s on a 10 s clip"
-
-
-def _timed(a) -> float:
-    t = time.perf_counter()
-    prosody.extract(a)
-    return time.perf_counter() - t
+    p = prosody.extract(a)
+    assert list(p.bins) == list(conditions.FEATURES), p.bins
+    assert all(np.isfinite(p.values[f]) for f in conditions.FEATURES), p.values
+    assert p.values["pause"] == pytest.approx(0.8 / 10.0, abs=0.03), p.values

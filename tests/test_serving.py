@@ -135,8 +135,8 @@ def hot_threads(pid: int, idle: dict[int, float], seconds: float = 2.0) -> dict[
 
 
 def assert_work_stops(pid: int, idle: dict[int, float], hot: dict[int, float], what: str) -> None:
-    """Within 30 s of the cancel (a decode ends within one round; the bound only keeps a failure
-    short on a loaded machine) the server is back to its idle CPU rate (measured before the
+    """Soon after the cancel (a decode ends within one round; the 120 s bound is only a guard
+    against a decode that never stops: LONG alone runs for many minutes) the server is back to its idle CPU rate (measured before the
     call) and the decode threads gain (almost) nothing; then it stays so for 2 s. Idle worker
     threads also serve small jobs (files, /config), hence a small tolerance, far below a
     decode's rate even on a crowded machine."""
@@ -152,8 +152,8 @@ def assert_work_stops(pid: int, idle: dict[int, float], hot: dict[int, float], w
 
     t0 = time.monotonic()
     while not (q := quiet(1.0))[0]:
-        assert time.monotonic() - t0 < 30.0, \
-            f"{what}: the decode still runs 30 s after cancel (CPU s/s over idle: {q[1]})"
+        assert time.monotonic() - t0 < 120.0, \
+            f"{what}: the decode still runs 120 s after cancel (CPU s/s over idle: {q[1]})"
     ok, rates = quiet(2.0)
     assert ok, f"{what}: CPU time grows again after the cancel {rates}"
 
@@ -208,10 +208,8 @@ def test_ui_stop_button_ends_the_sessions_run(server):
     time.sleep(2)
     hot = hot_threads(server["pid"], idle)
     assert hot
-    t0 = time.monotonic()
     c.predict(api_name="/live_stop")
-    outs = list(job)
-    assert time.monotonic() - t0 < 30     # within a round (LONG alone runs for minutes)
+    outs = list(job)                      # ends within a round (how soon: never timed here)
     assert 'data-state="err"' in outs[-1][0] and "Stopped" in outs[-1][0] and "ended by the Stop button" in outs[-1][0]
     assert_work_stops(server["pid"], idle, hot, "Stop button")
 
@@ -223,7 +221,9 @@ def test_time_limit_ends_a_decode_cleanly(client):
                                api_name="/run")
     m = res["metrics"]
     assert res["ok"] and m["ended_by"] == "time_limit" and res["trace"]["tokens"]
-    assert 1.4 <= m["wall_s"] < 30       # LONG alone runs for minutes
+    # not cut before its limit (the decoder's own clock: a loaded machine only makes it longer);
+    # how far past it the last round ends is scripts/bench_timings.py's
+    assert m["wall_s"] >= 1.4 and m["new_tokens"] < LONG["max_new_tokens"]
 
 
 def test_server_time_cap_applies_to_every_decode(client):
@@ -310,7 +310,7 @@ def test_uploads_and_exports_are_cleaned_up(server, client, tmp_path):
     first = names() - before
     assert len(first) == 2 and all(n.endswith(".json") for n in first)   # trace + results
     time.sleep(CACHE_AGE_S + 2.5)
-    deadline = time.monotonic() + 20        # a loaded machine delays Gradio's cleanup task
+    deadline = time.monotonic() + 120       # a guard: a loaded machine delays Gradio's cleanup task
     while list(cache.rglob("mine.wav")) and time.monotonic() < deadline:
         time.sleep(1)
     assert not list(cache.rglob("mine.wav"))                            # Gradio's delete_cache

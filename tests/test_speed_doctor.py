@@ -49,7 +49,10 @@ def test_our_decoder_splits_its_wall_per_round_and_in_total(demo):
     split = tr.metrics["time_split"]
     _adds_up(split)
     assert split["total_s"] == pytest.approx(tr.metrics["wall_s"], abs=1e-3)
-    assert split["caller_s"] >= 0.02 * len(tr.rounds) and split["other_s"] < split["caller_s"], split
+    # the consumer's sleeps are the caller's part (a lower bound: sleeps only last longer); with
+    # the parts adding up to the wall, they are not also in `other_s` (its size against the
+    # caller's: scripts/bench_timings.py)
+    assert split["caller_s"] >= 0.02 * len(tr.rounds), split
     for r in tr.rounds:
         assert r.round_s > 0 and r.edge_s + r.cloud_s <= r.round_s, r
     assert sum(r.edge_s + r.cloud_s for r in tr.rounds) == pytest.approx(

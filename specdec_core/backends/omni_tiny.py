@@ -82,11 +82,13 @@ def tiny_thinker(config, seed: int) -> Qwen2_5OmniThinkerForConditionalGeneratio
 
 
 def perturb(model, scale: float, seed: int) -> None:
-    """Noise on the language model's weights in place: a draft that agrees only partly."""
+    """Noise on the language model's weights in place: a draft that agrees only partly. Every
+    parameter outside the audio and vision towers (5.24 names them model.language_model.*, 5.0
+    model.layers.*)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "language_model" in name or "lm_head" in name:
+            if "audio_tower" not in name and "visual" not in name:
                 p.add_(torch.randn(p.shape, generator=g) * scale * p.std().clamp_min(1e-3))
 
 
