@@ -258,10 +258,12 @@ def test_model_names_from_a_server_are_shown_short(monkeypatch):
     assert len(msg) < 400 and "\x1b" not in msg, msg
 
 
+def reply_cut_short(srv, conn):
+    srv.send(conn, b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"data": [')
+
+
 def test_a_reply_cut_short_is_a_closed_connection_not_a_short_body():
-    def behave(srv, conn):
-        srv.send(conn, b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"data": [')
-    srv, msg, _ = call(behave)              # at once: not after the 20 s limit (that line differs)
+    srv, msg, _ = call(reply_cut_short)     # at once: not after the 20 s limit (that line differs)
     assert msg == f"cloud server {srv.url} closed the connection in the middle of a reply (did it stop?)"
 
 
