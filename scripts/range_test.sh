@@ -62,10 +62,22 @@ if [ "$want" = newest ] && [ "$version" = "$(locked transformers)" ]; then
   exit 0
 fi
 
-HASH="$( (cat "$LOCK"; echo "$version"; "$PY" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)"
+HASH="$( (cat "$LOCK"; echo "$version overlay"; "$PY" -c 'import sys; print(sys.version_info[:2])') | sha256sum | cut -c1-12)"
 VROOT="${SPECSCOPE_CLOUD_VENV_ROOT:-$HOME/.cache/specscope}"
 VENV="$VROOT/tf-$version-$HASH"
 if [ -n "${RANGE_DRY_RUN:-}" ]; then echo "$want $version $VENV"; exit 0; fi
+# The lock's packages come from the test virtualenv (the one $PIP belongs to: make test's .venv);
+# the range virtualenv is an overlay holding only transformers and what that release needs
+# instead of the lock's (tokenizers, huggingface_hub). A .pth file adds the test virtualenv's
+# site-packages, named by SPECSCOPE_LOCK_SITE, after the overlay's own, so one overlay serves
+# every clone's .venv of this lock; building it installs a few wheels, not the whole lock.
+LOCKPY="$(dirname "${PIP:-$ROOT/.venv/bin/pip}")/python"
+SPECSCOPE_LOCK_SITE="$("$LOCKPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+export SPECSCOPE_LOCK_SITE
+if [ "$("$LOCKPY" -c 'import sys; print(sys.version_info[:2])')" != "$("$PY" -c 'import sys; print(sys.version_info[:2])')" ]; then
+  echo "range: $LOCKPY and $PY are different pythons; the overlay needs one" >&2
+  exit 2
+fi
 t0=$SECONDS
 if [ ! -f "$VENV/.ready" ]; then
   mkdir -p "$VROOT"
@@ -73,29 +85,18 @@ if [ ! -f "$VENV/.ready" ]; then
   flock 9
   if [ ! -f "$VENV/.ready" ]; then
     rm -rf "$VENV"
-    echo "range: building $VENV (transformers $version; once per machine)" >&2
+    echo "range: building $VENV (transformers $version over the lock's packages; once per machine)" >&2
     "$PY" -m venv "$VENV"
-    pipq install --upgrade pip
-    pipq install -c <(grep -E '^torch==' "$LOCK") torch
-    strict="$(mktemp)"; loose="$(mktemp)"; reqs="$(mktemp)"
+    own="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    echo 'import os, site; (p := os.environ.get("SPECSCOPE_LOCK_SITE")) and site.addsitedir(p)' > "$own/zz-specscope-lock.pth"
+    strict="$(mktemp)"; loose="$(mktemp)"
     grep -vE '^(transformers|specscope)==' "$LOCK" > "$strict"
     grep -vE '^(transformers|specscope|tokenizers|huggingface[-_]hub|hf-xet|safetensors)==' "$LOCK" > "$loose"
-    # the project's dependencies and test extras, less its own transformers range (the run may
-    # try a release outside it); the checkout itself runs from PYTHONPATH
-    "$PY" - "$ROOT/pyproject.toml" > "$reqs" <<'PYREQS'
-import re, sys
-text = open(sys.argv[1], encoding="utf-8").read()
-deps = re.search(r"(?ms)^dependencies\s*=\s*\[(.*?)^\]", text).group(1)
-test = re.search(r"(?m)^test\s*=\s*\[(.*)\]", text).group(1)
-for req in re.findall(r'"([^"]+)"', deps + test):
-    if not re.match(r"transformers\b", req):
-        print(req)
-PYREQS
-    if ! pipq install -c "$strict" -r "$reqs" "transformers==$version" 2>"$VENV.pip.log"; then
+    if ! pipq install -c "$strict" "transformers==$version" 2>"$VENV.pip.log"; then
       echo "range: transformers $version needs other tokenizers/huggingface_hub than the lock; letting those go" >&2
-      pipq install -c "$loose" -r "$reqs" "transformers==$version"
+      pipq install -c "$loose" "transformers==$version"
     fi
-    rm -f "$strict" "$loose" "$reqs"
+    rm -f "$strict" "$loose"
     touch "$VENV/.ready"
     echo "range: built in $((SECONDS - t0)) s" >&2
   fi

@@ -8,6 +8,7 @@ these four functions.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 
 NAMES = ("cache", "past_key_values")
@@ -120,9 +121,10 @@ def preallocated(cache) -> bool:
 def static_cache(model, max_len: int):
     """A preallocated KV cache of `max_len` slots for `model` (engine=static): transformers'
     StaticCache for the model's text config (an Omni thinker's text model, a head's body). Its
-    layers keep their write position as `cumulative_length` (5.24); layers that instead write
-    where the forward's `cache_position` says (5.0: the model derives it from a count of the
-    non-zero slots, wrong after a rollback) get that position from one of ours (_AtPosition)."""
+    layers keep their write position as `cumulative_length` (5.24); layers that write where the
+    forward's `cache_position` says (5.0; the model counts non-zero slots for it, wrong after a
+    rollback) are given one (_at_position)."""
+    import torch
     from transformers import StaticCache
 
     cfg = getattr(model, "config", None)
@@ -130,17 +132,13 @@ def static_cache(model, max_len: int):
     cache = StaticCache(config=cfg, max_cache_len=max_len)
     for layer in cache.layers:
         if not hasattr(layer, "cumulative_length") and _writes_at_cache_position(type(layer)):
-            layer.__class__ = _at_position(type(layer))
-            layer.cumulative_length = __import__("torch").tensor(0)
+            layer.__class__, layer.cumulative_length = _at_position(type(layer)), torch.tensor(0)
     return cache
 
 
-_AT: dict[type, type] = {}
-
-
+@functools.cache
 def _at_position(cls) -> type:
-    """`cls` written at its own `cumulative_length` (as 5.24's static layers are), for releases
-    whose layers write at the forward's `cache_position`."""
+    """`cls` writing at its own `cumulative_length`, as 5.24's static layers do."""
     import torch
 
     def update(self, key_states, value_states, cache_kwargs=None):
@@ -151,24 +149,18 @@ def _at_position(cls) -> type:
         self.cumulative_length.add_(key_states.shape[-2])
         return cls.update(self, key_states, value_states, {**(cache_kwargs or {}), "cache_position": pos})
 
-    def get_seq_length(self):
-        return self.cumulative_length if self.is_initialized else 0
-
-    if cls not in _AT:
-        _AT[cls] = type(cls.__name__, (cls,), {"update": update, "get_seq_length": get_seq_length})
-    return _AT[cls]
+    return type(cls.__name__, (cls,), {"update": update, "get_seq_length": lambda self: self.cumulative_length})
 
 
 def _writes_at_cache_position(cls) -> bool:
-    """Whether a static layer class writes a key at the slot cache_kwargs["cache_position"] names
-    (a probe of two slots, not a version number)."""
+    """A probe, not a version number: does the layer write a key at cache_kwargs' cache_position?"""
     import torch
 
     try:
         layer, kv = cls(2), torch.ones(1, 1, 1, 1)
         layer.update(kv, kv, {"cache_position": torch.tensor([1])})
         return layer.keys[0, 0, :, 0].tolist() == [0.0, 1.0]
-    except Exception:   # noqa: BLE001 - another layer API: engine=static refuses (set_write_position)
+    except Exception:   # noqa: BLE001 - another layer API: set_write_position refuses engine=static
         return False
 
 
