@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The transformers range, both ends (issue 26; docs/versions.md). `make test` runs
+# The transformers range (issue 26, 50; docs/versions.md). `make test` runs
 #   scripts/range_test.sh oldest    the lowest transformers pyproject.toml declares
 #   scripts/range_test.sh middle    the median release pip offers between oldest and newest
 #   scripts/range_test.sh newest    the newest release pip can install today
 #   scripts/range_test.sh 5.23.0    any one release
-# after the whole suite on the lock: every recorder, backend, Omni and pair-check test
-# ($RANGE_TESTS) in a virtualenv of that transformers, built once per machine under
+# after the whole suite on the lock: the API-seam tests ($RANGE_TESTS, below: node ids of the
+# suite's own tests; RANGE_TESTS="tests/test_recorder_*.py ..." runs more) in a virtualenv of
+# that transformers, built once per machine under
 # ${SPECSCOPE_CLOUD_VENV_ROOT:-~/.cache/specscope}/tf-<version>-<hash> (hash of the lock, the
-# version and python's, like scripts/cloud/cloud.sh). Everything else comes from
-# requirements.lock; the packages a release pins differently (tokenizers, huggingface_hub) are
-# let go only when pip cannot satisfy the lock. The checkout runs from PYTHONPATH, so one
+# version and python's, like scripts/cloud/cloud.sh). That virtualenv holds transformers and
+# only what the release needs instead of the lock's (tokenizers, huggingface_hub: let go only
+# when pip cannot satisfy the lock); every other package is the test virtualenv's (the .venv
+# whose pip is $PIP), read through a .pth file. The checkout runs from PYTHONPATH, so one
 # virtualenv serves every clone. `newest` equal to the lock's version is skipped (the whole
 # suite just ran on it). Exits with pytest's status. RANGE_DRY_RUN=1: print "which version venv"
 # and stop (tests/test_versions.py).
@@ -18,7 +20,31 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PY="${PY:-python3}"
 LOCK="$ROOT/requirements.lock"
-RANGE_TESTS="${RANGE_TESTS:-tests/test_recorder_*.py tests/test_record_isolation.py tests/test_backends.py tests/test_omni.py tests/test_check.py tests/test_versions.py}"
+# The API seams between SpecScope and transformers, at one release (docs/versions.md, "What the
+# range proves"): compat.py's cache names and static layers, the recorder's hooks on a model's
+# forward (a positional cache, a stale cache found), backend loading, the Omni processor and
+# thinker (prompt, positions after a rollback, generate), the tokenizer probes of the pair check,
+# and generate()'s assisted paths the examples use (prompt lookup, early exit, assistant model,
+# universal assisted). Each is an existing test of the suite; node ids, not whole files.
+SEAMS="tests/test_backends.py
+tests/test_engine.py::test_static_runner_matches_eager_runner_and_rolls_back_by_write_position
+tests/test_engine.py::test_static_on_tiny_omni_thinkers_matches_eager_and_generate
+tests/test_omni.py::test_greedy_speculative_equals_thinker_generate_with_rollbacks
+tests/test_omni.py::test_runner_positions_survive_rollback
+tests/test_omni.py::test_prompt_format
+tests/test_omni.py::test_published_whole_model_layout_loads_the_thinker
+tests/test_recorder_omni.py::test_hf_assisted_generation_on_the_thinkers
+tests/test_recorder_omni.py::test_inputs_embeds_audio_prefill_is_understood
+tests/test_recorder_omni.py::test_no_rollback_gets_stale_cache
+tests/test_recorder_families.py::test_hf_drafting_families_record_clean
+tests/test_recorder_families.py::test_cache_passed_positionally_is_followed
+tests/test_recorder_families.py::test_no_revert_keeps_its_cache_findings_and_causes_follow_the_evidence
+tests/test_recorder_families.py::test_a_failing_decoder_leaves_the_shared_models_as_they_were
+tests/test_recorder_cross_tokenizer.py::test_correct_loop_gets_no_error_and_the_cloud_output
+tests/test_check.py::test_cli_demo_and_tiny_omni_pass
+tests/test_check.py::test_qwen2_with_the_omni_tokenizer_against_the_demo_tokenizer
+tests/test_versions.py::test_audio_only_processor_gets_stand_ins_only_where_transformers_reads_them"
+RANGE_TESTS="${RANGE_TESTS:-$SEAMS}"
 cd "$ROOT"
 # downloads are kept beside the range virtualenvs: a new lock or release rebuilds a virtualenv
 # from this cache instead of the network (CI's fresh clones share ~/.cache)
@@ -106,7 +132,6 @@ fi
 xdist_args() {
   if "$VENV/bin/python" -c 'import xdist' 2>/dev/null; then echo "-n ${PYTEST_WORKERS:-2} --dist loadfile"; fi
 }
-echo "range: transformers $version ($want): $RANGE_TESTS"
 t1=$SECONDS
 set +e
 # shellcheck disable=SC2086
@@ -114,7 +139,8 @@ set +e
 # the lock only; RANGE_SKIP= runs it here too (pytest's --ignore does not drop a file named
 # on its command line, so the list is filtered here)
 files=$(for f in $RANGE_TESTS; do [ "$f" = "${RANGE_SKIP-tests/test_recorder_compiled.py}" ] || echo "$f"; done)
-PYTHONPATH="$ROOT" "$VENV/bin/python" -m pytest -q -p no:cacheprovider $(xdist_args) $files
+echo "range: transformers $version ($want): $(echo "$files" | wc -l) test ids and files of \$RANGE_TESTS"
+PYTHONPATH="$ROOT" "$VENV/bin/python" -m pytest -q -ra -p no:cacheprovider $(xdist_args) $files
 rc=$?
 echo "range: transformers $version: pytest exit $rc in $((SECONDS - t1)) s (venv ready in $((t1 - t0)) s)"
 exit $rc

@@ -95,3 +95,19 @@ def test_audio_only_processor_gets_stand_ins_only_where_transformers_reads_them(
     ids = p(text=["<|audio_bos|><|AUDIO|><|audio_eos|>说话人"], audio=[[0.0] * 16000],
             return_tensors="pt", padding=True)["input_ids"][0].tolist()
     assert ids.count(p.tokenizer.convert_tokens_to_ids("<|AUDIO|>")) > 1   # expanded to the clip
+
+
+def test_range_runs_the_api_seam_tests_and_each_exists():
+    """The range runs a list of the suite's own seam tests (node ids in scripts/range_test.sh),
+    not whole recorder files: every id names a file and a test function that exist, so a rename
+    breaks this test on the lock rather than the range run at the end of make test."""
+    text = (ROOT / "scripts" / "range_test.sh").read_text()
+    seams = text.split('SEAMS="', 1)[1].split('"', 1)[0].split()
+    assert 'RANGE_TESTS="${RANGE_TESTS:-$SEAMS}"' in text and len(seams) >= 10
+    for seam in seams:
+        path, _, name = seam.partition("::")
+        assert (ROOT / path).is_file(), seam
+        assert not name or re.search(rf"^def {re.escape(name)}\(", (ROOT / path).read_text(), re.M), seam
+    files = {s.split("::")[0] for s in seams}
+    assert {"tests/test_engine.py", "tests/test_omni.py", "tests/test_recorder_families.py",
+            "tests/test_check.py"} <= files and "tests/test_recorder_compiled.py" not in files
