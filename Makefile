@@ -42,9 +42,10 @@ demo: install
 	GRADIO_SERVER_NAME=$${GRADIO_SERVER_NAME:-127.0.0.1} $(BIN)/python app.py
 
 # The whole suite on the lock, on both cores (pytest-xdist; a test file stays on one worker so
-# its module fixtures are built once), then every recorder/backend/Omni/check test at the floor,
-# a middle release and the newest release of the declared transformers range (each in its own
-# cached virtualenv; scripts/range_test.sh). PYTEST_WORKERS=1 runs serially.
+# its module fixtures are built once), then the API-seam tests at the floor, a middle release
+# and the newest release of the declared transformers range (each in a cached overlay
+# virtualenv holding that transformers over this .venv; scripts/range_test.sh,
+# docs/versions.md). PYTEST_WORKERS=1 runs serially.
 PYTEST_WORKERS ?= 2
 test: install-test
 	@scripts/cloud/cloud.sh venv >/dev/null || echo "cloud virtualenv not built: tests/test_remote.py will skip"
