@@ -47,8 +47,11 @@ demo: install
 # virtualenv holding that transformers over this .venv; scripts/range_test.sh,
 # docs/versions.md). PYTEST_WORKERS=1 runs serially.
 PYTEST_WORKERS ?= 2
+# The cloud (vLLM) virtualenv builds in the background beside the suite (minutes on a fresh
+# machine, once per machine); tests/test_remote.py waits for it (cloud.sh's file lock) or skips
+# with the reason when it cannot be built.
 test: install-test
-	@scripts/cloud/cloud.sh venv >/dev/null || echo "cloud virtualenv not built: tests/test_remote.py will skip"
+	@mkdir -p test-artifacts; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
 	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile
 	$(MAKE) --no-print-directory test-range
 
