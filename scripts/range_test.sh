@@ -29,6 +29,7 @@ LOCK="$ROOT/requirements.lock"
 SEAMS="tests/test_backends.py
 tests/test_engine.py::test_static_runner_matches_eager_runner_and_rolls_back_by_write_position
 tests/test_engine.py::test_static_on_tiny_omni_thinkers_matches_eager_and_generate
+tests/test_engine.py::test_static_layers_keep_a_write_position_or_are_given_one
 tests/test_omni.py::test_greedy_speculative_equals_thinker_generate_with_rollbacks
 tests/test_omni.py::test_runner_positions_survive_rollback
 tests/test_omni.py::test_prompt_format

@@ -176,8 +176,4 @@ def set_write_position(cache, n: int) -> None:
         raise ConfigError("engine=static needs a transformers StaticCache whose layers keep their "
                           "write position (cumulative_length); this transformers has none")
     for layer in layers:
-        c = layer.cumulative_length
-        if isinstance(c, int):
-            layer.cumulative_length = n
-        else:
-            c.fill_(n)
+        layer.cumulative_length.fill_(n)

@@ -156,6 +156,29 @@ def test_static_on_tiny_omni_thinkers_matches_eager_and_generate():
     assert not [w for w in got["static"].warnings if w["kind"] == "cache_desync"]
 
 
+def test_static_layers_keep_a_write_position_or_are_given_one(demo):
+    """compat.static_cache: 5.24's static layers keep their own write position; 5.0's write where
+    the forward's cache_position says (the probe tells them apart) and get one of ours. A layer
+    with neither is refused with one line (docs/versions.md)."""
+    from transformers.cache_utils import StaticLayer
+
+    from specdec_core import compat
+
+    native = "cumulative_length" in vars(StaticLayer(2))
+    assert compat._writes_at_cache_position(StaticLayer) is not native
+    cache = compat.static_cache(demo.cloud, 16)
+    assert all(torch.is_tensor(layer.cumulative_length) for layer in cache.layers)
+    assert all((type(layer) is StaticLayer) is native for layer in cache.layers)
+    compat.set_write_position(cache, 5)
+    assert [int(layer.cumulative_length) for layer in cache.layers] == [5] * len(cache.layers)
+
+    class NoPosition:
+        layers = [object()]
+    with pytest.raises(ConfigError, match=r"^engine=static needs a transformers StaticCache") as e:
+        compat.set_write_position(NoPosition(), 0)
+    assert "\n" not in str(e.value)
+
+
 def test_lean_layer_loop_is_used_on_the_demo_pair_and_not_under_hooks(demo, prompts):
     """The runner's layer loop (decoding/lean.py) passed its bit-for-bit check on both demo
     models; a model with a forward hook (a recording) gets the model's own call."""
