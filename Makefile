@@ -52,7 +52,8 @@ PYTEST_WORKERS ?= 2
 # with the reason when it cannot be built.
 test: install-test
 	@mkdir -p test-artifacts; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
-	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --junitxml=test-artifacts/junit.xml
+	@$(BIN)/python scripts/test_durations.py test-artifacts/junit.xml --top 25 || true
 	$(MAKE) --no-print-directory test-range
 
 test-range: install-test
