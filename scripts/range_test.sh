@@ -99,6 +99,10 @@ if [ -n "${RANGE_DRY_RUN:-}" ]; then echo "$want $version $VENV"; exit 0; fi
 # site-packages, named by SPECSCOPE_LOCK_SITE, after the overlay's own, so one overlay serves
 # every clone's .venv of this lock; building it installs a few wheels, not the whole lock.
 LOCKPY="$(dirname "${PIP:-$ROOT/.venv/bin/pip}")/python"
+if [ ! -x "$LOCKPY" ]; then
+  echo "range: no test virtualenv at $LOCKPY (make install-test, or PIP=<its pip>)" >&2
+  exit 2
+fi
 SPECSCOPE_LOCK_SITE="$("$LOCKPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 export SPECSCOPE_LOCK_SITE
 if [ "$("$LOCKPY" -c 'import sys; print(sys.version_info[:2])')" != "$("$PY" -c 'import sys; print(sys.version_info[:2])')" ]; then
