@@ -192,7 +192,9 @@ def check_report(report: dict) -> str:
         if f["severity"] != "info":
             out.append(f"         fix: {f['fix']}")
     if report["passed"]:
-        out.append("ok       " + ", ".join(report["passed"]))
+        from specdec_core.pairs.checks import passed_words
+
+        out.append("ok       " + passed_words(report["passed"]))
     v = report["versions"]
     out.append(f"versions python {v['python']}, torch {v['torch']}, transformers {v['transformers']}, "
                f"gradio {v['gradio']}; device {report['device']}")
