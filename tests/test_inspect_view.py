@@ -356,3 +356,22 @@ def test_the_pages_ten_line_loop_records_without_an_error_finding(tmp_path):
     assert res["ok"] and res["recording"]["out_ids"]
     codes = {f["code"]: f["severity"] for f in res["findings"]}
     assert "error" not in codes.values() and set(codes) <= {"recomputed_context"}, codes
+
+
+def test_idle_cloud_calls_say_the_cloud_ran_on_another_context(recorded):
+    """Issue 50 (3): '12 cloud calls ... 2 checked a round' beside '40 unchecked drafts' reads as
+    a contradiction unless the line says why: the cloud ran on a context that is not the text."""
+    from components.inspect_view import counts_line, recording_counts
+
+    res = recorded["no_resync"]
+    c = recording_counts(res["trace"], res["recording"])
+    line = counts_line(c)
+    idle = c["calls"] - c["checked"]
+    assert c["off_text"] in ("stale_cache", "context_mismatch"), c      # the root the findings name
+    assert (f"{idle} checked nothing that was committed: they ran on a context that is not the text "
+            f"({c['off_text'].replace('_', ' ')})") in line
+    assert ("unchecked drafts: committed with no cloud call checking them (the cloud was called, on "
+            "another context)") in line
+    assert line in round_html(res["recording"], 1, None, c)
+    ok = recording_counts(recorded["correct"]["trace"], recorded["correct"]["recording"])
+    assert ok["off_text"] is None and "context" not in counts_line(ok)
