@@ -274,6 +274,9 @@ def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
         return False
     if key in ONLY_IF_ANY and not (_scalar(ra) or _scalar(rb)):
         return False
+    if key == "acceptance_by_depth" and all(d is None or d == p for d, p in zip(
+            (ra, rb), vals.get("per_position_acceptance", (None, None)))):
+        return False     # a tree's per-position acceptance is its acceptance by depth: one row
     # the wall time and tokens per second of a streamed run include the page's drawing between
     # rounds (the side's cards show them as such): the table's decode time replaces them
     return not (key in ("wall_s", "tokens_per_s") and any(v is not None for v in vals.get("decode_s", ())))
