@@ -2,6 +2,7 @@
 the pure renderers, the upload parser's one-line refusals, and the /record endpoint through
 gradio_client on the real app."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +10,7 @@ from components.findings import config_badges, findings_html
 from components.inspect_view import round_choices, round_html, split_rounds
 from specdec_core.errors import UserError
 
+ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def recorded():
@@ -375,3 +377,32 @@ def test_idle_cloud_calls_say_the_cloud_ran_on_another_context(recorded):
     assert line in round_html(res["recording"], 1, None, c)
     ok = recording_counts(recorded["correct"]["trace"], recorded["correct"]["recording"])
     assert ok["off_text"] is None and "context" not in counts_line(ok)
+
+
+def test_recording_your_own_file_from_the_page_is_an_operator_setting(monkeypatch, tmp_path):
+    """Issue 50 (6): the page records a user's .py only with SPECSCOPE_RECORD_OWN_CODE=1, never on
+    a Space (SPACE_ID: it would run a visitor's code); off, it refuses in one line naming how."""
+    import shutil
+
+    from specdec_core.errors import UserError
+    from ui.inspect import OWN_CODE_ENV, own_code_allowed, record_example
+
+    mine = tmp_path / "my_loop.py"
+    shutil.copy(ROOT / "examples" / "decoders" / "no_resync.py", mine)
+    monkeypatch.delenv(OWN_CODE_ENV, raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert not own_code_allowed()
+    with pytest.raises(UserError, match=f"{OWN_CODE_ENV}=1"):
+        record_example("correct", "angry_01", own=str(mine), max_new_tokens=24)
+    monkeypatch.setenv(OWN_CODE_ENV, "1")
+    monkeypatch.setenv("SPACE_ID", "someone/specscope")
+    assert not own_code_allowed()
+    monkeypatch.delenv("SPACE_ID")
+    assert own_code_allowed()
+    res = record_example("correct", "angry_01", own=str(mine), max_new_tokens=24)
+    assert res["decoder"] == "my_loop.py" and res["ok"]
+    assert any(f["severity"] == "error" for f in res["findings"])          # its bug, found blind
+    bad = tmp_path / "bad_sig.py"
+    bad.write_text("def decode(edge, cloud, ids):\n    return []\n", encoding="utf-8")
+    with pytest.raises(UserError, match="cannot be called as record calls it"):
+        record_example("correct", "angry_01", own=str(bad))
