@@ -43,7 +43,9 @@ BATCH_CSS = """
 .ss-denom { font-weight: 400; color: #6e7781; font-size: 11.5px; }
 /* every column in view at half a 1280 px page (issue 50): values wrap ("65.7% / of 120") */
 .ss-label-matrix td, .ss-label-matrix th { white-space: normal; }
-.ss-label-matrix tr:first-child th { overflow-wrap: normal; hyphens: auto; }
+.ss-label-matrix tr:first-child th { overflow-wrap: break-word; font-size: 11.5px; }
+.ss-label-matrix tr:first-child th:first-child { width: 4.8em; }
+.ss-label-matrix tr:first-child th:nth-child(2) { width: 3.6em; }
 .ss-cfg-A .ss-cfg-name { color: #0072B2; font-weight: 650; } .ss-cfg-B .ss-cfg-name { color: #CC79A7; font-weight: 650; }
 .ss-by-label-note { font-size: 12.5px; color: #57606a; margin-top: 6px; }
 """

@@ -178,6 +178,8 @@ def speed_card(sp: dict) -> str:
     times = (f"spread {rng} over {sp.get('repeats', 1)} interleaved repeats; medians {sp['decode_s']:.2f} s "
              f"decoding (no page drawing) vs {sp['cloud_only_s']:.2f} s cloud-only")
     tip = hover("speedup") + "; " + times
+    if sp.get("verdict") == "busy":
+        return _card(term("speedup").label, DASH, "machine busy: not timed (see the status line)", "", tip)
     if sp.get("lossy"):
         return _card("speed of a different output", f"{x:.2f}×", "output differs from cloud-only: not a speed-up",
                      "warn", tip)

@@ -355,7 +355,7 @@ def speed_class(sp: dict) -> str:
     """'fast' (green) only for a measured speed-up of the same output within the bound; 'slow'
     for a measured slow-down; 'neutral' otherwise (no measurable difference, a different output,
     a figure above the bound)."""
-    if sp.get("lossy") or sp.get("above_bound") or sp.get("verdict") == "no measurable difference":
+    if sp.get("lossy") or sp.get("above_bound") or sp.get("verdict") in ("no measurable difference", "busy"):
         return "neutral"
     return "fast" if sp.get("verdict") == "faster" else "slow"
 
@@ -365,6 +365,8 @@ def speedup_cell(sp: dict | None):
     the same output within the bound, else the words the page says instead."""
     if not sp:
         return None
+    if sp.get("verdict") == "busy":
+        return "not timed (machine busy)"
     if sp.get("lossy"):
         return f"different output ({sp['speedup']:.2f}×)"
     if sp.get("above_bound"):

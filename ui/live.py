@@ -319,8 +319,8 @@ def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> st
         fd = baseline.get("first_divergence")
         detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only"
                            + (f" at token {fd['index']} ({fd['cause']})" if fd else ""))
-        if sp:
-            detail += " · " + speedup_words(sp)
+        if sp:   # a busy machine's one line is under the final text
+            detail += " · " + ("speed-up not timed: the machine is busy" if sp["verdict"] == "busy" else speedup_words(sp))
     return detail + findings_summary(tr.get("diagnostics"))
 
 
