@@ -204,9 +204,14 @@ NOT_CHECKED = ("Not checked by the cloud: this run made no cloud call, so nothin
                "verified, and the checks that read the cloud's scores had nothing to judge")
 
 
-def diagnostics_html(findings: list[dict] | None, cloud_calls: int | None = None) -> str:
+def diagnostics_html(findings: list[dict] | None, cloud_calls: int | None = None, latent: list | None = None) -> str:
     """Findings sorted by severity: icon, title, detail and the suggested fix. `cloud_calls` 0:
-    no finding is not a clean bill ("not checked by the cloud")."""
+    no finding is not a clean bill ("not checked by the cloud"); nor is it with a fault on that
+    the knobs leave latent (`latent`: faults.latent's lines)."""
+    if findings is not None and not findings and latent:
+        return ('<div class="ss-findings"><div class="ss-finding ss-sev-info" data-severity="info" data-latent="1">'
+                '<div class="ss-finding-icon" aria-label="info">ℹ</div><div class="ss-finding-title">No findings '
+                f'at these knobs, and a fault that is on does nothing here: {esc("; ".join(latent))}</div></div></div>')
     if findings is None:
         return '<div class="ss-none">No findings.</div>'
     if not findings and cloud_calls == 0:

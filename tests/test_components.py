@@ -754,3 +754,23 @@ def test_a_busy_machine_times_nothing_and_says_so_once():
     assert timing_rows([None, None], decode) == ([], {})
     steady = [[0.9, 0.95, 1.0], [7.8, 7.96, 8.1]]
     assert busy_line([None, None], steady) == "" and timing_rows([None, None], steady)[0]
+
+
+def test_a_fault_latent_at_the_knobs_is_not_a_clean_bill():
+    """Issue 50 (5): double_temperature at T = 0 changes nothing, the blind checks find nothing,
+    and the page read '✔ No findings'; it now says the fault is latent at these knobs."""
+    from specdec_core.api import load_backend, run_clip
+    from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.decoding.faults import latent
+
+    cfg = DecodeConfig(faults=["double_temperature"])
+    res = run_clip(load_backend("demo"), "sample_audio/angry_01.wav", cfg)
+    assert res["ok"] and not [f for f in res["trace"]["diagnostics"] if f["severity"] != "info"]
+    lines = latent(cfg.to_dict())
+    assert lines == ["double temperature is latent at these knobs: dividing the logits twice changes no "
+                     "argmax at temperature 0 (greedy)"]
+    html = diagnostics_html([], res["metrics"]["cloud_calls"], lines)
+    assert 'data-latent="1"' in html and "double temperature is latent" in html
+    assert "✔" not in html and 'data-clean="1"' not in html
+    assert latent(dict(cfg.to_dict(), temperature=0.7)) == [] and latent({"faults": []}) == []
+    assert "draft tree = chain" in latent({"faults": ["no_compaction"], "draft_tree": "chain"})[0]

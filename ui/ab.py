@@ -15,7 +15,7 @@ from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
-from specdec_core.decoding.faults import FAULTS
+from specdec_core.decoding.faults import FAULTS, latent
 
 from . import common, limits
 from .knobs import KnobPanel
@@ -259,7 +259,8 @@ class ABTab:
                              extra=rows + baseline_rows(ta, tb, bases), timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
-            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls")) for t in (ta, tb)])
+            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls"), latent(r.cfg.to_dict()))
+              for t, r in ((ta, runs[0]), (tb, runs[1]))])
 
 
 def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):

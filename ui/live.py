@@ -22,6 +22,7 @@ from specdec_core.evaluation.speedup import speedup_words
 from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.faults import latent
 from specdec_core.errors import ConfigError, UserError
 
 from . import common, limits
@@ -289,7 +290,8 @@ class LiveTab:
         yield self._pack(
             status_html(kind, head, finished_detail(tr, run.cfg, run.baseline, sp), ctx),
             self.view.values(live, run.cfg.prompt_type, plots=True, speedup=sp),
-            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls")),
+            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls"),
+                                   latent(run.cfg.to_dict())),
             prompt_info_md(tr.get("info")),
             gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
             gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
