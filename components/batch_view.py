@@ -27,10 +27,8 @@ BATCH_CSS = """
 .ss-check-value { font-variant-numeric: tabular-nums; font-weight: 600; }
 .ss-check-target { color: #6e7781; }
 .ss-by-label-box { max-width: 100%; overflow-x: auto; }
-.ss-label-matrix { border-collapse: collapse; font-size: 12.5px; font-variant-numeric: tabular-nums; width: 100%;
-  table-layout: fixed; }
-.ss-label-matrix th, .ss-label-matrix td { padding: 3px 4px; border-bottom: 1px solid #eaeef2; text-align: right;
-  overflow-wrap: anywhere; }
+.ss-label-matrix { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; width: 100%; }
+.ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; }
 .ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; }
 .ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
 .ss-agg h4 { margin: 0 0 6px 0; }
@@ -42,11 +40,8 @@ BATCH_CSS = """
 .ss-agg tbody th { font-weight: 500; width: 46%; }
 .ss-agg-A { color: #0072B2; } .ss-agg-B { color: #CC79A7; }
 .ss-denom { font-weight: 400; color: #6e7781; font-size: 11.5px; }
-/* every column in view at half a 1280 px page (issue 50): values wrap ("65.7% / of 120") */
-.ss-label-matrix td, .ss-label-matrix th { white-space: normal; }
-.ss-label-matrix tr:first-child th { overflow-wrap: break-word; font-size: 11.5px; }
-.ss-label-matrix tr:first-child th:first-child { width: 4.8em; }
-.ss-label-matrix tr:first-child th:nth-child(2) { width: 3.6em; }
+.ss-label-matrix td, .ss-label-matrix th { white-space: nowrap; }
+.ss-label-matrix tr:first-child th { white-space: normal; min-width: 5.5em; }
 .ss-cfg-A .ss-cfg-name { color: #0072B2; font-weight: 650; } .ss-cfg-B .ss-cfg-name { color: #CC79A7; font-weight: 650; }
 .ss-by-label-note { font-size: 12.5px; color: #57606a; margin-top: 6px; }
 """
