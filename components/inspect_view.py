@@ -143,15 +143,6 @@ def _forward_table(group: list[dict], texts: Texts) -> str:
             "<th>mask</th><th>cache after</th><th>argmax (last row)</th></tr>" + "".join(rows) + "</table>")
 
 
-def _scored(f: dict) -> dict[int, int]:
-    """cache position q -> row index r, for the rows this forward scored (row r predicts q+1)."""
-    rows = f.get("rows") or {}
-    n_rows = len(rows.get("argmax") or [])
-    L = f.get("cache_len") or 0
-    off = rows.get("offset") or 0
-    return {L + off + r: r for r in range(n_rows)}
-
-
 def _top(f: dict, r: int, texts: Texts) -> str:
     rows = f["rows"]
     return " ".join(f"{esc(texts(i))}<small>{math.exp(lp):.2f}</small>"
