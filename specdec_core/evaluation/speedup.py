@@ -15,8 +15,8 @@ import threading
 
 REPEATS = 3
 BUSY = 2.0      # a side whose quiet repeats vary by more than this factor: the machine is busy
-BUSY_WORDS = ("timing not possible now: the machine is busy (repeats of one decode varied {f:.1f}×); "
-              "`python -m specdec_core bench` measures speed on a quiet machine")
+BUSY_WORDS = ("timing not possible now: the repeats disagree (one decode's varied up to {f:.1f}×: the machine "
+              "is busy); `python -m specdec_core bench` measures speed on a quiet machine")
 
 
 def busy_factor(*samples) -> float:
