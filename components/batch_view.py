@@ -8,6 +8,7 @@ import os
 import pandas as pd
 
 from specdec_core.analysis.glossary import term
+from specdec_core.evaluation.checklist import checklist_head
 
 from .formatting import ended_by_words, esc, fmt, is_number
 
@@ -52,8 +53,6 @@ def checklist_html(items: list[dict] | None) -> str:
     """Items: {"name", "passed": True | False | None (reported only), "value", "target"}."""
     if not items:
         return '<div class="ss-none">No checklist yet: run a batch first.</div>'
-    graded = [it for it in items if it.get("passed") is not None]
-    n_pass = sum(1 for it in graded if it.get("passed"))
     lines = []
     for it in items:
         icon, cls, word = _STATE.get(it.get("passed"), _STATE[None])
@@ -64,10 +63,7 @@ def checklist_html(items: list[dict] | None) -> str:
             f'<span class="ss-check-value">{esc(it.get("value"))}</span>'
             f'<span class="ss-check-target">{esc(it.get("target"))}</span></div>'
         )
-    summary = f"{n_pass} of {len(graded)} checks passed"
-    if len(graded) < len(items):
-        summary += f", {len(items) - len(graded)} reported"
-    return f'<div class="ss-checklist"><div class="ss-check-summary">{summary}</div>{"".join(lines)}</div>'
+    return f'<div class="ss-checklist"><div class="ss-check-summary">{esc(checklist_head(items))}</div>{"".join(lines)}</div>'
 
 
 CHRF = "chrF (0–100)"     # the score's scale in its title: a reader cannot guess 0-1 or 0-100

@@ -178,6 +178,8 @@ def speed_card(sp: dict) -> str:
     times = (f"spread {rng} over {sp.get('repeats', 1)} interleaved repeats; medians {sp['decode_s']:.2f} s "
              f"decoding (no page drawing) vs {sp['cloud_only_s']:.2f} s cloud-only")
     tip = hover("speedup") + "; " + times
+    if sp.get("verdict") == "busy":
+        return _card(term("speedup").label, DASH, "machine busy: not timed (see the status line)", "", tip)
     if sp.get("lossy"):
         return _card("speed of a different output", f"{x:.2f}×", "output differs from cloud-only: not a speed-up",
                      "warn", tip)
@@ -202,9 +204,14 @@ NOT_CHECKED = ("Not checked by the cloud: this run made no cloud call, so nothin
                "verified, and the checks that read the cloud's scores had nothing to judge")
 
 
-def diagnostics_html(findings: list[dict] | None, cloud_calls: int | None = None) -> str:
+def diagnostics_html(findings: list[dict] | None, cloud_calls: int | None = None, latent: list | None = None) -> str:
     """Findings sorted by severity: icon, title, detail and the suggested fix. `cloud_calls` 0:
-    no finding is not a clean bill ("not checked by the cloud")."""
+    no finding is not a clean bill ("not checked by the cloud"); nor is it with a fault on that
+    the knobs leave latent (`latent`: faults.latent's lines)."""
+    if findings is not None and not findings and latent:
+        return ('<div class="ss-findings"><div class="ss-finding ss-sev-info" data-severity="info" data-latent="1">'
+                '<div class="ss-finding-icon" aria-label="info">ℹ</div><div class="ss-finding-title">No findings '
+                f'at these knobs, and a fault that is on does nothing here: {esc("; ".join(latent))}</div></div></div>')
     if findings is None:
         return '<div class="ss-none">No findings.</div>'
     if not findings and cloud_calls == 0:

@@ -274,6 +274,9 @@ def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
         return False
     if key in ONLY_IF_ANY and not (_scalar(ra) or _scalar(rb)):
         return False
+    if key == "acceptance_by_depth" and all(d is None or d == p for d, p in zip(
+            (ra, rb), vals.get("per_position_acceptance", (None, None)))):
+        return False     # a tree's per-position acceptance is its acceptance by depth: one row
     # the wall time and tokens per second of a streamed run include the page's drawing between
     # rounds (the side's cards show them as such): the table's decode time replaces them
     return not (key in ("wall_s", "tokens_per_s") and any(v is not None for v in vals.get("decode_s", ())))
@@ -352,7 +355,7 @@ def speed_class(sp: dict) -> str:
     """'fast' (green) only for a measured speed-up of the same output within the bound; 'slow'
     for a measured slow-down; 'neutral' otherwise (no measurable difference, a different output,
     a figure above the bound)."""
-    if sp.get("lossy") or sp.get("above_bound") or sp.get("verdict") == "no measurable difference":
+    if sp.get("lossy") or sp.get("above_bound") or sp.get("verdict") in ("no measurable difference", "busy"):
         return "neutral"
     return "fast" if sp.get("verdict") == "faster" else "slow"
 
@@ -362,6 +365,8 @@ def speedup_cell(sp: dict | None):
     the same output within the bound, else the words the page says instead."""
     if not sp:
         return None
+    if sp.get("verdict") == "busy":
+        return "not timed (machine busy)"
     if sp.get("lossy"):
         return f"different output ({sp['speedup']:.2f}×)"
     if sp.get("above_bound"):

@@ -108,10 +108,13 @@ PLAIN_WORDS = (
 
 def plain(text: str) -> str:
     """A help line, label or preset note with its formulas and knob names in words."""
+    import re
+
     out = str(text or "")
     for raw, said in PLAIN_WORDS:
         out = out.replace(raw, said)
-    return out
+    # the bug reports are "seed 000 A" in the notes; beside the `seed` knob the page says "note"
+    return re.sub(r"\bseed ?(?=\d{3})", "source note ", out)
 
 
 def snake_words(text) -> str:

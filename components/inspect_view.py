@@ -143,15 +143,6 @@ def _forward_table(group: list[dict], texts: Texts) -> str:
             "<th>mask</th><th>cache after</th><th>argmax (last row)</th></tr>" + "".join(rows) + "</table>")
 
 
-def _scored(f: dict) -> dict[int, int]:
-    """cache position q -> row index r, for the rows this forward scored (row r predicts q+1)."""
-    rows = f.get("rows") or {}
-    n_rows = len(rows.get("argmax") or [])
-    L = f.get("cache_len") or 0
-    off = rows.get("offset") or 0
-    return {L + off + r: r for r in range(n_rows)}
-
-
 def _top(f: dict, r: int, texts: Texts) -> str:
     rows = f["rows"]
     return " ".join(f"{esc(texts(i))}<small>{math.exp(lp):.2f}</small>"
@@ -227,7 +218,9 @@ def recording_counts(trace: dict | None, recording: dict | None) -> dict:
               call that checked the committed text, or a last stretch no cloud call checked;
     checked   the rounds a cloud call checked;
     calls     cloud calls = every forward of the cloud model (the drill-down's steps);
-    unchecked committed tokens no cloud call checked (the trace's unchecked drafts)."""
+    unchecked committed tokens no cloud call checked (the trace's unchecked drafts);
+    off_text  the finding that says why cloud calls checked nothing committed: the cloud ran on
+              a context that is not the text (stale cache, wrong ids or positions), or None."""
     tr = trace or {}
     toks, rounds = tr.get("tokens") or [], tr.get("rounds") or []
     fwds = (recording or {}).get("forwards") or []
@@ -235,7 +228,14 @@ def recording_counts(trace: dict | None, recording: dict | None) -> dict:
             "stop": toks[-1].get("text") if toks and tr.get("ended_by") == "eos" else None,
             "rounds": len(rounds), "checked": sum(bool(r.get("verified")) for r in rounds),
             "calls": sum(f.get("model") == "cloud" for f in fwds),
-            "unchecked": sum(t.get("source") == "draft" for t in toks)}
+            "unchecked": sum(t.get("source") == "draft" for t in toks),
+            "off_text": next((f["code"] for f in tr.get("diagnostics") or []
+                              if f.get("code") in _OFF_TEXT and not f.get("explained_by")), None)}
+
+
+# roots that put the cloud on a context other than the committed text
+_OFF_TEXT = ("stale_cache", "context_mismatch", "position_error", "off_by_one", "tree_mask",
+             "tree_positions", "draft_context", "incomplete_recording")
 
 
 def _n(n: int, word: str) -> str:
@@ -251,10 +251,14 @@ def counts_line(c: dict) -> str:
         out.append(f"{_n(c['rounds'], 'round')} rebuilt from what was committed: {c['checked']} checked by "
                    f"a cloud call, {c['rounds'] - c['checked']} not")
     idle = c["calls"] - c["checked"]
+    why = "checked nothing that was committed" + (
+        f": they ran on a context that is not the text ({c['off_text'].replace('_', ' ')})"
+        if c.get("off_text") else "")
     out.append(_n(c["calls"], "cloud call") + (f" (forwards of the cloud): {c['checked']} checked a round, "
-                                               f"{idle} checked nothing that was committed" if idle else ""))
+                                               f"{idle} {why}" if idle else ""))
     if c["unchecked"]:
-        out.append(f"{_n(c['unchecked'], 'unchecked draft')}: committed with no cloud call checking them")
+        out.append(f"{_n(c['unchecked'], 'unchecked draft')}: committed with no cloud call checking them"
+                   + (" (the cloud was called, on another context)" if idle and c.get("off_text") else ""))
     return " · ".join(out)
 
 

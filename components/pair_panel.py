@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .findings import SEV, findings_html
 from .formatting import esc
+from specdec_core.pairs.checks import passed_words
 
 
 def pair_panel_html(report: dict | None, error: str | None = None) -> str:
@@ -27,7 +28,7 @@ def pair_panel_html(report: dict | None, error: str | None = None) -> str:
                + esc(", ".join(parts) or f"all {len(report.get('passed') or [])} checks passed"))
     v = report.get("versions") or {}
     facts = (f'<div class="ss-rf-ev">edge {esc(report.get("edge"))}<br>cloud {esc(report.get("cloud"))}'
-             f'<br>passed: {esc(", ".join(report.get("passed") or []) or "—")}'
+             f'<br>passed: {esc(passed_words(report.get("passed")) or "—")}'
              f'<br>python {esc(v.get("python"))} · torch {esc(v.get("torch"))} · transformers '
              f'{esc(v.get("transformers"))} · gradio {esc(v.get("gradio"))} · {esc(report.get("device"))}</div>')
     body = findings_html(checks) if checks else ""

@@ -200,7 +200,7 @@ def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int, folded: bool 
     return '<div class="ss-legend" aria-label="legend">' + "".join(parts) + "</div>"
 
 
-EMPTY_HINT = "No tokens yet. Pick a clip and press Run."
+EMPTY_HINT = "No tokens yet: press ▶ Run."
 
 
 def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool = False,

@@ -105,7 +105,7 @@ def test_batch_tab_shares_one_way_by_label_in_its_box_and_ray_workers(page, arti
     heads = page.locator("#batch-table thead").inner_text()
     assert "prompt type" in heads and "chrF (0–100)" in heads
     # the by-label table stays inside its box, and the page does not scroll sideways
-    box = page.locator("#batch-checklist").bounding_box()
+    box = page.locator("#batch-labels").bounding_box()        # its own full-width box (issue 50)
     table = page.locator("#batch-by-label .ss-by-label-box").bounding_box()
     assert table["x"] + table["width"] <= box["x"] + box["width"] + 1, (table, box)
     assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
@@ -137,7 +137,7 @@ def test_batch_ab_at_1280_shows_config_b_and_states_its_denominators(page, artif
     col_b = page.locator("#batch-aggregate th[data-config='config B']").bounding_box()
     assert col_b and col_b["x"] + col_b["width"] <= agg["x"] + agg["width"] + 1, (col_b, agg)
     assert col_b["x"] + col_b["width"] <= 1280
-    box = page.locator("#batch-checklist").bounding_box()
+    box = page.locator("#batch-labels").bounding_box()        # its own full-width box (issue 50)
     table = page.locator("#batch-by-label .ss-by-label-box").bounding_box()
     assert table["x"] + table["width"] <= box["x"] + box["width"] + 1, (table, box)
     heads = page.inner_text("#batch-by-label")

@@ -120,3 +120,16 @@ def test_batch_stops_between_and_inside_clips(demo):
     inside = CheckCounter(6)                       # fires while the first clip is decoding
     (only,) = list(iter_batch(demo, clips, {"A": DecodeConfig(**LONG)}, cancel=inside))
     assert only["type"] == "done" and only["result"].cancelled and only["result"].rows == []
+
+
+def test_a_stopped_run_is_not_judged_on_its_end(demo):
+    """Issue 50 (4): the Stop button ends a correct decode mid-sentence; that end is the user's,
+    not a bug (no unverified_end error with a fix to 'the stop code'), and the trace says so."""
+    res = run_clip(demo, CLIP, DecodeConfig(time_limit_s=0), cancel=CheckCounter(12))
+    tr = res["trace"]
+    assert res["ok"] and tr["ended_by"] == "cancelled" and 0 < len(tr["tokens"]) < 30
+    codes = [f["code"] for f in tr["diagnostics"]]
+    assert "unverified_end" not in codes and "length" not in codes, codes
+    assert not [f for f in tr["diagnostics"] if f["severity"] == "error"]
+    (note,) = [f for f in tr["diagnostics"] if f["code"] == "not_judged" and f["evidence"].get("ended_by")]
+    assert note["severity"] == "info" and "Stop button" in note["title"]

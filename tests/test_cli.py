@@ -80,3 +80,33 @@ def test_faults_and_presets_listing():
                  "double_temperature", "mask_1x1", "input_corruption"):
         assert name in p.stdout
     assert cli("presets").returncode == 0
+
+
+def test_run_without_out_prints_the_summary_not_the_json(pair):
+    """Issue 50 (7): without --out a CI gate reads the human summary, not ~100 KB of trace JSON;
+    `--out -` still writes the JSON to stdout."""
+    base = ("run", "--backend", "hf", "--edge-model", str(pair / "edge"), "--cloud-model", str(pair / "cloud"),
+            "--prompt", "说话人语速", "--set", "max_new_tokens=12", "--set", "stop_at_first_sentence=false")
+    p = cli(*base, "--fail-on", "error")     # this random tiny pair fails the gate (exit 1)
+    assert p.returncode in (0, 1) and "Traceback" not in p.stderr, p.stderr
+    assert p.stdout == "" and '"results"' not in p.stderr
+    assert "None: ok: " in p.stderr and "(no JSON written: --out FILE, or --out - for stdout)" in p.stderr
+    p = cli(*base, "--out", "-")
+    assert p.returncode in (0, 1) and "no JSON written" not in p.stderr, p.stderr
+    assert json.loads(p.stdout)["results"][0]["ok"] is True
+
+
+def test_graphs_engine_on_a_cpu_is_a_usage_error(pair):
+    p = cli("run", "--backend", "hf", "--edge-model", str(pair / "edge"), "--cloud-model",
+            str(pair / "cloud"), "--prompt", "说话", "--set", "engine=graphs")
+    assert p.returncode == 2, p.stderr
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("specscope: error")]   # (hf prints load bars)
+    assert len(errors) == 1 and "needs a CUDA device" in errors[0] and "Traceback" not in p.stderr
+
+
+def test_check_names_passed_checks_by_what_passed(pair):
+    p = cli("check", "--backend", "hf", "--edge-model", str(pair / "edge"), "--cloud-model", str(pair / "cloud"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    (ok,) = [ln for ln in p.stdout.splitlines() if ln.startswith("ok ")]
+    assert "same tokenizer" in ok and "same stop ids" in ok
+    assert "mismatch" not in ok and "untested" not in ok and "not_croppable" not in ok

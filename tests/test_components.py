@@ -718,3 +718,59 @@ def test_batch_ab_histograms_in_two_colours_side_by_side_and_aggregate_keeps_bot
                        "config B": ["2", "33.1%"]})
     html = aggregate_html(df)
     assert 'data-config="config B"' in html and "33.1%" in html and "table-layout" not in html
+
+
+def test_a_busy_machine_times_nothing_and_says_so_once():
+    """Issue 50 (5): Live read 'spread 0.46–10.57×'; A/B called the faster median 'no measurable
+    difference' and the slower '2.62× faster than cloud-only'. Repeats that vary more than 2x give
+    one line (timing not possible now, use bench), and A/B verdicts never order against medians."""
+    from components.compare import speedup_cell, vs_cloud_html
+    from specdec_core.evaluation.speedup import ordered, speedup_stats
+    from ui.ab import busy_line, pair_detail, timing_rows
+
+    live = speedup_stats([0.1, 0.3, 1.9], [0.8, 0.9, 1.05], tokens=53, cloud_calls=14, same_text=True)
+    assert live["verdict"] == "busy"
+    html = vs_cloud_html("a", "a", live)
+    assert "timing not possible now" in html and "python -m specdec_core bench" in html
+    said = html.split("<b>")[1].split("</b>")[0]
+    assert "spread" not in said and "faster" not in said and "ss-vs-neutral" in html
+    assert speedup_cell(live) == "not timed (machine busy)"
+    card = metric_cards({"new_tokens": 53}, speedup=live)
+    assert '<div class="ss-card-value">—</div>' in card and "busy" in card
+    # A/B: steady repeats, but A's faster median reads 'no measurable difference' while B's slower
+    # one reads 'faster': the verdicts contradict the medians, so no side gets one
+    a = speedup_stats([0.30, 0.32, 0.58], [0.55, 0.60, 0.62], 53, 14, True)
+    b = speedup_stats([0.33, 0.34, 0.35], [0.55, 0.60, 0.62], 53, 14, True)
+    assert a["speedup"] > b["speedup"] and a["verdict"] == "no measurable difference" and b["verdict"] == "faster"
+    sps = ordered([a, b])
+    assert [sp["verdict"] for sp in sps] == ["busy", "busy"]
+    t = {"tokens": [{}] * 53, "ended_by": "sentence"}
+    detail = pair_detail(t, t, sps)
+    assert detail.count("timing not possible now") == 1 and "faster" not in detail
+    assert timing_rows(sps, [a["decode_samples"], b["decode_samples"]]) == ([], {})
+    # no cloud-only: fixed 0.95 s vs broken 7.96 s on repeats that vary 5x is not 'within noise'
+    decode = [[0.9, 0.95, 4.8], [1.5, 7.96, 8.1]]
+    assert "timing not possible now" in busy_line([None, None], decode)
+    assert timing_rows([None, None], decode) == ([], {})
+    steady = [[0.9, 0.95, 1.0], [7.8, 7.96, 8.1]]
+    assert busy_line([None, None], steady) == "" and timing_rows([None, None], steady)[0]
+
+
+def test_a_fault_latent_at_the_knobs_is_not_a_clean_bill():
+    """Issue 50 (5): double_temperature at T = 0 changes nothing, the blind checks find nothing,
+    and the page read '✔ No findings'; it now says the fault is latent at these knobs."""
+    from specdec_core.api import load_backend, run_clip
+    from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.decoding.faults import latent
+
+    cfg = DecodeConfig(faults=["double_temperature"])
+    res = run_clip(load_backend("demo"), "sample_audio/angry_01.wav", cfg)
+    assert res["ok"] and not [f for f in res["trace"]["diagnostics"] if f["severity"] != "info"]
+    lines = latent(cfg.to_dict())
+    assert lines == ["double temperature is latent at these knobs: dividing the logits twice changes no "
+                     "argmax at temperature 0 (greedy)"]
+    html = diagnostics_html([], res["metrics"]["cloud_calls"], lines)
+    assert 'data-latent="1"' in html and "double temperature is latent" in html
+    assert "✔" not in html and 'data-clean="1"' not in html
+    assert latent(dict(cfg.to_dict(), temperature=0.7)) == [] and latent({"faults": []}) == []
+    assert "draft tree = chain" in latent({"faults": ["no_compaction"], "draft_tree": "chain"})[0]

@@ -2,6 +2,7 @@
 the pure renderers, the upload parser's one-line refusals, and the /record endpoint through
 gradio_client on the real app."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +10,7 @@ from components.findings import config_badges, findings_html
 from components.inspect_view import round_choices, round_html, split_rounds
 from specdec_core.errors import UserError
 
+ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def recorded():
@@ -356,3 +358,51 @@ def test_the_pages_ten_line_loop_records_without_an_error_finding(tmp_path):
     assert res["ok"] and res["recording"]["out_ids"]
     codes = {f["code"]: f["severity"] for f in res["findings"]}
     assert "error" not in codes.values() and set(codes) <= {"recomputed_context"}, codes
+
+
+def test_idle_cloud_calls_say_the_cloud_ran_on_another_context(recorded):
+    """Issue 50 (3): '12 cloud calls ... 2 checked a round' beside '40 unchecked drafts' reads as
+    a contradiction unless the line says why: the cloud ran on a context that is not the text."""
+    from components.inspect_view import counts_line, recording_counts
+
+    res = recorded["no_resync"]
+    c = recording_counts(res["trace"], res["recording"])
+    line = counts_line(c)
+    idle = c["calls"] - c["checked"]
+    assert c["off_text"] in ("stale_cache", "context_mismatch"), c      # the root the findings name
+    assert (f"{idle} checked nothing that was committed: they ran on a context that is not the text "
+            f"({c['off_text'].replace('_', ' ')})") in line
+    assert ("unchecked drafts: committed with no cloud call checking them (the cloud was called, on "
+            "another context)") in line
+    assert line in round_html(res["recording"], 1, None, c)
+    ok = recording_counts(recorded["correct"]["trace"], recorded["correct"]["recording"])
+    assert ok["off_text"] is None and "context" not in counts_line(ok)
+
+
+def test_recording_your_own_file_from_the_page_is_an_operator_setting(monkeypatch, tmp_path):
+    """Issue 50 (6): the page records a user's .py only with SPECSCOPE_RECORD_OWN_CODE=1, never on
+    a Space (SPACE_ID: it would run a visitor's code); off, it refuses in one line naming how."""
+    import shutil
+
+    from specdec_core.errors import UserError
+    from ui.inspect import OWN_CODE_ENV, own_code_allowed, record_example
+
+    mine = tmp_path / "my_loop.py"
+    shutil.copy(ROOT / "examples" / "decoders" / "no_resync.py", mine)
+    monkeypatch.delenv(OWN_CODE_ENV, raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert not own_code_allowed()
+    with pytest.raises(UserError, match=f"{OWN_CODE_ENV}=1"):
+        record_example("correct", "angry_01", own=str(mine), max_new_tokens=24)
+    monkeypatch.setenv(OWN_CODE_ENV, "1")
+    monkeypatch.setenv("SPACE_ID", "someone/specscope")
+    assert not own_code_allowed()
+    monkeypatch.delenv("SPACE_ID")
+    assert own_code_allowed()
+    res = record_example("correct", "angry_01", own=str(mine), max_new_tokens=24)
+    assert res["decoder"] == "my_loop.py" and res["ok"]
+    assert any(f["severity"] == "error" for f in res["findings"])          # its bug, found blind
+    bad = tmp_path / "bad_sig.py"
+    bad.write_text("def decode(edge, cloud, ids):\n    return []\n", encoding="utf-8")
+    with pytest.raises(UserError, match="cannot be called as record calls it"):
+        record_example("correct", "angry_01", own=str(bad))

@@ -133,3 +133,29 @@ def test_live_warnings_and_nested_evidence_keys_read_as_words():
     assert kinds == ["cache desync"], kinds
     line = evidence_lines({"tokens": {"drafted": 5, "edge_argmax": 6}}, texts=lambda i: "字")[0]
     assert line == "tokens: drafted 5 «字» · edge argmax 6 «字»", line
+
+
+def test_ab_tree_table_shows_acceptance_by_depth_once():
+    """Issue 50 (6): a tree side's per-position acceptance IS its acceptance by depth; the A/B
+    table showed both rows with identical numbers. One row now; both only when they differ."""
+    from components.compare import metric_diff_html
+
+    chain = {"per_position_acceptance": [0.8, 0.6], "acceptance_by_depth": None, "nodes_per_call": None}
+    tree = {"per_position_acceptance": [0.9, 0.7], "acceptance_by_depth": [0.9, 0.7], "nodes_per_call": 10.0}
+    html = metric_diff_html(chain, tree, same_text=True)
+    assert html.count('data-key="per_position_acceptance"') == 1
+    assert 'data-key="acceptance_by_depth"' not in html
+    odd = dict(tree, acceptance_by_depth=[0.95, 0.5])
+    assert 'data-key="acceptance_by_depth"' in metric_diff_html(chain, odd, same_text=True)
+
+
+def test_source_notes_are_not_called_seed_beside_the_seed_knob():
+    """Issue 50 (6): "seed" is a knob (the random seed); the bug reports it came from read as
+    source notes on the page (fault list, presets, the gates' group)."""
+    from ui.knobs import LAYOUT, fault_choices, preset_choices, preset_info
+
+    said = [label for label, _ in fault_choices() + preset_choices()] + [g for g, _, _ in LAYOUT]
+    said += [preset_info(name) for _, name in preset_choices()]
+    assert not [s for s in said if re.search(r"\bseed ?\d", s)], said
+    assert any("source note 000" in s for s in said) and any(s.startswith("source note 001") for s in said)
+    assert any("seed" in names for _, _, names in LAYOUT)       # the knob keeps its name

@@ -86,7 +86,7 @@ def test_run_pools_its_clips_and_names_the_doubled_temperature(capsys):
     from specdec_core.cli import main
 
     # seed set 3 of scripts/run_pooled_rate.py (clip i gets seed 3000 + i)
-    base = ["run", *HELDOUT, "--set", "temperature=0.7", "--set", "seed=3000"]
+    base = ["run", *HELDOUT, "--set", "temperature=0.7", "--set", "seed=3000", "--out", "-"]
     assert main(base + ["--fault", "double_temperature"]) == 0
     out, err = capsys.readouterr()
     data = json.loads(out)

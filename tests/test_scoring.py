@@ -150,3 +150,30 @@ def test_premature_stop_rule():
     assert not premature_stop({"ended_by": "cancelled", "new_tokens": 30}, 16)
     assert not premature_stop({"ended_by": "eos", "new_tokens": 9}, 16)   # the model's own end
     assert not premature_stop({"ended_by": "sentence", "new_tokens": 16}, 16)
+
+
+def test_looping_clips_fail_the_repeat_check_and_counts_head_their_lines(tmp_path):
+    """Issue 50 (5): an edge-only batch printed 'acc None' and '[PASS] repeat rate low (median
+    0.5%)' while two clips looped, under '6 of 6 checks passed' heading 10 lines."""
+    import io
+
+    from components.batch_view import checklist_html
+    from specdec_core.cli.progress import RowProgress
+    from specdec_core.evaluation.checklist import checklist_head
+
+    edge_only = dict(acceptance_rate=None, mean_accepted_length=None, cloud_calls=0, cloud_call_rate=0.0,
+                     repeat_rate=0.005)
+    rows = [good_row(**edge_only, cycles=c) for c in (2, 1, 0, 0, 0)]
+    items = checklist(rows)
+    rep = by_name(items)["repeat rate low"]
+    assert rep["passed"] is False and "2 of 5 clips loop" in rep["value"], rep
+    graded = [it for it in items if it["passed"] is not None]
+    head = checklist_head(items)
+    assert head.startswith(f"{sum(it['passed'] for it in graded)} of {len(graded)} checks passed")
+    assert f"{len(items) - len(graded)} reported only" in head and head in checklist_html(items)
+    out = io.StringIO()
+    bar = RowProgress(tmp_path, file=out)
+    bar({"type": "row", "done": 1, "total": 5, "failed": 0, "row": {"ok": True, "config": "A", "name": "sad_01",
+                                                     "text": "说话人", "metrics": rows[0]["metrics"]}})
+    line = out.getvalue()
+    assert "None" not in line and "not checked by the cloud" in line and "loops (2 cycle(s))" in line, line

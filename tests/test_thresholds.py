@@ -309,7 +309,7 @@ def test_live_tab_json_and_share_link_carry_the_unit(tabs):
     assert json.loads(text)["entropy_unit"] == "frac"
     ups = live.json_to_knobs(text, *values)
     assert _update(live.panel, ups, "entropy_threshold")["maximum"] == 1.0
-    q, note = live.share_query("", None, *values)
+    q, note = live.share_query("", None, False, *values)
     assert "entropy_unit=frac" in q and "entropy_threshold=0.3" in q
 
 

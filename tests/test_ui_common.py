@@ -44,3 +44,29 @@ def test_a_non_audio_upload_is_refused_with_one_line(tmp_path):
     msg = common.check_upload(str(bad))
     assert msg and "\n" not in msg and "Traceback" not in msg
     assert common.check_upload(str(common.sample_path("angry_01"))) is None
+
+
+def test_the_first_run_waits_for_the_warm_up_instead_of_decoding_beside_it():
+    """Issue 50 (6): app.py starts a warm-up thread with the page; a Run pressed meanwhile used to
+    decode beside it on the same cores (16-23 s for 53 tokens, then 2 s). The run's backend now
+    comes after the warm-up ended, and the warm-up went through the judged decode path."""
+    import threading
+
+    from specdec_core.recorder import builtin
+
+    decoded = []
+    real = builtin.judged_stream
+
+    def spy(*a, **kw):
+        decoded.append(threading.current_thread().name)
+        yield from real(*a, **kw)
+
+    builtin.judged_stream = spy
+    try:
+        common.warm_up()
+        backend = common.get_backend("demo")           # what a Run handler calls first
+        seen = list(decoded)                           # decodes finished or begun by now
+    finally:
+        builtin.judged_stream = real
+    assert backend is not None and common._WARMED.is_set()
+    assert seen == ["specscope-warmup"]

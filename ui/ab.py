@@ -10,12 +10,12 @@ import gradio as gr
 from components.cards import diagnostics_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
-from specdec_core.evaluation.speedup import speedup_stats, speedup_words
+from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, ordered, speedup_stats, speedup_words
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
-from specdec_core.decoding.faults import FAULTS
+from specdec_core.decoding.faults import FAULTS, latent
 
 from . import common, limits
 from .knobs import KnobPanel
@@ -246,7 +246,7 @@ class ABTab:
     def _finished(self, runs, bases, samples, name, ctx) -> list:
         ta, tb = runs[0].live.trace, runs[1].live.trace
         sps = side_speedups(runs, bases, samples)
-        detail = pair_detail(ta, tb, sps)
+        detail = pair_detail(ta, tb, sps, busy_line(sps, samples[0] if samples else None))
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
         rows, timings = timing_rows(sps, samples[0] if samples else [None, None])
@@ -259,7 +259,8 @@ class ABTab:
                              extra=rows + baseline_rows(ta, tb, bases), timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
-            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls")) for t in (ta, tb)])
+            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls"), latent(r.cfg.to_dict()))
+              for t, r in ((ta, runs[0]), (tb, runs[1]))])
 
 
 def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):
@@ -292,7 +293,18 @@ def side_speedups(runs, bases, samples) -> list:
         m = r.live.trace.get("metrics") or {}
         out.append(speedup_stats(xs, cs, m.get("new_tokens"), m.get("cloud_calls"),
                                  base["token_ids"] == r.live.trace.get("token_ids")) if base and cs else None)
-    return out
+    return ordered(out)
+
+
+def busy_line(sps: list, decode: list | None) -> str:
+    """One line when the repeats cannot time anything now (a side's repeats vary more than
+    BUSY x, or the verdicts disagree with the medians: speedup.ordered); else ''."""
+    sp = next((sp for sp in sps if sp and sp["verdict"] == "busy"), None)
+    if sp:
+        return busy_words(sp)
+    if decode and all(decode) and busy_factor(*decode) > BUSY:
+        return BUSY_WORDS.format(f=busy_factor(*decode))
+    return ""
 
 
 def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
@@ -300,6 +312,8 @@ def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
     of the decode time and, with cloud-only, of the speed-up (per repeat: that repeat's cloud-only
     time over its decode time) and of the cloud-only time."""
     rows, timings = [], {}
+    if busy_line(sps, samples):
+        return rows, timings       # the status line says once that timing is not possible now
     if all(samples):
         timings["decode_s"] = tuple(samples)
         if all(sps):
@@ -320,11 +334,13 @@ def baseline_rows(ta: dict, tb: dict, bases: list) -> list[tuple[str, object, ob
              bases[1]["token_ids"] == tb.get("token_ids"))]
 
 
-def pair_detail(ta: dict, tb: dict, sps: list) -> str:
+def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:
     """The finished status line's detail: per side its tokens, why it ended (the Live tab's
     words), its speed-up over cloud-only and its findings."""
+    busy = busy or busy_line(sps, None)
     return " · ".join(f"{side}: {len(t['tokens'])} tokens, ended by {ended_by_words(t.get('ended_by'))}"
-                      f"{_sp(sp)}{_fs(t)}" for side, t, sp in (("A", ta, sps[0]), ("B", tb, sps[1])))
+                      f"{'' if busy else _sp(sp)}{_fs(t)}" for side, t, sp in (("A", ta, sps[0]), ("B", tb, sps[1]))
+                      ) + (f" · {busy}" if busy else "")
 
 
 def _fs(trace: dict) -> str:

@@ -81,6 +81,8 @@ class BatchTab:
                                          js_on_load=None)
             with gr.Column(scale=1):
                 self.checklist = gr.HTML(checklist_html(None), elem_id="batch-checklist", js_on_load=None)
+        # the page's width: half of a 1280 px page hid four of its columns behind a scroll (issue 50)
+        self.labels = gr.HTML("", elem_id="batch-labels", js_on_load=None)
         self.table = gr.Dataframe(results_table(None), label="per clip (full texts and traces in the JSON)",
                                   interactive=False, elem_id="batch-table", max_height=600, max_chars=28)
         gr.Markdown(columns_help(), elem_classes="ss-note", elem_id="batch-columns-help")
@@ -96,7 +98,7 @@ class BatchTab:
         for btn, target in ((self.a_from_live, self.cfg_a), (self.b_from_live, self.cfg_b)):
             btn.click(self.live.knobs_to_json, knobs.inputs, target, queue=False, api_visibility="private")
         self.b_from_live.click(lambda: True, None, self.use_b, queue=False, api_visibility="private")
-        outs = [self.status, self.aggregate, self.checklist, self.plot, self.table, self.dl_json, self.dl_csv]
+        outs = [self.status, self.aggregate, self.checklist, self.labels, self.plot, self.table, self.dl_json, self.dl_csv]
         self.run_btn.click(waiting_or_blank, None, self.status, queue=False,
                            api_visibility="private").then(
             gpu(self.run), [self.source, self.limit, self.manifest, self.clips, self.cfg_a,
@@ -143,7 +145,7 @@ class BatchTab:
             ctx += [("fault", f"{name} {f}" if len(configs) > 1 else f) for name, c in configs.items() for f in c.faults]
             return [status_html("err" if failed else "ok", "Batch done", detail, ctx),
                     aggregate_html(aggregate_frame(result)),
-                    checklists_html(result) + label_matrix_html(result.by_label),
+                    checklists_html(result), label_matrix_html(result.by_label),
                     batch_distributions(numeric_frame(result.rows)), df,
                     gr.update(value=str(paths["json"]), visible=True),
                     gr.update(value=str(paths["csv"]), visible=True)]
@@ -152,7 +154,7 @@ class BatchTab:
                 traceback.print_exc()
             msg = common.user_message(e)
             gr.Warning(common.toast_text(msg))
-            return [status_html("err", "Batch not run", msg), sk, sk, sk, sk, sk, sk]
+            return [status_html("err", "Batch not run", msg), sk, sk, sk, sk, sk, sk, sk]
         finally:
             cancel.set()
             common.unregister(session, cancel)

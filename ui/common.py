@@ -127,23 +127,36 @@ def backend_choices() -> list[str]:
     return available_backends()
 
 
+_WARMED = threading.Event()      # cleared while the start-up warm-up runs (app.py: warm_up())
+_WARMED.set()
+
+
 def get_backend(name: str | None):
     # SPECSCOPE_DTYPE=float32|bfloat16|float16: the app's backends in that dtype (issue 27)
+    if not _WARMED.is_set() and threading.current_thread().name != "specscope-warmup":
+        _WARMED.wait(300)   # the first run waits for the warm-up instead of competing with it (issue 50)
     return load_backend(name or "demo", dtype=os.environ.get("SPECSCOPE_DTYPE") or None)
 
 
 def warm_up(name: str = "demo") -> None:
-    """Load the default backend in the background so the first Run does not pay for it."""
+    """Load the default backend in the background and decode a few tokens with it, so the first
+    Run pays for neither; a Run pressed meanwhile waits for it (get_backend) rather than decoding
+    beside it on the same cores (its first decode read 16-23 s instead of 2 s)."""
     def load():
         try:
-            from specdec_core.api import prepare
+            from specdec_core.api import prepare, stream_prompt
             from specdec_core.decoding.config import DecodeConfig
 
             backend = get_backend(name)
             if DEFAULT_SAMPLE in sample_names():  # also imports and warms the audio/prosody stack
-                prepare(backend, str(sample_path(DEFAULT_SAMPLE)), DecodeConfig())
+                cfg = DecodeConfig(max_new_tokens=8, min_new_tokens=1, time_limit_s=30)
+                for _ in stream_prompt(backend, prepare(backend, str(sample_path(DEFAULT_SAMPLE)), cfg), cfg):
+                    pass                           # the judged decode path: recorder, checks, dependence
         except Exception:  # noqa: BLE001 - a missing model shows up as a clear error on Run
             pass
+        finally:
+            _WARMED.set()
+    _WARMED.clear()
     threading.Thread(target=load, daemon=True, name="specscope-warmup").start()
 
 

@@ -108,14 +108,44 @@ def _load_example(name: str):
     return mod
 
 
-def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 128) -> dict:
-    """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
+OWN_CODE_ENV = "SPECSCOPE_RECORD_OWN_CODE"
+
+
+def own_code_allowed() -> bool:
+    """Recording a file from the page runs its code in this server: only where the operator said
+    so (SPECSCOPE_RECORD_OWN_CODE=1), never on a Space (SPACE_ID), where it would be a visitor's."""
+    import os
+
+    return os.environ.get(OWN_CODE_ENV, "").strip() == "1" and not os.environ.get("SPACE_ID")
+
+
+def _own_module(path: str):
+    """The user's .py file as record_example's module: its `decode`, checked against the call."""
+    from types import SimpleNamespace
+
+    from specdec_core.recorder.cli import load_function
+    from specdec_core.recorder.user_code import check_call
+
+    if not own_code_allowed():
+        raise UserError(f"recording your own file from the page is off: the operator sets {OWN_CODE_ENV}=1 "
+                        "(never on a Space); or run `python -m specdec_core record FILE.py AUDIO`")
+    fn, _ = load_function(str(path))
+    check_call(fn, 4, {"k": 4, "max_new_tokens": 8, "stop_ids": ()})
+    return SimpleNamespace(decode=fn)
+
+
+def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 128,
+                   own: str | None = None) -> dict:
+    """Run an example decoder (or, where the operator allows it, the user's file `own`) under
+    the recorder on a bundled clip -> CLI-style result entry."""
     from specdec_core.audio.loading import load_audio
     from specdec_core.recorder import Recorder, analyze
     from specdec_core.recorder.cli import head_drafter, numerics_probe
     from specdec_core.recorder.isolated import private_pair
+    from specdec_core.recorder.user_code import failed
 
-    mod = _load_example(decoder)
+    mod = _own_module(own) if own else _load_example(decoder)
+    decoder = Path(own).name if own else decoder
     backend = common.get_backend("demo")
     prompt = backend.build_inputs(load_audio(common.sample_path(sample)), "detailed")
     declared = {"k": int(k), "max_new_tokens": int(max_new_tokens), "verify": "greedy"}
@@ -132,7 +162,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
                              k=int(k), max_new_tokens=int(max_new_tokens),
                              stop_ids=tuple(backend.stop_ids), **({"drafter": head} if head is not None else {}))
         except Exception as e:  # noqa: BLE001  (the user's decoder failed: say where, once)
-            error = f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
+            error = failed(mod.decode, e) if own else f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
     recording = rec.finish(out)
     recording["backend"] = "demo"
     recording["error"] = error
@@ -299,6 +329,7 @@ class InspectTab:
                                            elem_id="inspect-decoder")
                 self.sample = gr.Dropdown(common.sample_choices(), value=common.DEFAULT_SAMPLE,
                                           label="sample clip", elem_id="inspect-sample")
+                self.own = self._own_file()
                 self.record = gr.Button("Record", variant="primary", elem_id="inspect-record")
             with gr.Column(scale=2, min_width=300):
                 self.upload = gr.File(label="or upload a recording (JSON)", file_types=[".json"],
@@ -306,6 +337,17 @@ class InspectTab:
                 self.download = gr.File(label="recording (download)", interactive=False)
                 gr.HTML("", js_on_load=size_guard_js(), container=False, padding=False,
                         elem_id="inspect-size-guard")
+
+    def _own_file(self):
+        """Your own decoder file: only where the operator allows it (own_code_allowed), else a
+        line saying how (the CLI's `record` runs your file on your machine)."""
+        if own_code_allowed():
+            return gr.File(label="or your own decoder (.py with decode(...); this server runs it)",
+                           file_types=[".py"], type="filepath", elem_id="inspect-own-file")
+        gr.Markdown(f"Your own file: `python -m specdec_core record FILE.py AUDIO` on your machine. "
+                    f"Recording it from this page runs it in this server, so it is an operator setting "
+                    f"({OWN_CODE_ENV}=1; never on a Space).", elem_classes="ss-note", elem_id="inspect-own-note")
+        return gr.State(None)
 
     def _single(self):
         """One recording: status, findings, trace, plots and the per-step drill-down."""
@@ -359,7 +401,7 @@ class InspectTab:
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
                 self.acclen, self.round, self.drill, self.download, self.state, self.timing,
                 self.tree_round, self.tree]
-        self.record.click(self.on_record, [self.decoder, self.sample], outs,
+        self.record.click(self.on_record, [self.decoder, self.sample, self.own], outs,
                           api_visibility="private", concurrency_id="decode", concurrency_limit=ADMIT)
         self.upload.upload(self.on_upload, [self.upload], outs, api_visibility="private")
         self.round.change(self.on_round, [self.state, self.round], [self.drill, self.tree_round, self.tree],
@@ -405,9 +447,10 @@ class InspectTab:
                 gr.update(choices=[], value=None), round_html(None, None), None, None, timing_figure(None),
                 None, render_tree(None, None)]
 
-    def on_record(self, decoder, sample):
+    def on_record(self, decoder, sample, own=None):
         try:
-            return self._show(in_slot(record_example, decoder, sample), f"{decoder}-{sample}")
+            label = f"{Path(own).stem if own else decoder}-{sample}"
+            return self._show(in_slot(record_example, decoder, sample, own=own), label)
         except Exception as e:  # noqa: BLE001
             return self._fail(e)
 

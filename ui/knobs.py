@@ -29,14 +29,14 @@ LAYOUT = [
                               "verify_every", "temperature"]),
     ("Stopping & cycles", False, ["max_new_tokens", "min_new_tokens", "stop_at_first_sentence",
                                   "cycle_action", "time_limit_s", "seed", "cache_check_every", "engine"]),
-    ("Draft gates (seed 001)", False, ["comma_gate", "period_gate", "ban_adjacent_repeat",
+    ("Draft gates (source note 001)", False, ["comma_gate", "period_gate", "ban_adjacent_repeat",
                                        "no_repeat_ngram", "repetition_penalty"]),
     ("Link model (what-if, local cloud)", False, ["link_rtt_ms", "link_uplink_kbps"]),
 ]
 
 
 def preset_choices() -> list[tuple[str, str]]:
-    return [("custom (keep knobs)", CUSTOM)] + [(words(n), n) for n in PRESETS]
+    return [("custom (keep knobs)", CUSTOM)] + [(plain(words(n)), n) for n in PRESETS]
 
 
 PRESET_INFO = "fills the knobs below from the source notes"
@@ -51,7 +51,7 @@ def fault_choices() -> list[tuple[str, str]]:
     """'no resync — what it shows on the demo pair (seed ...)', in words (the value stays the
     fault's name): the symptom a user will see here, which on a greedy, always-verified run is
     often not the text symptom of the seed note."""
-    return [(f"{fault_label(f.name)} — {snake_words(f.seen or f.symptom)} (seed {f.seed})", f.name)
+    return [(f"{fault_label(f.name)} — {snake_words(f.seen or f.symptom)} (source note {f.seed})", f.name)
             for f in FAULTS.values()]
 
 

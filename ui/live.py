@@ -22,6 +22,7 @@ from specdec_core.evaluation.speedup import speedup_words
 from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
+from specdec_core.decoding.faults import latent
 from specdec_core.errors import ConfigError, UserError
 
 from . import common, limits
@@ -55,6 +56,11 @@ class LiveTab:
                 gr.Markdown("### Clip", elem_classes="ss-h")
                 self.sample = gr.Dropdown(common.sample_choices(), value=_default_sample(),
                                           label="sample clip", info="bundled clips, by name", elem_id="live-sample")
+                with gr.Row():
+                    self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2,
+                                             min_width=90)
+                    self.stop_btn = gr.Button("■ Stop", variant="stop", elem_id="live-stop", scale=1,
+                                              min_width=70)
                 self.audio = gr.Audio(sources=["upload", "microphone"], type="filepath",
                                       label="or upload / record a clip (WAV, FLAC, OGG)",
                                       value=_default_sample_path(), elem_id="live-audio")
@@ -68,16 +74,11 @@ class LiveTab:
                 self.cloud_url = cloud_url_widget()   # the operator's policy: ui/cloud.py
                 self.baseline = gr.Checkbox(value=False, label="compare with cloud-only",
                                             info="also decode with the cloud model alone (greedy): speed-up and text diff")
-                with gr.Row():
-                    self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2,
-                                             min_width=90)
-                    self.stop_btn = gr.Button("■ Stop", variant="stop", elem_id="live-stop", scale=1,
-                                              min_width=70)
                 gr.Markdown("### Knobs", elem_classes="ss-h")
                 self.panel = KnobPanel(prompt_type_widget=self.prompt_type, id_prefix="live")
                 self._export_widgets()
             with gr.Column(scale=3, min_width=560):
-                self.status = gr.HTML(status_html("idle", "Pick a clip and press Run."),
+                self.status = gr.HTML(status_html("idle", "Press ▶ Run to decode the clip on the left (or pick another)."),
                                       elem_id="live-status", js_on_load=None)
                 self.colour = colour_radio("live-colour")   # issue 28: recolours in the browser
                 self.pair = gr.HTML(pair_panel_html(*backend_report("demo")), elem_id="live-pair")
@@ -158,14 +159,14 @@ class LiveTab:
                                api_visibility="private")
         self.from_json_btn.click(self.json_to_knobs, [self.config_json, *self.panel.inputs],
                                  self.panel.inputs, queue=False, api_visibility="private")
-        self.share_btn.click(self.share_query, [self.sample, self.audio, *self.panel.inputs],
+        self.share_btn.click(self.share_query, [self.sample, self.audio, self.baseline, *self.panel.inputs],
                              [self.query, self.share_note], queue=False, api_visibility="private").then(
             None, self.query, self.share_link, js=SHARE_JS, api_visibility="private")
 
     @property
     def load_outputs(self) -> list:
         """What a share link sets on load: the knobs, the sample, and the status line saying so."""
-        return [*self.panel.inputs, self.sample, self.status]
+        return [*self.panel.inputs, self.sample, self.baseline, self.status]
 
     def on_load(self, request: gr.Request):
         """Share links: knob values (and the sample) from the page's query string; the status
@@ -173,15 +174,16 @@ class LiveTab:
         params = dict(getattr(request, "query_params", {}) or {})
         n = len(self.panel.inputs)
         if not params:
-            return [gr.skip()] * (n + 2)
+            return [gr.skip()] * (n + 3)
         try:
             cfg = checked_for_widgets(query_to_config(urlencode(params)))
         except ConfigError as e:
             gr.Warning(common.toast_text(f"share link ignored: {e}"))
-            return [gr.skip()] * (n + 2)
-        sample = params.get("sample")
+            return [gr.skip()] * (n + 3)
+        sample, cloud_only = params.get("sample"), params.get(CLOUD_ONLY) == "1"
         sample_up = gr.update(value=sample) if sample in common.sample_names() else gr.skip()
-        return [*self.panel.updates_for(cfg), sample_up, shared_status(cfg, sample)]
+        return [*self.panel.updates_for(cfg), sample_up, gr.update(value=True) if cloud_only else gr.skip(),
+                shared_status(cfg, sample, cloud_only)]
 
     # ------------------------------------------------------------------ handlers
     def pick_sample(self, name):
@@ -210,7 +212,7 @@ class LiveTab:
             return [gr.skip()] * len(self.panel.inputs)
         return self.panel.updates_for(cfg)
 
-    def share_query(self, sample, audio, *values):
+    def share_query(self, sample, audio, baseline_on, *values):
         """The link's query and a note: an uploaded clip stays on this machine, so a link made
         after an upload carries the knobs only, and says so."""
         cfg = self.panel.to_config(values)
@@ -219,8 +221,9 @@ class LiveTab:
         except ConfigError as e:
             gr.Warning(common.toast_text(f"fix the knobs first: {e}"))
         q = config_to_query(cfg)
-        if sample:
-            q = (q + "&" if q else "") + urlencode({"sample": sample})
+        extra = {k: v for k, v in (("sample", sample), (CLOUD_ONLY, "1" if baseline_on else "")) if v}
+        if extra:
+            q = (q + "&" if q else "") + urlencode(extra)
         note = "" if sample or not audio else UPLOAD_NOT_SHARED
         return q, note
 
@@ -287,7 +290,8 @@ class LiveTab:
         yield self._pack(
             status_html(kind, head, finished_detail(tr, run.cfg, run.baseline, sp), ctx),
             self.view.values(live, run.cfg.prompt_type, plots=True, speedup=sp),
-            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls")),
+            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls"),
+                                   latent(run.cfg.to_dict())),
             prompt_info_md(tr.get("info")),
             gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
             gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
@@ -317,8 +321,8 @@ def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> st
         fd = baseline.get("first_divergence")
         detail += " · " + ("same tokens as cloud-only" if same else "differs from cloud-only"
                            + (f" at token {fd['index']} ({fd['cause']})" if fd else ""))
-        if sp:
-            detail += " · " + speedup_words(sp)
+        if sp:   # a busy machine's one line is under the final text
+            detail += " · " + ("speed-up not timed: the machine is busy" if sp["verdict"] == "busy" else speedup_words(sp))
     return detail + findings_summary(tr.get("diagnostics"))
 
 
@@ -326,12 +330,16 @@ UPLOAD_NOT_SHARED = ("⚠ An uploaded or recorded clip cannot be shared: this li
                      "only and opens with the default sample clip.")
 
 
-def shared_status(cfg: dict, sample: str | None) -> str:
+CLOUD_ONLY = "cloud_only"   # the share link's "compare with cloud-only" (not a knob: the page's own)
+
+
+def shared_status(cfg: dict, sample: str | None, cloud_only: bool = False) -> str:
     """The status line of a page opened from a share link: the clip, the knobs the link changed
     and a badge per fault, before Run."""
     changed = [f"{SPECS_BY_NAME[k].label} {v}" for k, v in parse_qsl(config_to_query(cfg))
                if k not in ("faults", "prompt_type")]
-    detail = ("knobs from the link: " + ", ".join(changed)) if changed else "default knobs"
+    detail = (("knobs from the link: " + ", ".join(changed)) if changed else "default knobs") + (
+        " · compare with cloud-only on" if cloud_only else "")
     ctx = [("fault", f) for f in cfg.get("faults") or []]
     clip = f" on {sample}" if sample in common.sample_names() else ""
     return status_html("idle", f"Opened from a share link{clip}: press Run.", detail, ctx)

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_args(r)
     _add_config_args(r)
     r.add_argument("--baseline", action="store_true", help="also run the cloud model alone")
-    r.add_argument("--out", help="results JSON path (default: stdout)")
+    r.add_argument("--out", help="results JSON path (- for stdout; without it only the human summary is printed)")
     _add_fail_on(r)
     _add_batch(sub)
     _add_bench(sub)

@@ -57,6 +57,7 @@ def cmd_run(args) -> int:
     backend = open_backend(args, cfg)
     for line in warning_lines(backend):   # the load-time pair check (specdec_core/pairs)
         print(line, file=sys.stderr)
+    engine_ok(backend, cfg.engine)
     sources = args.audio or ([None] if not backend.needs_audio else [])
     if not sources:
         raise UserError("no audio files given")
@@ -81,18 +82,27 @@ def cmd_run(args) -> int:
     # the contract's keys: each result's trace.info.dtype says which dtype ran
     out = {"backend": args.backend, "config": cfg.to_dict(), "results": results,
            "pooled_findings": pooled}
-    text = json.dumps(out, ensure_ascii=False, indent=1)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        print(text)
+    if args.out == "-":
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+    elif args.out:
+        _write_json(args.out, out)
+    else:   # the human summary above is the output; the trace JSON only when asked for
+        print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
     failing = reports.fail_on_line(args.fail_on, [
         (r["audio"], (r.get("trace") or {}).get("diagnostics") or []) for r in results if r["ok"]]
         + [("pooled", out.get("pooled_findings") or [])])
     if failing:
         print(failing, file=sys.stderr)
     return 0 if all(r["ok"] for r in results) and not failing else 1
+
+
+def engine_ok(backend, engine: str) -> None:
+    """engine=graphs on a device without CUDA is a usage error (exit 2) before any clip runs."""
+    from specdec_core.decoding.engine import check_engine
+
+    edge = getattr(backend, "edge", None)
+    if edge is not None and hasattr(edge, "parameters"):
+        check_engine(engine, next(edge.parameters()).device)
 
 
 def run_pooled(recorded: list[dict], n: int) -> list[dict]:
@@ -161,7 +171,7 @@ def cmd_bench(args) -> int:
     ks = list(args.ks or DEFAULT_KS)
     widths = sorted(set(range(1, max(ks + [args.k]) + 2)) | {12, 16})   # wider: catch-up after gated rounds
     knobs = dict(parse_sets(args.sets))
-    DecodeConfig.from_dict(knobs)          # a bad knob is a one-line error before any decode
+    engine_ok(backend, DecodeConfig.from_dict(knobs).engine)   # a bad knob: one line before any decode
     res = run_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log, widths=widths,
                     clock=args.clock, knobs=knobs)
     costs = Costs.from_dict(res["cost_model"])

@@ -27,7 +27,10 @@ class RowProgress:
         r = ev["row"]
         if r["ok"]:
             m = r["metrics"]
-            status = f"ok  {m.get('hanzi_count')} 汉字, acc {m.get('acceptance_rate')}: {r['text'][:40]}"
+            acc = m.get("acceptance_rate")
+            acc = "not checked by the cloud" if acc is None else f"acceptance {acc:.1%}"
+            loops = f", loops ({m['cycles']} cycle(s))" if m.get("cycles") else ""
+            status = f"ok  {m.get('hanzi_count')} 汉字, {acc}{loops}: {r['text'][:40]}"
         else:
             status = f"error: {r['error']}"
         line = f"[{ev['done']}/{ev['total']}] {r['config']} {r['name']}: {status}"

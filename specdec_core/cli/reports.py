@@ -50,7 +50,9 @@ def batch_report(result: BatchResult) -> str:
             out.append("   per label              " + ", ".join(f"{k} {v:.2f}" for k, v in s["per_label_accuracy"].items()))
         items = result.checklist[name]
         graded = [it for it in items if it["passed"] is not None]
-        out.append(f"-- checklist {name}: {sum(bool(it['passed']) for it in graded)} of {len(graded)} checks passed")
+        from specdec_core.evaluation.checklist import checklist_head
+
+        out.append(f"-- checklist {name}: {checklist_head(items)}")
         for it in items:
             mark = {True: "PASS", False: "FAIL", None: "info"}[it["passed"]]
             out.append(f"   [{mark}] {it['name']:28s} {it['value']:40s} target: {it['target']}")
@@ -192,7 +194,9 @@ def check_report(report: dict) -> str:
         if f["severity"] != "info":
             out.append(f"         fix: {f['fix']}")
     if report["passed"]:
-        out.append("ok       " + ", ".join(report["passed"]))
+        from specdec_core.pairs.checks import passed_words
+
+        out.append("ok       " + passed_words(report["passed"]))
     v = report["versions"]
     out.append(f"versions python {v['python']}, torch {v['torch']}, transformers {v['transformers']}, "
                f"gradio {v['gradio']}; device {report['device']}")

@@ -90,6 +90,25 @@ FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
 TREE_FAULTS = ("tree_parent_slots", "no_compaction", "linear_positions", "sibling_mask")
 
 
+def latent(cfg: dict) -> list[str]:
+    """The faults that are on but whose code path changes nothing at these knobs, each in one
+    line (issue 50): a clean run with one of them on is not a clean bill for the fault."""
+    out = []
+    for name in cfg.get("faults") or ():
+        f, why = FAULTS.get(name), None
+        if name == "double_temperature" and not cfg.get("temperature"):
+            why = "dividing the logits twice changes no argmax at temperature 0 (greedy)"
+        elif name in TREE_FAULTS and cfg.get("draft_tree", "chain") == "chain":
+            why = "it acts on token trees only (draft tree = chain)"
+        elif f and f.needs:
+            off = [f"{k} = {v}" for k, v in f.needs
+                   if (not cfg.get(k) if k == "temperature" else cfg.get(k) != v)]
+            why = f"it needs {', '.join(off).replace('temperature = 0.8', 'temperature > 0')}" if off else None
+        if why:
+            out.append(f"{name.replace('_', ' ')} is latent at these knobs: {why}")
+    return out
+
+
 class FaultSet:
     def __init__(self, names):
         self.names = list(names or [])

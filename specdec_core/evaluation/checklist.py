@@ -70,6 +70,14 @@ def checklist(rows: list[dict], min_new_tokens: int = 16, prompt_type: str = "de
     return items + _text_items(ok) + _acceptance_items(ok)
 
 
+def checklist_head(items: list[dict]) -> str:
+    """'6 of 6 checks passed, 4 reported only (not graded)': the count heads every line under it
+    (the CLI's report and the page's checklist say the same)."""
+    graded = [it for it in items if it.get("passed") is not None]
+    head = f"{sum(bool(it['passed']) for it in graded)} of {len(graded)} checks passed"
+    return head + (f", {len(items) - len(graded)} reported only (not graded)" if len(items) > len(graded) else "")
+
+
 def _stop_items(metrics: list, min_new_tokens: int) -> list:
     n = len(metrics)
     bad = [m.get("ended_by") or "?" for m in metrics if premature_stop(m, min_new_tokens)]
@@ -106,11 +114,13 @@ def _text_items(ok: list) -> list:
     dens = _nums(ok, "punct_density")
     med_d, floods = median(dens), sum(d > PUNCT_FLOOD for d in dens)
     rep, adj = median(_nums(ok, "repeat_rate")), mean(_nums(ok, "adjacent_repeats"))
+    loops = sum(bool((r.get("metrics") or {}).get("cycles")) for r in ok)   # a median hides them
     return [_item("punctuation density", PUNCT_RANGE[0] <= med_d <= PUNCT_RANGE[1] and floods == 0,
                   f"median {_pct(med_d)}, {floods} clips > {PUNCT_FLOOD:.0%}",
                   f"median {PUNCT_RANGE[0]:.0%}-{PUNCT_RANGE[1]:.0%}, no clip > {PUNCT_FLOOD:.0%}"),
-            _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT, f"median {_pct(rep)}",
-                  f"median <= {MAX_MEDIAN_REPEAT:.0%} (repeated CJK 2/3-grams)"),
+            _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT and not loops,
+                  f"median {_pct(rep)}, {loops} of {len(ok)} clips loop",
+                  f"median <= {MAX_MEDIAN_REPEAT:.0%} (repeated CJK 2/3-grams), no clip in a cycle"),
             _item("adjacent repeats near zero", adj <= MAX_MEAN_ADJACENT, f"mean {adj:.2f} per clip",
                   f"mean <= {MAX_MEAN_ADJACENT:g} per clip")]
 

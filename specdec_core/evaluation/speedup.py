@@ -14,6 +14,14 @@ import statistics
 import threading
 
 REPEATS = 3
+BUSY = 2.0      # a side whose quiet repeats vary by more than this factor: the machine is busy
+BUSY_WORDS = ("timing not possible now: the repeats disagree (one decode's varied up to {f:.1f}×: the machine "
+              "is busy); `python -m specdec_core bench` measures speed on a quiet machine")
+
+
+def busy_factor(*samples) -> float:
+    """The largest max/min over the sides' repeats (1.0 for steady timings)."""
+    return max([max(xs) / min(xs) for xs in samples if xs and min(xs) > 0] or [1.0])
 
 
 def interleaved_order(n_sides: int, n: int = REPEATS) -> list[int]:
@@ -73,6 +81,8 @@ def speedup_stats(decode_s: list[float], cloud_s: list[float], tokens: int | Non
     d, c = statistics.median(decode_s), statistics.median(cloud_s)
     x, lo, hi = c / d, min(cloud_s) / max(decode_s), max(cloud_s) / min(decode_s)
     verdict = "no measurable difference" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
+    if busy_factor(decode_s, cloud_s) > BUSY:      # no verdict: one line says so (busy_words)
+        verdict = "busy"
     b = bound(tokens, cloud_calls)
     return {"speedup": x, "lo": lo, "hi": hi, "decode_s": d, "cloud_only_s": c,
             "decode_samples": list(decode_s), "cloud_samples": list(cloud_s), "repeats": len(decode_s),
@@ -84,6 +94,8 @@ def speedup_words(sp: dict) -> str:
     """The one-line claim: '1.42× faster than cloud-only (1.30–1.55×)', 'no measurable
     difference from cloud-only (0.91–1.12×)', or for a lossy run 'speed of a different output'."""
     rng = f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
+    if sp.get("verdict") == "busy":
+        return ("output differs from cloud-only; " if sp.get("lossy") else "") + busy_words(sp)
     if sp.get("lossy"):
         return f"speed of a different output: {sp['speedup']:.2f}× cloud-only's ({rng}); not a speed-up"
     if sp.get("above_bound"):
@@ -94,3 +106,21 @@ def speedup_words(sp: dict) -> str:
     if sp["verdict"] == "faster":
         return f"{sp['speedup']:.2f}× faster than cloud-only ({rng})"
     return f"slower than cloud-only: {sp['speedup']:.2f}× its speed ({rng})"
+
+
+def busy_words(sp: dict) -> str:
+    return BUSY_WORDS.format(f=busy_factor(sp["decode_samples"], sp["cloud_samples"]))
+
+
+def ordered(sps: list) -> list:
+    """Two sides timed in one interleaving (A/B): one busy side, or verdicts that order the sides
+    against their medians (the faster median 'no measurable difference', the slower 'faster'),
+    make both busy: the page then says once that timing is not possible now."""
+    rank = {"slower": 0, "no measurable difference": 1, "faster": 2}
+    a, b = sps if len(sps) == 2 else (None, None)
+    if not a or not b:
+        return sps
+    ra, rb = rank.get(a["verdict"], -9), rank.get(b["verdict"], 9)
+    if "busy" in (a["verdict"], b["verdict"]) or (a["speedup"] - b["speedup"]) * (ra - rb) < 0:
+        return [dict(x, verdict="busy") for x in sps]
+    return sps

@@ -218,3 +218,14 @@ def transformers_untested(edge: Side, cloud: Side):
 CHECKS = [tokenizer_mismatch, stop_ids_mismatch, chat_template_mismatch, vocab_widths,
           rope_mismatch, audio_frontend_mismatch, cache_not_croppable, dtype_mismatch,
           transformers_untested]
+
+# what a passed check found, in words (a passed check is not named by the failure it rules out)
+PASSED = {"tokenizer_mismatch": "same tokenizer", "stop_ids_mismatch": "same stop ids",
+          "chat_template_mismatch": "same chat template", "vocab_widths": "heads cover the vocabulary",
+          "rope_mismatch": "same positions (rope)", "audio_frontend_mismatch": "same audio front end",
+          "cache_not_croppable": "caches can be cropped", "dtype_mismatch": "same dtype",
+          "transformers_untested": "transformers in the tested range"}
+
+
+def passed_words(codes) -> str:
+    return ", ".join(PASSED.get(c, c) for c in codes or ())

@@ -22,6 +22,7 @@ from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.vocab import TokenClasses
 from specdec_core.recorder.analyze import analyze
 from specdec_core.recorder.hooks import Recorder
+from specdec_core.recorder.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
 from specdec_core.recorder.isolated import private_pair
 from specdec_core.recorder.remote_rows import remote_forward
@@ -98,6 +99,8 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
         own.metrics["acceptance_by_dependence"] = acceptance_by_dependence(own)
     own_q = own.diagnostics     # the sampling rule's q check (decoding/head.py), if any
     recorded, found = analyze(recording, backend.tokenizer, prompt.info, dep)
+    if own.ended_by in ("cancelled", "time_limit"):    # stopped from outside: its end is not judged
+        found = end_not_judged(found, own.ended_by)
     own.diagnostics = link(found + own_q) if own_q else found
     if out is not None:
         out.update(recording=recording, trace=recorded)
