@@ -8,6 +8,7 @@ from specdec_core.audit import checks
 from specdec_core.audit.checks import Run
 from specdec_core.audit.served import Engine, Replay, reference_local, reference_served
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
+from specdec_core.errors import UserError
 from specdec_core.findings import finding
 
 
@@ -15,10 +16,14 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
           reference: str = "local", replay: str | None = None, max_tokens: int = 48, n: int = 1) -> dict:
     """{"engine", "results": [{audio, ok, token_ids, text, reference, steps, trace}],
     "acceptance": {by_draft_position, by_context}, "findings"}."""
+    if n != 1:
+        raise UserError(f"n = {n}: a greedy audit asks one sequence per request (vLLM refuses n > 1 "
+                        "at temperature 0 and sends speculative metrics for n = 1 only); nothing "
+                        "was judged: audit with -n 1")
     engine = Engine(url, model)
     try:
         rep = Replay(replay, max_model_len=engine.max_model_len) if replay else None
-        runs = [_run(engine, backend, name, ids, reference, rep, max_tokens, n) for name, ids in inputs]
+        runs = [_run(engine, backend, name, ids, reference, rep, max_tokens) for name, ids in inputs]
     finally:
         engine.close()
     found = checks.never_drafted(runs)
@@ -37,8 +42,8 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
             "findings": found}
 
 
-def _run(engine, backend, name, ids, reference, rep, max_tokens, n) -> Run:
-    served = engine.complete(ids, max_tokens, n)
+def _run(engine, backend, name, ids, reference, rep, max_tokens) -> Run:
+    served = engine.complete(ids, max_tokens)
     ref = (reference_local(backend, ids, len(served.ids)) if reference == "local"
            else reference_served(reference, engine.model, ids, len(served.ids)))
     run = Run(name, served, *ref)
@@ -61,7 +66,7 @@ def starts(run: Run, rep: Replay | None) -> list[int] | None:
         for a, _ in steps:
             out.append(pos)
             pos += a + 1
-        return out if out[-1] < n else None        # more steps than the output: not one per step
+        return out if out[-1] < n <= pos else None     # else some steps did not draft (n-gram)
     ctx, it = run.served.prompt + run.served.ids, iter(steps)
     step = next(it, None)
     while step is not None and pos < n:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from specdec_core.findings import finding
 
-MIN_TOL = 1e-4           # logits: the smallest swing a near-tie may have
+MIN_TOL = 1e-4           # log-probs: the smallest and largest gap a near-tie flip may have (the
+MAX_TOL = 0.5            # measured disagreement x 4 in between; more: not the same model's numerics)
 COLLAPSE_RATE = 0.1      # a tail accepting at most this share of its drafts has collapsed ...
 HEALTHY_RATE = 0.3       # ... when the steps before it accepted at least this share
 MIN_STEPS = 3
@@ -59,7 +60,7 @@ def divergence(run: Run) -> list:
     st, rt = run.served.top, run.ref_top
     noise = max([abs(st[j].get(got[j], 0.0) - rt[j].get(got[j], 0.0)) for j in range(i)
                  if got[j] in st[j] and got[j] in rt[j]] or [0.0])
-    tol = round(max(4 * noise, MIN_TOL), 6)
+    tol = round(min(max(4 * noise, MIN_TOL), MAX_TOL), 6)
     r_row, s_row = rt[i], st[i]
     ranked = sorted(r_row.values(), reverse=True)
     margin = round(ranked[0] - ranked[1], 6) if len(ranked) > 1 else None

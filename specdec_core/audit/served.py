@@ -51,8 +51,8 @@ class Engine:
         text = r.text[:2**20] if r.status_code == 200 else ""
         return ("vllm:spec_decode" in text) if "vllm:" in text else None
 
-    def complete(self, prompt: list[int], max_tokens: int, n: int = 1) -> Served:
-        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "n": n,
+    def complete(self, prompt: list[int], max_tokens: int) -> Served:
+        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "n": 1,
                 "temperature": 0.0, "logprobs": TOP, "return_tokens_as_token_ids": True}
         data = self.client.request("POST", "/v1/completions", body).data
         try:
@@ -67,12 +67,7 @@ class Engine:
                 if isinstance(data.get("metrics"), dict) else None)
         out = Served(list(prompt), ids, top, spec if isinstance(spec, dict) else None,
                      str(choices[0].get("finish_reason") or ""))
-        if len(choices) > 1:
-            out.spec = None
-            out.notes.append(f"n = {len(choices)}: vLLM reports speculative metrics for single-"
-                             "sequence requests only; the first output is judged against the "
-                             "reference, acceptance and counters are not")
-        elif out.spec is None:
+        if out.spec is None:
             out.notes.append(self._no_metrics())
         elif "per_step_accepted" not in out.spec and out.spec.get("num_spec_steps"):
             out.notes.append("the engine sends summary metrics only (--per-request-spec-decode-"
