@@ -214,3 +214,24 @@ def test_a_near_tie_flip_is_numerics_not_a_violation():
     far = checks.Run("x", served, [5, 8], [{5: -0.1, 6: -3.0}, {8: -0.1, 7: -2.5}])
     f = checks.divergence(far)
     assert [x["code"] for x in f] == ["lossless_violation"] and f[0]["evidence"]["margin_reference"] == 2.4
+
+
+def test_the_live_tab_audits_a_listed_engine_and_refuses_others(draft, monkeypatch):
+    """The page's served engine source (ui/served.py), through its handler: a server on the
+    operator's list is audited (replaying the backend's own edge, whose window is 512: past
+    the served drafter's 72 the replay disagrees); one off the list is refused before any
+    connection."""
+    from openai_stub import Listener
+
+    from ui import served
+
+    monkeypatch.setenv("SPECSCOPE_CLOUD_URLS", draft.url)
+    status, tokens, fig, found = served.run("angry_01", None, "demo", draft.url, served.REPLAY[2])
+    assert "Audited angry_01" in status and "same as the reference" in status
+    assert "ss-tokens" in tokens and "rejected" in tokens
+    assert "replay_mismatch" in found or "accepted a count the exact greedy rule" in found
+    assert "acceptance collapses past context position" in found
+    assert [t.type for t in fig.data] == ["bar", "scatter"] and fig.layout.shapes
+    with Listener() as other:
+        status, *_ = served.run("angry_01", None, "demo", other.url, "none")
+        assert "Could not audit" in status and other.accepted == 0

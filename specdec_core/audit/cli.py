@@ -34,12 +34,12 @@ def cmd_audit(args) -> int:
     from specdec_core.api import load_backend, prepare
     from specdec_core.audit import audit
     from specdec_core.cli import reports
-    from specdec_core.cli.commands import backend_options
     from specdec_core.decoding.config import DecodeConfig
 
     if args.max_tokens < 1 or args.n < 1:
         raise UserError("--max-tokens and -n must be >= 1")
-    backend = load_backend(args.backend, **{k: v for k, v in backend_options(args).items() if k != "prompt"})
+    backend = load_backend(args.backend, **{k: v for k in ("edge_model", "cloud_model", "device", "dtype")
+                                            if (v := getattr(args, k, None))})
     if args.prompt:
         inputs = [("prompt", backend.tokenizer(args.prompt, add_special_tokens=False).input_ids)]
     elif args.audio:
