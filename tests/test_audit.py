@@ -121,7 +121,7 @@ def test_a_drafter_window_shorter_than_the_context_is_found(draft, drafter, inpu
 
 
 def test_fail_on_error_exits_1_on_the_defect(draft, drafter):
-    p = cli("--url", draft.url, CLIPS[0], "--max-tokens", "40", "--replay", str(drafter),
+    p = cli("--url", draft.url, CLIPS[0], "--max-tokens", "30", "--replay", str(drafter),
             "--fail-on", "error")
     assert p.returncode == 1, p.stderr[-2000:]
     assert "--fail-on error:" in p.stderr and "replay_mismatch" in p.stderr
@@ -235,3 +235,12 @@ def test_the_live_tab_audits_a_listed_engine_and_refuses_others(draft, monkeypat
     with Listener() as other:
         status, *_ = served.run("angry_01", None, "demo", other.url, "none")
         assert "Could not audit" in status and other.accepted == 0
+
+
+def test_a_second_server_can_be_the_reference(draft, demo, inputs):
+    """--reference URL: the same model behind another server (a real decoder over HTTP)."""
+    from openai_stub import OpenAIStub
+
+    with OpenAIStub(demo.cloud, demo.tokenizer) as ref:
+        rep = audit(demo, draft.url, inputs[:1], reference=ref.url, max_tokens=10)
+    assert codes(rep) == [] and rep["results"][0]["reference"]["matches"]

@@ -45,7 +45,7 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
 def _run(engine, backend, name, ids, reference, rep, max_tokens) -> Run:
     served = engine.complete(ids, max_tokens)
     ref = (reference_local(backend, ids, len(served.ids)) if reference == "local"
-           else reference_served(reference, engine.model, ids, len(served.ids)))
+           else reference_served(reference, None, ids, len(served.ids)))
     run = Run(name, served, *ref)
     run.starts = starts(run, rep)
     if rep is not None and run.starts is not None:
