@@ -244,3 +244,15 @@ def test_a_second_server_can_be_the_reference(draft, demo, inputs):
     with OpenAIStub(demo.cloud, demo.tokenizer) as ref:
         rep = audit(demo, draft.url, inputs[:1], reference=ref.url, max_tokens=10)
     assert codes(rep) == [] and rep["results"][0]["reference"]["matches"]
+
+
+@pytest.mark.parametrize("stream", ["usage", "no-usage"])
+def test_a_streamed_audit_reads_the_usage_chunk_or_says_it_is_missing(draft, demo, inputs, stream):
+    """Streamed, vLLM sends the metrics on the final usage chunk only (include_usage)."""
+    rep = audit(demo, draft.url, inputs[:1], max_tokens=10, stream=stream)
+    r = rep["results"][0]
+    assert r["reference"]["matches"] and len(r["token_ids"]) == 10
+    if stream == "usage":
+        assert codes(rep) == [] and r["metrics"]["speculative_decoding"]["num_spec_steps"] > 0
+    else:
+        assert codes(rep) == ["not_judged"] and "no usage chunk" in rep["findings"][0]["detail"]

@@ -13,7 +13,8 @@ from specdec_core.findings import finding
 
 
 def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | None = None,
-          reference: str = "local", replay: str | None = None, max_tokens: int = 48, n: int = 1) -> dict:
+          reference: str = "local", replay: str | None = None, max_tokens: int = 48, n: int = 1,
+          stream: str | None = None) -> dict:
     """{"engine", "results": [{audio, ok, token_ids, text, reference, steps, trace}],
     "acceptance": {by_draft_position, by_context}, "findings"}."""
     if n != 1:
@@ -23,7 +24,7 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
     engine = Engine(url, model)
     try:
         rep = Replay(replay, max_model_len=engine.max_model_len) if replay else None
-        runs = [_run(engine, backend, name, ids, reference, rep, max_tokens) for name, ids in inputs]
+        runs = [_run(engine, backend, name, ids, reference, rep, max_tokens, stream) for name, ids in inputs]
     finally:
         engine.close()
     found = checks.never_drafted(runs)
@@ -42,8 +43,8 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
             "findings": found}
 
 
-def _run(engine, backend, name, ids, reference, rep, max_tokens) -> Run:
-    served = engine.complete(ids, max_tokens)
+def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
+    served = engine.complete(ids, max_tokens, stream)
     ref = (reference_local(backend, ids, len(served.ids)) if reference == "local"
            else reference_served(reference, None, ids, len(served.ids)))
     run = Run(name, served, *ref)
@@ -86,7 +87,7 @@ def _not_judged(runs: list[Run]) -> list:
         said.append(f"{len(unplaced)} request(s) whose steps cannot be placed in the output (an "
                     "n-gram engine drafts only where it matches: give --replay ngram): acceptance "
                     "by context position not judged")
-    return [finding("not_judged", line.split(":")[0], line, severity="warning",
+    return [finding("not_judged", line.split(": ")[0], line, severity="warning",
                     cause="what the engine sends does not carry what these checks need",
                     fix="see docs/audit.md, \"Turning the metrics on\"",
                     evidence={"source": "audit"}) for line in said]

@@ -26,6 +26,9 @@ def add_parser(sub):
     p.add_argument("--max-tokens", type=int, default=48, help="tokens per request (default 48)")
     p.add_argument("-n", type=int, default=1, help="sequences per request (default 1; vLLM "
                    "reports speculative metrics for n = 1 only)")
+    p.add_argument("--stream", choices=("usage", "no-usage"), help="stream the completions, with "
+                   "or without stream_options.include_usage (vLLM sends the metrics on the usage "
+                   "chunk only)")
     p.add_argument("--out", help="output JSON (default: stdout)")
     return p
 
@@ -47,7 +50,7 @@ def cmd_audit(args) -> int:
     else:
         raise UserError("give audio files or --prompt TEXT")
     rep = audit(backend, args.url, inputs, model=args.model, reference=args.reference,
-                replay=args.replay, max_tokens=args.max_tokens, n=args.n)
+                replay=args.replay, max_tokens=args.max_tokens, n=args.n, stream=args.stream)
     for r in rep["results"]:
         ref = r["reference"] or {}
         print(f"{r['audio']}: ok: {r['text']}" + ("" if ref.get("matches", True) else

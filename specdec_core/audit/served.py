@@ -51,10 +51,16 @@ class Engine:
         text = r.text[:2**20] if r.status_code == 200 else ""
         return ("vllm:spec_decode" in text) if "vllm:" in text else None
 
-    def complete(self, prompt: list[int], max_tokens: int) -> Served:
+    def complete(self, prompt: list[int], max_tokens: int, stream: str | None = None) -> Served:
+        """stream: None | "usage" | "no-usage" (stream_options.include_usage, on whose final
+        chunk vLLM sends the metrics)."""
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "n": 1,
                 "temperature": 0.0, "logprobs": TOP, "return_tokens_as_token_ids": True}
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": stream == "usage"})
         data = self.client.request("POST", "/v1/completions", body).data
+        if "events" in data:
+            data = _joined(data["events"])
         try:
             choices = data["choices"]
             lp = choices[0]["logprobs"]
@@ -67,7 +73,11 @@ class Engine:
                 if isinstance(data.get("metrics"), dict) else None)
         out = Served(list(prompt), ids, top, spec if isinstance(spec, dict) else None,
                      str(choices[0].get("finish_reason") or ""))
-        if out.spec is None:
+        if out.spec is None and stream and "usage" not in data:
+            out.notes.append("the stream carried no usage chunk (stream_options.include_usage off, "
+                             "or dropped on the way): vLLM sends the speculative metrics on that "
+                             "chunk only; the output is judged, acceptance and counters are not")
+        elif out.spec is None:
             out.notes.append(self._no_metrics())
         elif "per_step_accepted" not in out.spec and out.spec.get("num_spec_steps"):
             out.notes.append("the engine sends summary metrics only (--per-request-spec-decode-"
@@ -84,6 +94,19 @@ class Engine:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _joined(events: list[dict]) -> dict:
+    """A streamed completion as one reply: the chunks' tokens in order, the last finish reason,
+    the usage chunk's usage and metrics."""
+    lp, finish, out = {"tokens": [], "top_logprobs": []}, None, {}
+    for ev in events:
+        for c in ev.get("choices") or []:
+            for key in lp:
+                lp[key] += (c.get("logprobs") or {}).get(key) or []
+            finish = c.get("finish_reason") or finish
+        out.update({k: ev[k] for k in ("usage", "metrics") if ev.get(k) is not None})
+    return {"choices": [{"logprobs": lp, "finish_reason": finish}], **out}
 
 
 def _tid(t) -> int:

@@ -135,7 +135,11 @@ class CompletionsClient:
         down = (len(f"HTTP/1.1 {resp.status_code} {resp.reason_phrase}\r\n")
                 + sum(len(k) + len(v) + 4 for k, v in resp.headers.raw) + 2 + len(raw))
         try:
-            data = json.loads(raw) if raw else {}
+            if resp.headers.get("content-type", "").startswith("text/event-stream"):   # a stream
+                data = {"events": [json.loads(ln[6:]) for ln in raw.splitlines()
+                                   if ln.startswith(b"data: ") and ln != b"data: [DONE]"]}
+            else:
+                data = json.loads(raw) if raw else {}
         except (ValueError, RecursionError):
             raise RemoteError(f"{self.role} {self.url} sent a reply that is not JSON "
                               f"(HTTP {resp.status_code})") from None
