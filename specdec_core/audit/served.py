@@ -42,13 +42,10 @@ class Engine:
     def _speculates(self) -> bool | None:
         """From vLLM's Prometheus text: whether `vllm:spec_decode_*` counters exist; None when
         the server shows no vLLM metrics."""
-        import httpx
-
         try:
-            r = httpx.get(f"{self.url}/metrics", timeout=10, trust_env=False)
-        except httpx.HTTPError:
+            text = self.client.request("GET", "/metrics").data.get("text") or ""
+        except RemoteError:
             return None
-        text = r.text[:2**20] if r.status_code == 200 else ""
         return ("vllm:spec_decode" in text) if "vllm:" in text else None
 
     def complete(self, prompt: list[int], max_tokens: int, stream: str | None = None) -> Served:

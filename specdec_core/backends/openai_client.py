@@ -135,9 +135,12 @@ class CompletionsClient:
         down = (len(f"HTTP/1.1 {resp.status_code} {resp.reason_phrase}\r\n")
                 + sum(len(k) + len(v) + 4 for k, v in resp.headers.raw) + 2 + len(raw))
         try:
-            if resp.headers.get("content-type", "").startswith("text/event-stream"):   # a stream
+            kind = resp.headers.get("content-type", "")
+            if kind.startswith("text/event-stream"):       # a stream: its events
                 data = {"events": [json.loads(ln[6:]) for ln in raw.splitlines()
                                    if ln.startswith(b"data: ") and ln != b"data: [DONE]"]}
+            elif kind.startswith("text/plain") and resp.status_code < 400:   # e.g. /metrics
+                data = {"text": raw.decode("utf-8", "replace")}
             else:
                 data = json.loads(raw) if raw else {}
         except (ValueError, RecursionError):
