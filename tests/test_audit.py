@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -69,16 +68,24 @@ def inputs(demo):
     return [(Path(c).name, prepare(demo, c, DecodeConfig()).input_ids[0].tolist()) for c in CLIPS]
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "specdec_core", "audit", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=1200)
+@pytest.fixture
+def cli(capsys):
+    """`python -m specdec_core audit ARGS` in this process (the demo backend is loaded once):
+    (exit code, stdout, stderr)."""
+    from specdec_core.cli import main
+
+    def run(*args):
+        code = main(["audit", *args])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+    return run
 
 
 def codes(rep, *severities):
     return sorted(f["code"] for f in rep["findings"] if not severities or f["severity"] in severities)
 
 
-def test_a_clean_served_run_passes_and_reads_like_a_run(draft, drafter, tmp_path):
+def test_a_clean_served_run_passes_and_reads_like_a_run(draft, drafter, tmp_path, cli):
     """Inside the drafter's window (54 + 12 tokens < 72): lossless, counters whole, every
     replayed decision the engine's, nothing to report; the trace's rounds are the steps."""
     out = tmp_path / "a.json"
@@ -120,7 +127,7 @@ def test_a_drafter_window_shorter_than_the_context_is_found(draft, drafter, inpu
     assert plain and "max_position_embeddings" not in plain[0]["title"]
 
 
-def test_fail_on_error_exits_1_on_the_defect(draft, drafter):
+def test_fail_on_error_exits_1_on_the_defect(draft, drafter, cli):
     p = cli("--url", draft.url, CLIPS[0], "--max-tokens", "30", "--replay", str(drafter),
             "--fail-on", "error")
     assert p.returncode == 1, p.stderr[-2000:]
@@ -141,7 +148,7 @@ def test_ngram_replay_places_every_step_and_agrees(ngram, inputs, demo):
     assert len(said) == 1 and "--replay ngram" in said[0]["detail"]
 
 
-def test_n_above_1_is_refused_in_one_line_before_any_request():
+def test_n_above_1_is_refused_in_one_line_before_any_request(cli):
     """vLLM refuses n > 1 at temperature 0 and sends metrics for n = 1 only: refused here."""
     p = cli("--url", f"http://127.0.0.1:{free_port()}", CLIPS[0], "-n", "2")
     assert p.returncode == 2
@@ -168,7 +175,7 @@ def test_counters_are_held_to_their_identities(draft, inputs, demo):
     assert "Σ per-step accepted" in checks.counters(run)[0]["detail"]
 
 
-def test_a_server_that_is_down_is_one_line_and_exit_2():
+def test_a_server_that_is_down_is_one_line_and_exit_2(cli):
     url = f"http://127.0.0.1:{free_port()}"
     p = cli("--url", url, CLIPS[0])
     assert p.returncode == 2

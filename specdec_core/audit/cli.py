@@ -39,8 +39,13 @@ def cmd_audit(args) -> int:
     from specdec_core.cli import reports
     from specdec_core.decoding.config import DecodeConfig
 
-    if args.max_tokens < 1 or args.n < 1:
-        raise UserError("--max-tokens and -n must be >= 1")
+    from specdec_core.audit.served import Engine
+
+    if args.max_tokens < 1 or args.n != 1:
+        raise UserError(f"--max-tokens {args.max_tokens}, n = {args.n}: a greedy audit asks one "
+                        "sequence (vLLM refuses n > 1 at temperature 0 and sends speculative "
+                        "metrics for n = 1 only) of at least 1 token; nothing was judged")
+    Engine(args.url, args.model).close()           # a server that is down: one line, before any load
     backend = load_backend(args.backend, **{k: v for k in ("edge_model", "cloud_model", "device", "dtype")
                                             if (v := getattr(args, k, None))})
     if args.prompt:
