@@ -36,26 +36,33 @@ def drafter(tmp_path_factory):
     return d
 
 
-def _server(artifacts, *make_args):
+@pytest.fixture(scope="module")
+def servers(artifacts, drafter):
+    """Both servers, started side by side (a start is mostly waiting: the suite's time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     build_venv()
-    srv = CloudServer(artifacts, make_args)
-    srv.start()
-    print(f"{' '.join(make_args)} ready in {srv.start_s[-1]:.0f} s at {srv.url}")
-    return srv
+    srvs = {"draft": CloudServer(artifacts, ("cloud-spec", "SPEC=draft", f"SPEC_DRAFT={drafter}")),
+            "ngram": CloudServer(artifacts, ("cloud-spec", "SPEC=ngram"))}
+    try:
+        with ThreadPoolExecutor(2) as ex:
+            list(ex.map(lambda s: s.start(), srvs.values()))
+        for name, srv in srvs.items():
+            print(f"cloud-spec SPEC={name} ready in {srv.start_s[-1]:.0f} s at {srv.url}")
+        yield srvs
+    finally:
+        for srv in srvs.values():
+            srv.stop()
 
 
 @pytest.fixture(scope="module")
-def draft(artifacts, drafter):
-    srv = _server(artifacts, "cloud-spec", "SPEC=draft", f"SPEC_DRAFT={drafter}")
-    yield srv
-    srv.stop()
+def draft(servers):
+    return servers["draft"]
 
 
 @pytest.fixture(scope="module")
-def ngram(artifacts):
-    srv = _server(artifacts, "cloud-spec", "SPEC=ngram")
-    yield srv
-    srv.stop()
+def ngram(servers):
+    return servers["ngram"]
 
 
 @pytest.fixture(scope="module")
