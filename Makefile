@@ -9,7 +9,7 @@ LOCK := requirements.lock
 TORCH ?= torch==2.13.0
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test install install-test system-deps bench clean cloud cloud-venv lock test-range
+.PHONY: demo test install install-test system-deps bench clean cloud cloud-spec cloud-venv lock test-range
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -83,6 +83,14 @@ CLOUD_PORT ?= 8000
 CLOUD_MODEL ?=
 cloud:
 	CLOUD_PORT=$(CLOUD_PORT) scripts/cloud/cloud.sh serve $(CLOUD_MODEL)
+
+# The same server with vLLM's own speculative decoding on the demo pair and its per-request
+# metrics on, for `python -m specdec_core audit` (docs/audit.md): SPEC=draft (the demo edge, or
+# the folder SPEC_DRAFT, as a 4-token draft model) | SPEC=ngram (prompt lookup 1..3, 3 tokens).
+SPEC ?= draft
+SPEC_DRAFT ?=
+cloud-spec:
+	CLOUD_PORT=$(CLOUD_PORT) CLOUD_SPEC=$(SPEC) CLOUD_SPEC_DRAFT=$(SPEC_DRAFT) scripts/cloud/cloud.sh serve $(CLOUD_MODEL)
 
 cloud-venv:
 	scripts/cloud/cloud.sh venv

@@ -243,3 +243,20 @@ register("sibling_resampled", "error", "a tree loop's residual is not updated be
 register("sibling_distribution", "error", "a multi-candidate tree rule that does not emit the cloud's "
          "distribution", "the emitted token at tree nodes with children is one of them more (or less) "
          "often than the cloud's p gives (exact test, pooled over nodes)", source="recorder")
+
+# -- served engines (issue 49; specdec_core/audit, docs/audit.md) -----------------------------
+register("spec_never_drafted", "warning", "the served engine drafted nothing: its speculative "
+         "decoding was not exercised (inconclusive, never a pass)",
+         "0 draft tokens over every audited request", source="audit")
+register("spec_counters", "error", "the engine's speculative counters contradict each other "
+         "(zeroed, double-counted or stale)", "Σ per-step ≠ totals, Σ histogram ≠ steps, "
+         "Σ j·h[j] ≠ accepted, mean acceptance length ≠ 1 + accepted / steps, or fewer output "
+         "tokens than the steps commit", source="audit")
+register("acceptance_cliff", "warning", "acceptance dies past a context position while the engine "
+         "keeps drafting (a drafter window shorter than the context, a position limit)",
+         "steps from a context position accept ≤ 10% of their drafts where the 3+ before accepted "
+         "≥ 30%; names the drafter's max_position_embeddings when it ends there", source="audit")
+register("replay_mismatch", "error", "the engine's accepted count is not what the exact greedy "
+         "rule gives for the declared drafter's proposals (another drafter, or another rule)",
+         "with --replay: a step whose accepted count differs from the replayed drafts' match with "
+         "the output", source="audit")

@@ -46,9 +46,11 @@ def build_venv() -> str:
 
 
 class CloudServer:
-    """`make cloud CLOUD_PORT=<free port>` in its own process group; stop() kills the group."""
+    """`make cloud CLOUD_PORT=<free port>` in its own process group; stop() kills the group.
+    `make_args`: another target and its variables (`cloud-spec SPEC=ngram`, docs/audit.md)."""
 
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, make_args: tuple = ("cloud",)):
+        self.make_args = tuple(make_args)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / f"cloud-{self.port}.log"
@@ -62,7 +64,7 @@ class CloudServer:
                    CLOUD_EXTRA_ARGS=os.environ.get("CLOUD_EXTRA_ARGS", "--enforce-eager"))
         log = open(self.log_path, "ab")
         t0 = time.time()
-        self.proc = subprocess.Popen(["make", "-s", "--no-print-directory", "cloud",
+        self.proc = subprocess.Popen(["make", "-s", "--no-print-directory", *self.make_args,
                                       f"CLOUD_PORT={self.port}"], cwd=ROOT, env=env,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()

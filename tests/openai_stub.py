@@ -2,9 +2,9 @@
 
     Listener()        a TCP port that counts the connections it accepts (and closes them)
     OpenAIStub(model) a tiny OpenAI-compatible server (/v1/models, /tokenize, /v1/completions with
-                      prompt logprobs) scoring with a real causal LM (the demo cloud), counting
-                      its connections; what vLLM's api_server answers, in the fields the remote
-                      cloud reads
+                      prompt logprobs, or greedy completions of max_tokens) scoring with a real
+                      causal LM (the demo cloud), counting its connections; what vLLM's
+                      api_server answers, in the fields the remote cloud and the audit read
 """
 from __future__ import annotations
 
@@ -90,6 +90,8 @@ class OpenAIStub:
                 if self.path == "/tokenize":
                     ids = stub.tokenizer(req["prompt"], add_special_tokens=False).input_ids
                     return self._reply({"tokens": ids})
+                if self.path == "/v1/completions" and int(req.get("max_tokens") or 1) > 1:
+                    return self._reply(stub.generate(req["prompt"], int(req["max_tokens"])))
                 if self.path == "/v1/completions":
                     return self._reply(stub.complete(req["prompt"]))
                 self._reply({"message": "no such path"}, 404)
@@ -115,6 +117,19 @@ class OpenAIStub:
         return {"choices": [{"prompt_logprobs": plp, "text": "",
                              "logprobs": {"tokens": [f"token_id:{nxt}"],
                                           "token_logprobs": [float(lp[-1][nxt])]}}]}
+
+    def generate(self, ids: list[int], n: int) -> dict:
+        """A greedy completion of n tokens with each token's top-2 log-probs, as an engine without
+        speculative decoding (or its per-request metrics) answers: no `metrics` field."""
+        out, top = [], []
+        with self._lock, torch.no_grad():
+            for _ in range(n):
+                lp = self.model(input_ids=torch.tensor([ids + out]), use_cache=False).logits[0, -1]
+                vals, idx = lp.float().log_softmax(-1).topk(2)
+                out.append(int(idx[0]))
+                top.append({f"token_id:{int(i)}": float(v) for i, v in zip(idx, vals)})
+        return {"choices": [{"text": "", "finish_reason": "length",
+                             "logprobs": {"tokens": [f"token_id:{t}" for t in out], "top_logprobs": top}}]}
 
     def close(self):
         self.server.shutdown()

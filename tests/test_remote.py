@@ -222,6 +222,18 @@ def test_two_cloud_urls_share_the_rows_and_one_that_dies_costs_its_row_only(serv
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 8
 
 
+def test_an_engine_without_speculation_is_audited_and_says_so(server, local):
+    """`audit` against this plain server (no --speculative-config): one line saying acceptance
+    and counters cannot be judged; the output is still checked against the local cloud."""
+    from specdec_core.audit import audit
+
+    ids = prepare(local, CLIPS[0], DecodeConfig()).input_ids[0].tolist()
+    rep = audit(local, server.url, [("angry_01", ids)], max_tokens=8)
+    assert rep["engine"]["speculates"] is False and rep["results"][0]["reference"]["matches"]
+    assert [(f["code"], f["title"]) for f in rep["findings"]] == [
+        ("not_judged", "the engine runs no speculative decoding (no vllm:spec_decode_* counters)")]
+
+
 def test_a_killed_server_fails_rows_and_the_batch_goes_on_when_it_is_back(server, remote):
     """Runs last: kills the module's server mid-batch (SIGKILL, a crash), then starts it again.
     Rows while it is down fail with a one-line error; the rest complete once it is back."""

@@ -29,6 +29,7 @@ from . import common, limits
 from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel, greyed
 from .runs import Run, vs_cloud
+from .served import ServedPanel
 from .views import Clock, TraceView
 from .gpu import gpu
 
@@ -97,6 +98,7 @@ class LiveTab:
                         with gr.Accordion("What the backend read from the clip", open=False):
                             self.info = gr.Markdown(prompt_info_md(None), elem_classes="ss-info",
                                                     elem_id="live-info")
+                self.served = ServedPanel(self)     # a served engine as the source (issue 49)
         self._wire()
 
     def _export_widgets(self):

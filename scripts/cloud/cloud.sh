@@ -5,7 +5,10 @@
 # The virtualenv lives in ${SPECSCOPE_CLOUD_VENV_ROOT:-~/.cache/specscope}/cloud-venv-<hash>, the
 # hash of the requirements file used, so every clone (and CI) on the machine builds it once.
 # Env: CLOUD_PORT (8000), CLOUD_HOST (127.0.0.1), CLOUD_MODEL, CLOUD_THREADS (1; CPU build only),
-#      CLOUD_KV_GIB (1; CPU KV cache), CLOUD_MAX_LOGPROBS (50), CLOUD_EXTRA_ARGS (appended).
+#      CLOUD_KV_GIB (1; CPU KV cache), CLOUD_MAX_LOGPROBS (50), CLOUD_EXTRA_ARGS (appended),
+#      CLOUD_SPEC (speculative decoding with per-request metrics, docs/audit.md: draft = the
+#      folder CLOUD_SPEC_DRAFT, default the demo edge, as a 4-token draft model | ngram = prompt
+#      lookup 1..3, 3 tokens).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -60,9 +63,17 @@ case "$cmd" in
     export VLLM_CPU_KVCACHE_SPACE="${CLOUD_KV_GIB:-1}"
     export VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-nobind}"
     export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+    SPEC_ARGS=()
+    case "${CLOUD_SPEC:-}" in
+      "") ;;
+      draft) SPEC_ARGS=(--speculative-config "{\"method\": \"draft_model\", \"num_speculative_tokens\": 4, \"model\": \"${CLOUD_SPEC_DRAFT:-$ROOT/specdec_core/demo/models/edge}\"}") ;;
+      ngram) SPEC_ARGS=(--speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, "prompt_lookup_max": 3}') ;;
+      *) echo "CLOUD_SPEC must be draft or ngram, got ${CLOUD_SPEC}" >&2; exit 2 ;;
+    esac
+    [ -n "${CLOUD_SPEC:-}" ] && SPEC_ARGS+=(--per-request-spec-decode-metrics detailed)
     # shellcheck disable=SC2086
     exec "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
       --model "$MODEL" --host "${CLOUD_HOST:-127.0.0.1}" --port "${CLOUD_PORT:-8000}" \
-      --dtype float32 --max-logprobs "${CLOUD_MAX_LOGPROBS:-50}" ${CLOUD_EXTRA_ARGS:-} ;;
+      --dtype float32 --max-logprobs "${CLOUD_MAX_LOGPROBS:-50}" "${SPEC_ARGS[@]}" ${CLOUD_EXTRA_ARGS:-} ;;
   *) echo "usage: $0 venv | serve [MODEL]" >&2; exit 2 ;;
 esac

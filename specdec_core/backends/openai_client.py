@@ -1,9 +1,9 @@
-"""A small stdlib client for an OpenAI-compatible completions server (vLLM's api_server): list
-models, tokenize, score a token-id prompt. Requests are timed and their bytes counted; failures
-are one-line RemoteErrors; replies are bounded in size and time (docs/remote.md)."""
+"""One client for OpenAI-compatible servers (vLLM's api_server), over httpx: list models,
+tokenize, score a token-id prompt, any JSON request. Requests are timed and their bytes counted;
+failures are one-line RemoteErrors; replies are bounded in size and in total time, a server
+dripping bytes included (docs/remote.md)."""
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
@@ -11,6 +11,8 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
+
+import httpx
 
 from specdec_core.errors import BackendError
 
@@ -44,148 +46,176 @@ class Row:
     top_logprob: float
 
 
+class _Cut(Exception):
+    """The connection ended: `midway` once the reply's headers were read."""
+
+    def __init__(self, midway: bool, cause: BaseException):
+        self.midway, self.cause = midway, cause
+
+
 class CompletionsClient:
-    def __init__(self, url: str, timeout: float = 30.0):
+    """`role` and `hint` word the messages: "cloud server ..." for the remote cloud (start it
+    with `make cloud`), "served engine ..." for an audit."""
+
+    def __init__(self, url: str, timeout: float = 30.0, role: str = "cloud server",
+                 hint: str = "start it with `make cloud` or check --cloud-url"):
+        self.role, self.hint = role, hint
         u = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise RemoteError(f"cloud URL must look like http://HOST:PORT, got {url!r}")
+            raise RemoteError(f"{role} URL must look like http://HOST:PORT, got {url!r}")
         self.url = f"{u.scheme}://{u.netloc}"
-        self.scheme, self.host = u.scheme, u.hostname
+        self.host = u.hostname
         try:
-            self.port = u.port or (443 if u.scheme == "https" else 80)
+            u.port
         except ValueError:
-            raise RemoteError(f"cloud URL has a bad port: {url!r}") from None
+            raise RemoteError(f"{role} URL has a bad port: {url!r}") from None
         self.timeout = float(timeout)
-        self._conn: http.client.HTTPConnection | None = None
+        self._http: httpx.Client | None = None
+        self._stream = None            # the network stream of the one pooled connection
+        self._served = 0               # replies read on the current connection pool
 
     # -- HTTP ---------------------------------------------------------------------------------
     def request(self, method: str, path: str, body: dict | None = None) -> Reply:
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if body is not None:
-            headers["Content-Length"] = str(len(payload))
-        reused = self._conn is not None
+        reused = self._served > 0
         try:
-            return self._send(method, path, payload, headers)
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+            return self._send(method, path, payload)
+        except _Cut as e:
             self.close()
-            if not reused:            # a fresh connection failed: the server went away
-                raise RemoteError(self._say(e)) from None
-        try:                          # a kept-alive connection was closed by the server: once more
-            return self._send(method, path, payload, headers)
-        except (OSError, http.client.HTTPException) as e:
+            if e.midway or not reused:     # a fresh connection failed: the server went away
+                raise RemoteError(self._say(e.cause, e.midway)) from None
+        try:                               # a kept-alive connection was closed by the server: once more
+            return self._send(method, path, payload)
+        except _Cut as e:
             self.close()
-            raise RemoteError(self._say(e)) from None
+            raise RemoteError(self._say(e.cause, e.midway)) from None
 
-    def _send(self, method, path, payload, headers) -> Reply:
-        if self._conn is None:
-            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            self._conn = cls(self.host, self.port, timeout=self.timeout)
-        conn, self._expired = self._conn, False
-        watchdog = threading.Timer(self.timeout, self._expire, (conn,))
+    def _client(self) -> httpx.Client:
+        if self._http is None:
+            self._http = httpx.Client(base_url=self.url, timeout=self.timeout, trust_env=False,
+                                      limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        return self._http
+
+    def _trace(self, event: str, info: dict) -> None:
+        if event == "connection.connect_tcp.complete":
+            self._stream = info.get("return_value")
+
+    def _send(self, method: str, path: str, payload: bytes) -> Reply:
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "Accept-Encoding": "identity"}
+        self._expired, midway = False, False
+        watchdog = threading.Timer(self.timeout, self._expire)
         watchdog.daemon = True
         t0 = time.perf_counter()
         watchdog.start()
         try:
-            conn.request(method, path, body=payload or None, headers=headers)
-            resp = conn.getresponse()
-            raw = self._read_body(resp)
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
-            if self._expired:
+            with self._client().stream(method, path, content=payload or None, headers=headers,
+                                       extensions={"trace": self._trace}) as resp:
+                midway = True
+                self._stream = resp.extensions.get("network_stream", self._stream)
+                raw = self._read_body(resp)
+        except RemoteError:
+            self.close()
+            raise
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as e:
+            if self._expired or isinstance(e, httpx.TimeoutException):
                 self.close()
                 raise RemoteError(self._say(TimeoutError())) from None
-            raise e
-        except (OSError, http.client.HTTPException) as e:
+            raise _Cut(midway, e) from None
+        except (httpx.HTTPError, OSError) as e:
             self.close()
-            raise RemoteError(self._say(TimeoutError() if self._expired else e)) from None
+            raise RemoteError(self._say(e)) from None
         finally:
             watchdog.cancel()
         dt = time.perf_counter() - t0
-        up = (len(f"{method} {path} HTTP/1.1\r\n") + len(f"Host: {self.host}:{self.port}\r\n")
-              + len("Accept-Encoding: identity\r\n")
-              + sum(len(f"{k}: {v}\r\n") for k, v in headers.items()) + 2 + len(payload))
-        down = (len(f"HTTP/1.1 {resp.status} {resp.reason}\r\n")
-                + sum(len(f"{k}: {v}\r\n") for k, v in resp.getheaders()) + 2 + len(raw))
-        if resp.will_close:
-            self.close()
+        self._served += 1
+        req = resp.request
+        up = (len(f"{method} {path} HTTP/1.1\r\n") + sum(len(k) + len(v) + 4 for k, v in req.headers.raw)
+              + 2 + len(payload))
+        down = (len(f"HTTP/1.1 {resp.status_code} {resp.reason_phrase}\r\n")
+                + sum(len(k) + len(v) + 4 for k, v in resp.headers.raw) + 2 + len(raw))
         try:
-            data = json.loads(raw) if raw else {}
+            kind = resp.headers.get("content-type", "")
+            if kind.startswith("text/event-stream"):       # a stream: its events
+                data = {"events": [json.loads(ln[6:]) for ln in raw.splitlines()
+                                   if ln.startswith(b"data: ") and ln != b"data: [DONE]"]}
+            elif kind.startswith("text/plain") and resp.status_code < 400:   # e.g. /metrics
+                data = {"text": raw.decode("utf-8", "replace")}
+            else:
+                data = json.loads(raw) if raw else {}
         except (ValueError, RecursionError):
-            raise RemoteError(f"cloud server {self.url} sent a reply that is not JSON "
-                              f"(HTTP {resp.status})") from None
-        if resp.status >= 400:
-            hint = _STATUS_HINT.get(500 if resp.status >= 500 else resp.status, "")
-            raise RemoteError(f"cloud server {self.url} answered HTTP {resp.status} to {path}{hint}",
+            raise RemoteError(f"{self.role} {self.url} sent a reply that is not JSON "
+                              f"(HTTP {resp.status_code})") from None
+        if resp.status_code >= 400:
+            hint = _STATUS_HINT.get(500 if resp.status_code >= 500 else resp.status_code, "")
+            raise RemoteError(f"{self.role} {self.url} answered HTTP {resp.status_code} to {path}{hint}",
                               detail=_error_text(data))
         return Reply(data, dt, up, down)
 
-    def _read_body(self, resp) -> bytes:
+    def _read_body(self, resp: httpx.Response) -> bytes:
         """The reply body, refused once it passes MAX_REPLY_BYTES (said or streamed)."""
         limit = MAX_REPLY_BYTES
         try:
-            said = int(resp.getheader("Content-Length") or -1)
+            said = int(resp.headers.get("Content-Length") or -1)
         except ValueError:
             said = -1
         if said > limit:
-            self.close()
             raise RemoteError(self._too_large(limit))
         parts, n = [], 0
-        while True:
-            part = resp.read(CHUNK)      # at most CHUNK; the watchdog bounds its wait
-            if not part:
-                if self._expired:            # the watchdog shut the socket: EOF reads as b""
-                    raise TimeoutError()
-                if said > n:
-                    raise http.client.IncompleteRead(b"", said - n)
-                return b"".join(parts)
+        for part in resp.iter_raw(CHUNK):      # the watchdog bounds the wait for each part
             n += len(part)
             if n > limit:
-                self.close()
                 raise RemoteError(self._too_large(limit))
             parts.append(part)
+        if self._expired:
+            raise httpx.ReadTimeout("expired")
+        return b"".join(parts)
 
     def _too_large(self, limit: int) -> str:
-        return (f"cloud server {self.url} sent a reply over {limit / 2**20:g} MiB "
+        return (f"{self.role} {self.url} sent a reply over {limit / 2**20:g} MiB "
                 f"(SPECSCOPE_CLOUD_MAX_REPLY_MB); refused")
 
-    def _expire(self, conn) -> None:
+    def _expire(self) -> None:
         """The watchdog: the request ran out of time; shut its socket so a blocked read ends."""
         self._expired = True
-        sock = getattr(conn, "sock", None)
+        sock = self._stream.get_extra_info("socket") if self._stream is not None else None
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
-    def _say(self, e: BaseException) -> str:
+    def _say(self, e: BaseException, midway: bool = False) -> str:
         """A fixed one-line message per kind of failure; never the remote's (or the OS's) text."""
-        if isinstance(e, (socket.timeout, TimeoutError)):
-            return f"cloud server {self.url} did not answer within {self.timeout:g} s"
-        if isinstance(e, ConnectionRefusedError):
-            return (f"cloud server {self.url} is not reachable (connection refused); "
-                    f"start it with `make cloud` or check --cloud-url")
-        if isinstance(e, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
-            return f"cloud server {self.url} closed the connection (did it stop?)"
-        if isinstance(e, socket.gaierror):
-            return f"cloud server {self.url}: unknown host {self.host!r}"
-        if isinstance(e, http.client.IncompleteRead):
-            return f"cloud server {self.url} closed the connection in the middle of a reply (did it stop?)"
-        if isinstance(e, http.client.HTTPException):
-            return f"cloud server {self.url} sent a reply that is not valid HTTP ({type(e).__name__})"
-        return f"cloud server {self.url}: could not connect ({type(e).__name__})"
+        at = f"{self.role} {self.url}"
+        root = e
+        while root.__cause__ is not None or root.__context__ is not None:
+            root = root.__cause__ or root.__context__
+        if isinstance(e, TimeoutError) or isinstance(root, (socket.timeout, TimeoutError)):
+            return f"{at} did not answer within {self.timeout:g} s"
+        if isinstance(root, ConnectionRefusedError):
+            return f"{at} is not reachable (connection refused); {self.hint}"
+        if isinstance(root, socket.gaierror):
+            return f"{at}: unknown host {self.host!r}"
+        if midway:
+            return f"{at} closed the connection in the middle of a reply (did it stop?)"
+        if isinstance(root, (ConnectionResetError, BrokenPipeError)) or "disconnected" in str(e):
+            return f"{at} closed the connection (did it stop?)"
+        if isinstance(e, httpx.RemoteProtocolError):
+            return f"{at} sent a reply that is not valid HTTP"
+        return f"{at}: could not connect ({type(root).__name__})"
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._http is not None:
+            self._http.close()
+            self._http, self._stream, self._served = None, None, 0
 
     # -- the calls ----------------------------------------------------------------------------
     def models(self) -> list[dict]:
         data = self.request("GET", "/v1/models").data
         models = data.get("data") if isinstance(data, dict) else None
         if not isinstance(models, list):
-            raise RemoteError(f"cloud server {self.url} is not an OpenAI-compatible server "
+            raise RemoteError(f"{self.role} {self.url} is not an OpenAI-compatible server "
                               f"(/v1/models lists no models)")
         return models
 
@@ -193,7 +223,7 @@ class CompletionsClient:
         data = self.request("POST", "/tokenize", {"model": model, "prompt": text,
                                                   "add_special_tokens": False}).data
         if not isinstance(data.get("tokens"), list):
-            raise RemoteError(f"cloud server {self.url} has no /tokenize (is it vLLM?)")
+            raise RemoteError(f"{self.role} {self.url} has no /tokenize (is it vLLM?)")
         return [int(t) for t in data["tokens"]]
 
     def score(self, model: str, ids: list[int], n_rows: int, k: int = 1) -> tuple[list[Row], int, float, Reply]:
@@ -212,7 +242,7 @@ class CompletionsClient:
             nxt = int(str(lp["tokens"][0]).removeprefix("token_id:"))
             nxt_lp = float(lp["token_logprobs"][0])
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise RemoteError(f"cloud server {self.url} sent completions without prompt logprobs "
+            raise RemoteError(f"{self.role} {self.url} sent completions without prompt logprobs "
                               f"(needs vLLM's prompt_logprobs)") from None
         return rows, nxt, nxt_lp, reply
 

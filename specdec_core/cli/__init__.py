@@ -1,4 +1,4 @@
-"""`python -m specdec_core run|record|batch|bench|check|faults|presets` (docs/cli.md).
+"""`python -m specdec_core run|record|audit|batch|bench|check|faults|presets` (docs/cli.md).
 
 Verbs, flags, exit codes and the JSON fields of traces and recordings: docs/cli.md.
 
@@ -20,6 +20,7 @@ from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
 from specdec_core.recorder import cli as recorder_cli
+from specdec_core.audit import cli as audit_cli
 from specdec_core.errors import UserError
 
 
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
     _add_backend_args(_add_fail_on(recorder_cli.add_parser(sub)), cloud_url=False)
+    _add_backend_args(_add_fail_on(audit_cli.add_parser(sub)), cloud_url=False)
     return ap
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from specdec_core.api import load_backend, open_backend, run_clip
+from specdec_core.audit.cli import cmd_audit
 from specdec_core.cli import reports
 from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, parse_sets, preset
@@ -292,4 +293,5 @@ def cmd_record(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "batch": cmd_batch, "bench": cmd_bench, "faults": cmd_faults,
-            "presets": cmd_presets, "record": cmd_record, "check": cmd_check}
+            "presets": cmd_presets, "record": cmd_record, "check": cmd_check,
+            "audit": cmd_audit}

@@ -1,0 +1,137 @@
+"""Auditing a served engine's speculative decoding from outside (docs/audit.md): greedy requests
+with top log-probs and the per-request metrics, the reference's greedy output, an optional
+replay of the declared drafter, the checks (audit/checks.py) and a run-like report whose
+`trace` colours each served step as a round of ours."""
+from __future__ import annotations
+
+from specdec_core.audit import checks
+from specdec_core.audit.checks import Run
+from specdec_core.audit.served import Engine, Replay, reference_local, reference_served
+from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
+from specdec_core.errors import UserError
+from specdec_core.findings import finding
+
+
+def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | None = None,
+          reference: str = "local", replay: str | None = None, max_tokens: int = 48, n: int = 1,
+          stream: str | None = None) -> dict:
+    """{"engine", "results": [{audio, ok, token_ids, text, reference, steps, trace}],
+    "acceptance": {by_draft_position, by_context}, "findings"}."""
+    if n != 1:
+        raise UserError(f"n = {n}: a greedy audit asks one sequence per request (vLLM refuses n > 1 "
+                        "at temperature 0 and sends speculative metrics for n = 1 only); nothing "
+                        "was judged: audit with -n 1")
+    engine = Engine(url, model)
+    try:
+        rep = Replay(replay, max_model_len=engine.max_model_len) if replay else None
+        runs = [_run(engine, backend, name, ids, reference, rep, max_tokens, stream) for name, ids in inputs]
+    finally:
+        engine.close()
+    found = checks.never_drafted(runs)
+    for r in runs:
+        found += checks.divergence(r) + checks.counters(r)
+        if rep is not None:
+            found += checks.replay(r, rep.name)
+    ctx = checks.by_context(runs)
+    k = max((r.served.spec or {}).get("num_spec_tokens", 0) for r in runs)
+    found += checks.collapse(ctx, rep.window if rep else None, k)
+    found += _not_judged(runs)
+    return {"engine": {"url": engine.url, "model": engine.model, "max_model_len": engine.max_model_len,
+                       "speculates": engine.speculates, "replay": replay, "reference": reference},
+            "results": [_result(r, backend.tokenizer) for r in runs],
+            "acceptance": {"by_draft_position": checks.by_draft_position(runs), "by_context": ctx},
+            "findings": found}
+
+
+def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
+    served = engine.complete(ids, max_tokens, stream)
+    ref = (reference_local(backend, ids, len(served.ids)) if reference == "local"
+           else reference_served(reference, None, ids, len(served.ids)))
+    run = Run(name, served, *ref)
+    run.starts = starts(run, rep)
+    if rep is not None and run.starts is not None:
+        run.replayed = [rep.propose(ids + served.ids[:s], d) for (_, d), s in zip(run.steps, run.starts)]
+    return run
+
+
+def starts(run: Run, rep: Replay | None) -> list[int] | None:
+    """The output index each speculative step begins at. Every step drafts (a draft model): the
+    first token comes from the prefill, step i after 1 + Σ_{j<i}(a_j + 1) tokens. An n-gram
+    engine drafts only where it finds a match: its steps are placed by replaying the rule; None
+    when they cannot be placed."""
+    steps, n = run.steps, len(run.served.ids)
+    if not steps:
+        return None
+    pos, out = 1, []
+    if rep is None or rep.kind != "ngram":
+        for a, _ in steps:
+            out.append(pos)
+            pos += a + 1
+        return out if out[-1] < n <= pos else None     # else some steps did not draft (n-gram)
+    ctx, it = run.served.prompt + run.served.ids, iter(steps)
+    step = next(it, None)
+    while step is not None and pos < n:
+        if rep.propose(ctx[:len(run.served.prompt) + pos], step[1]):
+            out.append(pos)
+            pos += step[0] + 1
+            step = next(it, None)
+        else:
+            pos += 1
+    return out if step is None else None
+
+
+def _not_judged(runs: list[Run]) -> list:
+    said = list(dict.fromkeys(note for r in runs for note in r.served.notes))
+    unplaced = [r.name for r in runs if r.steps and r.starts is None]
+    if unplaced:
+        said.append(f"{len(unplaced)} request(s) whose steps cannot be placed in the output (an "
+                    "n-gram engine drafts only where it matches: give --replay ngram): acceptance "
+                    "by context position not judged")
+    return [finding("not_judged", line.split(": ")[0], line, severity="warning",
+                    cause="what the engine sends does not carry what these checks need",
+                    fix="see docs/audit.md, \"Turning the metrics on\"",
+                    evidence={"source": "audit"}) for line in said]
+
+
+def _result(run: Run, tokenizer) -> dict:
+    s, text = run.served, tokenizer.decode(run.served.ids, skip_special_tokens=True)
+    return {"audio": run.name, "ok": True, "text": text, "token_ids": s.ids, "finish": s.finish,
+            "metrics": {"speculative_decoding": s.spec},
+            "reference": None if run.ref_ids is None else {
+                "token_ids": run.ref_ids, "matches": run.ref_ids[:len(s.ids)] == s.ids},
+            "steps": [{"context": len(s.prompt) + st, "accepted": a, "drafted": d}
+                      for (a, d), st in zip(run.steps, run.starts or [])],
+            "trace": served_trace(run, tokenizer).to_dict()}
+
+
+def served_trace(run: Run, tokenizer) -> Trace:
+    """The served run as rounds of ours: the prefill's token and each step's accepted drafts,
+    then its corrected (a draft rejected) or bonus (all accepted) token; the replayed rejected
+    drafts when replay is on. Steps that cannot be placed: one round of the whole output."""
+    s = run.served
+    tr = Trace(prompt_len=len(s.prompt), backend="served", ended_by=s.finish)
+    bounds = [(0, 0, 0)] + [(st, a, d) for (a, d), st in zip(run.steps, run.starts or [])]
+    if run.starts is None:
+        bounds = [(0, 0, 0)]
+    marks = sorted(bounds) + [(len(s.ids), 0, 0)]
+    for r, ((st, a, d), (nxt, _, _)) in enumerate(zip(marks, marks[1:])):
+        end = min(nxt, len(s.ids))
+        if st >= end:
+            continue
+        tr.rounds.append(RoundRecord(round=r, start=st, drafted=d, verified=True, accepted=min(a, end - st),
+                                     committed=end - st))
+        for i in range(st, end):
+            src = "accepted" if i - st < a else ("bonus" if a >= d else "corrected")
+            tr.tokens.append(TokenRecord(i=i, id=s.ids[i], text=tokenizer.decode([s.ids[i]]),
+                                         source=src, round=r))
+        drafts = run.replayed[r - 1] if run.replayed and 0 < r <= len(run.replayed) else []
+        for t in drafts[a:] if a < d else []:
+            tr.rejected.append(TokenRecord(i=-1, id=t, text=tokenizer.decode([t]), source="rejected",
+                                           round=r, at=st + a))
+    tr.text = tokenizer.decode(s.ids, skip_special_tokens=True)
+    spec = s.spec or {}
+    tr.metrics = {k: spec.get(k) for k in ("mean_acceptance_length", "draft_acceptance_rate",
+                                           "num_spec_steps", "num_accepted_draft_tokens",
+                                           "num_draft_tokens")}
+    tr.metrics["new_tokens"] = len(s.ids)
+    return tr

@@ -1,0 +1,212 @@
+"""The audit's checks: small functions over the served runs, each returning findings built with
+the registry's codes (findings.py, "served engines"). `Run` is one audited request with its
+reference and (when known) each speculative step's place in the output."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from specdec_core.findings import finding
+
+MIN_TOL = 1e-4           # log-probs: the smallest and largest gap a near-tie flip may have (the
+MAX_TOL = 0.5            # measured disagreement x 4 in between; more: not the same model's numerics)
+COLLAPSE_RATE = 0.1      # a tail accepting at most this share of its drafts has collapsed ...
+HEALTHY_RATE = 0.3       # ... when the steps before it accepted at least this share
+MIN_STEPS = 3
+
+
+@dataclass
+class Run:
+    name: str
+    served: object                 # served.Served
+    ref_ids: list[int] | None = None
+    ref_top: list[dict] | None = None
+    starts: list[int] | None = None     # output index each speculative step begins at
+    replayed: list[list[int]] = field(default_factory=list)   # the replayed drafts per step
+
+    @property
+    def steps(self) -> list[tuple[int, int]]:
+        s = self.served.spec or {}
+        return list(zip(s.get("per_step_accepted") or [], s.get("per_step_drafted") or []))
+
+
+def never_drafted(runs: list[Run]) -> list:
+    """Inconclusive, never a pass: no request had a single drafted token."""
+    with_spec = [r for r in runs if r.served.spec is not None]
+    if not with_spec or any((r.served.spec.get("num_draft_tokens") or 0) > 0 for r in with_spec):
+        return []
+    n = sum(len(r.served.ids) for r in with_spec)
+    return [finding("spec_never_drafted", f"the engine drafted nothing over {len(with_spec)} "
+                    f"request(s) ({n} output tokens): speculative decoding was not exercised",
+                    "every request reports 0 draft tokens; a lossless output and a clean counter "
+                    "check say nothing about the drafter",
+                    cause="the drafter never ran: not configured for this model, a fallback to the "
+                    "target alone, an n-gram rule that found no match, or drafts disabled past a "
+                    "length", fix="check the server's --speculative-config and its log; audit with "
+                    "prompts the drafter can match (n-gram: repetitive text)",
+                    evidence={"requests": len(with_spec), "output_tokens": n})]
+
+
+def divergence(run: Run) -> list:
+    """The first greedy divergence from the reference, judged by the reference's top-2 margin
+    against the two stacks' measured disagreement on the positions before it."""
+    got, ref = run.served.ids, run.ref_ids
+    if ref is None:
+        return []
+    n = min(len(got), len(ref))
+    i = next((j for j in range(n) if got[j] != ref[j]), None)
+    if i is None:
+        return []
+    st, rt = run.served.top, run.ref_top
+    noise = max([abs(st[j].get(got[j], 0.0) - rt[j].get(got[j], 0.0)) for j in range(i)
+                 if got[j] in st[j] and got[j] in rt[j]] or [0.0])
+    tol = round(min(max(4 * noise, MIN_TOL), MAX_TOL), 6)
+    r_row, s_row = rt[i], st[i]
+    ranked = sorted(r_row.values(), reverse=True)
+    margin = round(ranked[0] - ranked[1], 6) if len(ranked) > 1 else None
+    ref_gap = round(r_row[ref[i]] - r_row[got[i]], 6) if got[i] in r_row and ref[i] in r_row else None
+    ev = {"request": run.name, "index": i, "served": got[i], "reference": ref[i],
+          "margin_reference": margin, "gap_reference": ref_gap, "tolerance": tol,
+          "noise_before": round(noise, 6),
+          "margin_served": round(s_row[got[i]] - s_row[ref[i]], 6) if ref[i] in s_row else None}
+    if ref_gap is not None and ref_gap <= tol:
+        return [finding("numeric_divergence", f"{run.name}: the served output leaves the reference "
+                        f"at token {i} by numerics, not a bug",
+                        f"the reference's top-1 - top-2 margin there is {margin} (log-probs), within "
+                        f"what the two stacks disagree by on the {i} tokens before ({tol}): a near-tie "
+                        "flipped", cause="two implementations (kernels, batch widths) round "
+                        "differently; a near-tie can flip", fix="nothing to fix in the engine; compare "
+                        "more prompts, or in float32 on both sides", evidence=ev)]
+    return [finding("lossless_violation", f"{run.name}: the served greedy output is not the "
+                    f"reference's at token {i} (a confident divergence)",
+                    f"the engine gave token {got[i]} where the reference's greedy is {ref[i]} with a "
+                    f"top-1 - top-2 margin of {margin} log-probs"
+                    + ("" if ref_gap is not None else f" (token {got[i]} is not even its top-2)")
+                    + f"; the two stacks agree within {tol} on the {i} tokens before",
+                    cause="speculation changed a greedy output: the acceptance rule, a corrupted "
+                    "draft/target cache, or a bonus token from the wrong position (vllm #41758)",
+                    fix="rerun the same prompt with speculation off on the same server; if that "
+                    "matches the reference, the spec path is at fault: report it with this prompt",
+                    evidence=ev)]
+
+
+def counters(run: Run) -> list:
+    """The engine's counters against their identities."""
+    s = run.served.spec
+    if not s:
+        return []
+    acc, dr, hist = s.get("per_step_accepted"), s.get("per_step_drafted"), s.get("acceptance_histogram") or []
+    steps, accepted = s.get("num_spec_steps", 0), s.get("num_accepted_draft_tokens", 0)
+    bad = []
+    def want(what, got, expected, close=False):   # noqa: E306
+        if (abs(got - expected) > 1e-9 * max(1, abs(expected))) if close else got != expected:
+            bad.append(f"{what}: {got} where {expected}")
+    want("Σ histogram (steps)", sum(hist), steps)
+    want("Σ j·h[j] (accepted)", sum(j * h for j, h in enumerate(hist)), accepted)
+    if steps:
+        want("mean acceptance length", s.get("mean_acceptance_length", 0.0), 1 + accepted / steps, True)
+    if s.get("num_draft_tokens"):
+        want("draft acceptance rate", s.get("draft_acceptance_rate", 0.0), accepted / s["num_draft_tokens"], True)
+    if acc is not None and dr is not None:
+        want("Σ per-step accepted", sum(acc), accepted)
+        want("Σ per-step drafted", sum(dr), s.get("num_draft_tokens", 0))
+        want("per-step count", len(acc), steps)
+        want("per-step histogram", [Counter(acc).get(j, 0) for j in range(len(hist))], list(hist))
+        over = [i for i, (a, d) in enumerate(zip(acc, dr)) if a > d]
+        if over:
+            bad.append(f"steps {over[:5]} accept more drafts than they drafted")
+        n, least = len(run.served.ids), (1 + sum(a + 1 for a in acc[:-1]) + 1 if acc else 0)
+        if n < least and run.served.finish == "length":
+            bad.append(f"output length {n} is shorter than the {least} tokens its steps commit")
+    if not bad:
+        return []
+    return [finding("spec_counters", f"{run.name}: the engine's speculative counters contradict "
+                    f"each other ({len(bad)} identit{'y' if len(bad) == 1 else 'ies'})", "; ".join(bad),
+                    cause="a counter zeroed, double-counted or left from another request (TensorRT-"
+                    "LLM #17082, tokenspeed #1443)", fix="trust the output, not the counters, until "
+                    "the engine's accounting is fixed; report the identities broken",
+                    evidence={"request": run.name, "broken": bad})]
+
+
+def by_draft_position(runs: list[Run]) -> list[dict]:
+    """[{position j, drafted, accepted, rate}]: how often the j-th draft of a step was accepted."""
+    drafted, accepted = Counter(), Counter()
+    for r in runs:
+        for a, d in r.steps:
+            for j in range(1, d + 1):
+                drafted[j] += 1
+                accepted[j] += a >= j
+    return [{"position": j, "drafted": drafted[j], "accepted": accepted[j],
+             "rate": round(accepted[j] / drafted[j], 4)} for j in sorted(drafted)]
+
+
+def by_context(runs: list[Run]) -> list[dict]:
+    """[{context, drafted, accepted}] per step (context: tokens before the step, prompt included)."""
+    rows = []
+    for r in runs:
+        for (a, d), start in zip(r.steps, r.starts or []):
+            rows.append({"request": r.name, "context": len(r.served.prompt) + start, "drafted": d, "accepted": a})
+    return sorted(rows, key=lambda x: x["context"])
+
+
+def collapse(rows: list[dict], window: int | None = None, k: int = 0) -> list:
+    """The context position past which acceptance dies while the engine keeps drafting."""
+    rate = lambda xs: sum(x["accepted"] for x in xs) / max(1, sum(x["drafted"] for x in xs))  # noqa: E731
+    # the change point: the cut that leaves the fewest accepted drafts after it and rejected
+    # drafts before it
+    cost = lambda c: sum(x["accepted"] if x["context"] >= c else x["drafted"] - x["accepted"]  # noqa: E731
+                         for x in rows)
+    for cut in sorted({x["context"] for x in rows}, key=cost)[:1]:
+        before = [x for x in rows if x["context"] < cut]
+        after = [x for x in rows if x["context"] >= cut]
+        if len(before) < MIN_STEPS or len(after) < MIN_STEPS:
+            continue
+        if rate(after) <= COLLAPSE_RATE and rate(before) >= HEALTHY_RATE:
+            wasted = sum(x["drafted"] - x["accepted"] for x in after)
+            named = window is not None and cut - k - 1 <= window <= cut + k + 1
+            ev = {"position": cut, "rate_before": round(rate(before), 4), "rate_after": round(rate(after), 4),
+                  "steps_after": len(after), "drafts_wasted": wasted, "window": window}
+            return [finding("acceptance_cliff", f"acceptance collapses past context position {cut}"
+                            + (f": the drafter's window (max_position_embeddings {window}) ends there"
+                               if named else ""),
+                            f"{len(before)} steps before it accepted {ev['rate_before']:.0%} of their "
+                            f"drafts, {len(after)} steps from it {ev['rate_after']:.0%}; the engine "
+                            f"kept drafting: {wasted} drafts wasted",
+                            cause=("the drafter is asked to draft past its own window and proposes "
+                                   "tokens from positions it was never configured for (vllm #58080)"
+                                   if named else "the drafter stops working past a context length: "
+                                   "a window or position limit (vllm #52873), a cache that stops "
+                                   "updating"),
+                            fix=("use a drafter whose max_position_embeddings covers the target's "
+                                 "max_model_len, or cap the context the engine speculates over"
+                                 if named else "audit with --replay DRAFT_DIR to name the drafter's "
+                                 "window; check the drafter's max_position_embeddings"),
+                            evidence=ev)]
+    return []
+
+
+def replay(run: Run, replay_name: str) -> list:
+    """Each step whose accepted count the exact greedy rule would not give for the replayed
+    drafts (decided only where the output covers the drafts)."""
+    out, off = run.served.ids, []
+    for i, ((a, d), start, drafts) in enumerate(zip(run.steps, run.starts or [], run.replayed)):
+        want = 0
+        while want < min(len(drafts), d) and start + want < len(out) and drafts[want] == out[start + want]:
+            want += 1
+        decided = want == min(len(drafts), d) or start + want < len(out)
+        if decided and want != a:
+            off.append({"step": i, "context": len(run.served.prompt) + start, "engine": a,
+                        "replayed": want, "drafts": drafts})
+    if not off:
+        return []
+    first = off[0]
+    return [finding("replay_mismatch", f"{run.name}: {len(off)} step(s) accepted a count the exact "
+                    f"greedy rule does not give for {replay_name}'s drafts",
+                    f"first: step {first['step']} (context {first['context']}) accepted "
+                    f"{first['engine']} where {replay_name}'s drafts {first['drafts']} match the "
+                    f"output for {first['replayed']}",
+                    cause="the engine ran another drafter than declared (or at other positions), "
+                    "or its acceptance is not the exact greedy rule",
+                    fix="check the drafter the server loaded (its log, --speculative-config) against "
+                    "the folder replayed; a drafter past its window drafts dummy tokens",
+                    evidence={"request": run.name, "steps": off[:20], "count": len(off)})]

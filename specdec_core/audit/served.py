@@ -1,0 +1,191 @@
+"""A served engine's greedy runs, read from outside: the requests (prompt ids sent as ids, top
+log-probs, the per-request speculative metrics), the reference's greedy output (the local
+cloud model or a second server) and the replayed drafter (its folder, or the n-gram rule)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specdec_core.backends.openai_client import CompletionsClient, RemoteError
+from specdec_core.backends.remote import _pick_model
+from specdec_core.errors import UserError
+
+TOP = 2                      # top log-probs asked per output token: the top-2 margin
+HINT = "start it with `make cloud-spec` or check --url"
+
+
+@dataclass
+class Served:
+    """One greedy request: output ids, each position's top log-probs {id: lp}, the engine's
+    `metrics.speculative_decoding` (None when absent) and why it stopped."""
+    prompt: list[int]
+    ids: list[int]
+    top: list[dict]
+    spec: dict | None
+    finish: str = ""
+    notes: list[str] = field(default_factory=list)    # what could not be read, one line each
+
+
+class Engine:
+    """One OpenAI-compatible server: its model, its window, whether it speculates at all."""
+
+    def __init__(self, url: str, model: str | None = None, timeout: float = 300.0):
+        self.client = CompletionsClient(url, timeout, role="served engine", hint=HINT)
+        self.url = self.client.url
+        try:
+            self.model, self.max_model_len = _pick_model(self.client, model)
+        except RemoteError as e:
+            raise RemoteError(f"{e}; nothing was judged", e.detail) from None
+        self.speculates = self._speculates()
+
+    def _speculates(self) -> bool | None:
+        """From vLLM's Prometheus text: whether `vllm:spec_decode_*` counters exist; None when
+        the server shows no vLLM metrics."""
+        try:
+            text = self.client.request("GET", "/metrics").data.get("text") or ""
+        except RemoteError:
+            return None
+        return ("vllm:spec_decode" in text) if "vllm:" in text else None
+
+    def complete(self, prompt: list[int], max_tokens: int, stream: str | None = None) -> Served:
+        """stream: None | "usage" | "no-usage" (stream_options.include_usage, on whose final
+        chunk vLLM sends the metrics)."""
+        body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "n": 1,
+                "temperature": 0.0, "logprobs": TOP, "return_tokens_as_token_ids": True}
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": stream == "usage"})
+        data = self.client.request("POST", "/v1/completions", body).data
+        if "events" in data:
+            data = _joined(data["events"])
+        try:
+            choices = data["choices"]
+            lp = choices[0]["logprobs"]
+            ids = [_tid(t) for t in lp["tokens"]]
+            top = [{_tid(k): float(v) for k, v in (row or {}).items()} for row in lp["top_logprobs"]]
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise RemoteError(f"served engine {self.url} sent completions without token log-probs "
+                              f"(needs an OpenAI-compatible `logprobs`)") from None
+        spec = ((data.get("metrics") or {}).get("speculative_decoding")
+                if isinstance(data.get("metrics"), dict) else None)
+        out = Served(list(prompt), ids, top, spec if isinstance(spec, dict) else None,
+                     str(choices[0].get("finish_reason") or ""))
+        if out.spec is None and stream and "usage" not in data:
+            out.notes.append("the stream carried no usage chunk (stream_options.include_usage off, "
+                             "or dropped on the way): vLLM sends the speculative metrics on that "
+                             "chunk only; the output is judged, acceptance and counters are not")
+        elif out.spec is None:
+            out.notes.append(self._no_metrics())
+        elif "per_step_accepted" not in out.spec and out.spec.get("num_spec_steps"):
+            out.notes.append("the engine sends summary metrics only (--per-request-spec-decode-"
+                             "metrics summary): counters judged, acceptance by position not")
+        return out
+
+    def _no_metrics(self) -> str:
+        if self.speculates is False:
+            return ("the engine runs no speculative decoding (no vllm:spec_decode_* counters): "
+                    "its output is judged against the reference, acceptance and counters are not")
+        return ("the engine sends no per-request speculative metrics (start vLLM >= 0.29 with "
+                "--per-request-spec-decode-metrics detailed): its output is judged against the "
+                "reference, acceptance and counters are not")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _joined(events: list[dict]) -> dict:
+    """A streamed completion as one reply: the chunks' tokens in order, the last finish reason,
+    the usage chunk's usage and metrics."""
+    lp, finish, out = {"tokens": [], "top_logprobs": []}, None, {}
+    for ev in events:
+        for c in ev.get("choices") or []:
+            for key in lp:
+                lp[key] += (c.get("logprobs") or {}).get(key) or []
+            finish = c.get("finish_reason") or finish
+        out.update({k: ev[k] for k in ("usage", "metrics") if ev.get(k) is not None})
+    return {"choices": [{"logprobs": lp, "finish_reason": finish}], **out}
+
+
+def _tid(t) -> int:
+    return int(str(t).removeprefix("token_id:"))
+
+
+# -- the reference ------------------------------------------------------------------------------
+def greedy(model, prompt_ids: list[int], n: int, vocab: int | None = None) -> tuple[list[int], list[dict]]:
+    """`model`'s greedy continuation, exactly n tokens (no stop: the served run's own length
+    bounds the comparison), with each position's top-2 log-probs {id: lp}."""
+    import torch
+
+    from specdec_core.compat import output_cache, with_cache
+
+    x, cache, ids, top = torch.tensor([prompt_ids]), None, [], []
+    with torch.inference_mode():
+        for _ in range(n):
+            o = model(input_ids=x, use_cache=True, **({} if cache is None else with_cache(model, cache)))
+            cache = output_cache(o)
+            lp = torch.log_softmax(o.logits[0, -1, :vocab].float(), -1)
+            vals, idx = torch.topk(lp, TOP)
+            ids.append(int(idx[0]))
+            top.append({int(i): float(v) for i, v in zip(idx, vals)})
+            x = idx[:1].view(1, 1)
+    return ids, top
+
+
+def reference_local(backend, prompt_ids: list[int], n: int) -> tuple[list[int], list[dict]]:
+    """The local cloud model's greedy output (no speculation)."""
+    cloud = getattr(backend, "cloud", None)
+    if cloud is None or not callable(cloud):
+        raise UserError("--reference local needs a backend with a local cloud model; "
+                        "give --reference URL (a server without speculation)")
+    return greedy(cloud, prompt_ids, n, getattr(backend, "shared_vocab", None))
+
+
+def reference_served(url: str, model: str | None, prompt_ids: list[int], n: int) -> tuple[list[int], list[dict]]:
+    ref = Engine(url, model)
+    try:
+        got = ref.complete(prompt_ids, n)
+    finally:
+        ref.close()
+    return got.ids, got.top
+
+
+# -- the replayed drafter ---------------------------------------------------------------------
+class Replay:
+    """Proposes what the declared drafter would draft after a context: `ngram` (vLLM's rule:
+    the longest suffix n-gram, min..max, at its earliest earlier match) or a draft model folder
+    run greedily here. `window`: the folder's max_position_embeddings."""
+
+    def __init__(self, spec: str, ngram: tuple[int, int] = (1, 3), max_model_len: int | None = None):
+        self.kind, self.window, self.model = "ngram", None, None
+        self.lo, self.hi = ngram
+        self.max_len = max_model_len or 10**9
+        if spec != "ngram":
+            path = Path(spec)
+            try:
+                cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                raise UserError(f"--replay {spec}: not a model folder with a config.json "
+                                "(give the drafter's folder, or ngram)") from None
+            self.kind, self.window = "draft", cfg.get("max_position_embeddings")
+            from transformers import AutoModelForCausalLM
+
+            self.model = AutoModelForCausalLM.from_pretrained(path, dtype="float32").eval()
+        self.name = spec
+
+    def propose(self, ctx: list[int], k: int) -> list[int]:
+        if self.kind == "ngram":
+            return ngram_propose(ctx, self.lo, self.hi, k, self.max_len)
+        return greedy(self.model, ctx, k)[0]
+
+
+def ngram_propose(ctx: list[int], lo: int, hi: int, k: int, max_len: int = 10**9) -> list[int]:
+    """vLLM's n-gram proposer (v1/spec_decode/ngram_proposer.py) written plainly."""
+    k = min(k, max_len - len(ctx))
+    if k <= 0 or len(ctx) < lo:
+        return []
+    for n in range(min(hi, len(ctx) - 1), lo - 1, -1):
+        suffix = ctx[-n:]
+        for s in range(len(ctx) - n):
+            if ctx[s:s + n] == suffix:
+                return ctx[s + n:s + n + k]
+    return []
