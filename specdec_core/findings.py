@@ -256,7 +256,9 @@ register("acceptance_cliff", "warning", "acceptance dies past a context position
          "keeps drafting (a drafter window shorter than the context, a position limit)",
          "steps from a context position accept ≤ 10% of their drafts where the 3+ before accepted "
          "≥ 30%; names the drafter's max_position_embeddings when it ends there", source="audit")
-register("replay_mismatch", "error", "the engine's accepted count is not what the exact greedy "
-         "rule gives for the declared drafter's proposals (another drafter, or another rule)",
+register("replay_mismatch", "warning", "the engine's accepted count is not what the exact greedy "
+         "rule gives for the declared drafter's proposals (another drafter, or another rule): a "
+         "speed cost, not an error while the output matches the reference (lossless_violation "
+         "is that)",
          "with --replay: a step whose accepted count differs from the replayed drafts' match with "
          "the output", source="audit")

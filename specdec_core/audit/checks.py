@@ -199,9 +199,10 @@ def replay(run: Run, replay_name: str) -> list:
                         "replayed": want, "drafts": drafts})
     if not off:
         return []
-    first = off[0]
+    first, lost = off[0], sum(max(0, o["replayed"] - o["engine"]) for o in off)
     return [finding("replay_mismatch", f"{run.name}: {len(off)} step(s) accepted a count the exact "
-                    f"greedy rule does not give for {replay_name}'s drafts",
+                    f"greedy rule does not give for {replay_name}'s drafts ({lost} token(s) the "
+                    f"declared drafter would have had accepted)",
                     f"first: step {first['step']} (context {first['context']}) accepted "
                     f"{first['engine']} where {replay_name}'s drafts {first['drafts']} match the "
                     f"output for {first['replayed']}",
@@ -209,4 +210,5 @@ def replay(run: Run, replay_name: str) -> list:
                     "or its acceptance is not the exact greedy rule",
                     fix="check the drafter the server loaded (its log, --speculative-config) against "
                     "the folder replayed; a drafter past its window drafts dummy tokens",
-                    evidence={"request": run.name, "steps": off[:20], "count": len(off)})]
+                    evidence={"request": run.name, "steps": off[:20], "count": len(off),
+                              "tokens_lost": lost})]
