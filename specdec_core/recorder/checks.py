@@ -66,9 +66,16 @@ def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
 def _classify(f: Fwd, d: int, since: int) -> str:
     """A wrong context token at position d: in the cache and written before the decision that
     made it wrong (or by that decision's own forward, the verify that rejected it) -> stale_cache; anything else -> context_mismatch."""
-    if d < f.L and 0 <= f.writers[d] <= since:
+    if d < f.L and 0 <= f.writers[d] <= since and not _refed(f, d):
         return "stale_cache"
     return "context_mismatch"
+
+
+def _refed(f: Fwd, d: int) -> bool:
+    """The slot holds a committed token fed a second time (`seq[seen - 1:]`): its writer's first
+    fed id, the same as the token before it. Not a draft left in the cache (issue 50)."""
+    return (d >= 1 and f.ctx[d] == f.ctx[d - 1] and f.writers[d] != f.writers[d - 1]
+            and (d + 1 >= len(f.writers) or f.writers[d + 1] == f.writers[d]))
 
 
 def check_contexts(t: Tapes, rounds: list[Round], texts=None) -> list[dict]:
@@ -100,26 +107,30 @@ def check_contexts(t: Tapes, rounds: list[Round], texts=None) -> list[dict]:
             continue
         f, d, how = lst[0]
         toks = {"fed": f.ctx[d], "committed": C[d] if d < len(C) else None}
+        firsts = {g.model: (g, e) for g, e, _ in reversed(lst)}    # each model's first hit
+        models = sorted(firsts, key=lambda m: m != f.model)          # both caches named (issue 50)
+        also = "".join(f"; {g.model} forward {g.i}: position {e} holds {causes.token(g.ctx[e], texts)}"
+                       f" (written by forward {g.writers[e]})" for g, e in (firsts[m] for m in models[1:]))
         if code == "stale_cache":
             out.append(finding(
-                code, f"{f.model} attended to cached tokens that are not committed "
+                code, f"{' and '.join(models)} attended to cached tokens that are not committed "
                 f"({len(lst)} forward(s))",
                 f"{f.model} forward {f.i}: cache position {d} holds {causes.token(toks['fed'], texts)} "
                 f"(written by forward {f.writers[d]}), the committed token there is "
-                f"{causes.token(toks['committed'], texts)}",
-                causes.stale(t, f, d), causes.stale_fix(f), _ev(f, d, toks, n_forwards=len(lst)),
-                severity="error"))
+                f"{causes.token(toks['committed'], texts)}{also}",
+                causes.stale(t, f, d), causes.stale_fix(f),
+                _ev(f, d, toks, n_forwards=len(lst), models=models), severity="error"))
         else:
             what = ("the context the edge drafted from differs from the one the cloud verified"
                     if how == "draft" else "the context differs from the committed sequence")
             out.append(finding(
-                code, f"{f.model} was fed a context that is not the committed sequence "
-                f"({len(lst)} forward(s))",
+                code, f"{' and '.join(models)} {'were' if len(models) > 1 else 'was'} fed a context "
+                f"that is not the committed sequence ({len(lst)} forward(s))",
                 f"{f.model} forward {f.i}: {what} at position {d}: fed {causes.token(toks['fed'], texts)}, "
-                f"committed {causes.token(toks['committed'], texts)}",
+                f"committed {causes.token(toks['committed'], texts)}{also}",
                 causes.mismatch(f, d, C, texts),
                 "feed each model exactly seq[cache_len:] of the one committed sequence",
-                _ev(f, d, toks, n_forwards=len(lst)), severity="error"))
+                _ev(f, d, toks, n_forwards=len(lst), models=models), severity="error"))
     return out
 
 

@@ -7,6 +7,9 @@ from specdec_core.findings import finding
 TEXT_CODES = ("template_leak", "doubling", "cycle", "punct_flood")
 MODEL_CAUSE = ("the cloud alone does this too: the loop is exact ({why}), so this text is what "
                "the model produces on this prompt, not a decoder bug")
+ALONE_CAUSE = ("only the text shows this: no forward the models were fed contradicts the committed "
+               "text and no check found the output leaving the cloud's, so it is not shown to be a "
+               "decoder bug (the model may write this itself); had it come from the decoder: {was}")
 MODEL_FIX = ("look at the model or the prompt (chat template, stop ids, temperature, prompt "
              "type); compare with `run --baseline` (cloud only)")
 
@@ -23,16 +26,32 @@ def exact_because(recording: dict, reference: dict | None, findings: list[dict])
     return None
 
 
+def _proof(reference: dict | None, findings: list[dict]) -> bool:
+    """Forward-level evidence under a text symptom (docs/findings.md, "An error needs proof"):
+    another error (a root it may be the symptom of), or the output leaving the reference."""
+    if any(f["severity"] == "error" and f["code"] not in TEXT_CODES for f in findings):
+        return True
+    fd = (reference or {}).get("first_divergence") or {}
+    return reference is not None and not reference.get("matches") and fd.get("cause") != "numerics"
+
+
 def model_or_decoder(f: dict, recording: dict, reference: dict | None,
                      findings: list[dict]) -> dict:
     """`f` as it is, or, for a text finding of an exact loop, the same finding as a warning whose
-    cause says the cloud alone does this too."""
+    cause says the cloud alone does this too; a text finding with nothing under it (no other
+    error, no divergence from a reference) is a warning too: a text symptom alone is never an
+    error."""
     if f["code"] not in TEXT_CODES or f["severity"] != "error":
         return f
     why = exact_because(recording, reference, findings)
-    if why is None:
+    if why is None and _proof(reference, findings):
         return f
-    ev = dict(f.get("evidence") or {}, model_or_decoder="model", decoder_error=f["cause"])
+    ev = dict(f.get("evidence") or {}, model_or_decoder="model" if why else "text only",
+              decoder_error=f["cause"])
+    if why is None:
+        return finding(f["code"], f"{f['title']} (text only)", f["detail"],
+                       ALONE_CAUSE.format(was=f["cause"]), MODEL_FIX, ev, severity="warning",
+                       explained_by=f.get("explained_by"))
     return finding(f["code"], f"{f['title']} (the cloud alone does this too)", f["detail"],
                    MODEL_CAUSE.format(why=why), MODEL_FIX, ev, severity="warning",
                    explained_by=f.get("explained_by"))

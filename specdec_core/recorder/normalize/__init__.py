@@ -9,7 +9,7 @@ moved), each then normalized by `run`."""
 from __future__ import annotations
 
 from specdec_core.recorder import dropped, resumed, retokenized, tree
-from specdec_core.recorder.normalize import shift
+from specdec_core.recorder.normalize import shift, window
 
 __all__ = ["retokenized", "dropped", "shift", "tree", "resumed", "run"]
 
@@ -19,6 +19,7 @@ def run(rec: dict, tokenizer) -> tuple[dict, list, dict]:
     rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
     rec, repaired = dropped.repair(rec)
     rec, shifted = shift.normalize(rec)                  # a drafter fed one position behind
+    rec, _ = window.normalize(rec)                       # a drafter fed a window of the text
     rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
     rec = resumed.annotate(rec)           # where the loop resumed: a repeated draft was a correction
     return rec, retok + repaired + shifted, trees
