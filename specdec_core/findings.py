@@ -243,3 +243,9 @@ register("sibling_resampled", "error", "a tree loop's residual is not updated be
 register("sibling_distribution", "error", "a multi-candidate tree rule that does not emit the cloud's "
          "distribution", "the emitted token at tree nodes with children is one of them more (or less) "
          "often than the cloud's p gives (exact test, pooled over nodes)", source="recorder")
+
+# -- 2026 bug classes in users' loops (issue 48) ---------------------------------------------
+register("verify_generates", "warning", "the verifier generates the cloud's tokens one forward each "
+         "(k + 1 per round) instead of scoring the drafted block in one forward: lossless, slower "
+         "than decoding alone", "a run of one-token cloud forwards after each drafting run, each fed "
+         "the cloud's own previous token", source="recorder")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from specdec_core.analysis.acceptance import rank_findings
 from specdec_core.analysis.audio_dependence import attach
 from specdec_core.analysis.diagnostics import TASK_CHECKS, TRACE_CHECKS
-from specdec_core.recorder import (checks, collapse, head_checks, incomplete, named_causes, normalize,
+from specdec_core.recorder import (checks, collapse, verify_cost, head_checks, incomplete, named_causes, normalize,
                                    not_judged, omni_checks, output_checks, penalty_check, sampling,
                                    speed, tree_sampling, tree_trace)
 from specdec_core.findings import finding
@@ -121,6 +121,7 @@ CHECKS = CheckList(_ROW + [
     lambda e: head_checks.check_stale_features(e.t),
     lambda e: not_judged.check_unseen(e.rec),
     collapse.check,
+    verify_cost.check,
     *map(_on_trace, TRACE_CHECKS),
     *map(_on_task, TASK_CHECKS),
 ])

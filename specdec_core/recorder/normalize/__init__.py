@@ -9,7 +9,7 @@ moved), each then normalized by `run`."""
 from __future__ import annotations
 
 from specdec_core.recorder import dropped, resumed, retokenized, tree
-from specdec_core.recorder.normalize import shift, window
+from specdec_core.recorder.normalize import generated, shift, window
 
 __all__ = ["retokenized", "dropped", "shift", "tree", "resumed", "run"]
 
@@ -20,6 +20,7 @@ def run(rec: dict, tokenizer) -> tuple[dict, list, dict]:
     rec, repaired = dropped.repair(rec)
     rec, shifted = shift.normalize(rec)                  # a drafter fed one position behind
     rec, _ = window.normalize(rec)                       # a drafter fed a window of the text
+    rec, _ = generated.normalize(rec)                    # a verifier that generates: one round
     rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
     rec = resumed.annotate(rec)           # where the loop resumed: a repeated draft was a correction
     return rec, retok + repaired + shifted, trees
