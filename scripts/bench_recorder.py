@@ -15,7 +15,7 @@ import torch
 from specdec_core.api import load_backend
 from specdec_core.audio.loading import load_audio
 from specdec_core.recorder import Recorder, analyze
-from specdec_core.recorder.cli import load_function
+from specdec_core.recorder.driver.cli import load_function
 
 ROOT = Path(__file__).resolve().parents[1]
 

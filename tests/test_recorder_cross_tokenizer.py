@@ -13,7 +13,7 @@ import torch
 
 from specdec_core.api import load_backend
 from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.cli import load_function, record_clip
+from specdec_core.recorder.driver.cli import load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "examples" / "decoders" / "hf_universal_assisted.py"
@@ -122,14 +122,14 @@ def test_an_edge_fed_the_wrong_text_is_still_found(results, backend):
 
 
 def test_recording_of_a_same_vocab_pair_has_no_edge_texts():
-    from specdec_core.recorder.edge_vocab import edge_texts
+    from specdec_core.recorder.observe.edge_vocab import edge_texts
     assert edge_texts(torch.nn.Linear(1, 1), {"edge": 772, "cloud": 772}, []) == {}
 
 
 def test_heads_of_different_widths_over_one_tokenizer_are_not_an_own_vocabulary(backend, tmp_path):
     """An edge whose head is wider than the cloud's but whose tokenizer is the cloud's (the
     Qwen2.5-Omni 3B / 7B case) keeps the ids as they are: no texts, no translation."""
-    from specdec_core.recorder.edge_vocab import edge_texts
+    from specdec_core.recorder.observe.edge_vocab import edge_texts
     backend.tokenizer.save_pretrained(tmp_path)
     edge = torch.nn.Linear(1, 1)
     edge.name_or_path = str(tmp_path)

@@ -23,7 +23,7 @@ from components.timing_plot import timing_figure
 from components.token_view import render_tokens
 from components.tree_view import render_tree, tree_rounds
 from specdec_core.errors import UserError
-from specdec_core.recorder.validate import check_recording, check_size, max_mb, parse_json
+from specdec_core.recorder.normalize.validate import check_recording, check_size, max_mb, parse_json
 
 from . import common
 from .limits import ADMIT, in_slot, release_memory
@@ -112,8 +112,8 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     """Run an example decoder under the recorder on a bundled clip -> CLI-style result entry."""
     from specdec_core.audio.loading import load_audio
     from specdec_core.recorder import Recorder, analyze
-    from specdec_core.recorder.cli import head_drafter, numerics_probe
-    from specdec_core.recorder.isolated import private_pair
+    from specdec_core.recorder.driver.cli import head_drafter, numerics_probe
+    from specdec_core.recorder.driver.isolated import private_pair
 
     mod = _load_example(decoder)
     backend = common.get_backend("demo")
@@ -157,7 +157,7 @@ def _with_error(result: dict) -> dict:
 
 def parse_recording(raw: str) -> dict:
     """A recording JSON, or a `record` CLI output (its first result) -> the recording dict,
-    checked (size, nesting, caps, consistency: recorder/validate.py)."""
+    checked (size, nesting, caps, consistency: recorder/normalize/validate.py)."""
     obj = parse_json(raw)
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
         recs = [_with_error(r) for r in obj["results"] if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
@@ -243,7 +243,7 @@ def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
 def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
     """[(label, raw JSON)] -> (one entry per recording, pooled findings of the record CLI)."""
     from specdec_core.recorder import analyze
-    from specdec_core.recorder.cli import pooled_findings
+    from specdec_core.recorder.driver.cli import pooled_findings
 
     tok = common.get_backend("demo").tokenizer
     entries = []

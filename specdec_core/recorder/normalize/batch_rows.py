@@ -12,7 +12,7 @@ import copy
 
 from specdec_core.analysis.divergence import common_prefix
 from specdec_core.findings import finding
-from specdec_core.recorder.tape import build_tapes
+from specdec_core.recorder.evidence.tape import build_tapes
 
 DROP = ("batch_rows", "batch_layout", "mrope", "mask_rows", "slot_moves")
 

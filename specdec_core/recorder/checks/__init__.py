@@ -1,0 +1,1 @@
+"""Checks: one folder per family, each check registered with `registry.check`."""

@@ -1,0 +1,1 @@
+"""Checks of the chain family (registered with recorder/checks/registry.py)."""

@@ -1,0 +1,1 @@
+"""Checks of the heads family (registered with recorder/checks/registry.py)."""

@@ -1,0 +1,1 @@
+"""Checks of the omni family (registered with recorder/checks/registry.py)."""

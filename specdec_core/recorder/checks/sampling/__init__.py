@@ -1,0 +1,1 @@
+"""Checks of the sampling family (registered with recorder/checks/registry.py)."""

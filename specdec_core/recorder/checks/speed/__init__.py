@@ -1,0 +1,1 @@
+"""Checks of the speed family (registered with recorder/checks/registry.py)."""

@@ -1,0 +1,1 @@
+"""Checks of the tree family (registered with recorder/checks/registry.py)."""

@@ -1,0 +1,169 @@
+"""A drafter that sees the text through its own tokenizer (issue 36, universal assisted
+generation): every edge forward is rewritten in the cloud's coordinates before the tapes are
+built (docs/recorder.md, "Drafters with their own tokenizer")."""
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from specdec_core.analysis.divergence import common_prefix
+from specdec_core.findings import finding
+from specdec_core.recorder.evidence.tape import build_tapes
+
+CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+
+
+# -- analysis side -------------------------------------------------------------------------------
+def _ends(pieces: list[str], start: int = 0) -> list[int]:
+    out, n = [], start
+    for p in pieces:
+        n += len(p)
+        out.append(n)
+    return out
+
+
+def _cover(ends: list[int], pieces: list[str], m: int) -> int:
+    """How many leading positions the first m characters cover (trailing empty pieces, special
+    tokens the text does not show, are not counted)."""
+    j = bisect_right(ends, m)
+    while j and pieces[j - 1] == "":
+        j -= 1
+    return j
+
+
+class Frame:
+    """The cloud's committed sequence as text, and the edge ids' texts: maps both ways."""
+
+    def __init__(self, rec: dict, tokenizer):
+        et = rec["edge_tokenizer"]
+        self.tok = tokenizer
+        self.etext = {int(k): v for k, v in (et.get("texts") or {}).items()}
+        self.especial = {int(k): v for k, v in (et.get("specials") or {}).items()}
+        self.C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
+        self.cpieces = [self.piece(i) for i in self.C]
+        self.cends = _ends(self.cpieces)
+        self.text = "".join(self.cpieces)
+        self.width = (rec.get("vocab") or {}).get("cloud")
+        self._cloud: dict[int, int] = {}
+
+    def piece(self, cid: int) -> str:
+        return self.tok.decode([cid], skip_special_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok(text, add_special_tokens=False).input_ids if text else []
+
+    def to_cloud(self, eid: int) -> int:
+        """The cloud id of an edge id's text (its first id), specials by name."""
+        if eid not in self._cloud:
+            self._cloud[eid] = self._to_cloud(eid)
+        return self._cloud[eid]
+
+    def _to_cloud(self, eid: int) -> int:
+        if eid in self.especial:
+            cid = self.tok.convert_tokens_to_ids(self.especial[eid])
+            if isinstance(cid, int) and cid != self.tok.unk_token_id:
+                return cid
+        ids = self.encode(self.etext.get(eid, ""))
+        return ids[0] if ids else (self.tok.unk_token_id or 0)
+
+    def context(self, ectx: list) -> tuple[list[int], list[str], list[int]]:
+        """An edge context -> (the cloud ids of its text, their pieces, the edge tokens' ends)."""
+        epieces = [self.etext.get(i, "") if i is not None else "" for i in ectx]
+        eends = _ends(epieces)
+        text = "".join(epieces)
+        j = _cover(self.cends, self.cpieces, common_prefix(text, self.text))
+        base = self.cends[j - 1] if j else 0
+        extra = self.encode(text[base:])
+        pieces = self.cpieces[:j] + [self.piece(i) for i in extra]
+        return self.C[:j] + extra, pieces, eends
+
+
+def _rows(rows: dict, f, frame: Frame, tends: list[int], tpieces: list[str], eends: list[int],
+          Lc: int) -> dict | None:
+    """The edge rows that land on consecutive cloud positions (the last one's run), moved."""
+    qs = [_cover(tends, tpieces, eends[q]) - 1 for q in f.row_positions()]
+    keep = [len(qs) - 1] if qs and qs[-1] >= Lc else []
+    while keep and keep[0] > 0 and qs[keep[0] - 1] == qs[keep[0]] - 1 and qs[keep[0] - 1] >= Lc:
+        keep.insert(0, keep[0] - 1)
+    if not keep:
+        return None
+    m = [frame.to_cloud(i) for i in rows["argmax"]]
+    out = {**rows, "offset": qs[keep[0]] - Lc, "vocab": frame.width or rows.get("vocab"),
+           "argmax": [m[r] for r in keep],
+           "top_ids": [[frame.to_cloud(i) for i in rows["top_ids"][r]] for r in keep],
+           "next_rank": [rows["next_rank"][r] for r in keep[:-1] if r < len(rows["next_rank"])],
+           "next_logp": [rows["next_logp"][r] for r in keep[:-1] if r < len(rows["next_logp"])]}
+    for key in ("top_logp", "entropy", "lse_t"):
+        if rows.get(key) is not None:
+            out[key] = [rows[key][r] for r in keep]
+    if rows.get("fed_next"):
+        out["fed_next"] = {**rows["fed_next"], "token": frame.to_cloud(rows["fed_next"]["token"])}
+    return out
+
+
+def _forward(raw: dict, f, frame: Frame) -> dict:
+    """One edge forward in the cloud's coordinates (its own positions kept as edge_*)."""
+    tctx, tpieces, eends = frame.context(f.ctx)
+    tends = _ends(tpieces)
+    Lc = _cover(tends, tpieces, eends[f.L - 1]) if f.L else 0
+    out = {**raw, "ids": tctx[Lc:], "cache_len": Lc if raw.get("cache_len") is not None else None,
+           "edge_ids": raw.get("ids"), "edge_cache_len": raw.get("cache_len"),
+           "edge_position_ids": raw.get("position_ids"), "position_ids": None,
+           "cache_position": None, "mask_shape": None}
+    if raw.get("rows"):
+        out["rows"] = _rows(raw["rows"], f, frame, tends, tpieces, eends, Lc)
+    return out
+
+
+def _lost(frame: Frame, rec: dict, first_edge) -> list[str]:
+    """Special tokens of the cloud's prompt (chat markers aside) the edge's prompt lacks."""
+    tok = frame.tok
+    plain = set(CHAT_MARKERS) | {t for t in (tok.bos_token, tok.eos_token, tok.pad_token) if t}
+    prompt = rec.get("prompt_ids") or []
+    cloud = [tok.convert_ids_to_tokens(i) for i, p in zip(prompt, frame.cpieces) if p == ""]
+    edge = {frame.especial.get(i) for i in (first_edge.ctx if first_edge else []) if i is not None}
+    lost = [t for t in cloud if t not in edge]
+    return ([t for t in lost if t not in plain],
+            list(dict.fromkeys(t for t in lost if t in CHAT_MARKERS)))
+
+
+def _findings(frame: Frame, rec: dict, first_edge) -> list[dict]:
+    et = rec["edge_tokenizer"]
+    out = [finding(
+        "edge_tokenizer", f"the edge drafts in its own vocabulary ({et.get('width')} ids, the cloud "
+        f"{frame.width}): its forwards were mapped to the cloud's ids through text",
+        "the edge's contexts decode to the committed text; its drafts are compared with the "
+        "cloud's through their text", "a drafter with its own tokenizer (universal assisted "
+        "generation): the text is re-tokenized for it every round", "nothing to fix",
+        evidence={"edge_width": et.get("width"), "cloud_width": frame.width,
+                  "source": et.get("source")})]
+    lost, markers = _lost(frame, rec, first_edge)
+    if lost:
+        out.append(finding(
+            "audio_missing", f"the edge's re-tokenized prompt lost {len(lost)} special "
+            f"token(s) of the cloud's prompt ({', '.join(lost[:4])}{'…' if len(lost) > 4 else ''})",
+            "the edge never heard the prosody/audio tokens (" + ", ".join(lost[:8])
+            + (")" if not markers else f") nor the chat template markers ({', '.join(markers)})")
+            + ": they are in the cloud's prompt and in no edge forward's context",
+            "the prompt was decoded to text with skip_special_tokens=True and re-tokenized for the "
+            "edge (transformers' universal assisted generation does this): the edge drafts without "
+            "hearing the clip; lossless, fewer drafts accepted at audio-dependent words",
+            "give the edge the condition as text it can read, or an edge tokenizer that knows "
+            "these tokens and a conversion that keeps them",
+            evidence={"model": "edge", "lost": lost[:16], "n_lost": len(lost),
+                      "markers_lost": markers}, severity="warning"))
+    return out
+
+
+def translate(rec: dict, tokenizer) -> tuple[dict, list[dict]]:
+    """A recording whose edge has its own tokenizer -> the same recording with the edge's
+    forwards in the cloud's ids and positions, and what was found; others unchanged."""
+    if not rec.get("edge_tokenizer") or tokenizer is None:
+        return rec, []
+    frame = Frame(rec, tokenizer)
+    edge_only = {"schema": rec["schema"], "prompt_ids": [], "out_ids": [],
+                 "forwards": [f for f in rec["forwards"] if f["model"] == "edge"]}
+    fwds = {f.i: f for f in build_tapes(edge_only).fwds}
+    out = [_forward(raw, fwds[raw["i"]], frame) if raw["model"] == "edge" else raw
+           for raw in rec["forwards"]]
+    first = next(iter(fwds.values()), None)
+    return {**rec, "forwards": out}, _findings(frame, rec, first)
