@@ -18,39 +18,40 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
     check_recording(rec)                  # caps and consistency first (issue 36)
     check_fields(rec)                     # then each field's shape (issue 37)
     if batch_rows.batched(rec):           # batch > 1: every row on its own (normalize/)
-        trace, found, e = _analyze_rows(rec, tokenizer, info, dependence)
+        trace, found, e = _analyze_rows(rec, normalize.Context(tokenizer), info, dependence)
     else:
-        trace, found, e = _analyze_one(rec, tokenizer, info, dependence, "clip")
+        trace, found, e = _analyze_one(rec, normalize.Context(tokenizer), info, dependence, "clip")
     evidence.keep(rec, e)
     return trace, found
 
 
 def canonical(rec: dict, tokenizer=None, info=None, dependence=None) -> Evidence:
     """The clip's Evidence: its row of a batch, normalized (no check run)."""
+    ctx = normalize.Context(tokenizer)
     if batch_rows.batched(rec):
-        rows, _ = batch_rows.split(rec)
+        rows, _ = batch_rows.split(rec, ctx)
         rec = next((r for _, clip, r in rows if clip), _unbatched(rec))
-    return _evidence(rec, tokenizer, info, dependence)
+    return _evidence(rec, ctx, info, dependence)
 
 
-def _evidence(rec: dict, tokenizer, info, dependence) -> Evidence:
-    canon, notes = normalize.run(rec, tokenizer)
-    return Evidence(canon, tokenizer, info, dependence, notes)
+def _evidence(rec: dict, ctx, info, dependence) -> Evidence:
+    canon, notes = normalize.run(rec, ctx)
+    return Evidence(canon, ctx.tokenizer, info, dependence, notes, ctx)
 
 
 def _unbatched(rec: dict) -> dict:
     return dict(rec, forwards=[f for f in rec["forwards"] if (f.get("batch") or 1) <= 1])
 
 
-def _analyze_rows(rec: dict, tokenizer, info, dependence):
-    rows, found = batch_rows.split(rec)
+def _analyze_rows(rec: dict, ctx, info, dependence):
+    rows, found = batch_rows.split(rec, ctx)
     if not rows:                          # the layout could not be read: say so, judge nothing
-        e = canonical(_unbatched(rec), tokenizer, info)
+        e = _evidence(_unbatched(rec), ctx, info, None)
         e.trace.diagnostics = found
         return e.trace, found, e
     trace, e_clip, B = None, None, rows[0][2]["batch_size"]
     for b, clip, r in rows:
-        t, f, e = _analyze_one(r, tokenizer, info, dependence if clip else None,
+        t, f, e = _analyze_one(r, ctx, info, dependence if clip else None,
                                "clip" if clip else "row")
         # an inferred output ends where the recording does: where it ends is not judged
         found += [batch_rows.name_row(x, b, B, clip) for x in f
@@ -71,8 +72,8 @@ def _analyze_rows(rec: dict, tokenizer, info, dependence):
     return trace, found, e_clip
 
 
-def _analyze_one(rec: dict, tokenizer, info, dependence, scope: str):
-    e = _evidence(rec, tokenizer, info, dependence)
+def _analyze_one(rec: dict, ctx, info, dependence, scope: str):
+    e = _evidence(rec, ctx, info, dependence)
     found = report.fold(registry.run(e, scope), e)
     e.trace.diagnostics = found
     return e.trace, found, e

@@ -36,13 +36,13 @@ def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recordin
 
 
 def user_row(recording: dict, p: int, u: int | None, r: int | None) -> dict:
-    """What the cloud forward that decided position p said there (tapes: recorder/evidence/tape.py)."""
-    from specdec_core.recorder.evidence.tape import build_tapes
-    from specdec_core.recorder.normalize.tree import normalize
+    """What the cloud forward that decided position p said there (the canonical recording's
+    tapes: a tree forward read as its accepted path)."""
+    from specdec_core.recorder import evidence
 
     if u is None:
         return {}
-    t = build_tapes(normalize(recording)[0])     # a tree forward read as its accepted path
+    t = evidence.of(recording).t
     if p not in t.decided:
         return {"unverified": True}
     fi, row = t.decided[p]

@@ -13,7 +13,7 @@ from specdec_core.recorder.evidence.rounds import build_rounds
 from specdec_core.recorder.evidence.tape import build_tapes
 from specdec_core.recorder.evidence.trace_build import Texts, build_trace
 
-CHAIN = {"shape": "chain", "trees": {}, "findings": []}
+CHAIN = {"shape": "chain", "trees": {}}
 
 
 @dataclass(eq=False)
@@ -23,6 +23,7 @@ class Evidence:
     info: dict | None = None           # the prompt's info (shown on the trace)
     dependence: dict | None = None     # decoding/dependence.py's result, when the backend gives one
     notes: dict = field(default_factory=dict)    # what the normalizers noted, by normalizer
+    ctx: object = None                 # normalize.Context: forwards already replayed
 
     @property
     def declared(self) -> dict:
@@ -34,12 +35,18 @@ class Evidence:
         return self.notes.get("tree") or CHAIN
 
     @cached_property
-    def t(self):
-        return build_tapes(self.rec)
+    def _built(self) -> tuple:
+        fw = self.rec.get("forwards") if isinstance(self.rec, dict) else None
+        t = build_tapes(self.rec, self.ctx.replay(fw) if self.ctx is not None and isinstance(fw, list) else None)
+        return t, tree_trace.fix_rounds(build_rounds(t))   # rounds also set t.resumed
 
-    @cached_property
+    @property
+    def t(self):
+        return self._built[0]
+
+    @property
     def rounds(self) -> list:
-        return tree_trace.fix_rounds(build_rounds(self.t))
+        return self._built[1]
 
     @cached_property
     def texts(self) -> Texts:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specdec_core.recorder.evidence.tape import Fwd, Tapes
+from specdec_core.recorder.evidence.resumed import resumed
+from specdec_core.recorder.evidence.tape import BUILDS, Fwd, Tapes, decide
 
 
 @dataclass
@@ -26,13 +27,6 @@ class Round:
         return self.cloud is not None
 
 
-def resumed_at(raw: dict, start: int, accepted: int) -> int:
-    """Drafts the loop accepted in a round the committed text reads as `accepted`: fewer where
-    it resumed at its own correction (`resumed_at`, set by recorder/normalize/resumed.py)."""
-    cut = raw.get("resumed_at")
-    return cut - start if cut is not None and start <= cut < start + accepted else accepted
-
-
 def _draft_rows(edge_fwds: list[Fwd]) -> dict:
     """position p -> (forward, row) of the latest edge row that scored p-1 (i.e. drafted p)."""
     out, checks = {}, {}
@@ -44,7 +38,12 @@ def _draft_rows(edge_fwds: list[Fwd]) -> dict:
 
 
 def build_rounds(t: Tapes) -> list[Round]:
+    """The rounds; under a declared temperature also where the loop resumed (t.resumed, and
+    t.decided without the rows past it: evidence/resumed.py)."""
+    BUILDS["rounds"] += 1
     C, K = t.C, t.P
+    where = {f.i: k for k, f in enumerate(t.fwds)}
+    cached_edge = any(f.model == "edge" and f.raw.get("cache") is not None for f in t.fwds)
     rounds: list[Round] = []
     cur = Round(1, start=K)
     for f in t.fwds:
@@ -65,9 +64,12 @@ def build_rounds(t: Tapes) -> list[Round]:
         a = 0
         while (s + a < len(f.ctx) and s + a < len(C) and f.ctx[s + a] == C[s + a]):
             a += 1
-        a = resumed_at(f.raw, s, a)     # the loop's correction repeated the draft (resumed.py)
         cur.cloud, cur.start, cur.block_start = f, K, s
         cur.block, cur.accepted = list(f.ctx[s:]), a
+        cut = resumed(t, cur, where[f.i], cached_edge) if t.temperature > 0 else None
+        if cut is not None:          # the loop's correction repeated the draft (resumed.py)
+            t.resumed[f.i] = cut
+            a = cur.accepted = cut - s
         cur.drafted_by = {p: drafted[p] for p in range(s, len(f.ctx)) if p in drafted}
         nxt = s + a
         cur.extra = nxt if nxt < len(C) else None
@@ -77,6 +79,8 @@ def build_rounds(t: Tapes) -> list[Round]:
         cur = Round(len(rounds) + 1, start=K)
         if K >= len(C):
             break
+    if t.resumed:
+        decide(t)
     if K < len(C) or cur.edge:
         cur.drafted_by = _draft_rows(cur.edge)
         cur.block_start, cur.block = K, list(C[K:])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from specdec_core.analysis.divergence import common_prefix
@@ -79,6 +80,8 @@ class Tapes:
     # a drafter's own prompt where it differs from the cloud's at the same length (an edge fed
     # the prompt without the audio condition): its prompt positions are judged against it
     own_prompt: dict = field(default_factory=dict)
+    temperature: float = 0.0     # declared (> 0: where the loop resumed is read, resumed.py)
+    resumed: dict = field(default_factory=dict)   # verify forward -> where the loop resumed
 
     def ref(self, model: str) -> list:
         """The sequence `model` should read: its own prompt (if any), then the committed output."""
@@ -94,13 +97,13 @@ class Tapes:
         return len(self.prompt)
 
 
-def build_tapes(rec: dict) -> Tapes:
-    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
-        raise RecordingError(f"not a SpecScope recording (expected schema {SCHEMA!r})")
-    t = Tapes(list(rec["prompt_ids"] or []), list(rec["out_ids"] or []))
-    C = t.C
+def replay(forwards: list) -> list[Fwd]:
+    """Per cache, what it held at every forward: each forward's whole context and who wrote each
+    position (not yet read against the committed sequence: `bind`)."""
+    BUILDS["replays"] += 1
     tapes: dict = {}
-    for raw in rec["forwards"]:
+    out = []
+    for raw in forwards:
         ids = list(raw.get("ids") or [])
         key = (raw["model"], raw.get("cache"))
         L = raw.get("cache_len") or 0
@@ -116,16 +119,42 @@ def build_tapes(rec: dict) -> Tapes:
         ctx, w = ctx + ids, w + [raw["i"]] * len(ids)
         if raw.get("cache") is not None and raw.get("use_cache") is not False:
             tapes[key] = (ctx, w)
-        if L == 0 and raw["model"] != "cloud" and raw["model"] not in t.own_prompt and len(ids) >= t.P:
-            t.own_prompt[raw["model"]] = ids[:t.P] if ids[:t.P] != t.prompt else None
         rows = raw.get("rows")
-        f = Fwd(raw["i"], raw["model"], raw, L, ctx, w, common_prefix(ctx, t.ref(raw["model"])), rows)
+        f = Fwd(raw["i"], raw["model"], raw, L, ctx, w, 0, rows)
         if rows:
             f.first_q = L + rows["offset"]
+        out.append(f)
+    return out
+
+
+BUILDS: Counter = Counter()     # replays, tapes and rounds built (a test counts them per analysis)
+
+
+def build_tapes(rec: dict, fwds: list | None = None) -> Tapes:
+    """The tapes of a recording; `fwds`: its forwards already replayed (`replay`)."""
+    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+        raise RecordingError(f"not a SpecScope recording (expected schema {SCHEMA!r})")
+    BUILDS["tapes"] += 1
+    t = Tapes(list(rec["prompt_ids"] or []), list(rec["out_ids"] or []),
+              temperature=float((rec.get("declared") or {}).get("temperature") or 0.0))
+    for f in replay(rec["forwards"]) if fwds is None else fwds:
+        ids = f.raw.get("ids") or []
+        if f.L == 0 and f.model != "cloud" and f.model not in t.own_prompt and len(ids) >= t.P:
+            t.own_prompt[f.model] = list(ids[:t.P]) if list(ids[:t.P]) != t.prompt else None
+        f.match = common_prefix(f.ctx, t.ref(f.model))
         t.fwds.append(f)
-        if f.model == "cloud" and rows:
-            cut = raw.get("resumed_at", math.inf)   # rows past the loop's own correction (resumed.py)
+    decide(t)
+    return t
+
+
+def decide(t: Tapes) -> None:
+    """position -> (cloud forward, row) of its first decision; rows past the loop's own
+    correction (`t.resumed`, evidence/resumed.py) decide nothing."""
+    C = t.C
+    t.decided = {}
+    for f in t.fwds:
+        if f.model == "cloud" and f.rows:
+            cut = t.resumed.get(f.i, math.inf)
             for q in f.row_positions():
                 if q + 1 <= f.match and q + 1 >= t.P and q + 1 < len(C) + 1 and q < cut:
                     t.decided.setdefault(q + 1, (f.i, q - f.first_q))
-    return t

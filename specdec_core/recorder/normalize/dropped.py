@@ -4,8 +4,7 @@ part by a short shift; the analysis continues on the repaired sequence (docs/rec
 from __future__ import annotations
 
 from specdec_core.analysis.divergence import common_prefix as _agree
-from specdec_core.findings import finding
-from specdec_core.recorder.evidence.tape import build_tapes
+from specdec_core.recorder.evidence.tape import Tapes
 
 MAX_SHIFT = 3
 RUN = 6            # ids that must agree after the shift (fewer only when the output ends first)
@@ -30,29 +29,27 @@ def _committed(t, p: int, tok: int, greedy: bool, fed_text: list) -> bool:
     return (chose or after) and fed >= {f.model for f in t.fwds}
 
 
-def repair(rec: dict):
-    """(recording to analyse, findings): the recording with out_ids replaced by the text the
-    models were fed when the returned ids drop (or add) committed text, and the finding."""
+def normalize(rec: dict, ctx):
+    """(recording to analyse, notes): the recording with out_ids replaced by the text the
+    models were fed when the returned ids drop (or add) committed text, and the edits
+    (checks/noted/ makes them the finding)."""
     try:
-        t = build_tapes(rec)
+        t = Tapes(list(rec["prompt_ids"] or []), list(rec["out_ids"] or []))
+        t.fwds = ctx.replay(rec["forwards"])
     except Exception:       # noqa: BLE001 - build_tapes raises the user-facing error later
-        return rec, []
+        return rec, {}
     clouds = [f for f in t.fwds if f.model == "cloud" and f.ctx and None not in f.ctx]
     if not clouds:
-        return rec, []
+        return rec, {}
     P, gen = t.P, list(t.out)
     d = rec.get("declared", {})
     greedy = d.get("verify", "greedy") == "greedy" and not d.get("temperature")
     M = max(clouds, key=lambda f: (len(f.ctx), f.i)).ctx[P:]
     out, edits, i = _align(t, gen, M, greedy)
     if not edits:
-        return rec, []
+        return rec, {}
     fixed = out + gen[i:]
-    f = _dropped(edits, P, gen, fixed)
-    rec2 = dict(rec)
-    rec2["out_ids"] = fixed
-    rec2["returned_ids"] = gen
-    return rec2, [f]
+    return dict(rec, out_ids=fixed, returned_ids=gen), {"dropped": {"edits": edits, "P": P}}
 
 
 def _align(t, gen: list, M: list, greedy: bool):
@@ -94,25 +91,3 @@ def _shift(t, gen: list, M: list, i: int, j: int, greedy: bool):
                 P + j < len(f.ctx) and f.ctx[P + j] == g for f in t.fwds for g in gen[i:i + d]):
             return ("added", d)
     return None
-
-
-def _dropped(edits: list, P: int, gen: list, fixed: list):
-    e0 = edits[0]
-    drops = [e for e in edits if e["kind"] == "dropped"]
-    adds = [e for e in edits if e["kind"] == "added"]
-    parts = ([f"{sum(len(e['ids']) for e in drops)} committed id(s) both models were fed are "
-              f"missing from the returned ids (at output index {', '.join(str(e['index']) for e in drops)}: "
-              f"ids {[e['ids'] for e in drops]})"] if drops else []) + (
-        [f"{sum(len(e['ids']) for e in adds)} returned id(s) no model was fed (at index "
-         f"{', '.join(str(e['index']) for e in adds)}: ids {[e['ids'] for e in adds]})"] if adds else [])
-    first = "at the start" if e0["index"] == 0 else f"at index {e0['index']}"
-    return finding(
-        "dropped_output", f"the returned ids are not the text the models were fed ({first})",
-        "; ".join(parts) + ". The other checks read the text the models were fed.",
-        ("the value returned starts late or skips ids: e.g. slicing the output from "
-         "n_prompt + 1, or losing the correction/bonus when the round's tokens are joined"
-         if drops else "ids are added to the returned output that no model ever saw "
-         "(a marker or a token appended twice after decoding)"),
-        "return exactly the committed ids the models were fed after the prompt (seq[n_prompt:])",
-        {"model": None, "forward": None, "position": P + e0["index"], "tokens": e0["ids"],
-         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)})

@@ -6,8 +6,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.findings import finding
-from specdec_core.recorder.evidence.tape import build_tapes
+from specdec_core.recorder.evidence.tape import replay
 
 CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
@@ -126,44 +125,18 @@ def _lost(frame: Frame, rec: dict, first_edge) -> list[str]:
             list(dict.fromkeys(t for t in lost if t in CHAT_MARKERS)))
 
 
-def _findings(frame: Frame, rec: dict, first_edge) -> list[dict]:
-    et = rec["edge_tokenizer"]
-    out = [finding(
-        "edge_tokenizer", f"the edge drafts in its own vocabulary ({et.get('width')} ids, the cloud "
-        f"{frame.width}): its forwards were mapped to the cloud's ids through text",
-        "the edge's contexts decode to the committed text; its drafts are compared with the "
-        "cloud's through their text", "a drafter with its own tokenizer (universal assisted "
-        "generation): the text is re-tokenized for it every round", "nothing to fix",
-        evidence={"edge_width": et.get("width"), "cloud_width": frame.width,
-                  "source": et.get("source")})]
-    lost, markers = _lost(frame, rec, first_edge)
-    if lost:
-        out.append(finding(
-            "audio_missing", f"the edge's re-tokenized prompt lost {len(lost)} special "
-            f"token(s) of the cloud's prompt ({', '.join(lost[:4])}{'…' if len(lost) > 4 else ''})",
-            "the edge never heard the prosody/audio tokens (" + ", ".join(lost[:8])
-            + (")" if not markers else f") nor the chat template markers ({', '.join(markers)})")
-            + ": they are in the cloud's prompt and in no edge forward's context",
-            "the prompt was decoded to text with skip_special_tokens=True and re-tokenized for the "
-            "edge (transformers' universal assisted generation does this): the edge drafts without "
-            "hearing the clip; lossless, fewer drafts accepted at audio-dependent words",
-            "give the edge the condition as text it can read, or an edge tokenizer that knows "
-            "these tokens and a conversion that keeps them",
-            evidence={"model": "edge", "lost": lost[:16], "n_lost": len(lost),
-                      "markers_lost": markers}, severity="warning"))
-    return out
-
-
-def translate(rec: dict, tokenizer) -> tuple[dict, list[dict]]:
+def normalize(rec: dict, ctx) -> tuple[dict, dict]:
     """A recording whose edge has its own tokenizer -> the same recording with the edge's
-    forwards in the cloud's ids and positions, and what was found; others unchanged."""
-    if not rec.get("edge_tokenizer") or tokenizer is None:
-        return rec, []
-    frame = Frame(rec, tokenizer)
-    edge_only = {"schema": rec["schema"], "prompt_ids": [], "out_ids": [],
-                 "forwards": [f for f in rec["forwards"] if f["model"] == "edge"]}
-    fwds = {f.i: f for f in build_tapes(edge_only).fwds}
+    forwards in the cloud's ids and positions, and notes (the widths, the special tokens of the
+    cloud's prompt the edge's lacks: checks/noted/); others unchanged."""
+    if not rec.get("edge_tokenizer") or ctx.tokenizer is None:
+        return rec, {}
+    frame = Frame(rec, ctx.tokenizer)
+    fwds = {f.i: f for f in replay([f for f in rec["forwards"] if f["model"] == "edge"])}
     out = [_forward(raw, fwds[raw["i"]], frame) if raw["model"] == "edge" else raw
            for raw in rec["forwards"]]
-    first = next(iter(fwds.values()), None)
-    return {**rec, "forwards": out}, _findings(frame, rec, first)
+    lost, markers = _lost(frame, rec, next(iter(fwds.values()), None))
+    et = rec["edge_tokenizer"]
+    return {**rec, "forwards": out}, {"retokenized": {
+        "edge_width": et.get("width"), "cloud_width": frame.width, "source": et.get("source"),
+        "lost": lost, "markers": markers}}

@@ -175,12 +175,13 @@ def _verified(raw: dict, tree: dict, path: list, slots: _Slots, key, C: list) ->
     return _chain_form(raw, tree, path, C)
 
 
-def normalize(rec: dict) -> tuple[dict, dict]:
-    """recording -> (the recording with chain-form forwards, tree info). A recording with no
-    tree forward comes back as it is, with info["shape"] = "chain"."""
+def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
+    """recording -> (the recording with chain-form forwards, notes {"tree": tree info}: the raw
+    forwards, each tree, the slots found stale; checks/tree/ makes the findings). A recording
+    with no tree forward comes back as it is, with no note."""
     fw = rec.get("forwards") or []
     if not any(is_tree(f) for f in fw):
-        return rec, {"shape": "chain", "trees": {}, "findings": []}
+        return rec, {}
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     slots, trees, stale, out, pending = _Slots(), {}, [], [], {}
     by_i = {f["i"]: f for f in fw}
@@ -209,5 +210,5 @@ def normalize(rec: dict) -> tuple[dict, dict]:
     for key, (at, praw, ptree) in pending.items():
         out[at] = _verified(praw, ptree, accepted_path(praw, ptree, C), _Slots(), key, C)
     info = {"shape": "tree", "trees": trees, "raw": {f["i"]: f for f in fw if f["i"] in trees},
-            "findings": tree_checks.tree_findings(fw, trees, stale)}
-    return dict(copy.copy(rec), forwards=out), info
+            "forwards": fw, "stale": stale}
+    return dict(copy.copy(rec), forwards=out), {"tree": info}

@@ -78,16 +78,16 @@ def _round(raw: dict, tree: dict, C: list, P: int, T: float, cut, out: dict) -> 
             out["resampled"].append(node)
 
 
-def collect(rec: dict, info: dict) -> dict:
+def collect(rec: dict, info: dict, cut: dict) -> dict:
     """Per tree verify forward: the nodes of the loop's path that have children (the children's
     mass S under p, whether the emitted token is one of them) and the corrections equal to a
-    child the loop rejected. `rec` is the normalized recording (resumed_at), `info` tree.py's."""
+    child the loop rejected. `rec` is the canonical recording, `info` tree.py's, `cut` where the
+    loop resumed (t.resumed)."""
     T = applies(rec.get("declared", {}))
     out = {"nodes": [], "resampled": [], "unjudged": 0, "rounds": 0}
     if not T or info.get("shape") != "tree":
         return out
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
-    cut = {f["i"]: f.get("resumed_at") for f in rec.get("forwards") or []}
     for i, tree in (info.get("trees") or {}).items():
         raw = info["raw"][i]
         if raw["model"] == "cloud" and tree.get("path") is not None:
@@ -176,7 +176,7 @@ def pooled(runs: list) -> list[dict]:
     """The same checks over several recordings (their Evidence), each distinct run once."""
     data = {"nodes": [], "resampled": [], "unjudged": 0, "rounds": 0}
     for e in runs:
-        for key, v in collect(e.rec, e.trees).items():
+        for key, v in collect(e.rec, e.trees, e.t.resumed).items():
             data[key] += v
     return judge(data, f"{len(runs)} distinct runs pooled") if len(runs) > 1 and data["rounds"] else []
 
@@ -184,5 +184,5 @@ def pooled(runs: list) -> list[dict]:
 @check("sibling_resampled", "sibling_distribution", "sampling_rule", "not_judged", order=150,
        pooled=pooled)
 def tree_sampling(e) -> list[dict]:
-    data = collect(e.rec, e.trees or {})
+    data = collect(e.rec, e.trees, e.t.resumed)
     return judge(data, "this run") if data["rounds"] else []

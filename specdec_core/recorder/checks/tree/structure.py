@@ -219,29 +219,26 @@ def tree_findings(forwards: list, trees: dict, stale: list) -> list:
 
 
 # -- registered (recorder/checks/registry.py)
-@check("tree_mask", "tree_positions", "stale_cache", "draft_context", "tree_inferred",
-       "dropped_output", "edge_tokenizer", "audio_missing", scope="row", order=0)
-def noted(e) -> list:
-    """What the normalizers noted (an edge with its own tokenizer, dropped output ids, the
-    trees' masks, positions and caches), as findings."""
-    return list(e.notes.get("findings") or []) + list(e.trees.get("findings") or [])
-
-
-@check("draft_context", scope="row", order=1)
-def draft_context(e) -> list:
-    """Tree nodes drafted from another branch's context (unless the tree checks said so)."""
+@check("tree_mask", "tree_positions", "stale_cache", "draft_context", "tree_inferred", scope="row",
+       order=0.3)
+def trees(e) -> list:
+    """The trees the tree normalizer rebuilt (its notes), and tree nodes drafted from another
+    branch's context (unless the tree checks said so)."""
     from specdec_core.recorder.evidence.tree_trace import round_tree
 
     info = e.trees
     trees, wrong, n = info.get("trees") or {}, [], 0
-    if not trees or any(f["code"] == "draft_context" for f in info.get("findings") or []):
+    if not trees:
         return []
+    out = tree_findings(info["forwards"], trees, info["stale"])
+    if any(f["code"] == "draft_context" for f in out):
+        return out
     for rnd in e.rounds[:len(e.trace.rounds)]:
         tree = trees.get(rnd.cloud.i) if rnd.verified else None
         if tree is not None:
             wrong += round_tree(rnd, tree, info["raw"][rnd.cloud.i], info)[1]
             n += len(tree["nodes"])
     if not wrong:
-        return []
+        return out
     paths = [len(t["path"]) for t in trees.values() if t.get("path") is not None]
-    return context_finding(wrong, n, sum(paths) / len(paths) if paths else None)
+    return out + context_finding(wrong, n, sum(paths) / len(paths) if paths else None)

@@ -9,15 +9,12 @@ like decisions the loop never took. The loop's next forwards say where it really
 drafter's first forward after the verification ends on the loop's last committed token, and the
 cloud re-feeds that token instead of keeping it (the next tree's root, for tree loops).
 
-`annotate(rec)` marks such a verify forward with `resumed_at` = the position of the loop's own
-correction; tapes (`decided`) and rounds (`accepted`) read its rows past that position as
-unused. Only with a declared temperature T > 0: under greedy a correction is the argmax and
+`build_rounds` reads it round by round (the frontier of each round already corrected, so one
+pass) and keeps `t.resumed` = {verify forward: the position of the loop's own correction}; the
+round's `accepted` and the tapes' `decided` read its rows past that position as unused. Only with a declared temperature T > 0: under greedy a correction is the argmax and
 never equals a rejected draft. Whether the repeat was allowed is for the checks to say
 (recorder/checks/tree/sampling.py: never under an exact sibling rule)."""
 from __future__ import annotations
-
-PASSES = 4      # each pass may uncover the next round's cut (rounds depend on the frontier)
-
 
 def _next(t, k: int, cached_edge: bool):
     """After t.fwds[k]: (the drafter's first forward before the next cloud forward with rows,
@@ -32,10 +29,10 @@ def _next(t, k: int, cached_edge: bool):
     return edge, None
 
 
-def _resumed(t, rnd, k: int, cached_edge: bool) -> int | None:
+def resumed(t, rnd, k: int, cached_edge: bool) -> int | None:
     """The loop's correction position when it lies inside what the committed text accepts."""
     s, extra = rnd.block_start, rnd.block_start + rnd.accepted
-    if rnd.accepted < 1 or rnd.cloud.raw.get("resumed_at") is not None:
+    if rnd.accepted < 1:
         return None
     edge, cloud = _next(t, k, cached_edge)
     if cloud is None:
@@ -54,31 +51,10 @@ def _resumed(t, rnd, k: int, cached_edge: bool) -> int | None:
 
 
 def cuts(rec: dict) -> dict:
-    """{verify forward i: resumed_at} for one pass over the recording."""
+    """{verify forward i: the position where the loop resumed} of a (canonical) recording."""
     from specdec_core.recorder.evidence.rounds import build_rounds
     from specdec_core.recorder.evidence.tape import build_tapes
 
     t = build_tapes(rec)
-    where = {f.i: k for k, f in enumerate(t.fwds)}
-    cached_edge = any(f.model == "edge" and f.raw.get("cache") is not None for f in t.fwds)
-    out = {}
-    for rnd in build_rounds(t):
-        if rnd.verified:
-            p1 = _resumed(t, rnd, where[rnd.cloud.i], cached_edge)
-            if p1 is not None:
-                out[rnd.cloud.i] = p1
-    return out
-
-
-def annotate(rec: dict) -> dict:
-    """The recording with `resumed_at` on the verify forwards whose loop resumed early."""
-    if not float(rec.get("declared", {}).get("temperature") or 0.0) > 0:
-        return rec
-    for _ in range(PASSES):
-        new = cuts(rec)
-        if not new:
-            break
-        rec = dict(rec, forwards=[dict(f, resumed_at=new[f["i"]]) if f["i"] in new else f
-                                  for f in rec.get("forwards") or []])
-    return rec
-
+    build_rounds(t)
+    return t.resumed

@@ -1,0 +1,1 @@
+"""What the normalizers noted, made findings (normalize/ never emits one)."""
