@@ -7,6 +7,7 @@ from bisect import bisect_right
 
 from specdec_core.analysis.divergence import common_prefix
 from specdec_core.recorder.evidence.tape import replay
+from specdec_core.recorder.observe.edge_vocab import texts_of
 
 CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
@@ -32,8 +33,7 @@ def _cover(ends: list[int], pieces: list[str], m: int) -> int:
 class Frame:
     """The cloud's committed sequence as text, and the edge ids' texts: maps both ways."""
 
-    def __init__(self, rec: dict, tokenizer):
-        et = rec["edge_tokenizer"]
+    def __init__(self, rec: dict, tokenizer, et: dict):
         self.tok = tokenizer
         self.etext = {int(k): v for k, v in (et.get("texts") or {}).items()}
         self.especial = {int(k): v for k, v in (et.get("specials") or {}).items()}
@@ -125,18 +125,36 @@ def _lost(frame: Frame, rec: dict, first_edge) -> list[str]:
             list(dict.fromkeys(t for t in lost if t in CHAT_MARKERS)))
 
 
+def refed_as_text(rec: dict, tok) -> bool:
+    """An edge of the cloud's own tokenizer fed the prompt as text re-tokenized without its
+    special tokens (universal assisted generation with one tokenizer passed twice, the path
+    `generate` takes for heads of different widths): its prefill is shorter than the prompt and
+    the same text."""
+    P = list(rec.get("prompt_ids") or [])
+    first = next((f for f in rec.get("forwards") or [] if f["model"] == "edge"
+                  and not f.get("cache_len") and f.get("ids")), None)
+    if not P or first is None or len(first["ids"]) >= len(P):
+        return False
+    text = lambda ids: tok.decode(ids, skip_special_tokens=True)   # noqa: E731
+    return text(first["ids"]) == text(P)
+
+
 def normalize(rec: dict, ctx) -> tuple[dict, dict]:
-    """A recording whose edge has its own tokenizer -> the same recording with the edge's
-    forwards in the cloud's ids and positions, and notes (the widths, the special tokens of the
-    cloud's prompt the edge's lacks: checks/noted/); others unchanged."""
-    if not rec.get("edge_tokenizer") or ctx.tokenizer is None:
+    """A recording whose edge has its own tokenizer, or is fed the text re-tokenized -> the
+    same recording with the edge's forwards in the cloud's ids and positions, and notes (the
+    widths, the special tokens of the cloud's prompt the edge's lacks: checks/noted/); others
+    unchanged."""
+    et, tok = rec.get("edge_tokenizer"), ctx.tokenizer
+    same = not et and tok is not None and refed_as_text(rec, tok)
+    if same:
+        et = texts_of(tok, rec["forwards"], "the cloud's tokenizer")
+    if not et or tok is None:
         return rec, {}
-    frame = Frame(rec, ctx.tokenizer)
+    frame = Frame(rec, tok, et)
     fwds = {f.i: f for f in replay([f for f in rec["forwards"] if f["model"] == "edge"])}
     out = [_forward(raw, fwds[raw["i"]], frame) if raw["model"] == "edge" else raw
            for raw in rec["forwards"]]
     lost, markers = _lost(frame, rec, next(iter(fwds.values()), None))
-    et = rec["edge_tokenizer"]
     return {**rec, "forwards": out}, {"retokenized": {
         "edge_width": et.get("width"), "cloud_width": frame.width, "source": et.get("source"),
-        "lost": lost, "markers": markers}}
+        "lost": lost, "markers": markers, "same_tokenizer": same}}

@@ -36,9 +36,13 @@ def edge_texts(edge, vocab: dict, forwards: list[dict], tokenizer=None) -> dict:
     tok = _own_tokenizer(edge)
     if tok is None or (tokenizer is not None and tok.get_vocab() == tokenizer.get_vocab()):
         return {}
+    return {"edge_tokenizer": texts_of(tok, forwards, getattr(edge, "name_or_path", None))}
+
+
+def texts_of(tok, forwards: list[dict], source) -> dict:
+    """The text of every edge id of the recording under `tok` (its specials by name)."""
     ids = sorted(i for i in _edge_ids(forwards) if 0 <= i < len(tok))
     special = set(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.special}
-    return {"edge_tokenizer": {
-        "width": len(tok), "source": getattr(edge, "name_or_path", None),
-        "texts": {str(i): tok.decode([i], skip_special_tokens=True) for i in ids},
-        "specials": {str(i): tok.convert_ids_to_tokens(i) for i in ids if i in special}}}
+    return {"width": len(tok), "source": source,
+            "texts": {str(i): tok.decode([i], skip_special_tokens=True) for i in ids},
+            "specials": {str(i): tok.convert_ids_to_tokens(i) for i in ids if i in special}}

@@ -13,7 +13,7 @@ def edge_tokenizer(e) -> list[dict]:
     n = e.notes.get("retokenized")
     if n is None:
         return []
-    out = [finding(
+    out = [] if n["same_tokenizer"] else [finding(
         "edge_tokenizer", f"the edge drafts in its own vocabulary ({n['edge_width']} ids, the cloud "
         f"{n['cloud_width']}): its forwards were mapped to the cloud's ids through text",
         "the edge's contexts decode to the committed text; its drafts are compared with the "
@@ -30,8 +30,11 @@ def edge_tokenizer(e) -> list[dict]:
             + (")" if not markers else f") nor the chat template markers ({', '.join(markers)})")
             + ": they are in the cloud's prompt and in no edge forward's context",
             "the prompt was decoded to text with skip_special_tokens=True and re-tokenized for the "
-            "edge (transformers' universal assisted generation does this): the edge drafts without "
-            "hearing the clip; lossless, fewer drafts accepted at audio-dependent words",
+            "edge (transformers' universal assisted generation does this" + (
+                ", here with the cloud's own tokenizer passed as the assistant's: heads of "
+                "different widths take that path" if n["same_tokenizer"] else "")
+            + "): the edge drafts without hearing the clip; lossless, fewer drafts accepted at "
+            "audio-dependent words",
             "give the edge the condition as text it can read, or an edge tokenizer that knows "
             "these tokens and a conversion that keeps them",
             evidence={"model": "edge", "lost": lost[:16], "n_lost": len(lost),
