@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specdec_core.api import load_backend, prepare  # noqa: E402
 from specdec_core.decoding.config import DecodeConfig  # noqa: E402
 from specdec_core.decoding.decoder import SpeculativeDecoder  # noqa: E402
-from specdec_core.recorder.driver.builtin import judged_run  # noqa: E402
+from specdec_core.recorder import judged_run  # noqa: E402
 
 demo, cfg = load_backend("demo"), DecodeConfig()
 clips = sorted(str(p) for p in Path("sample_audio").glob("*_01.wav"))

@@ -12,9 +12,9 @@ import torch
 
 from specdec_core.api import load_backend, prepare
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.driver.cli import load_function
-from specdec_core.recorder.observe.hooks import Recorder
+from specdec_core.recorder import analyze
+from specdec_core.recorder import load_function
+from specdec_core.recorder import Recorder
 from specdec_core.recorder import evidence
 from specdec_core.recorder.checks.sampling.rule import pooled as pooled_sampling
 

@@ -33,8 +33,8 @@ def main(clips: list[str]) -> None:
     from specdec_core.backends import load_backend
     from specdec_core.decoding.config import DecodeConfig
     from specdec_core.decoding.decoder import SpeculativeDecoder
-    from specdec_core.recorder.driver.builtin import record_builtin
-    from specdec_core.recorder.driver.cli import DEFAULTS, load_function, record_clip
+    from specdec_core.recorder import record_builtin
+    from specdec_core.recorder import DEFAULTS, load_function, record_clip
 
     torch.set_num_threads(1)
     b = load_backend("demo")

@@ -59,11 +59,16 @@ def _private(backend, isolated: bool):
         return backend, nullcontext()
     if _size(backend) > COPY_LIMIT:
         return backend, _SHARED
+    return private(backend), nullcontext()
+
+
+def private(backend):
+    """The backend with private copies of its models (and head drafter, issue 35)."""
     own = copy.copy(backend)
     own.edge, own.cloud = private_pair(backend.edge, backend.cloud)
-    if getattr(backend, "head", None) is not None:    # the head drafter (issue 35)
-        own.head = copy.deepcopy(backend.head)
-    return own, nullcontext()
+    if getattr(backend, "head", None) is not None:
+        own.head = copy.deepcopy(backend.head).eval()
+    return own
 
 
 def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel=None,

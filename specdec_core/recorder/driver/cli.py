@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 from specdec_core.errors import UserError
+from specdec_core.recorder.observe.processing import KNOBS as PROCESSING
 from specdec_core.recorder.driver.user_code import EXPECTED, check_call, failed, where as _where
 
 KNOBS = {"k": int, "max_new_tokens": int, "min_new_tokens": int, "temperature": float,
          "verify": str, "rank_threshold": int, "prompt_type": str,
-         "draft_top_k": int, "draft_top_p": float, "target_top_k": int, "target_top_p": float,
-         "target_repetition_penalty": float}     # the last five: declared processing (issue 42)
+         **PROCESSING}                           # and declared processing (issue 42)
 DEFAULTS = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy",
             "prompt_type": "detailed"}
 
@@ -100,7 +100,6 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
         extra["model_inputs"] = dict(model_inputs)
     if "seed" in ps and seed is not None:
         extra["seed"] = seed
-    from specdec_core.recorder.observe.processing import KNOBS as PROCESSING
     extra.update({k: knobs[k] for k in PROCESSING if k in ps and knobs.get(k) is not None})
     return extra
 
@@ -157,7 +156,9 @@ def numerics_probe(backend, prompt, out, k: int):
 
 
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False,
-                seed: int | None = None) -> dict:
+                seed: int | None = None, isolated: bool = False) -> dict:
+    """Record and judge one clip: the one path of `record`, the Inspect tab and scripts.
+    `isolated`: on private copies of the models (the page: other sessions decode on them)."""
     import torch
 
     from specdec_core.api import prepare
@@ -173,6 +174,9 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         return {"audio": label, "ok": False, "error": str(e)}
     declared = {k: v for k, v in knobs.items() if k != "prompt_type"}
     stops = tuple(backend.stop_ids)
+    if isolated:
+        from specdec_core.recorder.driver.builtin import private
+        backend = private(backend)
     head = head_drafter(fn, backend)
     rec = Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids, stops,
                    drafter=head, **declared)

@@ -20,17 +20,27 @@ def _p(x: float) -> float:
     return min(A_MAX, max(1e-9, x))
 
 
+def bernoulli_llr(pairs) -> tuple[float, float, int]:
+    """(log LR of the accept/reject pattern, alternative : null, mean KL(null || alternative)
+    per draft, drafts read) from (accept probability under the alternative, under the null,
+    accepted) per judged draft: the one likelihood-ratio test of the exact-rule checks
+    (argmax drafts: softmax q vs one-hot q; q_check.py: raw q vs processed q)."""
+    s = kl = 0.0
+    n = 0
+    for alt, null, acc in pairs:
+        s += math.log(alt / null) if acc else math.log((1 - alt) / (1 - null))
+        kl += null * math.log(null / alt) + (1 - null) * math.log((1 - null) / (1 - alt))
+        n += 1
+    return s, kl / max(1, n), n
+
+
 def llr(J: list, corr: list) -> tuple[float, float]:
     """(log P(pattern | softmax q) - log P(pattern | one-hot q), expected |LLR| per draft under
     the one-hot q). J rows: (a under min(1, p/q), accepted, log p - log q, ..., log p)."""
-    s, per = 0.0, 0.0
-    for j in J:
-        a2, acc, a1 = _p(j[0]), j[1], _p(math.exp(j[8]))
-        s += math.log(a2 / a1) if acc else math.log((1 - a2) / (1 - a1))
-        per += a1 * math.log(a1 / a2) + (1 - a1) * math.log((1 - a1) / (1 - a2))   # KL(1 || 2)
+    s, per, _ = bernoulli_llr((_p(j[0]), _p(math.exp(j[8])), j[1]) for j in J)
     if any(c[0] for c in corr):      # a correction where p <= q: not max(0, p - q)
         s = -math.inf
-    return s, per / max(1, len(J))
+    return s, per
 
 
 def resolve(out: list, data: dict, T: float, scope: str) -> list:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from specdec_core.findings import finding
+from specdec_core.recorder.checks.sampling.argmax_rule import bernoulli_llr
 
 LLR = math.log(1000)
 A_MAX = 1 - 1e-3
@@ -19,18 +20,13 @@ def _a(lp: float, lq: float) -> float:
 
 def llr(J: list) -> tuple[float, float, int]:
     """(log LR raw q : processed q, mean KL per draft under the processed q, drafts read)."""
-    s = kl = 0.0
-    n = 0
+    pairs = []
     for a, acc, d, ci, pos, x, f, r, lp in J:
         rows = f.rows.get("q_rows")
-        if not rows or r >= len(rows) or x not in rows[r][0]:
-            continue
-        i = rows[r][0].index(x)
-        a_raw, a_pr = _a(lp, rows[r][1][i]), _a(lp, rows[r][2][i])
-        s += math.log(a_raw / a_pr) if acc else math.log((1 - a_raw) / (1 - a_pr))
-        kl += a_pr * math.log(a_pr / a_raw) + (1 - a_pr) * math.log((1 - a_pr) / (1 - a_raw))
-        n += 1
-    return s, kl / max(1, n), n
+        if rows and r < len(rows) and x in rows[r][0]:
+            i = rows[r][0].index(x)
+            pairs.append((_a(lp, rows[r][1][i]), _a(lp, rows[r][2][i]), acc))
+    return bernoulli_llr(pairs)
 
 
 def resolve(out: list, data: dict, T: float, scope: str, declared: dict) -> list:
