@@ -1,1 +1,0 @@
-"""Checks: one folder per family, each check registered with `registry.check`."""

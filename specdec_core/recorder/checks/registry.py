@@ -1,27 +1,13 @@
-"""The one registry of the recorder's checks (docs/recorder.md, "Adding a check").
+"""The one registry of the recorder's checks (docs/recorder.md, "Adding a check"):
 
-A check is a function of the `Evidence` (recorder/evidence/) returning its findings, registered
-where it is defined:
+    @check("code_a", "code_b", scope="row", order=50, pooled=fn)
+    def my_check(e: Evidence) -> list[Finding]: ...
 
-    from specdec_core.recorder.checks.registry import check
-
-    @check("stale_cache", "context_mismatch", scope="row", order=50, pooled=None)
-    def contexts(e: Evidence) -> list[Finding]:
-        return ...                          # read e.t, e.rounds, e.trace, e.trees, e.notes ...
-
-- codes: the finding codes it may emit (each registered in specdec_core/findings.py, with its
-  facts: root or symptom, what it explains, about the end, text symptom).
-- scope: "row" runs on every row of a batch (the clip's included); "clip" on the clip's row (or
-  the recording) only: its text, speed and sampling are judged there.
-- order: where it runs (lower first); findings of one code merge into the first one's, and the
-  report sorts by severity only, so the order decides the titles shown.
-- pooled: a function of the list of every clip's Evidence (canonical recordings, one per
-  distinct run: `distinct`) returning pooled findings; it runs from `run_pooled` (record,
-  run and the Inspect tab), with two or more distinct clips.
-
-Every module under recorder/checks/ is imported by `load()`: a new check is its module and its
-registration, nothing else to edit. `analyze` runs `run(e, scope)`, then the report folds once
-(recorder/report/)."""
+codes: registered in specdec_core/findings.py with their facts; scope "row" runs on every row of
+a batch, "clip" on the clip only; order: where it runs (the first finding of a code is shown);
+pooled: fn(list of every clip's Evidence, one per distinct run, 2+) -> findings, run by
+`run_pooled`. `load` imports every module under recorder/checks/: a new check is its module and
+its registration."""
 from __future__ import annotations
 
 import importlib
@@ -49,9 +35,7 @@ POOLED: list[tuple[float, Callable]] = []     # pooled forms registered without 
 
 def check(*codes: str, scope: str = "clip", order: float = 100, pooled: Callable | None = None):
     """Register `fn(e: Evidence) -> list[Finding]` (see the module doc)."""
-    assert scope in SCOPES, scope
-    unknown = [c for c in codes if c not in REGISTRY]
-    assert not unknown, f"finding codes {unknown} are not registered in specdec_core/findings.py"
+    assert scope in SCOPES and _known(codes), scope
 
     def register(fn):
         CHECKS.append(Check(fn, codes, scope, order, pooled))
@@ -62,14 +46,19 @@ def check(*codes: str, scope: str = "clip", order: float = 100, pooled: Callable
 
 def pooled_check(*codes: str, order: float = 100):
     """Register a pooled form that has no per-clip check of its own: fn(list[Evidence])."""
-    unknown = [c for c in codes if c not in REGISTRY]
-    assert not unknown, f"finding codes {unknown} are not registered in specdec_core/findings.py"
+    assert _known(codes)
 
     def register(fn):
         POOLED.append((order, fn))
         POOLED.sort(key=lambda p: p[0])
         return fn
     return register
+
+
+def _known(codes) -> bool:
+    unknown = [c for c in codes if c not in REGISTRY]
+    assert not unknown, f"finding codes {unknown} are not registered in specdec_core/findings.py"
+    return True
 
 
 _LOADED = False

@@ -45,10 +45,6 @@ def for_role(declared: dict, role: str) -> dict:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def declared_names(declared: dict) -> dict:
-    return {k: declared[k] for k in KNOBS if declared.get(k) is not None}
-
-
 class Contexts:
     """The ids each cache holds (a small tape: cache id -> ids), so a row's repetition penalty
     sees what generate's input_ids would hold at that row."""

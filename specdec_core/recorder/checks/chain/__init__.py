@@ -1,1 +1,0 @@
-"""Checks of the chain family (registered with recorder/checks/registry.py)."""

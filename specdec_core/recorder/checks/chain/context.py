@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from specdec_core.findings import finding
@@ -25,8 +26,10 @@ def _greedy(d: dict) -> bool:
 
 
 # -- the cache / context / position family --------------------------------------------------------
-def check_positions(t: Tapes, skip_2d: bool = False) -> list[dict]:
+@check("position_error", scope="row", order=10)
+def check_positions(e) -> list[dict]:
     """skip_2d: an mrope model, whose 2-D position_ids are its three rows (omni_checks)."""
+    t, skip_2d = e.t, bool(e.rec.get("mrope"))
     bad_pos, bad_mask = [], []
     for f in t.fwds:
         raw, n = f.raw, f.n
@@ -72,7 +75,9 @@ def _classify(f: Fwd, d: int, since: int) -> str:
     return "context_mismatch"
 
 
-def check_contexts(t: Tapes, rounds: list[Round], texts=None) -> list[dict]:
+@check("stale_cache", "context_mismatch", scope="row", order=50)
+def check_contexts(e) -> list[dict]:
+    t, rounds, texts = e.t, e.rounds, e.texts
     C, hits = t.C, {"stale_cache": [], "context_mismatch": []}
     for f in t.fwds:                  # contradicts a position the cloud had already decided
         d = f.match
@@ -124,10 +129,12 @@ def check_contexts(t: Tapes, rounds: list[Round], texts=None) -> list[dict]:
     return out
 
 
-def check_own_prompt(t: Tapes, texts) -> list[dict]:
+@check("audio_missing", scope="row", order=40)
+def check_own_prompt(e) -> list[dict]:
     """A drafter prefilled with a prompt that differs from the cloud's (same length): lossless
     (the cloud verifies), but it drafts from another condition; where the differing tokens are
     the clip's audio condition (the demo's prosody tokens), it does not hear the clip."""
+    t, texts = e.t, e.texts
     out = []
     for model, own in t.own_prompt.items():
         if not own:
@@ -159,7 +166,9 @@ def draft_samples(t: Tapes, rounds) -> list:
     return out
 
 
-def check_draft_rule(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
+@check("hidden_draft_processing", "draft_filter", scope="row", order=90)
+def check_draft_rule(e) -> list[dict]:
+    t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
     samples = draft_samples(t, rounds)
     if not samples:
         return []
@@ -243,32 +252,10 @@ def estimate_temperature(samples, top: int = 5):
             outside += 1
     if len(rows) < 2:
         return None, len(rows), outside, None, None
-    z = torch.tensor(rows, dtype=torch.float64)
-    ix = torch.tensor(idx)
     grid = torch.exp(torch.linspace(math.log(0.05), math.log(5.0), 400, dtype=torch.float64))
-    zz = z[None] / grid[:, None, None]                        # [G, N, 5]
-    ll = (zz.gather(2, ix[None, :, None].expand(len(grid), -1, 1))[..., 0]
-          - torch.logsumexp(zz, -1)).sum(-1)
+    zz = np.array(rows, dtype=np.float64)[None] / grid.numpy()[:, None, None]    # [G, N, 5]
+    m = zz.max(-1)        # logsumexp in numpy: torch's threads on a small tensor cost 10x
+    lse = m + np.log(np.exp(zz - m[..., None]).sum(-1))
+    ll = torch.from_numpy((zz[:, np.arange(len(idx)), idx] - lse).sum(-1))
     best = int(ll.argmax())
     return float(grid[best]), len(rows), outside, ll, grid
-
-
-# -- registered (recorder/checks/registry.py)
-@check("position_error", scope="row", order=10)
-def positions(e) -> list:
-    return check_positions(e.t, skip_2d=bool(e.rec.get("mrope")))
-
-
-@check("audio_missing", scope="row", order=40)
-def own_prompt(e) -> list:
-    return check_own_prompt(e.t, e.texts)
-
-
-@check("stale_cache", "context_mismatch", scope="row", order=50)
-def contexts(e) -> list:
-    return check_contexts(e.t, e.rounds, e.texts)
-
-
-@check("hidden_draft_processing", "draft_filter", scope="row", order=90)
-def draft_rule(e) -> list:
-    return check_draft_rule(e.t, e.rounds, e.declared, e.texts)

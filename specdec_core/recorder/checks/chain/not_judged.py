@@ -19,7 +19,9 @@ def not_judged(what: str, count: int, total: int | None = None, why: str = "", f
                    severity=severity)
 
 
-def check_unseen(rec: dict) -> list:
+@check("not_judged", order=170)
+def check_unseen(e) -> list:
+    rec = e.rec
     fw = rec.get("forwards") or []
     cloud = [f for f in fw if f.get("model") == "cloud"]
     out = []
@@ -47,9 +49,3 @@ def check_unseen(rec: dict) -> list:
             "the tokens fed to the head could not be read (neither ids nor the cloud's input "
             "embeddings of ids): their drafts and features are not checked", "", forwards=lost[:20]))
     return out
-
-
-# -- registered (recorder/checks/registry.py)
-@check("not_judged", order=170)
-def unseen(e) -> list:
-    return check_unseen(e.rec)

@@ -11,7 +11,9 @@ from specdec_core.recorder.evidence.tape import Tapes
 from specdec_core.recorder.checks.registry import check
 
 
-def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
+@check("lossless_violation", "rank_window_exceeded", scope="row", order=70)
+def check_lossless(e) -> list[dict]:
+    t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
     if not _greedy(declared):
         return []
     C, fw = t.C, {f.i: f for f in t.fwds}
@@ -52,7 +54,9 @@ def check_lossless(t: Tapes, rounds, declared: dict, texts) -> list[dict]:
                         n_positions=len(bad)), severity="error")]
 
 
-def check_stops(t: Tapes, rec: dict, texts, rounds=()) -> list[dict]:
+@check("missed_eos", "unverified_end", scope="row", order=80)
+def check_stops(e) -> list[dict]:
+    t, rec, texts, rounds = e.t, e.rec, e.texts, e.rounds
     out, stops, d = [], set(rec.get("stop_ids") or []), rec.get("declared", {})
     gen = t.out
     early = [i for i, x in enumerate(gen[:-1]) if x in stops]
@@ -109,13 +113,3 @@ def rank_window(e) -> list:
     the built-in decoder's rule (acceptance.py); before check_lossless, whose finding of the
     same code then joins this one (report/roots.merge_repeats)."""
     return [] if e.declared.get("temperature") else rank_findings(e.trace.tokens, e.declared, e.t.P)
-
-
-@check("lossless_violation", "rank_window_exceeded", scope="row", order=70)
-def lossless(e) -> list:
-    return check_lossless(e.t, e.rounds, e.declared, e.texts)
-
-
-@check("missed_eos", "unverified_end", scope="row", order=80)
-def stops(e) -> list:
-    return check_stops(e.t, e.rec, e.texts, e.rounds)

@@ -1,1 +1,0 @@
-"""Checks of the heads family (registered with recorder/checks/registry.py)."""

@@ -18,7 +18,9 @@ def _first_drafts(t) -> list[tuple[bool, bool]]:
     return pairs
 
 
-def check_stale_features(t) -> list:
+@check("stale_features", order=160)
+def check_stale_features(e) -> list:
+    t = e.t
     heads = [f for f in t.fwds if f.raw.get("features")]
     stale = sorted({q for f in heads for q in f.raw["features"]["stale"]})
     if not stale:
@@ -53,9 +55,3 @@ def check_stale_features(t) -> list:
                   "first_draft_acceptance": round(used, 3),
                   "first_draft_acceptance_with_cloud_features": round(right, 3),
                   "acceptance_cost": round(cost, 3) if pairs else None, "other_slots": slots})]
-
-
-# -- registered (recorder/checks/registry.py)
-@check("stale_features", order=160)
-def stale_features(e) -> list:
-    return check_stale_features(e.t)

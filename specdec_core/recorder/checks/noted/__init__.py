@@ -1,1 +1,0 @@
-"""What the normalizers noted, made findings (normalize/ never emits one)."""

@@ -1,1 +1,0 @@
-"""Checks of the omni family (registered with recorder/checks/registry.py)."""

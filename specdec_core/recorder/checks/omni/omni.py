@@ -12,9 +12,11 @@ def _expected(layout: dict, start: int, n: int) -> list[list[int]]:
     return [[P[r][j] if j < len(P[r]) else j + d for j in range(start, start + n)] for r in range(3)]
 
 
-def check_mrope(t, rec: dict) -> list[dict]:
+@check("position_error", scope="row", order=20)
+def check_mrope(e) -> list[dict]:
     """position_error when a forward's mrope positions are not the prompt's get_rope_index
     positions / cache_len + rope_delta on all three rows (text rows: checks.check_positions)."""
+    t, rec = e.t, e.rec
     layout = rec.get("mrope")
     if not layout:
         return []
@@ -54,12 +56,14 @@ def check_mrope(t, rec: dict) -> list[dict]:
             n_forwards=len(bad)))]
 
 
-def check_vocab(t, rec: dict) -> list[dict]:
+@check("vocab_mismatch", "vocab_widths", order=110)
+def check_vocab(e) -> list[dict]:
     """Heads wider than the tokenizer are normal (every Qwen pair: 151,936 / 152,064 rows for
     ~151,665 ids), and so are an edge and a cloud head of different widths as long as the loop
     compares them on the shared part. An error only for what shows a bug in the output: an id
     only the wider head has (logits of different widths compared without slicing), or an id
     outside the tokenizer (picked from padding rows)."""
+    t, rec = e.t, e.rec
     widths = {m: sorted({f.rows["vocab"] for f in t.fwds if f.model == m and f.rows and f.rows["vocab"]})
               for m in ("edge", "cloud")}
     tok_n = (rec.get("vocab") or {}).get("tokenizer")
@@ -105,10 +109,12 @@ def check_vocab(t, rec: dict) -> list[dict]:
     return []
 
 
-def check_audio(t, rec: dict) -> list[dict]:
+@check("audio_missing", scope="row", order=30)
+def check_audio(e) -> list[dict]:
     """A model that wrote the prompt's audio span into its cache from plain ids (no
     input_features, no inputs_embeds) never heard the clip: the <|AUDIO|> placeholders were
     embedded as ordinary tokens. Lossless still (the cloud verifies), but the drafts are deaf."""
+    t, rec = e.t, e.rec
     span = (rec.get("audio") or {}).get("span")
     if not span:
         return []
@@ -125,19 +131,3 @@ def check_audio(t, rec: dict) -> list[dict]:
         "(e.g. assisted generation does not hand input_features to the assistant)",
         "pass input_features and feature_attention_mask with the prefill of both models",
         _ev(f, span[0], None, span=span), severity="warning" if f.model == "edge" else "error")]
-
-
-# -- registered (recorder/checks/registry.py)
-@check("position_error", scope="row", order=20)
-def mrope(e) -> list:
-    return check_mrope(e.t, e.rec)
-
-
-@check("audio_missing", scope="row", order=30)
-def audio(e) -> list:
-    return check_audio(e.t, e.rec)
-
-
-@check("vocab_mismatch", "vocab_widths", order=110)
-def vocab(e) -> list:
-    return check_vocab(e.t, e.rec)

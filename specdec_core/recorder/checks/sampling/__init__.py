@@ -1,1 +1,0 @@
-"""Checks of the sampling family (registered with recorder/checks/registry.py)."""

@@ -1,1 +1,0 @@
-"""Checks of the speed family (registered with recorder/checks/registry.py)."""

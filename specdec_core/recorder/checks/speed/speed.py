@@ -143,9 +143,11 @@ def recomputed(t) -> dict:
     return out
 
 
-def check_speed(rec: dict, t) -> list[dict]:
+@check("loop_overhead", "recomputed_context", order=120)
+def check_speed(e) -> list[dict]:
     """The loop's own time: a user's loop only (the built-in decoder's time split is shown on
     the page; its Python overhead on a tiny pair, trees most, is not the user's bug)."""
+    rec, t = e.rec, e.t
     if rec.get("builtin"):
         return []
     found = []
@@ -197,9 +199,3 @@ def check_speed(rec: dict, t) -> list[dict]:
              "recomputed": rc, "share": round(share, 4),
              "positions_share": round(again / fed, 4) if fed else None}))
     return found
-
-
-# -- registered (recorder/checks/registry.py)
-@check("loop_overhead", "recomputed_context", order=120)
-def speed(e) -> list:
-    return check_speed(e.rec, e.t)

@@ -1,1 +1,0 @@
-"""Checks of the tree family (registered with recorder/checks/registry.py)."""
