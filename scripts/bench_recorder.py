@@ -3,7 +3,7 @@ Recorder (and with the analysis), interleaved over repeats. Prints ratios record
 
     PYTHONPATH=. python scripts/bench_recorder.py [--repeats 5] [--clips 6]
 
-`--analysis-vs REV` (issue 47) instead times `analyze` alone on sampled recordings (the
+`--analysis-vs REV` (issue 47; REV a commit or a source tree) instead times `analyze` alone on sampled recordings (the
 built-in decoder at T=0.7, which resumes at its own corrections, and sampling_correct.py at
 T=1), made once with this code and saved, in this tree and in `git archive REV` (each in its own
 process, interleaved), and prints the medians and this tree's tape / round builds per analysis.
@@ -117,10 +117,11 @@ def analysis_vs(rev: str, repeats: int, clips: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "recs.json"
         path.write_text(json.dumps(recs))
-        old = Path(tmp) / "old"
-        old.mkdir()
-        tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=tar, check=True)
+        old = Path(rev) if Path(rev).is_dir() else Path(tmp) / "old"    # REV: a commit or a tree
+        if not old.is_dir():
+            old.mkdir()
+            tar = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old)], input=tar, check=True)
         times = {rev: [], "this tree": []}
         for _ in range(repeats):                    # interleaved, one repeat each per turn
             for name, root in ((rev, old), ("this tree", ROOT)):
