@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import torch
 
+from specdec_core.compat import cache_keys
+from specdec_core.recorder.observe.tree_hooks import sources
+
 
 def _positions(pos, b: int, keep):
     if not isinstance(pos, torch.Tensor) or pos.dim() != 2:
@@ -16,12 +19,8 @@ def _positions(pos, b: int, keep):
 
 def _last_keys(cache):
     """The last layer's keys, head 0: [B, slots, dim] (they depend on the whole context)."""
-    try:
-        layers = getattr(cache, "layers", None)
-        t = layers[-1].keys if layers is not None else cache[-1][0]
-    except Exception:
-        return None
-    return t[:, 0].detach() if isinstance(t, torch.Tensor) and t.dim() == 4 and t.numel() else None
+    t = cache_keys(cache, -1)
+    return None if t is None else t[:, 0].detach()
 
 
 class BatchWatch:
@@ -75,11 +74,7 @@ class BatchWatch:
             was = old[b]
             if now.shape[0] <= was.shape[0] and torch.equal(now, was[:now.shape[0]]):
                 continue                                   # the row's slots kept (maybe cropped)
-            src = []
-            for j in range(now.shape[0]):
-                hit = (was == now[j]).all(-1).nonzero().reshape(-1)
-                src.append(int(hit[0]) if hit.numel() else -1)
-            row["tape_src"] = src
+            row["tape_src"] = sources(was, now)
 
     def _adopt(self, rec: dict, cur, cached) -> None:
         """A cache object never seen (a loop that rebuilds its cache from gathered tensors every

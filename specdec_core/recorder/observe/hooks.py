@@ -8,7 +8,7 @@ import weakref
 
 import torch
 
-from specdec_core.compat import forward_cache, output_cache, preallocated
+from specdec_core.compat import cache_keys, forward_cache, output_cache, preallocated
 from specdec_core.recorder.observe import edge_vocab
 from specdec_core.recorder.observe import head_hooks
 from specdec_core.recorder.observe import mrope
@@ -42,16 +42,6 @@ def _cache_len(cache) -> int | None:
             return None
 
 
-def _first_keys(cache):
-    """Layer 0's key tensor of a DynamicCache / StaticCache or a legacy tuple cache."""
-    try:
-        layers = getattr(cache, "layers", None)
-        t = layers[0].keys if layers is not None else cache[0][0]
-    except Exception:
-        return None
-    return t if isinstance(t, torch.Tensor) and t.numel() else None
-
-
 class _Keys:
     """Stable small ids for caches, so the tape can follow each cache. A cache object seen
     before keeps its id (weakly held). A NEW object that holds what a cache of this recording
@@ -70,7 +60,7 @@ class _Keys:
         for r, k in self.refs:
             if r() is cache:
                 return k
-        k = self._same_content(_first_keys(cache))
+        k = self._same_content(cache_keys(cache, 0))
         if k is None:
             k, self.n = self.n, self.n + 1
         try:
@@ -93,7 +83,7 @@ class _Keys:
         return None
 
     def written(self, cache, k) -> None:
-        t = _first_keys(cache)
+        t = cache_keys(cache, 0)
         if t is not None and k is not None:
             self.held.pop(k, None)
             self.held[k] = t

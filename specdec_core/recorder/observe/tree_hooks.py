@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from specdec_core.compat import cache_keys
+
 MAX_CROSS = 128      # nodes per forward for which every token is scored under every row
 
 
@@ -61,14 +63,14 @@ def cross(logits: torch.Tensor, ids: list[int]) -> dict | None:
 
 
 def _fingerprint(cache) -> torch.Tensor | None:
-    try:
-        layers = getattr(cache, "layers", None)
-        t = layers[-1].keys if layers is not None else cache[-1][0]   # context-dependent
-    except Exception:
-        return None
-    if not isinstance(t, torch.Tensor) or t.dim() != 4 or not t.numel():
-        return None
-    return t[0, 0].detach().float().cpu().clone()                 # [slots, head_dim]
+    t = cache_keys(cache, -1)                                       # context-dependent
+    return None if t is None else t[0, 0].detach().float().cpu().clone()   # [slots, head_dim]
+
+
+def sources(old: torch.Tensor, now) -> list[int]:
+    """Per slot of `now`, the slot of `old` holding the same keys (-1: none)."""
+    hits = [(old == x).all(-1).nonzero().reshape(-1) for x in now]
+    return [int(h[0]) if h.numel() else -1 for h in hits]
 
 
 class SlotWatch:
@@ -87,10 +89,7 @@ class SlotWatch:
             return
         n = min(old.shape[0], cur.shape[0], rec.get("cache_len") or 0)
         changed = (cur[:n] != old[:n]).any(-1).nonzero().reshape(-1).tolist()
-        moves = []
-        for j in changed:
-            same = (old == cur[j]).all(-1).nonzero().reshape(-1)
-            moves.append([j, int(same[0]) if same.numel() else -1])
+        moves = [[j, src] for j, src in zip(changed, sources(old, cur[changed]))]
         if moves:
             rec["slot_moves"] = moves
 
