@@ -4,6 +4,7 @@ the reconstructed trace, the trees, the draft samples, the token texts, and the 
 notes. Pooled checks read a list of Evidence, one per distinct run (`distinct`)."""
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,13 +41,8 @@ class Evidence:
         t = build_tapes(self.rec, self.ctx.replay(fw) if self.ctx is not None and isinstance(fw, list) else None)
         return t, tree_trace.fix_rounds(build_rounds(t))   # rounds also set t.resumed
 
-    @property
-    def t(self):
-        return self._built[0]
-
-    @property
-    def rounds(self) -> list:
-        return self._built[1]
+    t = property(lambda self: self._built[0])              # the tapes
+    rounds = property(lambda self: self._built[1])
 
     @cached_property
     def texts(self) -> Texts:
@@ -92,14 +88,15 @@ def distinct(items: list) -> list:
 # The clip's Evidence of the recordings analysed last, for the pooled checks (record, run and
 # the Inspect tab pool the recordings they just analysed): keyed by the recording object.
 _KEPT: OrderedDict = OrderedDict()
-KEEP = 32
+KEEP, _LOCK = 32, threading.Lock()      # the page analyses in several threads
 
 
 def keep(rec: dict, e: Evidence) -> None:
-    _KEPT[id(rec)] = (rec, e)
-    _KEPT.move_to_end(id(rec))
-    while len(_KEPT) > KEEP:
-        _KEPT.popitem(last=False)
+    with _LOCK:
+        _KEPT.pop(id(rec), None)
+        _KEPT[id(rec)] = (rec, e)
+        while len(_KEPT) > KEEP:
+            _KEPT.popitem(last=False)
 
 
 def of(rec: dict, tokenizer=None) -> Evidence:
