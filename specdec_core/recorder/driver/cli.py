@@ -155,10 +155,16 @@ def numerics_probe(backend, prompt, out, k: int):
         return None
 
 
+def _private(backend):
+    """The backend on private copies of its models (the page: other sessions decode on them)."""
+    from specdec_core.recorder.driver.builtin import private
+
+    return private(backend)
+
+
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False,
                 seed: int | None = None, isolated: bool = False) -> dict:
-    """Record and judge one clip: the one path of `record`, the Inspect tab and scripts.
-    `isolated`: on private copies of the models (the page: other sessions decode on them)."""
+    """Record and judge one clip (`record`, the Inspect tab, scripts): `_private` models."""
     import torch
 
     from specdec_core.api import prepare
@@ -173,10 +179,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     except UserError as e:
         return {"audio": label, "ok": False, "error": str(e)}
     declared = {k: v for k, v in knobs.items() if k != "prompt_type"}
-    stops = tuple(backend.stop_ids)
-    if isolated:
-        from specdec_core.recorder.driver.builtin import private
-        backend = private(backend)
+    stops, backend = tuple(backend.stop_ids), _private(backend) if isolated else backend
     head = head_drafter(fn, backend)
     rec = Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids, stops,
                    drafter=head, **declared)
@@ -194,9 +197,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
                 "recording": rec.finish([])}
     finally:
         sys.path.remove(str(path.parent))
-    recording = rec.finish(out)
-    recording["backend"] = backend.name
-    recording["seed"] = seed
+    recording = dict(rec.finish(out), backend=backend.name, seed=seed)
     from specdec_core.decoding.dependence import audio_dependence
     dep = audio_dependence(backend, prompt, out)
     recording["numerics"] = numerics_probe(backend, prompt, out, k=knobs["k"])
