@@ -11,9 +11,9 @@ import pytest
 
 from specdec_core.api import load_backend
 from specdec_core.findings import Finding
-from specdec_core.recorder.cli import _extra_knobs, load_function, pooled_findings, record_clip
-from specdec_core.recorder.model_or_decoder import judge_text, model_or_decoder
-from specdec_core.recorder.pooled_temperature import distinct
+from specdec_core.recorder.driver.cli import _extra_knobs, load_function, pooled_findings, record_clip
+from specdec_core.recorder.report.model_or_decoder import judge_text, model_or_decoder
+from specdec_core.recorder.evidence import distinct
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -97,7 +97,7 @@ def entropy_gate(trace) -> list:
 TRACE_CHECKS = [cycles, template_leak, punct_flood, doubling, entropy_gate, check_edge_mishears]
 # checks against a declared task (the prompt type's length band, its stop and its acceptance
 # expectations): they run where the run declares its prompt_type (the built-in decoder does)
-TASK_CHECKS = [length, no_stop]     # acceptance_collapse: recorder/collapse.py, any prompt type
+TASK_CHECKS = [length, no_stop]     # acceptance_collapse: recorder/checks/speed/collapse.py
 
 
 def threshold_words(nats: float, vocab_size=None) -> str:

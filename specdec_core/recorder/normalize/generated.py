@@ -4,7 +4,7 @@ and the loop keeps the drafts equal to them. Those forwards are one round: they 
 one verify forward over the committed catch-up, the accepted drafts (the cloud's own tokens up
 to the cache the loop kept) and the rejected draft where the edge's rows name it, with the rows
 the cloud computed. The forwards past what was kept are dropped and counted in
-`rec["generated_verify"]`: the speed check (`verify_generates`) reads it."""
+its note: the speed check (`verify_generates`) reads it."""
 from __future__ import annotations
 
 import copy
@@ -93,13 +93,14 @@ def _merge(edge: list[dict], run: list[dict], keep: int, greedy: bool, C: list) 
     return m
 
 
-def normalize(rec: dict) -> tuple[dict, list]:
-    """-> (recording with each generate run as one verify forward, findings: none)."""
+def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
+    """-> (recording with each generate run as one verify forward, notes: {"generated": counts}
+    read by checks/speed/verify_generates.py)."""
     fw = rec.get("forwards") or []
     greedy = not (rec.get("declared") or {}).get("temperature")
     runs = list(_runs(fw, greedy))
     if not runs:
-        return rec, []
+        return rec, {}
     out_len = len(rec.get("out_ids") or [])
     P = len(rec.get("prompt_ids") or [])
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
@@ -121,6 +122,5 @@ def normalize(rec: dict) -> tuple[dict, list]:
         if fed and fed.get("forward") is not None:
             f["rows"] = dict(f["rows"], fed_next=dict(fed, forward=new.get(fed["forward"])))
     rec = dict(rec, forwards=kept)
-    rec["generated_verify"] = {"rounds": len(runs), "forwards": total,
-                               "cloud_forwards": sum(f.get("model") == "cloud" for f in fw)}
-    return rec, []
+    return rec, {"generated": {"rounds": len(runs), "forwards": total,
+                               "cloud_forwards": sum(f.get("model") == "cloud" for f in fw)}}

@@ -48,13 +48,14 @@ def _next(f: dict, o: int, absolute: bool) -> None:
         f["mask_shape"] = f["mask_shape"][:-1] + [f["mask_shape"][-1] + o]
 
 
-def normalize(rec: dict) -> tuple[dict, list]:
-    """-> (recording in our layout, findings: none; a window is a layout, not a bug)."""
+def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
+    """-> (recording in our layout, notes: {"window": {"forwards": n}} where one was read; a
+    window is a layout, not a bug: no check turns it into a finding)."""
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     fw = rec.get("forwards") or []
     if not any(f.get("model") == "edge" and not f.get("cache_len") and _start(f.get("ids") or [], C, 0)
                for f in fw if (f.get("batch") or 1) <= 1):
-        return rec, []
+        return rec, {}
     rec = dict(rec, forwards=[copy.deepcopy(f) for f in fw])
     live, last, n = {}, 0, 0           # cache key -> (window start, absolute positions)
     for f in rec["forwards"]:
@@ -71,6 +72,4 @@ def normalize(rec: dict) -> tuple[dict, list]:
             live[key], last, n = (o, bool(pos) and pos[0] != 0), o, n + 1
         elif key in live:
             _next(f, *live[key])
-    if n:
-        rec["input_window"] = {"forwards": n}
-    return rec, []
+    return rec, ({"window": {"forwards": n}} if n else {})
