@@ -193,7 +193,7 @@ register("acceptance_collapse", "warning", "the drafts stop matching from an out
          "drafter past its length limit or window, placeholder drafts verified anyway) or overall "
          "(a wrong context or a distorted distribution): lossless, drafting and verifying for nothing",
          "the verified rounds from a position to the end accept <= 10% (their first 6 none), or "
-         "acceptance below 30% over 3+ cloud calls; any prompt type",
+         "acceptance below 30% over 3+ cloud calls (with a declared prompt type)",
          end=True)
 register("always_verify", "info", "the entropy threshold never lets a block through",
          "entropy-gated run with a cloud call on every block")

@@ -1,8 +1,9 @@
 """Acceptance that collapses from a position on (issue 48, item 3): the verified rounds from some
 output position to the end accept (almost) nothing, a drafter past its length limit (vllm
 #58080: dummy drafts verified every step) or one whose context broke there. Said with the
-position, the rounds that drafted for nothing and the forwards they cost; a whole run below 30%
-as before. Read from the trace's rounds, so `record` and `run` alike, whatever the prompt type."""
+position, the rounds that drafted for nothing and the forwards they cost. Read from the trace's
+rounds, so `record` and `run` alike, whatever the prompt type; a whole run below 30% only where
+a prompt type is declared (the built-in decoder's runs), as before."""
 from __future__ import annotations
 
 from specdec_core.findings import finding
@@ -34,8 +35,8 @@ def acceptance_collapse(e) -> list:
     acc = lambda rs: sum(r.accepted for r in rs) / max(1, sum(r.drafted for r in rs))  # noqa: E731
     i = _tail(vr)
     if i is None or (i == 0 and acc(vr) >= LOW):
-        if acc(vr) >= LOW:
-            return []
+        if acc(vr) >= LOW or not e.declared.get("prompt_type"):   # the whole run: a task's
+            return []                                            # expectation, as before
         m = e.trace.metrics
         return [finding("acceptance_collapse", f"acceptance collapse: {acc(vr):.0%} of drafted tokens accepted",
                         f"{len(vr)} cloud calls, mean accepted length {m.get('mean_accepted_length')}",
