@@ -192,7 +192,8 @@ register("no_stop", "warning", "stop ids not recognised: no stop before max_new_
 register("acceptance_collapse", "warning", "the drafts stop matching from an output position on (a "
          "drafter past its length limit or window, placeholder drafts verified anyway) or overall "
          "(a wrong context or a distorted distribution): lossless, drafting and verifying for nothing",
-         "the verified rounds from a position to the end accept <= 10% (their first 6 none), or "
+         "the verified rounds from a position to the end accept <= 10% (their first 6 none) after "
+         "rounds that accepted 30% or more, or "
          "acceptance below 30% over 3+ cloud calls (with a declared prompt type)",
          end=True)
 register("always_verify", "info", "the entropy threshold never lets a block through",

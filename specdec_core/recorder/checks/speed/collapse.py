@@ -34,6 +34,8 @@ def acceptance_collapse(e) -> list:
         return []
     acc = lambda rs: sum(r.accepted for r in rs) / max(1, sum(r.drafted for r in rs))  # noqa: E731
     i = _tail(vr)
+    if i is not None and i > 0 and acc(vr[:i]) < LOW:
+        i = None                    # low before too: no position it collapses from
     if i is None or (i == 0 and acc(vr) >= LOW):
         if acc(vr) >= LOW or not e.declared.get("prompt_type"):   # the whole run: a task's
             return []                                            # expectation, as before
