@@ -152,8 +152,7 @@ register("lossless_violation", "error", "the acceptance test is not the declared
          "greedy declared and committed tokens that are not the cloud's argmax",
          root=10, explains=TEXT_SYMPTOMS)
 register("rank_window_exceeded", "error", "the acceptance test accepts past the declared rank window",
-         "an accepted draft ranked by the cloud beyond rank_threshold",
-         root=11, explains=TEXT_SYMPTOMS)
+         "an accepted draft ranked by the cloud beyond rank_threshold", root=11, explains=TEXT_SYMPTOMS)
 register("lossy_accept", "info", "the cost of a declared rank window: drafts the cloud ranked 2nd or "
          "lower were accepted", "accepted drafts of cloud rank 2..rank_threshold",
          severities=("info", "warning"))
@@ -165,37 +164,29 @@ register("unverified_end", "error", "the run ended on tokens the cloud never ver
          "output tail never scored by a cloud forward, or a stop on a non-stop token before the limit",
          root=9, explains=TEXT_SYMPTOMS, end=True)
 register("dropped_output", "error", "tokens the loop returned are not what the models were fed",
-         "the returned ids differ from the sequence the last forwards were fed",
-         end=True)
+         "the returned ids differ from the sequence the last forwards were fed", end=True)
 register("cycle", "error", "a deterministic draft loop revisits the same state: a short pattern repeats",
          "the committed text repeats a short pattern (declared cycle detection)",
-         severities=("error", "warning"),
-         text=True)
+         severities=("error", "warning"), text=True)
 register("doubling", "error", "tokens appended to the input twice: phrases written twice in a row",
          "three or more spans of 1-8 hanzi written twice in a row",
-         severities=("error", "warning"),
-         text=True)
+         severities=("error", "warning"), text=True)
 register("template_leak", "error", "the decoder ran past <|im_end|> into the next chat turn",
          "chat-template markers in the output text",
-         severities=("error", "warning"),
-         end=True, text=True)
+         severities=("error", "warning"), end=True, text=True)
 register("punct_flood", "error", "an over-sharp draft distribution or position errors make punctuation win",
          "more than 40% of the output characters are punctuation",
-         severities=("error", "warning"),
-         text=True)
+         severities=("error", "warning"), text=True)
 register("length", "info", "the description is too short or too long for its prompt type",
-         "hanzi count outside the prompt type's length band",
-         end=True)
+         "hanzi count outside the prompt type's length band", end=True)
 register("no_stop", "warning", "stop ids not recognised: no stop before max_new_tokens",
-         "the run ended on the length limit",
-         end=True)
+         "the run ended on the length limit", end=True)
 register("acceptance_collapse", "warning", "the drafts stop matching from an output position on (a "
          "drafter past its length limit or window, placeholder drafts verified anyway) or overall "
          "(a wrong context or a distorted distribution): lossless, drafting and verifying for nothing",
          "the verified rounds from a position to the end accept <= 10% (their first 6 none) after "
-         "rounds that accepted 30% or more, or "
-         "acceptance below 30% over 3+ cloud calls (with a declared prompt type)",
-         end=True)
+         "rounds that accepted 30% or more, or acceptance below 30% over 3+ cloud calls (with a "
+         "declared prompt type)", end=True)
 register("always_verify", "info", "the entropy threshold never lets a block through",
          "entropy-gated run with a cloud call on every block")
 register("never_verify", "info", "the entropy threshold is above every draft entropy: the output is "
@@ -213,16 +204,13 @@ register("greedy_draft_sampling", "error", "drafts picked greedily while samplin
          "p/q test is biased", "sampled run with every draft the edge's argmax",
          root=15, explains=("hidden_draft_processing",) + TEXT_SYMPTOMS)
 register("residual_mismatch", "error", "the correction is not drawn from the residual max(0, p - q)",
-         "corrections outside the residual's support",
-         root=13, explains=TEXT_SYMPTOMS)
+         "corrections outside the residual's support", root=13, explains=TEXT_SYMPTOMS)
 register("loop_overhead", "warning", "the loop spends its time outside the model forwards",
-         "wall time far above the sum of forward times",
-         end=True)
+         "wall time far above the sum of forward times", end=True)
 register("recomputed_context", "warning", "the cache is not reused: each forward recomputes the context",
          "forwards that feed the whole context again")
 register("vocab_mismatch", "error", "edge and cloud token ids index different vocabularies",
-         "the recorded logits widths / tokenizers disagree on drafted ids",
-         root=1, explains=CONTEXT_SYMPTOMS)
+         "the recorded logits widths / tokenizers disagree on drafted ids", root=1, explains=CONTEXT_SYMPTOMS)
 register("vocab_widths", "info", "edge and cloud heads differ in width (padding rows)",
          "different logits widths with the same tokenizer", source="recorder, pair",
          severities=("info", "warning"))
@@ -273,8 +261,7 @@ register("stale_features", "warning",
          "features instead of the cloud's last hidden states (vllm #14649): lossless, lower acceptance",
          "the features behind the head's cache differ from the cloud's hidden states at the same "
          "positions; the finding measures the first-draft acceptance with both",
-         source="recorder",
-         root=16, explains=("acceptance_collapse",))
+         source="recorder", root=16, explains=("acceptance_collapse",))
 # raw_q (transformers #47932) is reported under the sampling checks' `acceptance_rule` code
 
 # -- drafters with their own tokenizer (issue 36) --------------------------------------------
