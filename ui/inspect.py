@@ -108,8 +108,8 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     backend = common.get_backend("demo")
     knobs = {"k": int(k), "max_new_tokens": int(max_new_tokens), "verify": "greedy",
              "temperature": fn.__globals__.get("TEMPERATURE") or 0.0, "prompt_type": "detailed"}
-    res = dict(record_clip(fn, path, backend, common.sample_path(sample), knobs, seed=0,
-                           isolated=True), audio=sample, decoder=decoder)
+    res = {"error": None, **record_clip(fn, path, backend, common.sample_path(sample), knobs, seed=0,
+                                        isolated=True), "audio": sample, "decoder": decoder}
     if not res["ok"] and not res.get("recording"):
         raise UserError(res["error"])
     if not res["ok"]:                    # what ran before the decoder failed, judged as recorded
