@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from specdec_core.recorder.numerics import probe_line
+from specdec_core.recorder.driver.numerics import probe_line
 
 DIVERGENCE_CSS = """
 .ss-div { display: inline-block; margin: 0 3px; padding: 0 5px; border-radius: 4px;

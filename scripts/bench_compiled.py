@@ -36,7 +36,7 @@ def main() -> None:
 
     from specdec_core.api import load_backend, prepare
     from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.recorder.hooks import Recorder
+    from specdec_core.recorder import Recorder
 
     spec = importlib.util.spec_from_file_location("correct", ROOT / "examples/decoders/correct.py")
     loop = importlib.util.module_from_spec(spec)

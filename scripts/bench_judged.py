@@ -1,4 +1,4 @@
-"""Overhead of judging a built-in run by recording it (recorder/builtin.py), on the demo pair:
+"""Overhead of judging a built-in run by recording it (recorder/driver/builtin.py), on the demo pair:
 plain decode vs recorded (CLI, batch) vs recorded on private copies (the app). Prints ratios
 measured in this one run: python scripts/bench_judged.py [repeats]."""
 import sys
@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specdec_core.api import load_backend, prepare  # noqa: E402
 from specdec_core.decoding.config import DecodeConfig  # noqa: E402
 from specdec_core.decoding.decoder import SpeculativeDecoder  # noqa: E402
-from specdec_core.recorder.builtin import judged_run  # noqa: E402
+from specdec_core.recorder import judged_run  # noqa: E402
 
 demo, cfg = load_backend("demo"), DecodeConfig()
 clips = sorted(str(p) for p in Path("sample_audio").glob("*_01.wav"))

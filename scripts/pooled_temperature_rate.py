@@ -21,7 +21,7 @@ CLIPS = sorted(str(p) for p in (ROOT / "sample_audio" / "heldout2").glob("*.wav"
 
 
 def flagged(backend, name: str, T: float, seed_set: int, clips: list[str]) -> bool:
-    from specdec_core.recorder.cli import load_function, pooled_findings, record_clip
+    from specdec_core.recorder import load_function, pooled_findings, record_clip
 
     fn, path = load_function(f"{ROOT / 'examples' / 'decoders' / name}.py:decode")
     knobs = {"k": 4, "max_new_tokens": 128, "temperature": T, "verify": "sampling",

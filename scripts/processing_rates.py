@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from specdec_core.api import load_backend
-from specdec_core.recorder.cli import load_function, parse_sets, pooled_findings, record_clip
+from specdec_core.recorder import load_function, parse_sets, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOWN = {"sampling_rule", "not_judged"}

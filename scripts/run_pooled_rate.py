@@ -38,7 +38,7 @@ def builtin(backend, clips, seed_set: int, fault: bool):
 
 
 def recorded(backend, clips, seed_set: int):
-    from specdec_core.recorder.cli import load_function, record_clip
+    from specdec_core.recorder import load_function, record_clip
 
     fn, path = load_function(str(ROOT / "examples" / "decoders" / "double_temperature.py"))
     knobs = {"k": 4, "max_new_tokens": 128, "temperature": T, "verify": "greedy", "prompt_type": "detailed"}
@@ -54,7 +54,7 @@ def main() -> int:
     import torch
 
     from specdec_core.api import load_backend
-    from specdec_core.recorder.cli import pooled_findings
+    from specdec_core.recorder import pooled_findings
 
     torch.set_num_threads(1)
     backend, clips = load_backend("demo"), CLIPS[a.clips]

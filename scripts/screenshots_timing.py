@@ -29,7 +29,7 @@ def record(name: str, out: Path) -> Path:
     import torch
 
     from specdec_core.backends import load_backend
-    from specdec_core.recorder.cli import DEFAULTS, load_function, record_clip
+    from specdec_core.recorder import DEFAULTS, load_function, record_clip
 
     torch.set_num_threads(1)
     fn, path = load_function(f"{ROOT}/examples/decoders/{name}.py:decode")

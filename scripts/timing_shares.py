@@ -20,8 +20,8 @@ CLIPS = ["angry_01.wav", "sad_01.wav", "happy_02.wav", "worried_03.wav"]
 
 def recomputed_share(rec: dict, findings: list[dict]) -> float:
     """Share of the forwards' time spent on recomputed positions (also below the threshold)."""
-    from specdec_core.recorder.speed import recomputed, recording_split
-    from specdec_core.recorder.tape import build_tapes
+    from specdec_core.recorder.checks.speed.speed import recomputed, recording_split
+    from specdec_core.recorder.evidence.tape import build_tapes
 
     rc, split = recomputed(build_tapes(rec)), recording_split(rec)
     fwd = split["edge_s"] + split["cloud_s"]
@@ -33,8 +33,8 @@ def main(clips: list[str]) -> None:
     from specdec_core.backends import load_backend
     from specdec_core.decoding.config import DecodeConfig
     from specdec_core.decoding.decoder import SpeculativeDecoder
-    from specdec_core.recorder.builtin import record_builtin
-    from specdec_core.recorder.cli import DEFAULTS, load_function, record_clip
+    from specdec_core.recorder import record_builtin
+    from specdec_core.recorder import DEFAULTS, load_function, record_clip
 
     torch.set_num_threads(1)
     b = load_backend("demo")

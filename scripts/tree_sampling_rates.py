@@ -26,7 +26,7 @@ def main() -> int:
     import torch
 
     from specdec_core.api import load_backend
-    from specdec_core.recorder.cli import load_function, pooled_findings, record_clip
+    from specdec_core.recorder import load_function, pooled_findings, record_clip
 
     torch.set_num_threads(1)
     backend = load_backend("demo")

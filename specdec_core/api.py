@@ -21,7 +21,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
 from specdec_core.errors import UserError
-from specdec_core.recorder.builtin import judged_run
+from specdec_core.recorder.driver.builtin import judged_run
 
 MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
 
@@ -83,7 +83,7 @@ def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecode
     """stream_clip for a prompt that `prepare` already built (audio errors come first). The run is
     recorded (on private copies of the models: other sessions may decode on them) and judged by
     the recorder's checks; a `decoder` given is streamed as it is, unjudged."""
-    from specdec_core.recorder.builtin import judged_stream
+    from specdec_core.recorder.driver.builtin import judged_stream
 
     if decoder is not None:
         yield from decoder.stream(prompt, cancel=cancel)

@@ -7,7 +7,7 @@ servers) and in the library and CLI they are generous. docs/space.md lists them 
 A decode knob over its cap is cut to the cap (`cap_config`); when the cut is what ended the run,
 `cut_notes` gives the one line that says which cap, its value and the variable that raises it.
 The runs-per-session cap is applied by the page's queue (ui/page.py), the recording caps by
-recorder/validate.py. No Gradio here."""
+recorder/normalize/validate.py. No Gradio here."""
 from __future__ import annotations
 
 import os

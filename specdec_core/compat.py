@@ -110,6 +110,20 @@ def cache_gather(cache, base: int, slots: list[int]) -> None:
         t[..., base: base + len(slots), :] = t.index_select(-2, idx)
 
 
+def cache_keys(cache, layer: int):
+    """One layer's key tensor [batch, heads, slots, dim] of a transformers cache (`layers[i].keys`)
+    or a legacy tuple cache; None when there is none. The recorder's one reader of cache content
+    (cache identity, slots moved by a tree or a batch realignment)."""
+    try:
+        layers = getattr(cache, "layers", None)
+        t = layers[layer].keys if layers is not None else cache[layer][0]
+    except Exception:   # noqa: BLE001 - any other cache: no content read
+        return None
+    import torch
+
+    return t if isinstance(t, torch.Tensor) and t.dim() == 4 and t.numel() else None
+
+
 def preallocated(cache) -> bool:
     """A cache of preallocated slots written at a position (transformers' StaticCache layers,
     anything with a `max_cache_len`): loops roll it back by moving the write position, not by

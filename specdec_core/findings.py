@@ -12,24 +12,47 @@ KEYS = ("code", "severity", "title", "detail", "cause", "fix", "evidence", "expl
 @dataclass(frozen=True)
 class Code:
     """One registry entry. `severity` is the default; a check may lower or raise it only where
-    `severities` lists the alternative (e.g. `lossy_accept`: info, warning past the top-5)."""
+    `severities` lists the alternative (e.g. `lossy_accept`: info, warning past the top-5).
+    What the report folding needs to know of the code (recorder/report/): `root` (its rank as a
+    root cause, 1 = most fundamental; 0 = not a root) and `explains` (the codes its evidence
+    explains), `end` (about the run's end: nested under an incomplete recording's cut), `text`
+    (a text symptom: the model's own when the loop is shown exact)."""
     code: str
     severity: str
     mechanism: str
     trigger: str
     source: str = "decoder, recorder"
     severities: tuple = ()
+    root: int = 0
+    explains: tuple = ()
+    end: bool = False
+    text: bool = False
 
 
 REGISTRY: dict[str, Code] = {}
 
 
 def register(code: str, severity: str, mechanism: str, trigger: str, source: str = "decoder, recorder",
-             severities: tuple = ()) -> Code:
+             severities: tuple = (), root: int = 0, explains: tuple = (), end: bool = False,
+             text: bool = False) -> Code:
     assert severity in SEVERITIES, severity
     assert code not in REGISTRY, f"finding code {code!r} registered twice"
-    REGISTRY[code] = c = Code(code, severity, mechanism, trigger, source, tuple(severities) or (severity,))
+    assert bool(root) == bool(explains), f"{code}: a root has a rank and what it explains"
+    REGISTRY[code] = c = Code(code, severity, mechanism, trigger, source,
+                              tuple(severities) or (severity,), root, tuple(explains), end, text)
     return c
+
+
+def roots() -> list[Code]:
+    """The root codes, most fundamental first (a root explained by an earlier one passes
+    nothing on)."""
+    return sorted((c for c in REGISTRY.values() if c.root), key=lambda c: c.root)
+
+
+def fact(code: str, name: str):
+    """A per-code fact (`end`, `text`, ...) of a registered code; False/() for unknown codes."""
+    c = REGISTRY.get(code)
+    return getattr(c, name) if c is not None else Code.__dataclass_fields__[name].default
 
 
 class Finding(dict):
@@ -87,6 +110,14 @@ def write_doc(path: str = "docs/findings.md") -> None:
                           encoding="utf-8")
 
 
+# symptoms read in the output text, and those read in the contexts (the roots' `explains`)
+TEXT_SYMPTOMS = ("doubling", "cycle", "punct_flood", "template_leak", "length", "no_stop",
+                 "acceptance_collapse", "edge_mishears")
+CONTEXT_SYMPTOMS = ("context_mismatch", "hidden_draft_processing", "unverified_end", "missed_eos",
+                    "lossless_violation", "rank_window_exceeded", "acceptance_rule",
+                    "residual_mismatch", "off_by_one", "draft_schedule", "sibling_resampled",
+                    "sibling_distribution") + TEXT_SYMPTOMS
+
 # -- the registry: every code in the tree. Severities past the default are listed where a check
 # chooses between them. Sources: decoder = a run of the built-in decoder, recorder = a recording
 # of a user's loop (both judged by the same checks: recorder/judge.py), pair = the pair check,
@@ -94,56 +125,68 @@ def write_doc(path: str = "docs/findings.md") -> None:
 register("stale_cache", "error", "a cache holds tokens that are not the committed text: it was not "
          "rolled back (cropped) after a correction, or not compacted to a tree's accepted path",
          "a forward attends to a cache position written before (or by) the decision that replaced "
-         "its token; after a tree verify, the next forward's cache holds a rejected node's keys")
+         "its token; after a tree verify, the next forward's cache holds a rejected node's keys",
+         root=5, explains=CONTEXT_SYMPTOMS)
 register("context_mismatch", "error", "the models read a context that is not the verified text "
          "(a token fed twice, a block appended to the input twice, a token missing)",
          "a forward's context differs from the committed sequence at a position the cloud had decided, "
-         "the edge drafted from a context other than the one verified, or committed tokens repeat the block before them")
+         "the edge drafted from a context other than the one verified, or committed tokens repeat the block before them",
+         root=6, explains=CONTEXT_SYMPTOMS[1:])
 register("position_error", "error", "position ids / cache positions / attention mask do not "
          "continue the cache (positions reset, a mask built for the new tokens only)",
-         "position_ids or cache_position != cache length + arange(n), or a mask shorter than the context")
+         "position_ids or cache_position != cache length + arange(n), or a mask shorter than the context",
+         root=4, explains=CONTEXT_SYMPTOMS)
 register("hidden_draft_processing", "error", "the draft logits are changed before the pick (a second "
          "temperature, penalties, a filter) beyond the declared rule",
          "greedy declared and drafts that are not the edge's argmax; or the maximum-likelihood draft "
-         "temperature far from the declared one", severities=("error", "warning"))
+         "temperature far from the declared one", severities=("error", "warning"),
+         root=18, explains=("punct_flood", "acceptance_collapse", "cycle", "doubling", "edge_mishears"))
 register("draft_filter", "info", "drafts are sampled from the edge's top-R only (a top-k filter)",
          "every sampled draft inside the edge's top-R, unlikely under the full distribution")
 register("draft_schedule", "info", "the decoder chooses its draft length itself (a schedule)",
          "verified rounds draft lengths varying past k+1")
 register("off_by_one", "error", "an off-by-one in the draft loop or the acceptance count",
-         "a round drafted more than k or committed more than k+1 tokens")
+         "a round drafted more than k or committed more than k+1 tokens",
+         root=7, explains=("lossless_violation", "unverified_end") + TEXT_SYMPTOMS)
 register("lossless_violation", "error", "the acceptance test is not the declared lossless rule",
-         "greedy declared and committed tokens that are not the cloud's argmax")
+         "greedy declared and committed tokens that are not the cloud's argmax",
+         root=10, explains=TEXT_SYMPTOMS)
 register("rank_window_exceeded", "error", "the acceptance test accepts past the declared rank window",
-         "an accepted draft ranked by the cloud beyond rank_threshold")
+         "an accepted draft ranked by the cloud beyond rank_threshold", root=11, explains=TEXT_SYMPTOMS)
 register("lossy_accept", "info", "the cost of a declared rank window: drafts the cloud ranked 2nd or "
          "lower were accepted", "accepted drafts of cloud rank 2..rank_threshold",
          severities=("info", "warning"))
 register("missed_eos", "error", "a stop id was committed and decoding went on (stop not checked by id "
-         "on every committed token)", "a declared stop id inside the output before its end")
+         "on every committed token)", "a declared stop id inside the output before its end",
+         root=8, explains=TEXT_SYMPTOMS, end=True)
 register("unverified_end", "error", "the run ended on tokens the cloud never verified (a stop on "
          "decoded draft text, or the loop ended after drafting)",
-         "output tail never scored by a cloud forward, or a stop on a non-stop token before the limit")
+         "output tail never scored by a cloud forward, or a stop on a non-stop token before the limit",
+         root=9, explains=TEXT_SYMPTOMS, end=True)
 register("dropped_output", "error", "tokens the loop returned are not what the models were fed",
-         "the returned ids differ from the sequence the last forwards were fed")
+         "the returned ids differ from the sequence the last forwards were fed", end=True)
 register("cycle", "error", "a deterministic draft loop revisits the same state: a short pattern repeats",
          "the committed text repeats a short pattern (declared cycle detection)",
-         severities=("error", "warning"))
+         severities=("error", "warning"), text=True)
 register("doubling", "error", "tokens appended to the input twice: phrases written twice in a row",
          "three or more spans of 1-8 hanzi written twice in a row",
-         severities=("error", "warning"))
+         severities=("error", "warning"), text=True)
 register("template_leak", "error", "the decoder ran past <|im_end|> into the next chat turn",
          "chat-template markers in the output text",
-         severities=("error", "warning"))
+         severities=("error", "warning"), end=True, text=True)
 register("punct_flood", "error", "an over-sharp draft distribution or position errors make punctuation win",
          "more than 40% of the output characters are punctuation",
-         severities=("error", "warning"))
+         severities=("error", "warning"), text=True)
 register("length", "info", "the description is too short or too long for its prompt type",
-         "hanzi count outside the prompt type's length band")
+         "hanzi count outside the prompt type's length band", end=True)
 register("no_stop", "warning", "stop ids not recognised: no stop before max_new_tokens",
-         "the run ended on the length limit")
-register("acceptance_collapse", "warning", "the edge drafts from a wrong context or a distorted "
-         "distribution", "acceptance below 30% over 3+ cloud calls")
+         "the run ended on the length limit", end=True)
+register("acceptance_collapse", "warning", "the drafts stop matching from an output position on (a "
+         "drafter past its length limit or window, placeholder drafts verified anyway) or overall "
+         "(a wrong context or a distorted distribution): lossless, drafting and verifying for nothing",
+         "the verified rounds from a position to the end accept <= 10% (their first 6 none) after "
+         "rounds that accepted 30% or more, or acceptance below 30% over 3+ cloud calls (with a "
+         "declared prompt type)", end=True)
 register("always_verify", "info", "the entropy threshold never lets a block through",
          "entropy-gated run with a cloud call on every block")
 register("never_verify", "info", "the entropy threshold is above every draft entropy: the output is "
@@ -155,22 +198,25 @@ register("numeric_divergence", "info", "the run and its reference differ by nume
 register("sampling_rule", "info", "an exact acceptance rule identified (sample-and-match; argmax drafts with a one-hot q)",
          "sampled run whose accept/reject pattern is sample-and-match")
 register("acceptance_rule", "error", "the probabilistic acceptance test is not min(1, p/q)",
-         "accept/reject decisions inconsistent with p/q under the recorded logits")
+         "accept/reject decisions inconsistent with p/q under the recorded logits",
+         root=12, explains=("residual_mismatch",) + TEXT_SYMPTOMS)
 register("greedy_draft_sampling", "error", "drafts picked greedily while sampling is declared: the "
-         "p/q test is biased", "sampled run with every draft the edge's argmax")
+         "p/q test is biased", "sampled run with every draft the edge's argmax",
+         root=15, explains=("hidden_draft_processing",) + TEXT_SYMPTOMS)
 register("residual_mismatch", "error", "the correction is not drawn from the residual max(0, p - q)",
-         "corrections outside the residual's support")
+         "corrections outside the residual's support", root=13, explains=TEXT_SYMPTOMS)
 register("loop_overhead", "warning", "the loop spends its time outside the model forwards",
-         "wall time far above the sum of forward times")
+         "wall time far above the sum of forward times", end=True)
 register("recomputed_context", "warning", "the cache is not reused: each forward recomputes the context",
          "forwards that feed the whole context again")
 register("vocab_mismatch", "error", "edge and cloud token ids index different vocabularies",
-         "the recorded logits widths / tokenizers disagree on drafted ids")
+         "the recorded logits widths / tokenizers disagree on drafted ids", root=1, explains=CONTEXT_SYMPTOMS)
 register("vocab_widths", "info", "edge and cloud heads differ in width (padding rows)",
          "different logits widths with the same tokenizer", source="recorder, pair",
          severities=("info", "warning"))
 register("audio_missing", "warning", "a model decodes without the audio it should hear",
-         "a prefill without audio features", severities=("warning", "error"))
+         "a prefill without audio features", severities=("warning", "error"),
+         root=17, explains=("edge_mishears",))
 register("batch_layout", "warning", "a batched recording whose rows could not be read (nothing judged)",
          "batch > 1 without a 2D padding mask, or the clip's prompt in no single row")
 register("batch_rows", "info", "a batched decode: every row judged on its own",
@@ -198,9 +244,11 @@ register("check_failed", "info", "a pair check raised instead of answering (neve
 # -- trees (issue 34)
 register("tree_mask", "error", "the tree attention mask lets a node see a node that is not its "
          "ancestor (a sibling, another branch)", "in a tree verify forward, a node's mask row sees a "
-         "column outside its parent's row plus its parent")
+         "column outside its parent's row plus its parent",
+         root=3, explains=("position_error",) + CONTEXT_SYMPTOMS)
 register("tree_positions", "error", "tree nodes are given positions by slot, not prefix + depth",
-         "in a tree verify forward, a node's position != the position after the prefix + its depth")
+         "in a tree verify forward, a node's position != the position after the prefix + its depth",
+         root=2, explains=("position_error", "tree_mask") + CONTEXT_SYMPTOMS)
 register("tree_inferred", "info", "the tree of a verify forward was inferred: no mask argument",
          "a tree forward (repeated positions) without a 4D attention_mask", "recorder")
 register("draft_context", "warning", "drafting reads a context other than the node's "
@@ -213,7 +261,7 @@ register("stale_features", "warning",
          "features instead of the cloud's last hidden states (vllm #14649): lossless, lower acceptance",
          "the features behind the head's cache differ from the cloud's hidden states at the same "
          "positions; the finding measures the first-draft acceptance with both",
-         source="recorder")
+         source="recorder", root=16, explains=("acceptance_collapse",))
 # raw_q (transformers #47932) is reported under the sampling checks' `acceptance_rule` code
 
 # -- drafters with their own tokenizer (issue 36) --------------------------------------------
@@ -239,7 +287,8 @@ register("incomplete_recording", "error", "the recording stops before the output
 register("sibling_resampled", "error", "a tree loop's residual is not updated between siblings: a "
          "rejected child's mass stays in the distribution the next child and the correction are "
          "drawn from", "a correction equal to a child rejected at the same tree node (probability 0 "
-         "under SpecInfer's / EAGLE's sibling rule)", source="recorder")
+         "under SpecInfer's / EAGLE's sibling rule)", source="recorder",
+         root=14, explains=("sibling_distribution",) + TEXT_SYMPTOMS)
 register("sibling_distribution", "error", "a multi-candidate tree rule that does not emit the cloud's "
          "distribution", "the emitted token at tree nodes with children is one of them more (or less) "
          "often than the cloud's p gives (exact test, pooled over nodes)", source="recorder")
@@ -262,3 +311,9 @@ register("replay_mismatch", "warning", "the engine's accepted count is not what 
          "is that)",
          "with --replay: a step whose accepted count differs from the replayed drafts' match with "
          "the output", source="audit")
+
+# -- 2026 bug classes in users' loops (issue 48) ---------------------------------------------
+register("verify_generates", "warning", "the verifier generates the cloud's tokens one forward each "
+         "(k + 1 per round) instead of scoring the drafted block in one forward: lossless, slower "
+         "than decoding alone", "a run of one-token cloud forwards after each drafting run, each fed "
+         "the cloud's own previous token", source="recorder")

@@ -10,7 +10,7 @@ from components.compare import metric_diff_table
 from specdec_core import DecodeConfig
 from specdec_core.api import load_backend, run_clip
 from specdec_core.audio import conditions as C
-from specdec_core.recorder.builtin import judged_run
+from specdec_core.recorder.driver.builtin import judged_run
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_audio"
 

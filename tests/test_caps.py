@@ -23,7 +23,7 @@ import load_test  # noqa: E402  (scripts/load_test.py)
 
 from specdec_core import caps  # noqa: E402
 from specdec_core.decoding.config import KNOBS, DecodeConfig  # noqa: E402
-from specdec_core.recorder.validate import RecordingRefused, check_recording  # noqa: E402
+from specdec_core.recorder.normalize.validate import RecordingRefused, check_recording  # noqa: E402
 
 
 @pytest.fixture

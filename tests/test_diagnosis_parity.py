@@ -10,8 +10,8 @@ import pytest
 
 from specdec_core.api import load_backend, run_clip
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.recorder.cli import load_function, record_clip
-from specdec_core.recorder.roots import top_level
+from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.report.roots import top_level
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "decoders"
@@ -133,7 +133,7 @@ def test_no_resync_symptoms_are_nested_under_stale_cache(demo):
     from components.cards import diagnostics_html, findings_summary
     from components.findings import findings_html
     from specdec_core.cli.reports import finding_lines
-    from specdec_core.recorder.cli import _by_severity
+    from specdec_core.recorder.driver.cli import _by_severity
 
     assert _by_severity(found).startswith("1 error: stale_cache (explains context_mismatch")
     lines = finding_lines(found)

@@ -125,7 +125,7 @@ def test_code_looser_than_the_declared_window_is_an_error(demo):
     ({"verify": "rank", "rank_threshold": 3}, "lossy_accept", "info"),
 ])
 def test_the_diagnosis_matches_the_recorders(demo, knobs, code, severity):
-    from specdec_core.recorder.builtin import record_builtin
+    from specdec_core.recorder.driver.builtin import record_builtin
 
     cfg = DecodeConfig(**knobs)
     _rec, _trace, found, own = record_builtin(demo, prepare(demo, HAPPY, cfg), cfg)

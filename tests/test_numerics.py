@@ -19,8 +19,8 @@ from specdec_core.analysis import divergence
 from specdec_core.api import load_backend, prepare, run_clip
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import BackendError
-from specdec_core.recorder.hooks import _top
-from specdec_core.recorder.numerics import probe, window_starts
+from specdec_core.recorder.observe.hooks import _top
+from specdec_core.recorder.driver.numerics import probe, window_starts
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = str(ROOT / "sample_audio" / "happy_01.wav")

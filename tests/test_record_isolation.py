@@ -21,7 +21,7 @@ def url():
         yield u
 
 
-# findings measured from wall-clock shares (recorder/speed.py): a concurrent decode changes the
+# findings measured from wall-clock shares (recorder/checks/speed/speed.py): a concurrent decode changes the
 # timing by design, so they are not part of "the same recording"
 TIMED = {"loop_overhead", "recomputed_context"}
 

@@ -19,7 +19,7 @@ from specdec_core.api import load_backend, prepare
 from specdec_core.compat import preallocated
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.hooks import Recorder
+from specdec_core.recorder.observe.hooks import Recorder
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = ROOT / "sample_audio" / "sad_01.wav"

@@ -13,7 +13,7 @@ import torch
 
 from specdec_core.api import load_backend
 from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.cli import load_function, record_clip
+from specdec_core.recorder.driver.cli import load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "examples" / "decoders" / "hf_universal_assisted.py"
@@ -122,14 +122,14 @@ def test_an_edge_fed_the_wrong_text_is_still_found(results, backend):
 
 
 def test_recording_of_a_same_vocab_pair_has_no_edge_texts():
-    from specdec_core.recorder.edge_vocab import edge_texts
+    from specdec_core.recorder.observe.edge_vocab import edge_texts
     assert edge_texts(torch.nn.Linear(1, 1), {"edge": 772, "cloud": 772}, []) == {}
 
 
 def test_heads_of_different_widths_over_one_tokenizer_are_not_an_own_vocabulary(backend, tmp_path):
     """An edge whose head is wider than the cloud's but whose tokenizer is the cloud's (the
     Qwen2.5-Omni 3B / 7B case) keeps the ids as they are: no texts, no translation."""
-    from specdec_core.recorder.edge_vocab import edge_texts
+    from specdec_core.recorder.observe.edge_vocab import edge_texts
     backend.tokenizer.save_pretrained(tmp_path)
     edge = torch.nn.Linear(1, 1)
     edge.name_or_path = str(tmp_path)
@@ -137,3 +137,31 @@ def test_heads_of_different_widths_over_one_tokenizer_are_not_an_own_vocabulary(
     own = edge_texts(backend.edge, {"edge": 755, "cloud": 772},
                      [{"model": "edge", "ids": [5, 6], "rows": None}], backend.tokenizer)
     assert own["edge_tokenizer"]["width"] == 755 and set(own["edge_tokenizer"]["texts"]) == {"5", "6"}
+
+
+@pytest.mark.skipif(uag_positions_unfixed(),
+                    reason="upstream: this transformers' UAG hands the edge position ids that do not "
+                           "match its cache (fixed later by dropping them before each edge call)")
+def test_one_tokenizer_passed_twice_with_a_wider_edge_head_is_only_audio_missing(tmp_path):
+    """Issue 47: an edge head wider than the tokenizer (Qwen2.5-Omni 3B / 7B: 151,936 / 152,064)
+    sends `generate` down universal assisted generation with the cloud's tokenizer passed twice:
+    the edge is fed the prompt as text re-tokenized without its special tokens. The output is
+    the cloud's greedy decode: the re-tokenized prompt is the warning audio_missing, never a
+    stale_cache / context_mismatch error."""
+    import copy
+
+    demo = load_backend("demo")
+    wide = copy.deepcopy(demo.edge)
+    wide.resize_token_embeddings(demo.edge.config.vocab_size + 8, mean_resizing=False)
+    wide.save_pretrained(tmp_path)
+    demo.tokenizer.save_pretrained(tmp_path)
+    backend = load_backend("demo", edge_model=str(tmp_path))
+    assert backend.edge.config.vocab_size > len(backend.tokenizer) == backend.cloud.config.vocab_size
+    fn, path = load_function(str(TARGET))
+    res = record_clip(fn, path, backend, str(CLIPS[2]), dict(KNOBS, max_new_tokens=24), reference=True)
+    assert res["ok"], res.get("error")
+    assert res["reference"]["first_divergence"] is None, res["reference"]
+    loud = [(f["code"], f["severity"]) for f in res["findings"] if f["severity"] != "info"]
+    assert loud == [("audio_missing", "warning")], res["findings"]
+    first_edge = next(f for f in res["recording"]["forwards"] if f["model"] == "edge")
+    assert len(first_edge["ids"]) < len(res["recording"]["prompt_ids"])   # really re-tokenized

@@ -10,7 +10,7 @@ import torch
 
 from specdec_core.api import load_backend
 from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.cli import load_function, pooled_findings, record_clip
+from specdec_core.recorder.driver.cli import load_function, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 DEC = ROOT / "examples" / "decoders"
@@ -152,7 +152,7 @@ def test_cache_passed_positionally_is_followed(demo):
 
     from transformers import DynamicCache
 
-    from specdec_core.recorder.hooks import Recorder
+    from specdec_core.recorder.observe.hooks import Recorder
 
     cloud = demo.cloud
     params = [p for p in inspect.signature(type(cloud).forward).parameters if p != "self"]

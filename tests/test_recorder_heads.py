@@ -11,8 +11,8 @@ import pytest
 
 from specdec_core.api import load_backend, prepare, run_clip
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.recorder.cli import load_function, record_clip
-from specdec_core.recorder.roots import top_level
+from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.report.roots import top_level
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "decoders"
@@ -106,7 +106,7 @@ def test_builtin_stale_run_costs_acceptance(demo):
 
 
 def test_builtin_head_runs_are_recorded_with_the_head(demo):
-    from specdec_core.recorder.builtin import record_builtin
+    from specdec_core.recorder.driver.builtin import record_builtin
 
     cfg = DecodeConfig(drafter="head", verify="sampling", temperature=0.8, max_new_tokens=96)
     rec, _trace, found, own = record_builtin(demo, prepare(demo, CLIPS[1], cfg), cfg)
@@ -119,7 +119,7 @@ def test_a_decoder_asking_for_a_head_on_a_backend_without_one_is_a_user_error(de
     import copy
 
     from specdec_core.errors import UserError
-    from specdec_core.recorder.cli import head_drafter
+    from specdec_core.recorder.driver.cli import head_drafter
 
     fn, _ = load_function(f"{EXAMPLES / 'head_correct'}.py:decode")
     bare = copy.copy(demo)
@@ -146,7 +146,7 @@ def test_head_drafts_trees_greedy_identical_and_clean(demo, shape):
     """drafter=head with draft_tree=dynamic is EAGLE-2: each node fed its parent's predicted
     feature under the tree mask; greedy identical to cloud-only, no finding, the head's tree
     forwards recorded as trees."""
-    from specdec_core.recorder.builtin import record_builtin
+    from specdec_core.recorder.driver.builtin import record_builtin
 
     cfg = DecodeConfig(drafter="head", draft_tree=shape, max_new_tokens=128)
     for clip in CLIPS:
@@ -168,7 +168,7 @@ def test_head_with_a_sampled_tree_is_a_one_line_user_error(demo):
 
 def test_isolated_head_run_records_a_private_head_and_leaves_no_hooks(demo):
     """The Live tab's judged runs (isolated=True) hook private copies, the head's included."""
-    from specdec_core.recorder.builtin import judged_stream
+    from specdec_core.recorder.driver.builtin import judged_stream
 
     cfg = DecodeConfig(drafter="head", faults=["stale_features"], max_new_tokens=96)
     out: dict = {}

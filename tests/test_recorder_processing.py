@@ -9,7 +9,7 @@ import pytest
 
 from specdec_core.api import load_backend
 from specdec_core.errors import UserError
-from specdec_core.recorder.cli import load_function, parse_sets, pooled_findings, record_clip
+from specdec_core.recorder.driver.cli import load_function, parse_sets, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "decoders"
@@ -110,7 +110,7 @@ def test_sampling_penalty_declared_correct_quiet_ignored_found(demo):
 
 
 def test_no_draft_judged_is_said_once_with_the_count():
-    from specdec_core.recorder.argmax_rule import none_judged
+    from specdec_core.recorder.checks.sampling.argmax_rule import none_judged
 
     f, = none_judged({"judged": [], "drafted": 7}, "this run")
     assert f["code"] == "not_judged" and f["severity"] == "info" and f["evidence"]["n_drafted"] == 7

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specdec_core.recorder import analyze
-from specdec_core.recorder.hooks import SCHEMA
-from specdec_core.recorder.tape import RecordingError
+from specdec_core.recorder.observe.hooks import SCHEMA
+from specdec_core.recorder.evidence.tape import RecordingError
 
 
 def rows(ids, argmax, start_offset):

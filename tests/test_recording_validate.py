@@ -1,11 +1,11 @@
-"""recorder/validate.py (issue 36): the one size / consistency check of a recording, with its
+"""recorder/normalize/validate.py (issue 36): the one size / consistency check of a recording, with its
 limits from the environment, used by analyze() and the Inspect upload."""
 import json
 
 import pytest
 
-from specdec_core.recorder import validate
-from specdec_core.recorder.validate import RecordingRefused, check_recording, parse_json
+from specdec_core.recorder.normalize import validate
+from specdec_core.recorder.normalize.validate import RecordingRefused, check_recording, parse_json
 from test_recorder_unit import recording, round1
 
 

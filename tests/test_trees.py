@@ -12,7 +12,7 @@ from specdec_core.api import load_backend, prepare
 from specdec_core.decoding import tree
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.recorder.builtin import record_builtin
+from specdec_core.recorder.driver.builtin import record_builtin
 from test_decoder import _empirical, _joint
 from tiny import PairBackend, char_tokenizer, tiny_qwen2
 

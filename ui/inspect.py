@@ -5,8 +5,6 @@ specdec_core.recorder, rendering in components/."""
 from __future__ import annotations
 
 import ast
-import copy
-import importlib.util
 import re
 import json
 import traceback
@@ -23,7 +21,7 @@ from components.timing_plot import timing_figure
 from components.token_view import render_tokens
 from components.tree_view import render_tree, tree_rounds
 from specdec_core.errors import UserError
-from specdec_core.recorder.validate import check_recording, check_size, max_mb, parse_json
+from specdec_core.recorder.normalize.validate import check_recording, check_size, max_mb, parse_json
 
 from . import common
 from .limits import ADMIT, in_slot, release_memory
@@ -99,15 +97,6 @@ def unreadable(e: Exception, name: str = "") -> UserError:
                      "(write it with `python -m specdec_core record`)")
 
 
-def _load_example(name: str):
-    if name not in example_names():
-        raise UserError(f"unknown example decoder {name!r}; choose one of {', '.join(example_names())}")
-    spec = importlib.util.spec_from_file_location(f"specscope_example_{name}", EXAMPLES_DIR / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 OWN_CODE_ENV = "SPECSCOPE_RECORD_OWN_CODE"
 
 
@@ -119,61 +108,46 @@ def own_code_allowed() -> bool:
     return os.environ.get(OWN_CODE_ENV, "").strip() == "1" and not os.environ.get("SPACE_ID")
 
 
-def _own_module(path: str):
-    """The user's .py file as record_example's module: its `decode`, checked against the call."""
-    from types import SimpleNamespace
-
-    from specdec_core.recorder.cli import load_function
-    from specdec_core.recorder.user_code import check_call
+def _own_function(path: str):
+    """The user's .py file: its `decode`, checked against the call record makes."""
+    from specdec_core.recorder import load_function
+    from specdec_core.recorder.driver.user_code import check_call
 
     if not own_code_allowed():
         raise UserError(f"recording your own file from the page is off: the operator sets {OWN_CODE_ENV}=1 "
                         "(never on a Space); or run `python -m specdec_core record FILE.py AUDIO`")
-    fn, _ = load_function(str(path))
+    fn, path = load_function(str(path))
     check_call(fn, 4, {"k": 4, "max_new_tokens": 8, "stop_ids": ()})
-    return SimpleNamespace(decode=fn)
+    return fn, path
 
 
 def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 128,
                    own: str | None = None) -> dict:
-    """Run an example decoder (or, where the operator allows it, the user's file `own`) under
-    the recorder on a bundled clip -> CLI-style result entry."""
-    from specdec_core.audio.loading import load_audio
-    from specdec_core.recorder import Recorder, analyze
-    from specdec_core.recorder.cli import head_drafter, numerics_probe
-    from specdec_core.recorder.isolated import private_pair
-    from specdec_core.recorder.user_code import failed
+    """Run an example decoder (or, where the operator allows it, the user's file `own`) under the
+    recorder on a bundled clip -> CLI-style result entry (the recorder's one record-one-clip
+    path, on private copies of the models)."""
+    from specdec_core.recorder import analyze, load_function, record_clip
 
-    mod = _own_module(own) if own else _load_example(decoder)
-    decoder = Path(own).name if own else decoder
+    if own:
+        fn, path = _own_function(own)
+        decoder = Path(own).name
+    elif decoder not in example_names():
+        raise UserError(f"unknown example decoder {decoder!r}; choose one of {', '.join(example_names())}")
+    else:
+        fn, path = load_function(str(EXAMPLES_DIR / f"{decoder}.py"))
     backend = common.get_backend("demo")
-    prompt = backend.build_inputs(load_audio(common.sample_path(sample)), "detailed")
-    declared = {"k": int(k), "max_new_tokens": int(max_new_tokens), "verify": "greedy"}
-    if getattr(mod, "TEMPERATURE", None):
-        declared["temperature"] = mod.TEMPERATURE
-    out, error = [], None
-    edge, cloud = private_pair(backend.edge, backend.cloud)   # isolated from other sessions
-    head = head_drafter(mod.decode, backend)                  # a head loop's drafter (issue 35),
-    head = copy.deepcopy(head).eval() if head is not None else None   # private as the pair is
-    with Recorder(edge, cloud, backend.tokenizer, prompt.input_ids,
-                  backend.stop_ids, drafter=head, **declared) as rec:
-        try:
-            out = mod.decode(edge, cloud, backend.tokenizer, prompt.input_ids,
-                             k=int(k), max_new_tokens=int(max_new_tokens),
-                             stop_ids=tuple(backend.stop_ids), **({"drafter": head} if head is not None else {}))
-        except Exception as e:  # noqa: BLE001  (the user's decoder failed: say where, once)
-            error = failed(mod.decode, e) if own else f"{decoder}.decode raised {type(e).__name__}: {e}".splitlines()[0]
-    recording = rec.finish(out)
-    recording["backend"] = "demo"
-    recording["error"] = error
-    from specdec_core.decoding.dependence import audio_dependence   # issue 28
-    dep = audio_dependence(backend, prompt, out) if error is None else None
-    recording["numerics"] = numerics_probe(backend, prompt, out, k=int(k))   # issue 27
-    trace, findings = analyze(recording, backend.tokenizer, prompt.info, dep)
-    td = trace.to_dict()
-    return {"audio": sample, "decoder": decoder, "ok": error is None, "error": error,
-            "text": td.get("text"), "token_ids": td.get("token_ids"), "findings": findings,
-            "trace": td, "recording": recording}
+    knobs = {"k": int(k), "max_new_tokens": int(max_new_tokens), "verify": "greedy",
+             "temperature": fn.__globals__.get("TEMPERATURE") or 0.0, "prompt_type": "detailed"}
+    res = {"error": None, **record_clip(fn, path, backend, common.sample_path(sample), knobs, seed=0,
+                                        isolated=True), "audio": sample, "decoder": decoder}
+    if not res["ok"] and not res.get("recording"):
+        raise UserError(res["error"])
+    if not res["ok"]:                    # what ran before the decoder failed, judged as recorded
+        rec = res["recording"] = dict(res["recording"], backend="demo", error=res["error"])
+        trace, res["findings"] = analyze(rec, backend.tokenizer)
+        res["trace"] = td = trace.to_dict()
+        res.update(text=td.get("text"), token_ids=td.get("token_ids"))
+    return res
 
 
 def _with_error(result: dict) -> dict:
@@ -187,7 +161,7 @@ def _with_error(result: dict) -> dict:
 
 def parse_recording(raw: str) -> dict:
     """A recording JSON, or a `record` CLI output (its first result) -> the recording dict,
-    checked (size, nesting, caps, consistency: recorder/validate.py)."""
+    checked (size, nesting, caps, consistency: recorder/normalize/validate.py)."""
     obj = parse_json(raw)
     if isinstance(obj, dict) and isinstance(obj.get("results"), list):
         recs = [_with_error(r) for r in obj["results"] if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
@@ -273,7 +247,7 @@ def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
 def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
     """[(label, raw JSON)] -> (one entry per recording, pooled findings of the record CLI)."""
     from specdec_core.recorder import analyze
-    from specdec_core.recorder.cli import pooled_findings
+    from specdec_core.recorder import pooled_findings
 
     tok = common.get_backend("demo").tokenizer
     entries = []

@@ -79,17 +79,6 @@ def doubling(trace) -> list:
                     "keep one committed sequence; never append drafts to the shared input")]
 
 
-def acceptance_collapse(trace) -> list:
-    m = trace.metrics
-    acc = m.get("acceptance_rate")
-    if acc is None or m.get("cloud_calls", 0) < 3 or acc >= 0.3:
-        return []
-    return [finding("acceptance_collapse", f"acceptance collapse: {acc:.0%} of drafted tokens accepted",
-                    f"{m['cloud_calls']} cloud calls, mean accepted length {m.get('mean_accepted_length')}",
-                    "the edge drafts from a wrong context or a distorted distribution",
-                    "check cache rollback, positions and draft-side penalties; lower k")]
-
-
 def entropy_gate(trace) -> list:
     """always_verify / never_verify: what a declared entropy threshold did."""
     thr, m = threshold_nats(trace), trace.metrics
@@ -108,7 +97,7 @@ def entropy_gate(trace) -> list:
 TRACE_CHECKS = [cycles, template_leak, punct_flood, doubling, entropy_gate, check_edge_mishears]
 # checks against a declared task (the prompt type's length band, its stop and its acceptance
 # expectations): they run where the run declares its prompt_type (the built-in decoder does)
-TASK_CHECKS = [length, no_stop, acceptance_collapse]
+TASK_CHECKS = [length, no_stop]     # acceptance_collapse: recorder/checks/speed/collapse.py
 
 
 def threshold_words(nats: float, vocab_size=None) -> str:

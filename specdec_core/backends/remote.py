@@ -108,7 +108,7 @@ class RemoteVerifier:
                               f"server's max_model_len {limit}")
         rows, bonus, bonus_lp, reply = r.client.score(r.remote.model, ids, n_rows=n)
         r.forwards += 1
-        observer = vars(r.remote).get("observer")      # a Recorder (recorder/builtin.py)
+        observer = vars(r.remote).get("observer")      # a Recorder (recorder/driver/builtin.py)
         if observer is not None:
             observer(ids, rows, bonus, bonus_lp, reply.seconds)
         r.seen, r.history = len(ids), ids

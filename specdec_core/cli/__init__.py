@@ -19,7 +19,7 @@ from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # 
 from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
-from specdec_core.recorder import cli as recorder_cli
+from specdec_core.recorder.driver import cli as recorder_cli
 from specdec_core.audit import cli as audit_cli
 from specdec_core.errors import UserError
 

@@ -108,7 +108,7 @@ def engine_ok(backend, engine: str) -> None:
 
 def run_pooled(recorded: list[dict], n: int) -> list[dict]:
     """`run`'s pooled findings over its clips: `record`'s checks and report lines."""
-    from specdec_core.recorder.cli import pooled_findings, pooled_lines
+    from specdec_core.recorder import pooled_findings, pooled_lines
 
     pooled = pooled_findings(recorded)
     for line in pooled_lines(pooled, n):
@@ -287,7 +287,7 @@ def cmd_presets(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from specdec_core.recorder.cli import cmd_record as record
+    from specdec_core.recorder.driver.cli import cmd_record as record
 
     return record(args)
 

@@ -208,7 +208,7 @@ def reference_lines(res: dict) -> list[str]:
     """`run --baseline`: the numerics probe ('ties closer than X logits can flip') and where
     the output leaves the cloud-only reference, numerics or decoder (analysis/divergence.py)."""
     from specdec_core.analysis.divergence import summary
-    from specdec_core.recorder.numerics import probe_line
+    from specdec_core.recorder.driver.numerics import probe_line
 
     if not res.get("ok") or not res.get("baseline"):
         return []

@@ -154,7 +154,7 @@ class SpeculativeDecoder:
                                               caller_s=caller)
         if dep:
             tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
-        # findings come from the one check list, on a recording of this run (recorder/builtin.py);
+        # findings come from the one check list, on a recording of this run (recorder/driver/builtin.py);
         # the head drafter's own checks (decoding/head.py) are joined to them there
         tr.diagnostics = head_findings(run, [])
         return tr

@@ -9,7 +9,7 @@ position p is the cloud's feature at p-1 when the cloud has verified p-1, else t
 prediction for p-1 (a token it drafted itself). After a verify, `crop` also drops the head's
 KV entries that were computed from its own features, so the accepted tokens are re-fed with
 the cloud's (EAGLE). The `stale_features` fault skips that (vllm #14649); the Recorder finds it
-blind (recorder/head_hooks.py, head_checks.py).
+blind (recorder/observe/head_hooks.py, head_checks.py).
 """
 from __future__ import annotations
 
@@ -202,7 +202,7 @@ def head_runners(backend, cloud_runner, stale: bool = False, sampled_tree: bool 
 
 def head_findings(run, diagnostics: list) -> list:
     """The built-in decoder's diagnostics plus a sampling rule fed a q other than the drafts'
-    distribution. (Stale features are the recorder's finding: recorder/head_checks.py.)"""
+    distribution. (Stale features are the recorder's finding: recorder/checks/heads/stale_features.py.)"""
     extra = [f for f in [q_mismatch_finding(run.trace.warnings)] if f is not None]
     if not extra:
         return diagnostics

@@ -1,6 +1,6 @@
 """The head drafter's sampling check (issue 35): the q handed to the acceptance rule against
 the distribution the drafts were sampled from (transformers #47932, the `raw_q` fault). The
-head's features are judged by the Recorder (recorder/head_checks.py: `stale_features`).
+head's features are judged by the Recorder (recorder/checks/heads/stale_features.py: `stale_features`).
 """
 from __future__ import annotations
 

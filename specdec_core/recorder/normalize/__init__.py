@@ -1,24 +1,42 @@
 """The recorder's normalize stage (docs/recorder.md, "Pipeline"): each family of loops is made
-canonical before the tapes, rounds and checks read it. One module per assumption removed:
-retokenized (an edge with its own tokenizer), dropped (ids dropped from the returned output),
-shift (a drafter fed one position behind: EAGLE's head), tree (a verified tree read as the chain
-of its accepted path), resumed (where a sampling loop resumed: a correction equal to the rejected
-draft is a correction, not an acceptance). `batch_rows` comes first, in analyze: a batch > 1 recording split into one
-single-row recording per row (padding, per-row cache lengths and positions, slots a realignment
-moved), each then normalized by `run`."""
+canonical before the evidence and the checks read it. One module per assumption removed, one
+signature `normalize(rec, ctx) -> (rec, notes)`, run in the order of NORMALIZERS: retokenized
+(an edge with its own tokenizer), dropped (ids dropped from the returned output), shift (a
+drafter fed one position behind: EAGLE's head), window (a drafter fed a sliding window of
+the committed text), generated (a verifier that generates its tokens: its forwards one round), tree (a verified tree read as the chain of its
+accepted path). A normalizer never builds tapes or rounds and never emits a finding: its notes
+are turned into findings by a check (checks/noted/, checks/tree/). Where a sampling loop resumed
+is read with the rounds (evidence/resumed.py). `batch_rows` comes first, in analyze: a batch > 1
+recording split into one single-row recording per row, each then normalized by `run`."""
 from __future__ import annotations
 
-from specdec_core.recorder import dropped, resumed, retokenized, tree
-from specdec_core.recorder.normalize import shift
-
-__all__ = ["retokenized", "dropped", "shift", "tree", "resumed", "run"]
+from specdec_core.recorder.evidence.tape import replay
+from specdec_core.recorder.normalize import dropped, generated, retokenized, shift, tree, window
 
 
-def run(rec: dict, tokenizer) -> tuple[dict, list, dict]:
-    """All normalizers in order -> (recording, findings / repairs, the tree normalizer's result)."""
-    rec, retok = retokenized.translate(rec, tokenizer)   # an edge with its own tokenizer
-    rec, repaired = dropped.repair(rec)
-    rec, shifted = shift.normalize(rec)                  # a drafter fed one position behind
-    rec, trees = tree.normalize(rec)      # tree forwards as the chains their accepted paths are
-    rec = resumed.annotate(rec)           # where the loop resumed: a repeated draft was a correction
-    return rec, retok + repaired + shifted, trees
+class Context:
+    """What the normalizers of one recording share: the tokenizer, and forwards already replayed
+    (evidence/tape.replay), which the evidence reuses where no normalizer changed them."""
+
+    def __init__(self, tokenizer=None):
+        self.tokenizer = tokenizer
+        self._replayed: dict = {}
+
+    def replay(self, forwards: list) -> list:
+        hit = self._replayed.get(id(forwards))
+        if hit is None or hit[0] is not forwards:
+            hit = self._replayed[id(forwards)] = (forwards, replay(forwards))
+        return hit[1]
+
+
+NORMALIZERS = [retokenized.normalize, dropped.normalize, shift.normalize, window.normalize,
+               generated.normalize, tree.normalize]
+
+
+def run(rec: dict, ctx: Context) -> tuple[dict, dict]:
+    """Every normalizer in order -> (the canonical recording, their notes by name)."""
+    notes: dict = {}
+    for normalize in NORMALIZERS:
+        rec, n = normalize(rec, ctx)
+        notes.update(n)
+    return rec, notes

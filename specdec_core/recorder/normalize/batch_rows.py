@@ -12,7 +12,6 @@ import copy
 
 from specdec_core.analysis.divergence import common_prefix
 from specdec_core.findings import finding
-from specdec_core.recorder.tape import build_tapes
 
 DROP = ("batch_rows", "batch_layout", "mrope", "mask_rows", "slot_moves")
 
@@ -53,8 +52,10 @@ def _layout_error(B: int, why: str) -> dict:
                    "as one row's prompt", {"model": None, "forward": None, "batch": B})
 
 
-def split(rec: dict) -> tuple[list, list]:
-    """recording -> ([(row, clip?, row recording)], findings). No rows: a layout finding."""
+def split(rec: dict, ctx) -> tuple[list, list]:
+    """recording -> ([(row, clip?, row recording)], findings). No rows: a layout finding.
+    (The one normalizer with a finding of its own: without rows there is no recording to
+    check.)"""
     fw = rec.get("forwards") or []
     B = max((f.get("batch") or 1) for f in fw)
     bad = next((f for f in fw if (f.get("batch") or 1) > 1 and (f.get("batch_rows") is None
@@ -83,8 +84,8 @@ def split(rec: dict) -> tuple[list, list]:
         else:
             r = dict(copy.copy(rec), forwards=rows, prompt_ids=prompts[b][:_prompt_len(rows, prompts[b])],
                      batch_row=b, batch_size=B, error=None)
-            r["out_ids"] = infer_out(r)
-        out.append((b, b == clip[0], _trim(r)))
+            r["out_ids"] = infer_out(r, ctx)
+        out.append((b, b == clip[0], _trim(r, ctx)))
     return out, []
 
 
@@ -96,14 +97,13 @@ def _prompt_len(rows: list, prompt: list) -> int:
     return min(firsts or [len(prompt)])
 
 
-def infer_out(r: dict) -> list[int]:
+def infer_out(r: dict, ctx) -> list[int]:
     """A row whose output the loop did not return: what its cloud chose, greedily, in the
     contexts it was fed (each verify extends the committed ids while its context agrees)."""
     stops = set(r.get("stop_ids") or [])
     limit = (r.get("declared") or {}).get("max_new_tokens") or 10 ** 6
-    t = build_tapes(dict(r, out_ids=[]))
     C, P = list(r["prompt_ids"]), len(r["prompt_ids"])
-    for f in t.fwds:
+    for f in ctx.replay(r["forwards"]):
         if f.model != "cloud" or not f.rows or f.ctx is None:
             continue
         q = len(C) - 1
@@ -115,18 +115,20 @@ def infer_out(r: dict) -> list[int]:
     return C[P:]
 
 
-def _trim(r: dict) -> dict:
+def _trim(r: dict, ctx) -> dict:
     """Forwards a row ran after the cloud decided its last token (the batch ran on for the other
     rows) are not the row's decode."""
     C = list(r["prompt_ids"]) + list(r["out_ids"])
     stops = set(r.get("stop_ids") or [])
     if not r["out_ids"] or r["out_ids"][-1] not in stops:
         return r
-    t = build_tapes(r)
-    at = t.decided.get(len(C) - 1)
+    q = len(C) - 2                  # the row that decided the last token (tape.decide's rule)
+    at = next((f.i for f in ctx.replay(r["forwards"]) if f.model == "cloud" and f.rows
+               and f.row_at(q) is not None and q + 1 >= len(r["prompt_ids"])
+               and common_prefix(f.ctx, C) >= q + 1), None)
     if at is None:
         return r
-    return dict(r, forwards=[f for f in r["forwards"] if f["i"] <= at[0]])
+    return dict(r, forwards=[f for f in r["forwards"] if f["i"] <= at])
 
 
 def name_row(f: dict, b: int, B: int, clip: bool) -> dict:

@@ -1,7 +1,7 @@
 """Normalize a drafter's input shift (issue 41): EAGLE feeds its head `input_ids[:, 1:]`, so at
 head position t the head sees the cloud's feature of t with the token t+1, one position behind
 our layout (position q: token q, feature of q-1). The head hooks decide per recording which
-layout explains the fed ids and features (recorder/head_hooks.py `_decide`, kept as
+layout explains the fed ids and features (recorder/observe/head_hooks.py `_decide`, kept as
 `features.shift = 1` on each head forward); here every such forward is rewritten in our
 coordinates (cache length, positions, mask columns and slots one further; the first forward gets
 the prompt's first id in front, which the loop fed to no head row), so tapes, rounds and checks
@@ -62,8 +62,8 @@ def _shifted(group: list[dict], C: list[int]) -> bool:
     return a1 >= max(a0 + 2, 4)
 
 
-def normalize(rec: dict) -> tuple[dict, list]:
-    """-> (recording in our layout, findings): nothing changes unless a drafter's forwards were
+def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
+    """-> (recording in our layout, notes: none): nothing changes unless a drafter's forwards were
     seen fed shifted by one (per cache: one layout per drafting cache)."""
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     groups: dict = {}
@@ -72,7 +72,7 @@ def normalize(rec: dict) -> tuple[dict, list]:
             groups.setdefault(f["cache"] if f.get("cache") is not None else ("free", f["i"]), []).append(f)
     moved = {f["i"] for g in groups.values() if _shifted(g, C) for f in g}
     if not moved:
-        return rec, []
+        return rec, {}
     rec = dict(rec)
     rec["forwards"] = [copy.deepcopy(f) if f["i"] in moved else f for f in rec["forwards"]]
     first = C[0] if C else -1
@@ -80,4 +80,4 @@ def normalize(rec: dict) -> tuple[dict, list]:
         if f["i"] in moved:
             _one(f, first)
     rec["input_shift"] = {"forwards": len(moved)}
-    return rec, []
+    return rec, {}

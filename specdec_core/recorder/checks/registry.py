@@ -1,0 +1,89 @@
+"""The one registry of the recorder's checks (docs/recorder.md, "Adding a check"):
+
+    @check("code_a", "code_b", scope="row", order=50, pooled=fn)
+    def my_check(e: Evidence) -> list[Finding]: ...
+
+codes: registered in specdec_core/findings.py with their facts; scope "row" runs on every row of
+a batch, "clip" on the clip only; order: where it runs (the first finding of a code is shown);
+pooled: fn(list of every clip's Evidence, one per distinct run, 2+) -> findings, run by
+`run_pooled`. `load` imports every module under recorder/checks/: a new check is its module and
+its registration."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable
+
+from specdec_core.findings import REGISTRY
+
+SCOPES = ("row", "clip")
+
+
+@dataclass(frozen=True)
+class Check:
+    fn: Callable
+    codes: tuple
+    scope: str
+    order: float
+    pooled: Callable | None = None
+
+
+CHECKS: list[Check] = []
+POOLED: list[tuple[float, Callable]] = []     # pooled forms registered without a per-clip check
+
+
+def check(*codes: str, scope: str = "clip", order: float = 100, pooled: Callable | None = None):
+    """Register `fn(e: Evidence) -> list[Finding]` (see the module doc)."""
+    assert scope in SCOPES and _known(codes), scope
+
+    def register(fn):
+        CHECKS.append(Check(fn, codes, scope, order, pooled))
+        CHECKS.sort(key=lambda c: c.order)
+        return fn
+    return register
+
+
+def pooled_check(*codes: str, order: float = 100):
+    """Register a pooled form that has no per-clip check of its own: fn(list[Evidence])."""
+    assert _known(codes)
+
+    def register(fn):
+        POOLED.append((order, fn))
+        POOLED.sort(key=lambda p: p[0])
+        return fn
+    return register
+
+
+def _known(codes) -> bool:
+    unknown = [c for c in codes if c not in REGISTRY]
+    assert not unknown, f"finding codes {unknown} are not registered in specdec_core/findings.py"
+    return True
+
+
+_LOADED = False
+
+
+def load() -> None:
+    """Import every module under recorder/checks/ once (each registers its checks)."""
+    global _LOADED
+    if _LOADED:
+        return
+    from specdec_core.recorder import checks as pkg
+
+    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        importlib.import_module(m.name)
+    _LOADED = True
+
+
+def run(e, scope: str = "clip") -> list:
+    """Every registered check of the scope ("row": a batch row that is not the clip) on `e`."""
+    load()
+    return [f for c in CHECKS if scope == "clip" or c.scope == "row" for f in c.fn(e)]
+
+
+def run_pooled(evidences: list) -> list:
+    """Every pooled form over the clips' Evidence (one per distinct run), in order."""
+    load()
+    forms = sorted([(c.order, c.pooled) for c in CHECKS if c.pooled] + POOLED, key=lambda p: p[0])
+    return [f for _, fn in forms for f in fn(evidences)]

@@ -1,0 +1,244 @@
+"""Checks on token trees (recorder/normalize/tree.py rebuilds them): `tree_mask` (a node sees a node that
+is not its ancestor), `tree_positions` (a node's position is not prefix + depth), `stale_cache`
+after acceptance (the next forward's cache holds a rejected node's keys), `draft_context` (the
+same mistakes in the edge's drafting forwards: lossless, fewer accepted drafts) and
+`tree_inferred` (no mask was passed: the tree was read from the positions and the rows)."""
+from __future__ import annotations
+
+from specdec_core.findings import finding
+from specdec_core.recorder.checks.registry import check
+
+PER_ROW = ("argmax", "top_ids", "top_logp", "entropy", "lse_t")
+
+
+def infer_parent(raw: dict, i: int, nodes: list, depth: dict) -> int | None:
+    """Without a mask: the node one level up, before i, under whose row ids[i] ranks best."""
+    up = [j for j in nodes if j < i and depth[j] == depth[i] - 1]
+    cross = (raw.get("rows") or {}).get("cross")
+    if not up:
+        return None
+    if not cross:
+        return up[-1]
+    return min(up, key=lambda j: (cross["rank"][j][i], -j))
+
+
+def inferred_path(raw: dict, tree: dict, C: list) -> list[int]:
+    """Without a mask: at each depth the node with the committed id whose row's argmax is the
+    next committed id (the cloud's own path); the path's parents are set from it."""
+    ids, rows, path = raw["ids"], raw.get("rows") or {}, []
+    off = rows.get("offset", 0)
+    argmax = lambda j: rows["argmax"][j - off] if rows and 0 <= j - off < len(rows["argmax"]) else None
+    while tree["base"] + len(path) < len(C):
+        q = tree["base"] + len(path)
+        cand = [j for j in tree["nodes"] if tree["depth"][j] == len(path) and ids[j] == C[q]]
+        if not cand:
+            break
+        nxt = C[q + 1] if q + 1 < len(C) else None
+        path.append(next((j for j in cand if argmax(j) == nxt), cand[0]))
+    for a, b in zip([None] + path, path):
+        tree["parent"][b] = a
+    return path
+
+
+def _rank(rows: dict, off: int, a: int, b: int, ids: list) -> tuple:
+    """(rank, logp) of ids[b] under row a, from what the recorder kept."""
+    cross = rows.get("cross")
+    if cross:
+        return cross["rank"][a - off][b], cross["logp"][a - off][b]
+    if b == a + 1 and a - off < len(rows["next_rank"]):
+        return rows["next_rank"][a - off], rows["next_logp"][a - off]
+    top = rows["top_ids"][a - off]
+    if ids[b] in top:
+        k = top.index(ids[b])
+        return k + 1, rows["top_logp"][a - off][k]
+    return None, None
+
+
+def chain_rows(rows: dict | None, sel: list[int], n: int, ids: list | None = None) -> dict | None:
+    """The rows of a tree forward for the chain of input indices `sel`."""
+    if not rows:
+        return rows
+    off = rows["offset"]
+    keep = [j for j in sel if j >= off]
+    out = {k: [rows[k][j - off] for j in keep] for k in PER_ROW if k in rows}
+    out.update(offset=len(sel) - len(keep), vocab=rows["vocab"], fed_next=None)
+    ranks, lps = [], []
+    for a, b in zip(keep, keep[1:]):
+        r, lp = _rank(rows, off, a, b, ids or [])
+        ranks.append(r)
+        lps.append(lp)
+    out["next_rank"], out["next_logp"] = ranks, lps
+    return out
+
+
+def stale_slots(exp: tuple, own: list, raw: dict) -> list[dict]:
+    """The slots of the next forward's cache that hold another node than the accepted path's."""
+    fi, want = exp
+    bad = [(s, node, own[s]) for s, node in sorted(want.items())
+           if s < len(own) and own[s] is not None and own[s] != node]
+    return [{"tree_forward": fi, "forward": raw["i"], "model": raw["model"], "slot": s,
+             "want": w[1], "holds": h[1] if h[0] == fi else None} for s, w, h in bad[:1]]
+
+
+def _mask_errors(tree: dict, L: int, edge: bool = False) -> list[tuple]:
+    """(node, columns it sees that are not its ancestors) where the mask is not a tree."""
+    sees, bad = tree["sees"], []
+    if sees is None:
+        return bad
+    if tree.get("common_dup") and edge:      # the rows see two cached slots at one position
+        return [(i, []) for i in tree["nodes"]]
+    col_depth = {c: (p - tree["base"]) if p is not None else None for c, p in tree["col_pos"].items()}
+    for i in tree["nodes"]:
+        p, vis = tree["parent"][i], set(sees[i])
+        if tree["by"] == "positions":
+            ds = sorted(col_depth.get(c) if col_depth.get(c) is not None else -1 for c in vis)
+            ok = ds == list(range(tree["depth"][i]))
+        else:
+            ok = True
+        if ok and p is not None:
+            ok = vis == set(sees[p]) | {L + p}
+        if not ok:
+            anc = set(sees[p]) | {L + p} if p is not None else set()
+            bad.append((i, sorted(vis - anc) or sorted(vis)))
+    return bad
+
+
+def _position_errors(raw: dict, tree: dict) -> list[tuple]:
+    pos = raw.get("position_ids")
+    if not pos or tree["by"] != "mask":
+        return []
+    return [(i, pos[i], tree["base"] + tree["depth"][i]) for i in tree["nodes"]
+            if pos[i] != tree["base"] + tree["depth"][i]]
+
+
+def _ev(raw: dict, **kw) -> dict:
+    return {"model": raw["model"], "forward": raw["i"], "position": None, "tokens": None, **kw}
+
+
+def _mask_finding(hits: list, n_trees: int, accepted: float | None) -> list:
+    raw, tree, bad = hits[0]
+    i, cols = bad[0]
+    where = f"{raw['model']} forward {raw['i']}: the node fed at index {i} (id {raw['ids'][i]}) " \
+            f"sees cache column(s) {cols[:6] or 'before the tree, two at one position,'} that are " \
+            "not its ancestors"
+    if raw["model"] == "edge":
+        return [finding("draft_context", f"drafting reads slots that are not the node's ancestors "
+                        f"in {len(hits)} of {n_trees} tree forward(s)", where,
+                        "the draft tree's mask lets a node attend to other draft slots (siblings "
+                        "or the previous depth's frontier) instead of its parents only: drafts "
+                        "come from a context the cloud never verifies; lossless, fewer accepted "
+                        f"(here {accepted} drafts accepted per verify, on average)",
+                        "build each drafting row's mask from the node's ancestors (parent chain)",
+                        _ev(raw, columns=cols[:8], n_forwards=len(hits),
+                            mean_accepted=accepted))]
+    return [finding("tree_mask", f"a tree node sees a non-ancestor in {len(hits)} verify forward(s)",
+                    where, "the tree attention mask lets a node attend to a sibling or another "
+                    "branch: its row is computed from a context no path has, so the cloud's "
+                    "verdict on its children is not the cloud's greedy choice",
+                    "each node's row of the 4D mask: the committed prefix, its ancestors and "
+                    "itself only", _ev(raw, columns=cols[:8], n_forwards=len(hits)))]
+
+
+def context_finding(wrong: list, n_nodes: int, accepted: float | None) -> list:
+    """Verified nodes whose drafting row read another branch (recorder/evidence/tree_trace.py)."""
+    fi, j = wrong[0]
+    acc = round(accepted, 2) if accepted is not None else None
+    return [finding("draft_context", f"{len(wrong)} of {n_nodes} verified tree nodes were drafted "
+                    "from a row that did not see their parent's path",
+                    f"cloud forward {fi}: the node fed at index {j} was drafted by an edge row whose "
+                    "context has its parent's id at the right depth but after other tokens",
+                    "drafting attends to draft slots in slot order (the first slot of each depth, "
+                    "or all of them) instead of each node's ancestors: drafts come from contexts "
+                    f"the cloud never verifies; lossless, fewer accepted (here {acc} drafts "
+                    "accepted per verify, on average)",
+                    "build each drafting row's mask from the node's own ancestors' slots",
+                    {"model": "cloud", "forward": fi, "position": None, "tokens": None,
+                     "n_nodes": len(wrong), "mean_accepted": acc})]
+
+
+def _position_finding(hits: list) -> list:
+    raw, tree, bad = hits[0]
+    i, got, want = bad[0]
+    code = "draft_context" if raw["model"] == "edge" else "tree_positions"
+    return [finding(code, f"tree positions are not prefix + depth in {len(hits)} forward(s)",
+                    f"{raw['model']} forward {raw['i']}: the node fed at index {i}, depth "
+                    f"{tree['depth'][i] + 1}, has position {got}, expected {want}",
+                    "positions counted by slot (arange over the flattened tree) instead of the "
+                    "node's depth: siblings get different rotary positions, deeper nodes too far",
+                    "position_ids = prefix length + depth of each node (Medusa's tree position ids)",
+                    _ev(raw, position=got, expected=want, n_forwards=len(hits)))]
+
+
+def _stale_finding(stale: list) -> list:
+    s = stale[0]
+    held = "a rejected node's keys" if s["holds"] is not None else "keys from elsewhere"
+    return [finding("stale_cache", f"after tree verification the cache holds {held} "
+                    f"({len(stale)} round(s))",
+                    f"{s['model']} forward {s['forward']}: cache slot {s['slot']} should hold the "
+                    f"accepted node {s['want']} of tree forward {s['tree_forward']}, it holds "
+                    + (f"node {s['holds']}" if s["holds"] is not None else "something else"),
+                    "the cache was not compacted to the accepted path: the first slots of the tree "
+                    "(or a discarded copy) were kept instead of the accepted nodes' keys/values",
+                    "copy the accepted nodes' keys and values down into the slots after the prefix "
+                    "(or crop to the prefix and re-feed the path) before the next forward",
+                    {"model": s["model"], "forward": s["forward"], "position": s["slot"],
+                     "tokens": None, "n_rounds": len(stale)})]
+
+
+def tree_findings(forwards: list, trees: dict, stale: list) -> list:
+    by_i = {f["i"]: f for f in forwards}
+    masks, poss, out = {"edge": [], "cloud": []}, {"edge": [], "cloud": []}, []
+    for i, tree in trees.items():
+        raw = by_i[i]
+        bad = _mask_errors(tree, raw.get("cache_len") or 0, raw["model"] == "edge")
+        if bad:
+            masks[raw["model"]].append((raw, tree, bad))
+        badp = _position_errors(raw, tree)
+        if badp:
+            poss[raw["model"]].append((raw, tree, badp))
+    paths = [len(t["path"]) for t in trees.values() if t.get("path") is not None]
+    accepted = round(sum(paths) / len(paths), 2) if paths else None
+    for model in ("cloud", "edge"):
+        n = sum(by_i[i]["model"] == model for i in trees)
+        if masks[model]:
+            out += _mask_finding(masks[model], n, accepted)
+        elif poss[model]:
+            out += _position_finding(poss[model])
+    out += _stale_finding(stale) if stale else []
+    inferred = [i for i, t in trees.items() if t["sees"] is None]
+    if inferred:
+        out.append(finding("tree_inferred", f"{len(inferred)} tree forward(s) without a mask argument",
+                           "no 4D attention mask was passed (an attention patched to read it from "
+                           "the model): depths were read from the positions, the accepted path from "
+                           "the slots the next forward's cache kept (or the committed ids), other "
+                           "parents from the rows (the node one level up under whose row it ranks "
+                           "best); tree_mask cannot be checked",
+                           "", "pass the tree mask as attention_mask to have it checked",
+                           _ev(by_i[inferred[0]], n_forwards=len(inferred))))
+    return out
+
+
+# -- registered (recorder/checks/registry.py)
+@check("tree_mask", "tree_positions", "stale_cache", "draft_context", "tree_inferred", scope="row",
+       order=0.3)
+def trees(e) -> list:
+    """The trees the tree normalizer rebuilt (its notes), and tree nodes drafted from another
+    branch's context (unless the tree checks said so)."""
+    from specdec_core.recorder.evidence.tree_trace import round_tree
+
+    info = e.trees
+    trees, wrong, n = info.get("trees") or {}, [], 0
+    if not trees:
+        return []
+    out = tree_findings(info["forwards"], trees, info["stale"])
+    if any(f["code"] == "draft_context" for f in out):
+        return out
+    for rnd in e.rounds[:len(e.trace.rounds)]:
+        tree = trees.get(rnd.cloud.i) if rnd.verified else None
+        if tree is not None:
+            wrong += round_tree(rnd, tree, info["raw"][rnd.cloud.i], info)[1]
+            n += len(tree["nodes"])
+    if not wrong:
+        return out
+    paths = [len(t["path"]) for t in trees.values() if t.get("path") is not None]
+    return out + context_finding(wrong, n, sum(paths) / len(paths) if paths else None)

@@ -1,0 +1,59 @@
+"""`record --reference`: the cloud's own greedy decode on the same prompt (with the declared
+target_repetition_penalty, as generate applies it), where the user's
+output first leaves it, and why (analysis/divergence.py: numerics or decoder). The user's side
+comes from the recording: the cloud forward whose row decided the divergent position (its top-5
+log-probs: log-prob differences are logit differences), its width and its context."""
+from __future__ import annotations
+
+from specdec_core.analysis import divergence
+
+
+def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recording: dict,
+                   findings: list[dict]) -> dict:
+    from specdec_core.decoding.baseline import cloud_only
+    from specdec_core.decoding.config import DecodeConfig
+
+    cfg = DecodeConfig(max_new_tokens=knobs["max_new_tokens"], stop_at_first_sentence=False,
+                       min_new_tokens=0, prompt_type=knobs["prompt_type"])
+    base, logits = cloud_only(backend, prompt, cfg, keep_logits=True,       # as generate would
+                              repetition_penalty=knobs.get("target_repetition_penalty"))
+    ref = base["token_ids"]
+    i = divergence.first_index(out, ref)
+    d = {"token_ids": ref, "text": base["text"], "matches": i is None, "first_divergence": None}
+    if i is None:
+        return d
+    tok = lambda x: None if x is None else {"id": x, "text": backend.tokenizer.decode([x])}  # noqa: E731
+    u = out[i] if i < len(out) else None
+    r = ref[i] if i < len(ref) else None
+    ref_row = divergence.reference_row(logits[i], u, r) if i < len(logits) else {}
+    ref_row["width"] = prompt.length if i == 0 else 1
+    mine = user_row(recording, len(recording.get("prompt_ids") or []) + i, u, r)
+    rnd = trace.tokens[i].round if i < len(trace.tokens) else None
+    d["first_divergence"] = divergence.verdict(i, tok(u), tok(r), rnd, ref_row, mine,
+                                               recording.get("numerics"), findings,
+                                               dtype=(recording.get("numerics") or {}).get("dtype"))
+    return d
+
+
+def user_row(recording: dict, p: int, u: int | None, r: int | None) -> dict:
+    """What the cloud forward that decided position p said there (the canonical recording's
+    tapes: a tree forward read as its accepted path)."""
+    from specdec_core.recorder import evidence
+
+    if u is None:
+        return {}
+    t = evidence.of(recording).t
+    if p not in t.decided:
+        return {"unverified": True}
+    fi, row = t.decided[p]
+    f = next(x for x in t.fwds if x.i == fi)
+    lp = f.rows["top_logp"][row]
+    ids = f.rows["top_ids"][row]
+    margin = round(lp[0] - lp[1], 5) if len(lp) > 1 else None
+    mine_lp, ref_lp = f.logp_of(row, u), (f.logp_of(row, r) if r is not None else None)
+    argmax = mine_lp is not None and mine_lp >= lp[0]
+    gap = round(mine_lp - ref_lp, 5) if (mine_lp is not None and ref_lp is not None) else None
+    if gap is None and argmax and len(lp) > 1:
+        gap = round(mine_lp - lp[-1], 5) if r not in ids else None   # at least the 5th's gap
+    return {"margin": margin, "gap": gap, "width": f.n, "argmax": argmax,
+            "same_context": f.match >= p, "forward": fi}

@@ -1,0 +1,109 @@
+"""Evidence: what every check reads, built once per canonical recording, lazily, read-only
+(docs/recorder.md, "Pipeline"): the tapes (what each cache held at every forward), the rounds,
+the reconstructed trace, the trees, the draft samples, the token texts, and the normalizers'
+notes. Pooled checks read a list of Evidence, one per distinct run (`distinct`)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from specdec_core.recorder.evidence import tree_trace
+from specdec_core.recorder.evidence.rounds import build_rounds
+from specdec_core.recorder.evidence.tape import build_tapes
+from specdec_core.recorder.evidence.trace_build import Texts, build_trace
+
+CHAIN = {"shape": "chain", "trees": {}}
+
+
+@dataclass(eq=False)
+class Evidence:
+    rec: dict                          # the canonical recording (normalize/)
+    tokenizer: object = None
+    info: dict | None = None           # the prompt's info (shown on the trace)
+    dependence: dict | None = None     # decoding/dependence.py's result, when the backend gives one
+    notes: dict = field(default_factory=dict)    # what the normalizers noted, by normalizer
+    ctx: object = None                 # normalize.Context: forwards already replayed
+
+    @property
+    def declared(self) -> dict:
+        return self.rec.get("declared", {})
+
+    @property
+    def trees(self) -> dict:
+        """The tree normalizer's result (raw tree forwards, paths); a chain's is empty."""
+        return self.notes.get("tree") or CHAIN
+
+    @cached_property
+    def _built(self) -> tuple:
+        fw = self.rec.get("forwards") if isinstance(self.rec, dict) else None
+        t = build_tapes(self.rec, self.ctx.replay(fw) if self.ctx is not None and isinstance(fw, list) else None)
+        return t, tree_trace.fix_rounds(build_rounds(t))   # rounds also set t.resumed
+
+    t = property(lambda self: self._built[0])              # the tapes
+    rounds = property(lambda self: self._built[1])
+
+    @cached_property
+    def texts(self) -> Texts:
+        return Texts(self.tokenizer)
+
+    @cached_property
+    def trace(self):
+        from specdec_core.analysis.audio_dependence import attach
+
+        trace = build_trace(self.rec, self.t, self.rounds, self.tokenizer, self.info)
+        tree_trace.attach(trace, self.rounds, self.trees)
+        attach(trace, self.dependence)
+        return trace
+
+    @cached_property
+    def samples(self) -> list:
+        """(edge forward, row, drafted id) of every verified draft made from the verified context."""
+        from specdec_core.recorder.checks.chain.context import draft_samples
+
+        return draft_samples(self.t, self.rounds)
+
+
+def run_key(rec: dict) -> tuple:
+    """What makes two runs the same evidence: every id each model was fed, in order (the same
+    seed on the same prompt replays them all; a greedy-verified loop's output alone is not
+    enough, its drafts differ by seed)."""
+    fed = tuple((f.get("model"), tuple(f.get("ids") or ())) for f in rec.get("forwards") or ())
+    return tuple(rec.get("prompt_ids") or ()), tuple(rec.get("out_ids") or ()), fed
+
+
+def distinct(items: list) -> list:
+    """One per distinct run (recordings or Evidence; the same seed replayed on the same prompt
+    counts once): the one dedupe key of every pooled check."""
+    seen, out = set(), []
+    for x in items:
+        key = run_key(x.rec if isinstance(x, Evidence) else x)
+        if key not in seen:
+            seen.add(key)
+            out.append(x)
+    return out
+
+
+# The clip's Evidence of the recordings analysed last, for the pooled checks (record, run and
+# the Inspect tab pool the recordings they just analysed): keyed by the recording object.
+_KEPT: OrderedDict = OrderedDict()
+KEEP, _LOCK = 32, threading.Lock()      # the page analyses in several threads
+
+
+def keep(rec: dict, e: Evidence) -> None:
+    with _LOCK:
+        _KEPT.pop(id(rec), None)
+        _KEPT[id(rec)] = (rec, e)
+        while len(_KEPT) > KEEP:
+            _KEPT.popitem(last=False)
+
+
+def of(rec: dict, tokenizer=None) -> Evidence:
+    """The clip's Evidence of a recording `analyze` read (kept), else built from the recording."""
+    kept = _KEPT.get(id(rec))
+    if kept is not None and kept[0] is rec:
+        return kept[1]
+    from specdec_core.recorder.analyze import canonical
+
+    return canonical(rec, tokenizer)

@@ -1,0 +1,160 @@
+"""Reconstruction, step 1: per cache, the tape of what it held at every forward
+(docs/recorder.md, "Reconstruction")."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from specdec_core.analysis.divergence import common_prefix
+from specdec_core.errors import UserError
+from specdec_core.recorder.observe.hooks import SCHEMA
+
+
+class RecordingError(UserError):
+    pass
+
+
+@dataclass
+class Fwd:
+    """One forward, reconstructed."""
+    i: int
+    model: str
+    raw: dict
+    L: int                      # cache length before the call (0 without a cache)
+    ctx: list                   # the whole context: tape[:L] + input ids (None = unknown)
+    writers: list               # forward index that wrote each context position (-1 unknown)
+    match: int                  # len of the common prefix of ctx and C
+    rows: dict | None           # raw rows
+    first_q: int = 0            # position scored by row 0
+
+    @property
+    def n(self) -> int:
+        return len(self.raw.get("ids") or [])
+
+    def row_at(self, q: int) -> int | None:
+        """Index of the row that scored position q (predicting q+1), or None."""
+        if not self.rows:
+            return None
+        r = q - self.first_q
+        return r if 0 <= r < len(self.rows["argmax"]) else None
+
+    def row_positions(self) -> range:
+        return range(self.first_q, self.first_q + (len(self.rows["argmax"]) if self.rows else 0))
+
+    def rank_of(self, r: int, token: int) -> int | None:
+        """Rank of `token` under row r, from what the recorder kept (None: not known, > 5)."""
+        rows, q = self.rows, self.first_q + r
+        if q + 1 < len(self.ctx) and self.ctx[q + 1] == token and r < len(rows["next_rank"]):
+            return rows["next_rank"][r]
+        fed = rows.get("fed_next")
+        if fed and r == len(rows["argmax"]) - 1 and fed["token"] == token:
+            return fed["rank"]
+        if token in rows["top_ids"][r]:
+            return rows["top_ids"][r].index(token) + 1
+        return None
+
+    def logp_of(self, r: int, token: int) -> float | None:
+        rows, q = self.rows, self.first_q + r
+        if q + 1 < len(self.ctx) and self.ctx[q + 1] == token and r < len(rows["next_logp"]):
+            return rows["next_logp"][r]
+        fed = rows.get("fed_next")
+        if fed and r == len(rows["argmax"]) - 1 and fed["token"] == token:
+            return fed["logp"]
+        if token in rows["top_ids"][r]:
+            return rows["top_logp"][r][rows["top_ids"][r].index(token)]
+        return None
+
+    def top(self, r: int, texts) -> list[dict]:
+        rows = self.rows
+        return [{"id": i, "text": texts(i), "prob": round(math.exp(lp), 5)}
+                for i, lp in zip(rows["top_ids"][r], rows["top_logp"][r])]
+
+
+@dataclass
+class Tapes:
+    prompt: list[int]
+    out: list[int]
+    fwds: list[Fwd] = field(default_factory=list)
+    decided: dict = field(default_factory=dict)   # position -> (forward, row) of first cloud decision
+    # a drafter's own prompt where it differs from the cloud's at the same length (an edge fed
+    # the prompt without the audio condition): its prompt positions are judged against it
+    own_prompt: dict = field(default_factory=dict)
+    temperature: float = 0.0     # declared (> 0: where the loop resumed is read, resumed.py)
+    resumed: dict = field(default_factory=dict)   # verify forward -> where the loop resumed
+
+    def ref(self, model: str) -> list:
+        """The sequence `model` should read: its own prompt (if any), then the committed output."""
+        own = self.own_prompt.get(model)
+        return own + self.out if own else self.C
+
+    @property
+    def C(self) -> list[int]:
+        return self.prompt + self.out
+
+    @property
+    def P(self) -> int:
+        return len(self.prompt)
+
+
+def replay(forwards: list) -> list[Fwd]:
+    """Per cache, what it held at every forward: each forward's whole context and who wrote each
+    position (not yet read against the committed sequence: `bind`)."""
+    BUILDS["replays"] += 1
+    tapes: dict = {}
+    out = []
+    for raw in forwards:
+        ids = list(raw.get("ids") or [])
+        key = (raw["model"], raw.get("cache"))
+        L = raw.get("cache_len") or 0
+        old_ctx, old_w = tapes.get(key, ([], [])) if raw.get("cache") is not None else ([], [])
+        src = raw.get("tape_src")           # slots the loop moved (a batch row realigned)
+        if src is not None:
+            old_ctx = [old_ctx[s] if 0 <= s < len(old_ctx) else None for s in src]
+            old_w = [old_w[s] if 0 <= s < len(old_w) else -1 for s in src]
+        if L <= len(old_ctx):
+            ctx, w = old_ctx[:L], old_w[:L]
+        else:                    # the cache holds what this recording never saw being written
+            ctx, w = old_ctx + [None] * (L - len(old_ctx)), old_w + [-1] * (L - len(old_ctx))
+        ctx, w = ctx + ids, w + [raw["i"]] * len(ids)
+        if raw.get("cache") is not None and raw.get("use_cache") is not False:
+            tapes[key] = (ctx, w)
+        rows = raw.get("rows")
+        f = Fwd(raw["i"], raw["model"], raw, L, ctx, w, 0, rows)
+        if rows:
+            f.first_q = L + rows["offset"]
+        out.append(f)
+    return out
+
+
+BUILDS: Counter = Counter()     # replays, tapes and rounds built (a test counts them per analysis)
+
+
+def build_tapes(rec: dict, fwds: list | None = None) -> Tapes:
+    """The tapes of a recording; `fwds`: its forwards already replayed (`replay`)."""
+    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+        raise RecordingError(f"not a SpecScope recording (expected schema {SCHEMA!r})")
+    BUILDS["tapes"] += 1
+    t = Tapes(list(rec["prompt_ids"] or []), list(rec["out_ids"] or []),
+              temperature=float((rec.get("declared") or {}).get("temperature") or 0.0))
+    for f in replay(rec["forwards"]) if fwds is None else fwds:
+        ids = f.raw.get("ids") or []
+        if f.L == 0 and f.model != "cloud" and f.model not in t.own_prompt and len(ids) >= t.P:
+            t.own_prompt[f.model] = list(ids[:t.P]) if list(ids[:t.P]) != t.prompt else None
+        f.match = common_prefix(f.ctx, t.ref(f.model))
+        t.fwds.append(f)
+    decide(t)
+    return t
+
+
+def decide(t: Tapes) -> None:
+    """position -> (cloud forward, row) of its first decision; rows past the loop's own
+    correction (`t.resumed`, evidence/resumed.py) decide nothing."""
+    C = t.C
+    t.decided = {}
+    for f in t.fwds:
+        if f.model == "cloud" and f.rows:
+            cut = t.resumed.get(f.i, math.inf)
+            for q in f.row_positions():
+                if q + 1 <= f.match and q + 1 >= t.P and q + 1 < len(C) + 1 and q < cut:
+                    t.decided.setdefault(q + 1, (f.i, q - f.first_q))

@@ -1,0 +1,75 @@
+"""Normalize a drafter fed a sliding WINDOW of the committed text (issue 48, item 2): a fresh
+cache each round and the last W committed ids, positions 0..W-1 (or their own absolute
+positions). A consistent window is a layout, like EAGLE's shift: each such forward is rewritten
+in our coordinates (the committed ids before the window in front, cache length and positions
+moved by the window's start on the forwards that continue its cache), so tapes, rounds and
+checks read it as a drafter that saw the committed text. A window that is not a slice of the
+committed text is left as it is: the context checks judge it. The raw values are kept under
+`raw`."""
+from __future__ import annotations
+
+import copy
+
+KEYS = ("ids", "cache_len", "position_ids", "cache_position", "mask_shape", "rows")
+
+
+def _start(ids: list, C: list, after: int) -> int | None:
+    """The first o >= after (o > 0) with C[o:o+n] == ids, where C[:n] != ids; else None."""
+    n = len(ids)
+    if n < 2 or C[:n] == ids:
+        return None
+    return next((o for o in range(max(after, 1), len(C) - n + 1) if C[o:o + n] == ids), None)
+
+
+def _move(v, o):
+    return None if v is None else [x + o for x in v]
+
+
+def _first(f: dict, C: list, o: int) -> None:
+    f["raw"] = {k: copy.deepcopy(f.get(k)) for k in KEYS if f.get(k) is not None}
+    f["ids"] = C[:o] + list(f["ids"])
+    if f.get("rows"):
+        f["rows"] = dict(f["rows"], offset=f["rows"]["offset"] + o)
+    for key in ("position_ids", "cache_position"):
+        pos = f.get(key)
+        if pos:                     # windows at 0..W-1 move by o; absolute ones are kept
+            f[key] = list(range(o)) + (_move(pos, o) if pos[0] == 0 else list(pos))
+    if f.get("mask_shape"):
+        f["mask_shape"] = f["mask_shape"][:-1] + [f["mask_shape"][-1] + o]
+
+
+def _next(f: dict, o: int, absolute: bool) -> None:
+    f["raw"] = {k: copy.deepcopy(f.get(k)) for k in KEYS if f.get(k) is not None}
+    f["cache_len"] = (f.get("cache_len") or 0) + o
+    if not absolute:
+        f["position_ids"] = _move(f.get("position_ids"), o)
+        f["cache_position"] = _move(f.get("cache_position"), o)
+    if f.get("mask_shape"):
+        f["mask_shape"] = f["mask_shape"][:-1] + [f["mask_shape"][-1] + o]
+
+
+def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
+    """-> (recording in our layout, notes: {"window": {"forwards": n}} where one was read; a
+    window is a layout, not a bug: no check turns it into a finding)."""
+    C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
+    fw = rec.get("forwards") or []
+    if not any(f.get("model") == "edge" and not f.get("cache_len") and _start(f.get("ids") or [], C, 0)
+               for f in fw if (f.get("batch") or 1) <= 1):
+        return rec, {}
+    rec = dict(rec, forwards=[copy.deepcopy(f) for f in fw])
+    live, last, n = {}, 0, 0           # cache key -> (window start, absolute positions)
+    for f in rec["forwards"]:
+        if f.get("model") != "edge" or not f.get("ids") or f.get("features"):
+            continue
+        key = f.get("cache")
+        if not f.get("cache_len"):
+            live.pop(key, None)
+            o = _start(f["ids"], C, last)
+            if o is None:
+                continue
+            pos = f.get("position_ids") or f.get("cache_position")
+            _first(f, C, o)
+            live[key], last, n = (o, bool(pos) and pos[0] != 0), o, n + 1
+        elif key in live:
+            _next(f, *live[key])
+    return rec, ({"window": {"forwards": n}} if n else {})

@@ -1,0 +1,126 @@
+"""What the flight recorder keeps of a forward with batch > 1 (docs/recorder.md, "Batches"): per
+row, the ids it was really fed (the attention mask's ones), the padding its cache holds, its
+positions, its scored rows, and where each cached slot's keys came from when a loop moved them
+(a batched loop realigns its rows every step). recorder/normalize/batch_rows.py splits such a
+recording into one recording per row."""
+from __future__ import annotations
+
+import torch
+
+from specdec_core.compat import cache_keys
+from specdec_core.recorder.observe.tree_hooks import sources
+
+
+def _positions(pos, b: int, keep):
+    if not isinstance(pos, torch.Tensor) or pos.dim() != 2:
+        return None
+    return [int(x) for x in pos[min(b, pos.shape[0] - 1)][keep].tolist()]
+
+
+def _last_keys(cache):
+    """The last layer's keys, head 0: [B, slots, dim] (they depend on the whole context)."""
+    t = cache_keys(cache, -1)
+    return None if t is None else t[:, 0].detach()
+
+
+class BatchWatch:
+    """Per cache, each row's real slots' keys after its latest forward; per (role, row) the last
+    scored row's log-probs (the rank of the token the row is fed next)."""
+
+    def __init__(self):
+        self.keys: dict = {}
+        self.held: dict = {}
+
+    def pre(self, rec: dict, ids, mask, cache, positions) -> None:
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] < 2:
+            return
+        B, n = ids.shape
+        L = rec.get("cache_len") or 0
+        if isinstance(mask, dict):
+            mask = None
+        if mask is None:
+            m = torch.ones(B, L + n, dtype=torch.bool)
+        elif isinstance(mask, torch.Tensor) and mask.dim() == 2 and tuple(mask.shape) == (B, L + n):
+            m = mask.detach().bool().cpu()
+        else:
+            shape = list(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+            rec["batch_rows"] = None
+            rec["batch_layout"] = f"attention mask {shape} for batch {B}, cache {L}, {n} new: padding not readable"
+            return
+        ids_c = ids.detach().cpu()
+        rows = []
+        for b in range(B):
+            keep = m[b, L:]
+            rows.append({"ids": [int(x) for x in ids_c[b][keep].tolist()],
+                         "pad": int((~m[b, :L]).sum()),
+                         "position_ids": _positions(positions, b, keep.to(positions.device)
+                                                    if isinstance(positions, torch.Tensor) else keep)})
+        rec["batch_rows"] = rows
+        rec["_real"] = m
+        self._moves(rec, cache, m[:, :L])
+
+    def _moves(self, rec: dict, cache, cached) -> None:
+        cur = _last_keys(cache)
+        if cur is None:
+            return
+        old = self.keys.get(rec.get("cache"))
+        if old is None and cached.any():
+            self._adopt(rec, cur, cached)          # a new cache object built from gathered rows
+            old = self.keys.get(rec.get("cache"))
+        if old is None or cur.shape[0] != len(old):
+            return
+        for b, row in enumerate(rec["batch_rows"]):
+            now = cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
+            was = old[b]
+            if now.shape[0] <= was.shape[0] and torch.equal(now, was[:now.shape[0]]):
+                continue                                   # the row's slots kept (maybe cropped)
+            row["tape_src"] = sources(was, now)
+
+    def _adopt(self, rec: dict, cur, cached) -> None:
+        """A cache object never seen (a loop that rebuilds its cache from gathered tensors every
+        step, as lucidrains' tuples are): the recorded cache most of whose rows' slots it holds
+        gives it its id, so the rows' tapes continue through the moved slots."""
+        now = [cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
+               for b in range(cur.shape[0])]
+        total = sum(x.shape[0] for x in now)
+        for key, old in reversed(list(self.keys.items())):
+            if len(old) != len(now) or old[0].shape[-1] != now[0].shape[-1]:
+                continue
+            found = sum(int((o[None] == x[:, None]).all(-1).any(-1).sum()) if o.numel() else 0
+                        for o, x in zip(old, now))
+            if total and found >= 0.5 * total:
+                rec["cache"] = key
+                return
+
+    def post(self, rec: dict, who: str, logits, cache, rows_fn, temperature) -> None:
+        m = rec.pop("_real", None)
+        if m is None or rec.get("batch_rows") is None:
+            return
+        n = len(rec["ids"] or [])
+        for b, row in enumerate(rec["batch_rows"]):
+            keep = m[b, m.shape[1] - n:]
+            self._fed_next(who, b, row, rec["i"])
+            if isinstance(logits, torch.Tensor) and logits.dim() == 3 and logits.shape[0] > b:
+                t = logits.shape[1]
+                idx = keep.nonzero().reshape(-1)
+                idx = idx[idx >= n - t] - (n - t)
+                row["rows"], last = rows_fn(logits[b, idx.to(logits.device)], row["ids"], temperature)
+                self.held[(who, b)] = (rec["i"], row, last)
+            else:
+                row["rows"] = None
+        cur = _last_keys(cache)
+        if cur is not None and rec.get("use_cache") is not False and cur.shape[0] == m.shape[0]:
+            w = min(cur.shape[1], m.shape[1])
+            self.keys[rec.get("cache")] = [cur[b, :w][m[b, :w].to(cur.device)].float().cpu()
+                                           for b in range(m.shape[0])]
+
+    def _fed_next(self, who: str, b: int, row: dict, i: int) -> None:
+        held = self.held.pop((who, b), None)
+        if held is None or not row["ids"] or not held[1].get("rows"):
+            return
+        fi, prev, logp = held
+        tok = row["ids"][0]
+        if 0 <= tok < logp.shape[-1]:
+            prev["rows"]["fed_next"] = {"forward": i, "token": tok,
+                                        "rank": int((logp > logp[tok]).sum()) + 1,
+                                        "logp": round(float(logp[tok]), 5)}

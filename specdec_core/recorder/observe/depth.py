@@ -1,0 +1,75 @@
+"""How many decoder layers each forward ran, and so who drafted: a cloud forward that ran fewer
+than all its layers (early exit, layer skipping) is recorded as the drafter's. Sets
+`recording["drafter"]`: "self", "model", "lookup" or "head" (a module handed as `drafter=`,
+recorder/observe/head_hooks.py) (docs/recorder.md)."""
+from __future__ import annotations
+
+import torch.nn as nn
+
+SKIP = ("audio", "visual", "vision", "talker", "token2wav", "encoder")
+
+
+def decoder_layers(model) -> nn.ModuleList | None:
+    """The text decoder's layer list: a ModuleList named ...layers as long as the (text) config's
+    num_hidden_layers, outside audio / vision towers."""
+    cfg = getattr(model, "config", None)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    n = getattr(text, "num_hidden_layers", None)
+    best = None
+    for name, mod in model.named_modules():
+        if (isinstance(mod, nn.ModuleList) and name.endswith("layers") and len(mod) == n
+                and not any(s in name for s in SKIP)):
+            if best is None or name.count(".") < best[0].count("."):
+                best = (name, mod)
+    return best[1] if best else None
+
+
+class Depth:
+    def __init__(self, models: dict):
+        self.models = models
+        self.lists = {r: decoder_layers(m) for r, m in models.items()}
+        self.total = {r: (len(x) if x is not None else None) for r, x in self.lists.items()}
+        self.count: dict[str, int | None] = {r: None for r in models}
+
+    def attach(self) -> list:
+        handles = []
+        seen = set()
+        for role, layers in self.lists.items():
+            if layers is None or id(layers) in seen:
+                continue
+            seen.add(id(layers))
+            for layer in layers:
+                handles.append(layer.register_forward_pre_hook(self._hit(role)))
+        return handles
+
+    def _hit(self, role):
+        def hook(module, args):
+            if self.count[role] is not None:
+                self.count[role] += 1
+        return hook
+
+    def start(self, role: str) -> None:
+        if self.lists.get(role) is not None:
+            self.count[role] = 0
+
+    def stop(self, role: str, rec: dict) -> str:
+        """The role this forward played: 'edge' for a cloud forward that ran fewer layers."""
+        n, total = self.count.get(role), self.total.get(role)
+        self.count[role] = None
+        if n is None or not total or n >= total:
+            return role
+        rec["depth"] = n
+        if role == "cloud" and n > 0:
+            rec["module"], rec["model"] = "cloud", "edge"
+            return "edge"
+        return role
+
+    @staticmethod
+    def drafter(forwards: list[dict]) -> str:
+        if any(f.get("module") == "head" for f in forwards):
+            return "head"
+        if any(f.get("module") == "cloud" and f["model"] == "edge" for f in forwards):
+            return "self"
+        if any(f["model"] == "edge" for f in forwards):
+            return "model"
+        return "lookup"

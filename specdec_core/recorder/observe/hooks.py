@@ -1,0 +1,314 @@
+"""The flight recorder: forward hooks on the two models that log what each forward was fed and
+what it scored, without the user's decoder knowing (docs/recorder.md, "How it records" and
+"Where the time goes"; schema in the same file)."""
+from __future__ import annotations
+
+import time
+import weakref
+
+import torch
+
+from specdec_core.compat import cache_keys, forward_cache, output_cache, preallocated
+from specdec_core.recorder.observe import edge_vocab
+from specdec_core.recorder.observe import head_hooks
+from specdec_core.recorder.observe import mrope
+from specdec_core.recorder.observe import parts
+from specdec_core.recorder.observe import processing
+from specdec_core.recorder.observe import tree_hooks
+from specdec_core.recorder.observe.batch_hooks import BatchWatch
+from specdec_core.recorder.observe.depth import Depth
+
+SCHEMA = "specscope.recording/1"
+TOP = 5
+
+
+def _ints(t) -> list[int] | None:
+    if t is None:
+        return None
+    if isinstance(t, torch.Tensor):
+        return [int(x) for x in t.reshape(-1).tolist()]
+    return [int(x) for x in t]
+
+
+def _cache_len(cache) -> int | None:
+    if cache is None:
+        return None
+    try:
+        return int(cache.get_seq_length())
+    except Exception:   # legacy tuple caches
+        try:
+            return int(cache[0][0].shape[-2])
+        except Exception:
+            return None
+
+
+class _Keys:
+    """Stable small ids for caches, so the tape can follow each cache. A cache object seen
+    before keeps its id (weakly held). A NEW object that holds what a cache of this recording
+    held (legacy tuples re-wrapped, caches rebuilt by slicing `k[:, :, :n]` or copied into a
+    fresh DynamicCache) gets that cache's id, so its tape continues: layer 0's keys of each
+    cache after its last write are kept (one tensor per id) and compared with the new one's."""
+
+    def __init__(self):
+        self.refs: list = []            # (weak ref to a cache object, key)
+        self.n = 0
+        self.held: dict = {}            # key -> layer-0 keys after its latest write
+
+    def key(self, cache) -> int | None:
+        if cache is None:
+            return None
+        for r, k in self.refs:
+            if r() is cache:
+                return k
+        k = self._same_content(cache_keys(cache, 0))
+        if k is None:
+            k, self.n = self.n, self.n + 1
+        try:
+            ref = weakref.ref(cache)
+        except TypeError:
+            ref = (lambda c=cache: c)
+        self.refs.append((ref, k))
+        return k
+
+    def _same_content(self, t) -> int | None:
+        if t is None:
+            return None
+        n = t.shape[-2]
+        for k in reversed(list(self.held)):           # most recently written first
+            old = self.held[k]
+            if (old.shape[:-2] == t.shape[:-2] and old.shape[-1] == t.shape[-1]
+                    and old.shape[-2] >= n and old.dtype == t.dtype
+                    and torch.equal(old[..., :n, :], t)):
+                return k
+        return None
+
+    def written(self, cache, k) -> None:
+        t = cache_keys(cache, 0)
+        if t is not None and k is not None:
+            self.held.pop(k, None)
+            self.held[k] = t
+
+
+class Recorder:
+    """Context manager: `with Recorder(edge, cloud, tok, prompt_ids, stop_ids, k=4) as rec:`.
+
+    declared: the user's declared knobs (k, temperature, verify, max_new_tokens, min_new_tokens,
+    sentence_ids; the declared processing draft_top_k/top_p, target_top_k/top_p/
+    repetition_penalty: recorder/observe/processing.py); the checks compare what was observed with them."""
+
+    def __init__(self, edge, cloud, tokenizer, prompt_ids, stop_ids=(), drafter=None, **declared):
+        self.models = {"edge": edge, "cloud": cloud}   # drafter: a head module (head_hooks.py)
+        self.tokenizer = tokenizer
+        self.prompt_ids = _ints(prompt_ids[0] if isinstance(prompt_ids, torch.Tensor)
+                                and prompt_ids.dim() == 2 else prompt_ids)
+        self.stop_ids = sorted({int(s) for s in (stop_ids or ())})
+        self.declared = {k: v for k, v in declared.items() if v is not None}
+        self.forwards: list[dict] = []
+        self._handles: list = []
+        self._pending: dict[str, list] = {"edge": [], "cloud": []}
+        self._held: dict[str, tuple] = {}     # model -> (forward index, last row log-probs)
+        self._keys = _Keys()
+        self._slots = tree_hooks.SlotWatch()   # caches rewritten in place between forwards
+        self._batch = BatchWatch()            # batch > 1: each row's ids, padding, positions
+        self._mm: dict = {}                   # the prefill's audio lengths / vision grids
+        self._depth = Depth(self.models)      # decoder layers each forward ran (self-drafting)
+        self._t0 = self.wall_s = 0.0
+        self.error: str | None = None
+        self._head = head_hooks.HeadWatch(self, drafter, cloud) if drafter is not None else None
+        self._parts = parts.Parts(self, drafter)   # a model called as inner model + LM head
+        self._proc = processing.Watch(self.declared)   # declared top-k/top-p/penalty (issue 42)
+
+    # -- context manager ------------------------------------------------------------------------
+    def __enter__(self):
+        same = self.models["edge"] is self.models["cloud"]
+        for role, m in self.models.items():
+            if same and role == "cloud":
+                break
+            self._handles.append(m.register_forward_pre_hook(self._pre(role), with_kwargs=True))
+            self._handles.append(m.register_forward_hook(self._post(role), with_kwargs=True))
+        self._handles += self._depth.attach() + (self._head.attach() if self._head else [])
+        self._handles += self._parts.attach()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.wall_s = time.perf_counter() - self._t0
+        self.close()
+        return False
+
+    def close(self) -> None:
+        self._parts.flush()
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def _pre(self, role):
+        @torch.compiler.disable
+        def hook(module, args, kwargs):
+            h0 = time.perf_counter()
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            cache = forward_cache(module, args, kwargs)
+            mask = kwargs.get("attention_mask")
+            embeds = kwargs.get("inputs_embeds") if ids is None else None
+            text_pos, rows3 = mrope.split_positions(kwargs.get("position_ids"))
+            rec = {"i": len(self.forwards), "model": role,
+                   "ids": _ints(ids[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else _ints(ids),
+                   "batch": int(ids.shape[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else None,
+                   "position_ids": text_pos,
+                   "cache_position": _ints(kwargs.get("cache_position")),
+                   "mask_shape": list(mask.shape) if isinstance(mask, torch.Tensor) else None,
+                   "cache_len": _cache_len(cache), "cache": self._keys.key(cache),
+                   "use_cache": kwargs.get("use_cache"),
+                   "inputs_embeds": embeds is not None}
+            if rows3 is not None:
+                rec["mrope"] = rows3
+            if preallocated(cache):
+                rec["cache_static"] = True         # rolled back by its write position
+            if kwargs.get("input_features") is not None or kwargs.get("mm_encoder_outputs") is not None:
+                rec["input_features"] = True
+            if any(kwargs.get(k) is not None for k in mrope.MM_INPUTS):
+                self._mm = self._mm or mrope.multimodal_kwargs(kwargs)
+            if isinstance(embeds, torch.Tensor) and embeds.dim() == 3:
+                # an inputs_embeds forward (e.g. an audio prefill built by hand) fed these ids
+                # if its text rows are the model's own embeddings of the prompt at this offset
+                rec["ids"] = mrope.ids_of_embeds(module, embeds, self.prompt_ids,
+                                                 rec["cache_len"] or 0)
+                rec["batch"] = int(embeds.shape[0])
+            tree_hooks.pre(rec, mask, cache, self._slots)       # tree masks, copied-down slots
+            self._batch.pre(rec, ids, mask, cache, kwargs.get("position_ids"))
+            self.forwards.append(rec)
+            self._pending[role].append(rec)
+            self._depth.start(role)
+            t = time.perf_counter()     # the forward starts now: the hook's own cost is "pre"
+            rec["time"] = {"t": t - self._t0, "dur": None, "pre": t - h0, "post": None}
+        return hook
+
+    def _post(self, role):
+        @torch.compiler.disable
+        def hook(module, args, kwargs, output):
+            rec = self._pending[role].pop() if self._pending[role] else None
+            if rec is None:
+                return
+            logits = getattr(output, "logits", None)
+            if logits is None and isinstance(output, tuple) and output:
+                logits = output[0]
+            if isinstance(logits, torch.Tensor) and logits.is_cuda:
+                torch.cuda.synchronize(logits.device)   # the GPU's time is the forward's
+            t_end = time.perf_counter()
+            who = self._depth.stop(role, rec)     # "edge" for a partial-depth cloud forward
+            self._fed_next(who, rec)
+            cache = output_cache(output)
+            if rec["cache"] is None and cache is not None:
+                rec["cache"] = self._keys.key(cache)
+                rec["cache_len"] = 0
+            if cache is not None and rec.get("use_cache") is not False:
+                self._keys.written(cache, rec["cache"])
+            delta = kwargs.get("rope_deltas", getattr(getattr(module, "model", None), "rope_deltas", None))
+            if isinstance(delta, torch.Tensor) and delta.numel():
+                rec["rope_deltas"] = int(delta.reshape(-1)[0])   # what the model itself holds
+            if isinstance(logits, torch.Tensor) and logits.dim() == 3:
+                rec["rows"], last = _rows(*self._proc.logits(who, rec, logits[0]), rec["ids"] or [],
+                                          self.declared.get("temperature"))
+                self._held[who] = (rec["i"], last)
+            else:
+                rec["rows"] = None
+            tree_hooks.post(rec, logits, cache, self._slots)    # every node under every row
+            self._batch.post(rec, who, logits, cache, lambda lg, ids, T: _rows(lg, {}, ids, T),
+                             self.declared.get("temperature"))   # rows: no declared processing
+            tm = rec.get("time")
+            if tm is not None:
+                tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
+                tm["t"], tm["pre"] = round(tm["t"], 6), round(tm["pre"], 6)
+                tm["post"] = round(time.perf_counter() - t_end, 6)
+        return hook
+
+    def _fed_next(self, who: str, rec: dict) -> None:
+        """The previous forward of the same role held its last row's log-probs: the rank of the
+        token this forward was fed first (what a drafter needs). Resolved after the forward,
+        when its role is known (a partial-depth forward of the cloud is a draft)."""
+        held = self._held.pop(who, None)
+        if held is None or not rec["ids"]:
+            return
+        fi, logp = held
+        tok = rec["ids"][0]
+        if 0 <= tok < logp.shape[-1]:
+            self.forwards[fi]["rows"]["fed_next"] = {
+                "forward": rec["i"], "token": tok, "rank": int((logp > logp[tok]).sum()) + 1,
+                "logp": round(float(logp[tok]), 5)}
+
+    # -- result ----------------------------------------------------------------------------------
+    def finish(self, out_ids) -> dict:
+        """The recording: JSON-serialisable, schema specscope.recording/1 (docs/recorder.md)."""
+        self.close()
+        out = _ints(out_ids[0] if isinstance(out_ids, torch.Tensor) and out_ids.dim() == 2
+                    else out_ids) or []
+        vocab = {}
+        tok = self.tokenizer
+        if tok is not None:
+            vocab["tokenizer"] = len(tok)
+        for role, m in self.models.items():
+            cfg = getattr(m, "config", None)
+            text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg   # thinkers
+            vocab[role] = getattr(text, "vocab_size", None)
+        rec = {"schema": SCHEMA, "prompt_ids": self.prompt_ids, "stop_ids": self.stop_ids,
+               "declared": dict(self.declared), "out_ids": out, "vocab": vocab,
+               "same_model": self.models["edge"] is self.models["cloud"],
+               "wall_s": round(self.wall_s, 4), "error": self.error,
+               "forwards": self.forwards, "layers": self._depth.total,
+               "drafter": self._depth.drafter(self.forwards),
+               "draft_shape": "tree" if any(map(tree_hooks.is_tree, self.forwards)) else "chain",
+               **edge_vocab.edge_texts(self.models["edge"], vocab, self.forwards, tok)}
+        model = next((m for m in (self.models["cloud"], self.models["edge"]) if mrope.is_mrope(m)), None)
+        layout = mrope.prompt_layout(model, self.prompt_ids, self._mm) if model is not None else None
+        if layout:
+            span = layout.pop("audio")
+            rec["mrope"] = layout
+            prefill = {f["model"]: ("input_features" if f.get("input_features") else "inputs_embeds")
+                       for f in self.forwards if f.get("input_features") or f.get("inputs_embeds")}
+            rec["audio"] = span and {"span": span, "rope_delta": layout["rope_delta"],
+                                     "prefill": prefill}
+        return rec
+
+
+def _top(logp: torch.Tensor, k: int):
+    """topk with exact ties in torch.argmax's order (lowest id first): bf16/fp16 logits tie
+    often, and a loop's argmax picks the first maximum, so row 0 must be that one."""
+    top = torch.topk(logp, k, -1)
+    order = top.indices.sort(dim=-1).indices                   # ascending id...
+    vals, ids = top.values.gather(-1, order), top.indices.gather(-1, order)
+    order = vals.sort(dim=-1, descending=True, stable=True).indices    # ...then by value, stable
+    return torch.return_types.topk((vals.gather(-1, order), ids.gather(-1, order)))
+
+
+@torch.no_grad()
+def _rows(logits: torch.Tensor, extra: dict, ids: list[int], temperature=None):
+    """Per scored row (the last T' input positions): argmax, top-5, entropy, and the rank /
+    log-prob of the input token that follows the row. One batched op per forward. With a
+    declared temperature T > 0 also `lse_t` = logsumexp(logp / T) per row, so that any stored
+    log-prob l converts to the log-prob at T: l / T - lse_t (recorder/checks/sampling/rule.py)."""
+    t = logits.shape[0]
+    logp = torch.log_softmax(logits.float(), -1)
+    top = _top(logp, min(TOP, logp.shape[-1]))
+    ent = -(logp.exp() * logp).sum(-1)
+    off = len(ids) - t                         # input index of the first scored row
+    nxt = ids[off + 1:] if off >= -1 else []   # tokens following rows 0..t-2
+    ranks, lps = [], []
+    if nxt:
+        n = len(nxt)
+        idx = torch.tensor(nxt, dtype=torch.long).clamp(0, logp.shape[-1] - 1)
+        sub = logp[:n]
+        v = sub.gather(1, idx[:, None])
+        ranks = ((sub > v).sum(-1) + 1).tolist()
+        lps = [round(x, 5) for x in v[:, 0].tolist()]
+    rows = {"offset": off, "vocab": int(logits.shape[-1]),
+            "argmax": top.indices[:, 0].tolist(),
+            "top_ids": top.indices.tolist(),
+            "top_logp": [[round(x, 5) for x in r] for r in top.values.tolist()],
+            "entropy": [round(x, 5) for x in ent.tolist()],
+            "next_rank": ranks, "next_logp": lps, "fed_next": None,
+            **extra}    # declared processing's raw / penalised argmax (recorder/observe/processing.py)
+    if temperature and float(temperature) > 0:
+        rows["lse_t"] = [round(x, 6) for x in
+                         torch.logsumexp(logp / float(temperature), -1).tolist()]
+    return rows, logp[-1].clone()

@@ -1,0 +1,152 @@
+"""Declared logit processing (issue 42): what the loop applies to each distribution, as
+`generate` would. The drafter's side: what its drafts are sampled from (q): `draft_top_k`,
+`draft_top_p`. The target's side: what the output must follow (p): `target_top_k`,
+`target_top_p`, `target_repetition_penalty`. The recorder stores each model's rows from the
+PROCESSED logits (the penalty on the raw logits, then temperature, top-k, top-p, HF's order),
+so every check judges drafts against the declared q and the output against the declared p; the
+raw argmax is kept (`raw_argmax`) to name a penalty the loop did not apply."""
+from __future__ import annotations
+
+import torch
+
+from specdec_core.errors import UserError
+
+KNOBS = {"draft_top_k": int, "draft_top_p": float, "target_top_k": int, "target_top_p": float,
+         "target_repetition_penalty": float}
+ROLE = {"edge": "draft", "cloud": "target"}
+OUT = -1e4        # log-prob of a token the processing removes (finite: JSON, exp() is 0)
+
+
+def validate(declared: dict) -> None:
+    """A one-line UserError for a value no loop could apply."""
+    for side in ("draft", "target"):
+        k, p = declared.get(f"{side}_top_k"), declared.get(f"{side}_top_p")
+        if k is not None and (int(k) != k or k < 1):
+            raise UserError(f"{side}_top_k must be an integer >= 1, got {k!r}")
+        if p is not None and not 0 < p <= 1:
+            raise UserError(f"{side}_top_p must be in (0, 1], got {p!r}")
+    r = declared.get("target_repetition_penalty")
+    if r is not None and not r > 0:
+        raise UserError(f"target_repetition_penalty must be > 0, got {r!r}")
+
+
+def for_role(declared: dict, role: str) -> dict:
+    """{"top_k", "top_p", "penalty"} declared for this model (edge: draft_*, cloud: target_*);
+    values that change nothing (top_p 1, penalty 1) are left out."""
+    side = ROLE.get(role)
+    if side is None:
+        return {}
+    d = {"top_k": declared.get(f"{side}_top_k"), "top_p": declared.get(f"{side}_top_p"),
+         "penalty": declared.get(f"{side}_repetition_penalty")}
+    if d["top_p"] is not None and d["top_p"] >= 1:
+        d["top_p"] = None
+    if d["penalty"] is not None and d["penalty"] == 1:
+        d["penalty"] = None
+    return {k: v for k, v in d.items() if v is not None}
+
+
+class Contexts:
+    """The ids each cache holds (a small tape: cache id -> ids), so a row's repetition penalty
+    sees what generate's input_ids would hold at that row."""
+
+    def __init__(self):
+        self.held: dict = {}
+
+    def of(self, rec: dict) -> list[int]:
+        """Every id before and including this forward's inputs (in input order)."""
+        L, key = rec.get("cache_len") or 0, rec.get("cache")
+        before = self.held.get(key, [])[:L] if key is not None else []
+        ctx = before + list(rec.get("ids") or [])
+        if key is not None and rec.get("use_cache") is not False:
+            self.held[key] = ctx
+        return ctx
+
+
+def _penalty_mask(ctx: list[int], first: int, t: int, V: int) -> torch.Tensor:
+    """[t, V] bool: row r's context ctx[:first + r + 1] holds the token."""
+    m = torch.zeros(t, V, dtype=torch.bool)
+    base = [x for x in ctx[:first + 1] if 0 <= x < V]
+    if base:
+        m[:, torch.tensor(sorted(set(base)))] = True
+    for r in range(1, t):
+        x = ctx[first + r] if first + r < len(ctx) else -1
+        if 0 <= x < V:
+            m[r:, x] = True
+    return m
+
+
+@torch.no_grad()
+def apply(logits: torch.Tensor, proc: dict, T: float | None, ctx: list[int] | None,
+          first: int) -> torch.Tensor:
+    """[t, V] processed logits (removed tokens at OUT below the row's minimum). `first`: the
+    index in ctx of row 0's input token. Top-k/top-p apply only at T > 0 (argmax unchanged)."""
+    x = logits.float().clone()
+    t, V = x.shape
+    if proc.get("penalty") and ctx is not None:
+        m = _penalty_mask(ctx, first, t, V)
+        pen = torch.where(x < 0, x * proc["penalty"], x / proc["penalty"])
+        x = torch.where(m, pen, x)
+    if not T or T <= 0:
+        return x
+    keep = torch.ones_like(x, dtype=torch.bool)
+    z = x / T
+    if proc.get("top_k"):
+        kth = torch.topk(z, min(int(proc["top_k"]), V), -1).values[:, -1:]
+        keep &= z >= kth
+    if proc.get("top_p"):
+        zz = z.masked_fill(~keep, float("-inf"))
+        s, idx = torch.sort(zz, descending=False)
+        cum = s.softmax(-1).cumsum(-1)
+        drop = cum <= 1 - proc["top_p"]
+        drop[:, -1] = False
+        keep &= ~torch.zeros_like(drop).scatter(1, idx, drop)
+    low = x.min(-1, keepdim=True).values + OUT * max(1.0, T)
+    return torch.where(keep, x, low)
+
+
+class Watch:
+    """The Recorder's side: per forward, the logits its rows are computed from (processed when
+    processing is declared for the model that ran) and what rows add: `raw_argmax` (the
+    unprocessed choice) on a processed model; on the edge, with a target penalty declared,
+    `penalised_argmax` (a loop may penalise its drafts as generate's assistant does)."""
+
+    def __init__(self, declared: dict):
+        validate(declared)
+        self.T = float(declared.get("temperature") or 0.0)
+        self.proc = {role: for_role(declared, role) for role in ROLE}
+        self.penalty = self.proc["cloud"].get("penalty")
+        self.ctxs = Contexts()
+
+    def logits(self, who: str, rec: dict, logits: torch.Tensor):
+        proc = self.proc.get(who)
+        pen = proc.get("penalty") if proc else (self.penalty if who == "edge" else None)
+        if not proc and not pen:
+            return logits, {}
+        t = logits.shape[0]
+        ctx = self.ctxs.of(rec) if pen else None
+        first = (rec.get("cache_len") or 0) + len(rec.get("ids") or []) - t
+        if not proc:
+            return logits, {"penalised_argmax": apply(logits, {"penalty": pen}, 0, ctx, first)
+                            .argmax(-1).tolist()}
+        out = apply(logits, proc, self.T, ctx, first)
+        extra = {"raw_argmax": logits.argmax(-1).tolist()}
+        if self.T > 0 and (who == "edge" or pen):      # raw vs processed on a fixed set
+            extra["penalty_rows" if who == "cloud" else "q_rows"] = penalty_rows(logits, out, self.T)
+        return out, extra
+
+
+def penalty_rows(raw: torch.Tensor, proc: torch.Tensor, T: float) -> list:
+    """Per row, for S = the raw top-5 and the processed top-5 (a set fixed before the outcome):
+    [ids, raw log-probs at T, processed log-probs at T] (recorder/checks/sampling/penalty.py for the
+    cloud, q_check.py for the edge)."""
+    a = torch.log_softmax(raw.float() / T, -1)
+    b = torch.log_softmax(proc.float() / T, -1)
+    ids = torch.cat([torch.topk(a, min(5, a.shape[-1]), -1).indices,
+                     torch.topk(b, min(5, b.shape[-1]), -1).indices], -1)
+    out = []
+    for r in range(raw.shape[0]):
+        s = sorted(set(ids[r].tolist()))
+        ix = torch.tensor(s)
+        out.append([s, [round(x, 5) for x in a[r, ix].tolist()],
+                    [round(max(x, OUT), 5) for x in b[r, ix].tolist()]])
+    return out

@@ -1,0 +1,117 @@
+"""What the flight recorder keeps for token trees: `mask_rows` (a non-causal 4D mask, compactly),
+`rows["cross"]` (every fed token under every scored row of a tree forward) and `slot_moves`
+(cache slots rewritten in place). recorder/normalize/tree.py reads them; docs/recorder.md, "Tree loops"."""
+from __future__ import annotations
+
+import torch
+
+from specdec_core.compat import cache_keys
+
+MAX_CROSS = 128      # nodes per forward for which every token is scored under every row
+
+
+def mask_rows(mask, past: int, n: int) -> dict | None:
+    """The compact content of a 4D mask, or None for none / a causal one (padding columns,
+    masked for every row, aside). A prepared mapping ({"full_attention": mask}, what generate
+    and the built-in runner hand transformers 5 models) is read through."""
+    if isinstance(mask, dict):
+        mask = mask.get("full_attention", next(iter(mask.values()), None))
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 4 or n < 1:
+        return None
+    m = mask[0, 0, -n:, :past + n]
+    vis = (m.bool() if m.dtype == torch.bool else m > torch.finfo(m.dtype).min / 2).cpu()
+    if vis.shape[-1] < past + n:
+        return None
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    hidden = (~vis[0, :past]).nonzero().reshape(-1)       # causal: hidden columns only lead
+    leading = hidden.numel() == 0 or int(hidden[-1]) == hidden.numel() - 1
+    if torch.equal(vis[:, past:], causal) and bool((vis[:, :past] == vis[:1, :past]).all()) and leading:
+        return None
+    seen = vis.all(0)
+    lead = int(seen.nonzero()[0]) if seen.any() else 0      # leading padding, hidden from all
+    rest = (~seen[lead:]).nonzero()
+    c0 = lead + int(rest[0]) if rest.numel() else past + n
+    rows = [[c0 + int(j) for j in r.nonzero().reshape(-1).tolist()] for r in vis[:, c0:]]
+    return {"from": c0, "rows": rows}
+
+
+def is_tree(rec: dict) -> bool:
+    """A forward that is a tree: a non-causal 4D mask, or (no mask, a text-only model) positions
+    that repeat in a tree's layout: non-decreasing over a contiguous range of 2+ depths, as
+    Medusa and EAGLE order their nodes. A chain fed at wrong positions is not read as a tree."""
+    if rec.get("mask_rows"):
+        return True
+    pos = rec.get("position_ids")
+    if not pos or rec.get("mrope") or len(set(pos)) == len(pos) or len(set(pos)) < 2:
+        return False
+    return all(a <= b for a, b in zip(pos, pos[1:])) and max(pos) - min(pos) == len(set(pos)) - 1
+
+
+@torch.no_grad()
+def cross(logits: torch.Tensor, ids: list[int]) -> dict | None:
+    """rank / log-prob of every fed id under every scored row (rows cover all fed ids)."""
+    t = logits.shape[0]
+    if t != len(ids) or not 1 < t <= MAX_CROSS:
+        return None
+    logp = torch.log_softmax(logits.float(), -1)
+    idx = torch.tensor(ids, dtype=torch.long, device=logp.device).clamp(0, logp.shape[-1] - 1)
+    vals = logp[:, idx]                                          # [rows, ids]
+    asc = logp.sort(-1).values                                   # one sort per row
+    ranks = logp.shape[-1] - torch.searchsorted(asc, vals.contiguous(), right=True) + 1
+    return {"rank": ranks.tolist(),
+            "logp": [[round(x, 5) for x in r] for r in vals.tolist()]}
+
+
+def _fingerprint(cache) -> torch.Tensor | None:
+    t = cache_keys(cache, -1)                                       # context-dependent
+    return None if t is None else t[0, 0].detach().float().cpu().clone()   # [slots, head_dim]
+
+
+def sources(old: torch.Tensor, now) -> list[int]:
+    """Per slot of `now`, the slot of `old` holding the same keys (-1: none)."""
+    hits = [(old == x).all(-1).nonzero().reshape(-1) for x in now]
+    return [int(h[0]) if h.numel() else -1 for h in hits]
+
+
+class SlotWatch:
+    """The last layer's keys (one head) of each cache after its latest forward; at the next forward
+    the slots that changed in between are `slot_moves`."""
+
+    def __init__(self):
+        self.fp: dict = {}
+
+    def before(self, rec: dict, cache) -> None:
+        old = self.fp.get(rec.get("cache"))
+        if old is None or cache is None:
+            return
+        cur = _fingerprint(cache)
+        if cur is None:
+            return
+        n = min(old.shape[0], cur.shape[0], rec.get("cache_len") or 0)
+        changed = (cur[:n] != old[:n]).any(-1).nonzero().reshape(-1).tolist()
+        moves = [[j, src] for j, src in zip(changed, sources(old, cur[changed]))]
+        if moves:
+            rec["slot_moves"] = moves
+
+    def after(self, rec: dict, cache) -> None:
+        if cache is None or rec.get("cache") is None or rec.get("use_cache") is False:
+            return
+        fp = _fingerprint(cache)
+        if fp is not None:
+            self.fp[rec["cache"]] = fp
+
+
+def pre(rec: dict, mask, cache, watch: SlotWatch) -> None:
+    m = mask_rows(mask, rec.get("cache_len") or 0, len(rec.get("ids") or []))
+    if m:
+        rec["mask_rows"] = m
+    watch.before(rec, cache)
+
+
+def post(rec: dict, logits, cache, watch: SlotWatch) -> None:
+    watch.after(rec, cache)
+    rows = rec.get("rows")
+    if rows and isinstance(logits, torch.Tensor) and logits.dim() == 3 and is_tree(rec):
+        c = cross(logits[0], rec.get("ids") or [])
+        if c:
+            rows["cross"] = c

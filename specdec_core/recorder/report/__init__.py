@@ -1,0 +1,39 @@
+"""Report: the checks' findings folded once (docs/recorder.md, "Pipeline"): named causes,
+one cause one code (`dedupe`), roots and their symptoms (roots.py, from the codes' registered
+facts), a cut recording's nesting (incomplete.py), text symptoms of an exact loop
+(model_or_decoder.py), and the order."""
+from __future__ import annotations
+
+from specdec_core.recorder.report import incomplete, named_causes
+from specdec_core.recorder.report.model_or_decoder import judge_text
+from specdec_core.recorder.report.roots import link
+
+SEVERITY = {"error": 0, "warning": 1, "info": 2}
+
+
+def dedupe(found: list) -> list:
+    """Argmax drafts also look like drafts sampled at a tiny temperature: one cause, one code."""
+    if any("argmax_drafts" in f.get("evidence", {}) or f["code"] == "greedy_draft_sampling"
+           for f in found):
+        found = [f for f in found if not (f["code"] == "hidden_draft_processing"
+                                          and "effective_temperature" in f.get("evidence", {}))]
+    return found
+
+
+def order(found: list) -> list:
+    """Errors first, then warnings, then info; roots before the symptoms they explain."""
+    return sorted(found, key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
+
+
+def fold(found: list, e) -> list:
+    """One clip's findings (its Evidence `e`) as the report shows them."""
+    found = named_causes.name(found, e.t, e.rounds, e.declared)     # penalty / first draft
+    found = link(dedupe(found))
+    # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
+    found = judge_text(incomplete.nest(found, incomplete.check_incomplete(e.t, e.texts)), e.rec)
+    return order(found)
+
+
+def pooled(found: list) -> list:
+    """Pooled findings folded: one cause, one code."""
+    return dedupe(found)

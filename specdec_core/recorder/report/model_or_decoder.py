@@ -1,0 +1,63 @@
+"""Text symptoms of an exact loop are the model's, not the decoder's (issue 36, item 4;
+docs/recorder.md, "Text symptoms of an exact loop")."""
+from __future__ import annotations
+
+from specdec_core.findings import fact, finding
+
+MODEL_CAUSE = ("the cloud alone does this too: the loop is exact ({why}), so this text is what "
+               "the model produces on this prompt, not a decoder bug")
+ALONE_CAUSE = ("only the text shows this: no forward the models were fed contradicts the committed "
+               "text and no check found the output leaving the cloud's, so it is not shown to be a "
+               "decoder bug (the model may write this itself); had it come from the decoder: {was}")
+MODEL_FIX = ("look at the model or the prompt (chat template, stop ids, temperature, prompt "
+             "type); compare with `run --baseline` (cloud only)")
+
+
+def exact_because(recording: dict, reference: dict | None, findings: list[dict]) -> str | None:
+    """Why the loop's output is the cloud's own (a short reason), or None when it is not shown."""
+    if any(f["severity"] == "error" and not fact(f["code"], "text") for f in findings):
+        return None
+    declared = recording.get("declared") or {}
+    if declared.get("temperature") and declared.get("verify") == "sampling":
+        return "sampling: no check found the samples off the cloud's distribution"
+    if reference is not None and reference.get("matches"):
+        return "greedy: identical to the cloud's own greedy decode"
+    return None
+
+
+def _proof(reference: dict | None, findings: list[dict]) -> bool:
+    """Forward-level evidence under a text symptom (docs/findings.md, "An error needs proof"):
+    another error (a root it may be the symptom of), or the output leaving the reference."""
+    if any(f["severity"] == "error" and not fact(f["code"], "text") for f in findings):
+        return True
+    fd = (reference or {}).get("first_divergence") or {}
+    return reference is not None and not reference.get("matches") and fd.get("cause") != "numerics"
+
+
+def model_or_decoder(f: dict, recording: dict, reference: dict | None,
+                     findings: list[dict]) -> dict:
+    """`f` as it is, or, for a text finding of an exact loop, the same finding as a warning whose
+    cause says the cloud alone does this too; a text finding with nothing under it (no other
+    error, no divergence from a reference) is a warning too: a text symptom alone is never an
+    error."""
+    if not fact(f["code"], "text") or f["severity"] != "error":
+        return f
+    why = exact_because(recording, reference, findings)
+    if why is None and _proof(reference, findings):
+        return f
+    ev = dict(f.get("evidence") or {}, model_or_decoder="model" if why else "text only",
+              decoder_error=f["cause"])
+    if why is None:
+        return finding(f["code"], f"{f['title']} (text only)", f["detail"],
+                       ALONE_CAUSE.format(was=f["cause"]), MODEL_FIX, ev, severity="warning",
+                       explained_by=f.get("explained_by"))
+    return finding(f["code"], f"{f['title']} (the cloud alone does this too)", f["detail"],
+                   MODEL_CAUSE.format(why=why), MODEL_FIX, ev, severity="warning",
+                   explained_by=f.get("explained_by"))
+
+
+def judge_text(findings: list[dict], recording: dict, reference: dict | None = None) -> list[dict]:
+    """Every finding through model_or_decoder, errors first as before."""
+    out = [model_or_decoder(f, recording, reference, findings) for f in findings]
+    rank = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+    return sorted(out, key=lambda f: rank.get(f["severity"], 9))
