@@ -27,4 +27,13 @@ if __name__ == "__main__":
     if args.time_limit_s is not None:
         os.environ["SPECSCOPE_TIME_LIMIT_S"] = str(max(0.0, args.time_limit_s))
     warm_up()
-    demo.launch(**launch_kwargs())
+    for attempt in range(3):
+        try:
+            demo.launch(**launch_kwargs())
+            break
+        except ValueError as e:   # Gradio gives up when its own URL misses one 3 s HEAD (a busy
+            if "localhost is not accessible" not in str(e) or attempt == 2:   # machine): again
+                raise
+            print("the page did not answer Gradio's start-up check in 3 s (busy machine); starting again",
+                  flush=True)
+            demo.close()

@@ -16,6 +16,7 @@ from specdec_core.recorder import analyze
 from specdec_core.recorder import load_function
 from specdec_core.recorder import Recorder
 from specdec_core.recorder import evidence
+from specdec_core.recorder.analyze import evidence_of
 from specdec_core.recorder.checks.sampling.rule import pooled as pooled_sampling
 
 SAMPLING = {"acceptance_rule", "greedy_draft_sampling", "residual_mismatch"}
@@ -50,7 +51,7 @@ def main():
                 r = rec.finish(out)
                 recs.append(r)
                 per |= {f["code"] for f in analyze(r, demo.tokenizer, p.info)[1]} & SAMPLING
-            pooled = {f["code"] for f in pooled_sampling(evidence.distinct([evidence.of(r) for r in recs]))} & SAMPLING
+            pooled = {f["code"] for f in pooled_sampling(evidence.distinct([evidence_of(r) for r in recs]))} & SAMPLING
             key = ",".join(sorted(pooled | per)) or "quiet"
             tally[key] = tally.get(key, 0) + 1
             print(name, s, "pooled", sorted(pooled), "per clip", sorted(per), flush=True)

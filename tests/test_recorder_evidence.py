@@ -11,7 +11,8 @@ import pytest
 
 from specdec_core.api import load_backend, prepare
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.recorder import analyze, evidence
+from specdec_core.recorder import analyze
+from specdec_core.recorder.analyze import evidence_of
 from specdec_core.recorder.checks import registry
 from specdec_core.recorder.driver.builtin import record_builtin
 from specdec_core.recorder.driver.cli import load_function, pooled_findings, record_clip
@@ -37,7 +38,7 @@ def test_a_sampled_loop_that_resumed_is_built_once(demo):
     cfg = DecodeConfig(temperature=0.7)
     rec, *_ = record_builtin(demo, prepare(demo, CLIP, cfg), cfg)
     assert builds(rec, demo.tokenizer) == {"replays": 1, "tapes": 1, "rounds": 1}
-    assert evidence.of(rec).t.resumed, "happy_01 at T=0.7 (seed 0) resumes at its own correction"
+    assert evidence_of(rec).t.resumed, "happy_01 at T=0.7 (seed 0) resumes at its own correction"
 
 
 @pytest.mark.parametrize("temperature,rows", [(0.0, 3), (0.8, 1)])
@@ -50,7 +51,7 @@ def test_a_batched_recording_is_built_once_per_row_judged(demo, temperature, row
     got = builds(res["recording"], demo.tokenizer)
     assert got["tapes"] == got["rounds"] == rows, got
     assert got["replays"] <= rows + 1, got    # a row's replay serves its inferred output and trim
-    e = evidence.of(res["recording"])
+    e = evidence_of(res["recording"])
     assert e.rec["batch_row"] == 1 and all((f.get("batch") or 1) == 1 for f in e.rec["forwards"])
     # the pooled checks read that canonical row, not the batched recording
     BUILDS.clear()

@@ -76,7 +76,7 @@ def test_a_sampled_correction_equal_to_its_draft_is_no_context_error(demo):
     cfg = DecodeConfig(temperature=0.7)
     rec, trace, found, own = record_builtin(demo, prepare(demo, CLIPS[1], cfg), cfg)
     assert codes(found, "error") == set(), found
-    from specdec_core.recorder.evidence.resumed import cuts
+    from specdec_core.recorder.evidence.rounds import cuts
     assert cuts(rec), "the loop's next round resumed before the committed text's end of the round"
     corrected = [t["i"] for t in own.to_dict()["tokens"] if t["source"] == "corrected"]
     assert corrected == [t["i"] for t in trace.to_dict()["tokens"] if t["source"] == "corrected"]

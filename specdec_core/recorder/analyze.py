@@ -14,7 +14,7 @@ from specdec_core.recorder.normalize.validate import check_fields, check_recordi
 def analyze(rec: dict, tokenizer, info=None, dependence=None):
     """recording -> (Trace, findings). The trace's diagnostics are the findings. `dependence`:
     decoding/dependence.py's result for the output, when the backend gives one. The clip's
-    Evidence is kept for the pooled checks (evidence.of)."""
+    Evidence is kept for the pooled checks (evidence_of)."""
     check_recording(rec)                  # caps and consistency first (issue 36)
     check_fields(rec)                     # then each field's shape (issue 37)
     if batch_rows.batched(rec):           # batch > 1: every row on its own (normalize/)
@@ -23,6 +23,11 @@ def analyze(rec: dict, tokenizer, info=None, dependence=None):
         trace, found, e = _analyze_one(rec, normalize.Context(tokenizer), info, dependence, "clip")
     evidence.keep(rec, e)
     return trace, found
+
+
+def evidence_of(rec: dict, tokenizer=None) -> Evidence:
+    """The clip's Evidence of a recording `analyze` read (kept), else built from the recording."""
+    return evidence.kept(rec) or canonical(rec, tokenizer)
 
 
 def canonical(rec: dict, tokenizer=None, info=None, dependence=None) -> Evidence:

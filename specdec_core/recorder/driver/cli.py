@@ -230,9 +230,10 @@ def pooled_findings(results: list[dict]) -> list[dict]:
     invisible on one clip and plain over six)."""
     from specdec_core.analysis.audio_dependence import pooled_edge_mishears
     from specdec_core.recorder import evidence, report
+    from specdec_core.recorder.analyze import evidence_of
     from specdec_core.recorder.checks import registry
 
-    runs = evidence.distinct([evidence.of(r["recording"]) for r in results
+    runs = evidence.distinct([evidence_of(r["recording"]) for r in results
                               if r.get("ok") and r.get("recording")])
     mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
     return (report.pooled(registry.run_pooled(runs)) if len(runs) > 1 else []) + mishears

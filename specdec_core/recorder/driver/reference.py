@@ -38,11 +38,11 @@ def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recordin
 def user_row(recording: dict, p: int, u: int | None, r: int | None) -> dict:
     """What the cloud forward that decided position p said there (the canonical recording's
     tapes: a tree forward read as its accepted path)."""
-    from specdec_core.recorder import evidence
+    from specdec_core.recorder.analyze import evidence_of
 
     if u is None:
         return {}
-    t = evidence.of(recording).t
+    t = evidence_of(recording).t
     if p not in t.decided:
         return {"unverified": True}
     fi, row = t.decided[p]

@@ -99,11 +99,8 @@ def keep(rec: dict, e: Evidence) -> None:
             _KEPT.popitem(last=False)
 
 
-def of(rec: dict, tokenizer=None) -> Evidence:
-    """The clip's Evidence of a recording `analyze` read (kept), else built from the recording."""
-    kept = _KEPT.get(id(rec))
-    if kept is not None and kept[0] is rec:
-        return kept[1]
-    from specdec_core.recorder.analyze import canonical
-
-    return canonical(rec, tokenizer)
+def kept(rec: dict) -> Evidence | None:
+    """The clip's Evidence of a recording `analyze` read (kept), else None (analyze.evidence_of
+    builds it then)."""
+    hit = _KEPT.get(id(rec))
+    return hit[1] if hit is not None and hit[0] is rec else None

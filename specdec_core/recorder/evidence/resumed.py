@@ -49,12 +49,3 @@ def resumed(t, rnd, k: int, cached_edge: bool) -> int | None:
         return None
     return p1
 
-
-def cuts(rec: dict) -> dict:
-    """{verify forward i: the position where the loop resumed} of a (canonical) recording."""
-    from specdec_core.recorder.evidence.rounds import build_rounds
-    from specdec_core.recorder.evidence.tape import build_tapes
-
-    t = build_tapes(rec)
-    build_rounds(t)
-    return t.resumed

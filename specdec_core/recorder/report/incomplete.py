@@ -67,7 +67,7 @@ def nest(found: list, inc: list) -> list:
 def end_not_judged(found: list, ended_by: str) -> list:
     """A run the user stopped (or the time limit cut) is not judged on its end (issue 50): the
     end checks' findings, and the symptoms they explain, give way to one not_judged line."""
-    gone = {f["code"] for f in found if f["code"] in _END}
+    gone = {f["code"] for f in found if fact(f["code"], "end")}
     kept = [f for f in found if f["code"] not in gone and f.get("explained_by") not in gone]
     why = "the Stop button" if ended_by == "cancelled" else "the time limit (time_limit_s)"
     return kept + [finding("not_judged", f"the run's end is not judged: it was ended by {why}",
