@@ -28,8 +28,9 @@ def _row_forward(f: dict, b: int) -> dict:
     out.update(ids=r["ids"], position_ids=r.get("position_ids"), cache_position=None, batch=1,
                cache_len=Lb, mask_shape=[1, (Lb or 0) + len(r["ids"])], rows=r.get("rows"),
                batch_row=b)
-    if r.get("tape_src") is not None:
-        out["tape_src"] = r["tape_src"]
+    for key in ("tape_src", "zeroed"):
+        if r.get(key) is not None:
+            out[key] = r[key]
     return out
 
 

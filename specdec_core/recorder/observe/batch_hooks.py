@@ -1,6 +1,6 @@
 """What the flight recorder keeps of a forward with batch > 1 (docs/recorder.md, "Batches"): per
 row, the ids it was really fed (the attention mask's ones), the padding its cache holds, its
-positions, its scored rows, and where each cached slot's keys came from when a loop moved them
+positions, its scored rows, the cached slots it attends whose keys are zero (`zeroed`), and where each cached slot's keys came from when a loop moved them
 (a batched loop realigns its rows every step). recorder/normalize/batch_rows.py splits such a
 recording into one recording per row."""
 from __future__ import annotations
@@ -57,7 +57,19 @@ class BatchWatch:
                                                     if isinstance(positions, torch.Tensor) else keep)})
         rec["batch_rows"] = rows
         rec["_real"] = m
+        self._zeroed(rows, cache, m[:, :L])
         self._moves(rec, cache, m[:, :L])
+
+    @staticmethod
+    def _zeroed(rows: list, cache, cached) -> None:
+        """Cached slots whose keys are all zero yet attended (mask 1): a rollback that zeroed a
+        row's rejected tail instead of masking it; each adds e^0 to the softmax denominator."""
+        cur = _last_keys(cache)
+        if cur is None or cur.shape[0] != len(rows) or cur.shape[1] < cached.shape[1]:
+            return
+        z = (cur[:, :cached.shape[1]] == 0).all(-1).cpu() & cached
+        for b in z.any(-1).nonzero().reshape(-1).tolist():
+            rows[b]["zeroed"] = z[b].nonzero().reshape(-1).tolist()
 
     def _moves(self, rec: dict, cache, cached) -> None:
         cur = _last_keys(cache)
