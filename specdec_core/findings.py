@@ -225,7 +225,7 @@ register("zeroed_kv", "error", "a row's cache holds slots whose keys were zeroed
          "ragged rollback zeroed the rejected tail, and each such slot still adds e^0 to the softmax "
          "denominator (mlx-vlm #1962)", "a batched forward attends (attention mask 1) to cached "
          "slots whose keys are all zero", source="recorder",
-         root=2, explains=("position_error", "stale_cache") + CONTEXT_SYMPTOMS)
+         root=2, explains=("position_error",) + CONTEXT_SYMPTOMS)
 register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
          "tokenizer vocabularies or encodings differ", source="pair")
 register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",

@@ -24,7 +24,8 @@ def zeroed_kv(e) -> list:
         "the softmax denominator, diluting the row's attention; the row's cache length counts them, "
         "so its positions (which are right) no longer continue it",
         "a rollback for rows that accepted different numbers of drafts zeroed each row's rejected "
-        "key/value tail in a rectangular batch cache instead of masking it (mlx-vlm #1962)",
+        "key/value tail in a rectangular batch cache instead of masking it (mlx-vlm #1962), or the "
+        "mask attends slots the loop filled with zeros (a zero-padded slot shifted into a row)",
         "mask the rejected slots (attention mask 0 for them, as left padding is), or crop the rows "
         "to a uniform accepted count (mlx-vlm #2113); never leave zeroed slots attended",
         {"model": f0["model"], "forward": f0["i"], "slots": f0["zeroed"][:16],
