@@ -24,12 +24,10 @@ def _last_keys(cache):
     return None if t is None else t[:, 0].detach()
 
 
-def _found(now, old) -> int:
-    """How many of a row's cached keys are among another cache row's (a row followed by its
-    content, not its slot)."""
-    if not now.numel() or not old.numel():
-        return 0
-    return int((old[None] == now[:, None]).all(-1).any(-1).sum())
+def _found(now, seen: set) -> int:
+    """How many of a row's cached keys are among another cache row's (`seen`: their bytes): a
+    row followed by its content, not its slot."""
+    return sum(k.numpy().tobytes() in seen for k in now)
 
 
 class BatchWatch:
@@ -90,15 +88,16 @@ class BatchWatch:
             old = self.keys.get(rec.get("cache"))
         if old is None or cur.shape[0] != len(old):
             return
-        moved = {}
+        moved, seen = {}, None
         for b, row in enumerate(rec["batch_rows"]):
             now = cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
             was = old[b]
             if now.shape[0] <= was.shape[0] and torch.equal(now, was[:now.shape[0]]):
                 continue                                   # the row's slots kept (maybe cropped)
-            held = [_found(now, o) for o in old]           # a row the loop moved to another slot
-            c = max(range(len(old)), key=held.__getitem__)
-            if held[c] > held[b]:
+            seen = seen or [{k.numpy().tobytes() for k in o} for o in old]
+            hits = [_found(now, o) for o in seen]          # a row the loop moved to another slot
+            c = max(range(len(old)), key=hits.__getitem__)
+            if hits[c] > hits[b]:
                 row["from"], was, moved[b] = c, old[c], c
             if now.shape[0] > was.shape[0] or not torch.equal(now, was[:now.shape[0]]):
                 row["tape_src"] = sources(was, now)
