@@ -221,6 +221,11 @@ register("batch_layout", "warning", "a batched recording whose rows could not be
          "batch > 1 without a 2D padding mask, or the clip's prompt in no single row")
 register("batch_rows", "info", "a batched decode: every row judged on its own",
          "forwards with batch > 1 (rows, padding and positions read per row)")
+register("zeroed_kv", "error", "a row's cache holds slots whose keys were zeroed, not masked: a "
+         "ragged rollback zeroed the rejected tail, and each such slot still adds e^0 to the softmax "
+         "denominator (mlx-vlm #1962)", "a batched forward attends (attention mask 1) to cached "
+         "slots whose keys are all zero", source="recorder",
+         root=2, explains=("position_error",) + CONTEXT_SYMPTOMS)
 register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
          "tokenizer vocabularies or encodings differ", source="pair")
 register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",

@@ -2,7 +2,8 @@
 each judged by every check (docs/recorder.md, "Batches"). Removes the assumption "the batch is
 row 0": a row's cache length is the cache's minus its padding (the attention mask's zeros), its
 positions are read against that length (a constant per-row offset, the padded convention with
-rotary positions, is the row's own origin), slots a loop moved (a realigned row) are followed,
+rotary positions, is the row's own origin), slots a loop moved (a realigned row) are followed, rows
+the loop moved to other slots (a condensed batch, vllm #14645) are followed by their content,
 and the clip's row is the one whose prompt is the clip's. Rows other than the clip's are judged
 against what their cloud chose in the contexts they were fed (greedy); their text is not judged.
 Where the layout cannot be read the answer is one finding saying so, never a row-0 verdict."""
@@ -28,8 +29,9 @@ def _row_forward(f: dict, b: int) -> dict:
     out.update(ids=r["ids"], position_ids=r.get("position_ids"), cache_position=None, batch=1,
                cache_len=Lb, mask_shape=[1, (Lb or 0) + len(r["ids"])], rows=r.get("rows"),
                batch_row=b)
-    if r.get("tape_src") is not None:
-        out["tape_src"] = r["tape_src"]
+    for key in ("tape_src", "zeroed"):
+        if r.get(key) is not None:
+            out[key] = r[key]
     return out
 
 
@@ -63,7 +65,10 @@ def split(rec: dict, ctx) -> tuple[list, list]:
     if bad is not None:
         return [], [_layout_error(B, f"forward {bad['i']} ({bad['model']}): "
                                      + (bad.get("batch_layout") or f"batch {bad.get('batch')}, not {B}"))]
-    per_row = [[_row_forward(f, b) for f in fw if (f.get("batch") or 1) > 1] for b in range(B)]
+    per_row = [[] for _ in range(B)]
+    for f, who in _identities([f for f in fw if (f.get("batch") or 1) > 1], B):
+        for b, r in enumerate(who):
+            per_row[r].append(_row_forward(f, b))
     prompts = [next((f["ids"] for f in rows if not f.get("cache_len")), None) for rows in per_row]
     P = list(rec.get("prompt_ids") or [])
     clip = [b for b, p in enumerate(prompts) if p is not None and P and p[:len(P)] == P]
@@ -87,6 +92,27 @@ def split(rec: dict, ctx) -> tuple[list, list]:
             r["out_ids"] = infer_out(r, ctx)
         out.append((b, b == clip[0], _trim(r, ctx)))
     return out, []
+
+
+def _identities(fw: list, B: int) -> list:
+    """[(forward, the row each slot holds)]: rows followed by their content, not their slot (an
+    engine condensing its batch moves rows between steps): a slot's row is the one whose keys
+    it now holds (`from`, per cache, batch_hooks.py), or in a prefill the row whose prompt it is
+    fed; rows are numbered by the first prefill's slots."""
+    live, prompts, out = {}, None, []
+    for f in fw:
+        rows = f["batch_rows"]
+        if not f.get("cache_len"):
+            ids = [r["ids"] for r in rows]
+            prompts = prompts or ids
+            who = [next((p for p, q in enumerate(prompts) if x[:len(q)] == q), b) for b, x in enumerate(ids)]
+            who = who if sorted(who) == list(range(B)) else list(range(B))
+        else:
+            was = live.get(f.get("cache"), list(range(B)))
+            who = [was[r.get("from", b)] for b, r in enumerate(rows)]
+        live[f.get("cache")] = who
+        out.append((f, who))
+    return out
 
 
 def _prompt_len(rows: list, prompt: list) -> int:

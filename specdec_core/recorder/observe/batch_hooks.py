@@ -1,7 +1,8 @@
 """What the flight recorder keeps of a forward with batch > 1 (docs/recorder.md, "Batches"): per
 row, the ids it was really fed (the attention mask's ones), the padding its cache holds, its
-positions, its scored rows, and where each cached slot's keys came from when a loop moved them
-(a batched loop realigns its rows every step). recorder/normalize/batch_rows.py splits such a
+positions, its scored rows, the cached slots it attends whose keys are zero (`zeroed`), and where each cached slot's keys came from when a loop moved them
+(a batched loop realigns its rows every step) or moved the row to another slot (`from`: an
+engine condensing its batch). recorder/normalize/batch_rows.py splits such a
 recording into one recording per row."""
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ def _last_keys(cache):
     """The last layer's keys, head 0: [B, slots, dim] (they depend on the whole context)."""
     t = cache_keys(cache, -1)
     return None if t is None else t[:, 0].detach()
+
+
+def _found(now, seen: set) -> int:
+    """How many of a row's cached keys are among another cache row's (`seen`: their bytes): a
+    row followed by its content, not its slot."""
+    return sum(k.numpy().tobytes() in seen for k in now)
 
 
 class BatchWatch:
@@ -57,7 +64,19 @@ class BatchWatch:
                                                     if isinstance(positions, torch.Tensor) else keep)})
         rec["batch_rows"] = rows
         rec["_real"] = m
+        self._zeroed(rows, cache, m[:, :L])
         self._moves(rec, cache, m[:, :L])
+
+    @staticmethod
+    def _zeroed(rows: list, cache, cached) -> None:
+        """Cached slots whose keys are all zero yet attended (mask 1): a rollback that zeroed a
+        row's rejected tail instead of masking it; each adds e^0 to the softmax denominator."""
+        cur = _last_keys(cache)
+        if cur is None or cur.shape[0] != len(rows) or cur.shape[1] < cached.shape[1]:
+            return
+        z = (cur[:, :cached.shape[1]] == 0).all(-1).cpu() & cached
+        for b in z.any(-1).nonzero().reshape(-1).tolist():
+            rows[b]["zeroed"] = z[b].nonzero().reshape(-1).tolist()
 
     def _moves(self, rec: dict, cache, cached) -> None:
         cur = _last_keys(cache)
@@ -69,12 +88,25 @@ class BatchWatch:
             old = self.keys.get(rec.get("cache"))
         if old is None or cur.shape[0] != len(old):
             return
+        moved, seen = {}, None
         for b, row in enumerate(rec["batch_rows"]):
             now = cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
             was = old[b]
             if now.shape[0] <= was.shape[0] and torch.equal(now, was[:now.shape[0]]):
                 continue                                   # the row's slots kept (maybe cropped)
-            row["tape_src"] = sources(was, now)
+            seen = seen or [{k.numpy().tobytes() for k in o} for o in old]
+            hits = [_found(now, o) for o in seen]          # a row the loop moved to another slot
+            c = max(range(len(old)), key=hits.__getitem__)
+            if hits[c] > hits[b]:
+                row["from"], was, moved[b] = c, old[c], c
+            if now.shape[0] > was.shape[0] or not torch.equal(now, was[:now.shape[0]]):
+                row["tape_src"] = sources(was, now)
+        if moved:                      # the next-fed rank follows the row to its new slot
+            who = rec.get("model")
+            prev = {b: self.held.pop((who, b), None) for b in range(len(old))}
+            for b in range(len(old)):
+                if prev[moved.get(b, b)] is not None:
+                    self.held[(who, b)] = prev[moved.get(b, b)]
 
     def _adopt(self, rec: dict, cur, cached) -> None:
         """A cache object never seen (a loop that rebuilds its cache from gathered tensors every
