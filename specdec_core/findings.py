@@ -100,11 +100,9 @@ def markdown_table() -> str:
 
 def write_doc(path: str = "docs/findings.md") -> None:
     """Regenerate the table in docs/findings.md (python -c "from specdec_core.findings import
-    write_doc; import specdec_core.recorder.analyze; write_doc()")."""
+    write_doc; import specdec_core.recorder.analyze, specdec_core.audit.checks; write_doc()")."""
     from pathlib import Path
-
-    doc = Path(path).read_text(encoding="utf-8")
-    head, rest = doc.split("<!-- registry:start -->\n")
+    head, rest = Path(path).read_text(encoding="utf-8").split("<!-- registry:start -->\n")
     tail = rest.split("\n<!-- registry:end -->")[1]
     Path(path).write_text(f"{head}<!-- registry:start -->\n{markdown_table()}\n<!-- registry:end -->{tail}",
                           encoding="utf-8")
@@ -118,10 +116,8 @@ CONTEXT_SYMPTOMS = ("context_mismatch", "hidden_draft_processing", "unverified_e
                     "residual_mismatch", "off_by_one", "draft_schedule", "sibling_resampled",
                     "sibling_distribution") + TEXT_SYMPTOMS
 
-# -- the registry: every code in the tree. Severities past the default are listed where a check
-# chooses between them. Sources: decoder = a run of the built-in decoder, recorder = a recording
-# of a user's loop (both judged by the same checks: recorder/judge.py), pair = the pair check,
-# watch = the regression watch / batch.
+# -- the registry (severities past the default: where a check chooses). Sources: decoder = the built-in
+# decoder, recorder = a user's loop (same checks), pair = the pair check, watch = regression watch/batch.
 register("stale_cache", "error", "a cache holds tokens that are not the committed text: it was not "
          "rolled back (cropped) after a correction, or not compacted to a tree's accepted path",
          "a forward attends to a cache position written before (or by) the decision that replaced "
@@ -297,27 +293,6 @@ register("sibling_resampled", "error", "a tree loop's residual is not updated be
 register("sibling_distribution", "error", "a multi-candidate tree rule that does not emit the cloud's "
          "distribution", "the emitted token at tree nodes with children is one of them more (or less) "
          "often than the cloud's p gives (exact test, pooled over nodes)", source="recorder")
-
-# -- served engines (issue 49; specdec_core/audit, docs/audit.md) -----------------------------
-register("spec_never_drafted", "warning", "the served engine drafted nothing: its speculative "
-         "decoding was not exercised (inconclusive, never a pass)",
-         "0 draft tokens over every audited request", source="audit")
-register("spec_counters", "error", "the engine's speculative counters contradict each other "
-         "(zeroed, double-counted or stale)", "Σ per-step ≠ totals, Σ histogram ≠ steps, "
-         "Σ j·h[j] ≠ accepted, mean acceptance length ≠ 1 + accepted / steps, or fewer output "
-         "tokens than the steps commit", source="audit")
-register("acceptance_cliff", "warning", "acceptance dies past a context position while the engine "
-         "keeps drafting (a drafter window shorter than the context, a position limit)",
-         "steps from a context position accept ≤ 10% of their drafts where the 3+ before accepted "
-         "≥ 30%; names the drafter's max_position_embeddings when it ends there", source="audit")
-register("replay_mismatch", "warning", "the engine's accepted count is not what the exact greedy "
-         "rule gives for the declared drafter's proposals (another drafter, or another rule): a "
-         "speed cost, not an error while the output matches the reference (lossless_violation "
-         "is that)",
-         "with --replay: a step whose accepted count differs from the replayed drafts' match with "
-         "the output", source="audit")
-
-# -- 2026 bug classes in users' loops (issue 48) ---------------------------------------------
 register("verify_generates", "warning", "the verifier generates the cloud's tokens one forward each "
          "(k + 1 per round) instead of scoring the drafted block in one forward: lossless, slower "
          "than decoding alone", "a run of one-token cloud forwards after each drafting run, each fed "

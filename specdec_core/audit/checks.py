@@ -1,12 +1,31 @@
 """The audit's checks: small functions over the served runs, each returning findings built with
-the registry's codes (findings.py, "served engines"). `Run` is one audited request with its
+the served-engine codes registered below. `Run` is one audited request with its
 reference and (when known) each speculative step's place in the output."""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
-from specdec_core.findings import finding
+from specdec_core.findings import finding, register
+
+# the served-engine codes (issue 49; docs/audit.md), registered where they are found
+register("spec_never_drafted", "warning", "the served engine drafted nothing: its speculative "
+         "decoding was not exercised (inconclusive, never a pass)",
+         "0 draft tokens over every audited request", source="audit")
+register("spec_counters", "error", "the engine's speculative counters contradict each other "
+         "(zeroed, double-counted or stale)", "Σ per-step ≠ totals, Σ histogram ≠ steps, "
+         "Σ j·h[j] ≠ accepted, mean acceptance length ≠ 1 + accepted / steps, or fewer output "
+         "tokens than the steps commit", source="audit")
+register("acceptance_cliff", "warning", "acceptance dies past a context position while the engine "
+         "keeps drafting (a drafter window shorter than the context, a position limit)",
+         "steps from a context position accept ≤ 10% of their drafts where the 3+ before accepted "
+         "≥ 30%; names the drafter's max_position_embeddings when it ends there", source="audit")
+register("replay_mismatch", "warning", "the engine's accepted count is not what the exact greedy "
+         "rule gives for the declared drafter's proposals (another drafter, or another rule): a "
+         "speed cost, not an error while the output matches the reference (lossless_violation "
+         "is that)",
+         "with --replay: a step whose accepted count differs from the replayed drafts' match with "
+         "the output", source="audit")
 
 MIN_TOL = 1e-4           # log-probs: the smallest and largest gap a near-tie flip may have (the
 MAX_TOL = 0.5            # measured disagreement x 4 in between; more: not the same model's numerics)
