@@ -29,15 +29,24 @@ def test_identical_configs_name_no_winner_and_show_identical_texts(page, artifac
     assert wait_state(page, "ab-status", timeout=180_000) == "ok", page.inner_text("#ab-status")
     cells = _better(page)
     assert not {"A", "B"} & set(cells.values()), cells
-    assert cells["decode_s"] == "within noise" and cells["acceptance_rate"] == "same", cells
+    said = page.inner_text("#ab-status") + page.inner_text("#ab-diff")
+    busy = "timing not possible now" in said     # issue 50: a busy machine times nothing, says so
+    if busy:
+        assert "decode_s" not in cells and "bench" in said, cells
+    else:
+        assert cells["decode_s"] == "within noise", cells
+    assert cells["acceptance_rate"] == "same", cells
     assert "identical configurations" in page.inner_text("#ab-diff")
     # only rows that apply: no link figures without a link model, no all-zero failure counts
     assert not {"link_s", "e2e_s", "bytes_up", "ttft_s", "cache_desyncs", "wall_s",
              "tokens_per_s"} & set(cells), cells
     assert len(cells) <= 22, cells
     groups = page.eval_on_selector_all("#ab-diff tr[data-group]", "rs => rs.map(r => r.dataset.group)")
-    assert groups == ["speed", "text", "draft"]
-    assert "median of 3 quiet repeats" in page.inner_text("#ab-diff")
+    if busy:
+        assert groups in (["speed", "text", "draft"], ["text", "draft"]), groups
+    else:
+        assert groups == ["speed", "text", "draft"]
+        assert "median of 3 quiet repeats" in page.inner_text("#ab-diff")
     diff = page.inner_text("#ab-char-diff")
     assert "identical texts" in diff and "only in" not in diff
     page.screenshot(path=str(artifacts / "ab-identical.png"), full_page=True)

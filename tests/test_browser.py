@@ -140,7 +140,9 @@ def test_live_reads_without_contradictions(page, artifacts, tmp_path):
     page.get_by_label("compare with cloud-only").check()
     page.locator(".ss-faults").first.get_by_text("lenient rank —").click()
     page.click("#live-run")
-    page.wait_for_selector("#live-status [data-state=run]", timeout=120_000)   # not the upload's err
+    # the status leaves the upload's err (a warmed-up run can pass its "run" state within a frame)
+    page.wait_for_function("() => !document.querySelector('#live-status').innerText.includes('Not a usable clip')",
+                           timeout=120_000)
     # a run with an error finding is not a green "Done" (issue 37)
     assert wait_state(page, "live-status", timeout=120_000) == "err", page.inner_text("#live-status")
     status = page.inner_text("#live-status")
@@ -189,10 +191,12 @@ def test_ab_tab_runs_fault_against_fixed(page, artifacts):
         panel = page.locator(f"#{side} .ss-tokens-panel").first     # not cut, no inner scrolling
         assert panel.evaluate("e => e.scrollHeight <= e.clientHeight + 2")
     status = page.inner_text("#ab-status")
-    assert "fault: B no resync" in status and re.search(r"(×|no measurable difference)[^·]*cloud-only", status), status
+    busy = "timing not possible now" in status       # issue 50: a busy machine times nothing
+    assert "fault: B no resync" in status, status
+    assert busy or re.search(r"(×|no measurable difference)[^·]*cloud-only", status), status
     diff = page.inner_text("#ab-diff")
     assert not re.search(r"\b[a-z0-9]+_[a-z0-9_]+\b", diff), diff     # no raw snake_case keys
-    assert "draft acceptance rate" in diff and "speed-up over cloud-only" in diff
+    assert "draft acceptance rate" in diff and (busy or "speed-up over cloud-only" in diff), diff
     assert not re.search(r"\d\.\d{4}", diff), diff                    # rounded
     # findings for both sides: A clean, B the stale cache (the one root; symptoms folded under it)
     assert page.locator("#ab-diag-a [data-severity]").count() >= 1
