@@ -112,6 +112,9 @@ def test_table_shows_only_rows_that_apply(pair):
     assert re.findall(r'data-group="(\w+)"', html) == ["speed", "text", "draft"]
     linked = metric_diff_html(dict(a, link="modelled", link_s=0.4), dict(b, link="modelled", link_s=0.4), True)
     assert 'data-group="link"' in linked and 'data-key="link_s"' in linked
+    busy = metric_diff_html(a, b, True, "detailed")    # a busy machine: no timing rows passed in
+    assert not {"wall_s", "tokens_per_s", "decode_s"} & set(re.findall(r'<tr data-key="(\w+)"', busy))
+    assert 'data-group="speed"' not in busy
     desync = metric_diff_html(a, dict(b, cache_desyncs=3), True)
     assert re.search(r'data-key="cache_desyncs" data-better="A"', desync)
 
