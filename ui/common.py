@@ -235,6 +235,36 @@ def prune_exports(max_age_s: float | None = None, now: float | None = None) -> i
     return gone
 
 
+def sturdy_cache_cleanup() -> None:
+    """Keep Gradio's delete_cache alive. Its clean-up thread iterates the app's temp-file sets
+    while uploads add to them (gradio 6.31, route_utils.delete_files_created_by_app: "We use a
+    copy of the set" says its comment, but it does not); one "Set changed size during iteration"
+    ends the scheduled task for good and no upload is deleted after it. The one adapter: Gradio's
+    own clean-up runs on snapshots (a set or dict copy is atomic under the GIL), what it deleted
+    leaves the live sets, and an error is printed instead of ending the schedule."""
+    from types import SimpleNamespace
+
+    from gradio import route_utils
+
+    delete = route_utils.delete_files_created_by_app
+    if getattr(delete, "sturdy", False):
+        return
+
+    def sturdy(blocks, age):
+        live = list(blocks.temp_file_sets)
+        snaps = [set(s) for s in live]
+        kept = [set(s) for s in snaps]
+        try:
+            delete(SimpleNamespace(blocks=dict(blocks.blocks), temp_file_sets=kept), age)
+        except Exception as e:     # noqa: BLE001 - a clean-up error must not end the schedule
+            print(f"[specscope] cache clean-up: {type(e).__name__}: {e}", file=sys.stderr)
+        for s, snap, k in zip(live, snaps, kept):
+            s -= snap - k                   # the deleted files; uploads added meanwhile stay
+
+    sturdy.sturdy = True
+    route_utils.delete_files_created_by_app = sturdy
+
+
 def safe_stem(stem: str) -> str:
     """A file-name part from a clip or sample name: 'unheard/angry_f3' -> 'unheard_angry_f3'.
     Path separators and anything else odd become '_', so an export never lands outside _OUT."""

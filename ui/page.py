@@ -49,6 +49,7 @@ def build_demo() -> gr.Blocks:
     from . import common
 
     serve_app()   # the operator's caps follow where the app serves (specdec_core/caps.py)
+    common.sturdy_cache_cleanup()
     # uploads and served result files older than CACHE_MAX_AGE_S go every CACHE_EVERY_S
     clean = (max(1, int(common.CACHE_EVERY_S)), max(1, int(common.CACHE_MAX_AGE_S)))
     with gr.Blocks(title="SpecScope — speculative decoding debugger", delete_cache=clean) as demo:
