@@ -1,7 +1,10 @@
 """The Live tab's served engine source (issue 49): audit a vLLM server running its own
 speculative decoding on the picked clip. The server comes from the operator's allowlist, as
 the remote cloud's (ui/cloud.py, docs/remote.md); the run is coloured by the engine's per-step
-counts, its acceptance plotted, its findings listed as for every run (docs/audit.md)."""
+counts, its acceptance plotted, its findings listed as for every run (docs/audit.md).
+"compare with": side B is our decoder on the same prompt with the Live tab's knobs (the Live
+tab's own run, ui/runs.Run) or a second server audited the same way; the two shown side by
+side, their texts diffed and a verdict line says where they first differ."""
 from __future__ import annotations
 
 import traceback
@@ -10,6 +13,8 @@ from pathlib import Path
 import gradio as gr
 
 from components.cards import diagnostics_html
+from components.compare import char_diff_html
+from components.formatting import esc
 from components.served_plot import acceptance_figure
 from components.status import status_html
 from components.token_view import render_tokens
@@ -19,49 +24,140 @@ from . import common
 from .cloud import checked_cloud_url, cloud_url_widget
 
 REPLAY = ("none", "ngram", "the backend's edge")
+VERSUS = ("nothing", "our decoder (the Live tab's knobs)", "a second served engine")
 
 
 class ServedPanel:
     def __init__(self, live):
+        self.knobs = live.panel
         with gr.Accordion("Served engine: audit a vLLM server's own speculative decoding", open=False):
             self.url = cloud_url_widget()
             self.url.elem_id, self.url.label = "live-served-url", "served engine (vLLM with speculative decoding)"
             self.replay = gr.Radio(list(REPLAY), value="none", label="replay the declared drafter",
                                    elem_id="live-served-replay")
+            with gr.Row():
+                self.versus = gr.Radio(list(VERSUS), value=VERSUS[0], label="compare with",
+                                       elem_id="live-served-versus")
+                self.url_b = cloud_url_widget()
+                self.url_b.elem_id, self.url_b.label = "live-served-url-b", "second served engine (B)"
             self.btn = gr.Button("Audit the served engine", elem_id="live-served-run")
             self.status = gr.HTML("", elem_id="live-served-status")
-            self.tokens = gr.HTML("", elem_id="live-served-tokens")
             self.plot = gr.Plot(acceptance_figure(None), show_label=False, elem_id="live-served-plot")
-            self.findings = gr.HTML(diagnostics_html(None), elem_id="live-served-findings")
-        self.btn.click(run, [live.sample, live.audio, live.backend, self.url, self.replay],
-                       [self.status, self.tokens, self.plot, self.findings], api_name="served_audit",
-                       api_visibility="undocumented", concurrency_id="decode")
+            self.verdict = gr.HTML("", elem_id="live-served-verdict")
+            with gr.Row(equal_height=False):
+                with gr.Column():
+                    self.tokens = gr.HTML("", elem_id="live-served-tokens")
+                    self.findings = gr.HTML(_findings(None), elem_id="live-served-findings")
+                self.side_b = gr.HTML("", elem_id="live-served-b", visible=False)
+        self.versus.change(lambda v: gr.update(visible=v != VERSUS[0]), self.versus, self.side_b,
+                           queue=False, api_visibility="private")
+        self.btn.click(self.handle, [live.sample, live.audio, live.backend, self.url, self.replay, self.versus,
+                                     self.url_b, *live.panel.inputs],
+                       [self.status, self.tokens, self.plot, self.findings, self.side_b, self.verdict],
+                       api_name="served_audit", api_visibility="undocumented", concurrency_id="decode")
+
+    def handle(self, request: gr.Request, sample, audio, backend_name, url, replay, versus, url_b, *knobs):
+        return run(sample, audio, backend_name, url, replay, versus, url_b, knobs=self.knobs.to_config(knobs),
+                   session=common.session_of(request))
 
 
-def run(sample, audio, backend_name, url, replay):
+def _findings(findings):
+    return diagnostics_html(findings)   # the one call: the findings renderer of every run
+
+
+def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, knobs=None, session=""):
+    """(A's status, tokens, plot, findings; side B's block; the verdict with the text diff)."""
     from specdec_core.api import prepare
-    from specdec_core.audit import audit
     from specdec_core.decoding.config import DecodeConfig
 
     try:
         url = checked_cloud_url(url)                 # refused here, before any connection
         if not url:
             raise UserError("pick a served engine first (its URL, from the operator's list)")
+        cfg = DecodeConfig.from_dict(knobs or {})
         src, name = common.resolve_audio(sample, audio)
         backend = common.get_backend(backend_name)
-        ids = prepare(backend, src, DecodeConfig()).input_ids[0].tolist()
-        folder = getattr(backend.edge, "name_or_path", None)
-        rep = audit(backend, url, [(name, ids)], replay={"ngram": "ngram", REPLAY[2]: folder}.get(replay))
+        ours = _ours(backend, src, cfg, session, name) if versus == VERSUS[1] else None
+        ids = (ours.prompt if ours else prepare(backend, src, cfg)).input_ids[0].tolist()
+        # against ours: as many tokens as our decoder gave (the engine has no sentence stop)
+        n = max(1, len(ours.live.trace.get("token_ids") or [])) if ours else 48
+        rep = _audit(backend, url, name, ids, replay, n)
     except Exception as e:  # noqa: BLE001 - the page stays usable; bugs are logged
         if not isinstance(e, UserError):
             traceback.print_exc()
         return (status_html("err", "Could not audit", common.user_message(e)), "",
-                acceptance_figure(None), diagnostics_html(None))
+                acceptance_figure(None), _findings(None), "", "")
+    r = rep["results"][0]
+    kind = "err" if any(f["severity"] == "error" for f in rep["findings"]) else "ok"
+    a = (status_html(kind, f"Audited {Path(name).name} on {rep['engine']['url']}", _numbers(rep)),
+         render_tokens(r["trace"]), acceptance_figure(rep), _findings(rep["findings"]))
+    if versus == VERSUS[0]:
+        return (*a, "", "")
+    if ours:
+        tr = ours.live.trace
+        b = ("B: our decoder", tr, _numbers(None, tr), tr.get("diagnostics"))
+    else:
+        try:
+            url_b = checked_cloud_url(url_b)
+            if not url_b:
+                raise UserError("pick the second served engine (B) first, from the operator's list")
+            rep_b = _audit(backend, url_b, name, ids, replay, len(r["token_ids"]))
+        except Exception as e:  # noqa: BLE001 - side A stays shown
+            if not isinstance(e, UserError):
+                traceback.print_exc()
+            return (*a, status_html("err", "Could not audit B", common.user_message(e)), "")
+        rb = rep_b["results"][0]
+        b = (f"B: {rep_b['engine']['url']}", rb["trace"], _numbers(rep_b), rep_b["findings"])
+    side_b = (f'<div class="ss-diff-block"><h5>{esc(b[0])}</h5><div class="ss-note">{esc(b[2])}</div>'
+              + render_tokens(b[1]) + _findings(b[3]) + "</div>")
+    line = verdict(r["token_ids"], b[1].get("token_ids") or [], (r["reference"] or {}).get("token_ids"),
+                   backend.tokenizer)
+    return (*a, side_b, f'<div class="ss-note">{esc(line)}</div>'
+            + char_diff_html(r["text"], b[1].get("text"), names=("A", "B")))
+
+
+def _audit(backend, url, name, ids, replay, max_tokens) -> dict:
+    from specdec_core.audit import audit
+
+    folder = getattr(backend.edge, "name_or_path", None)
+    return audit(backend, url, [(name, ids)], replay={"ngram": "ngram", REPLAY[2]: folder}.get(replay),
+                 max_tokens=max_tokens)
+
+
+def _ours(backend, src, cfg, session, name):
+    """The Live tab's own run (ui/runs.Run: its caps, slots and Stop), streamed to its end."""
+    from .runs import Run
+
+    ours = Run(backend, src, cfg, session, name)
+    for _ in ours:
+        pass
+    return ours
+
+
+def _numbers(rep, trace=None) -> str:
+    """A side's key numbers: tokens, steps (an engine) or cloud calls (ours), mean acceptance length."""
+    if trace is not None:
+        m = trace.get("metrics") or {}
+        return (f"{m.get('new_tokens', 0)} tokens · {m.get('cloud_calls', 0)} cloud calls · mean "
+                f"acceptance length {m.get('mean_accepted_length') or 1.0:.2f}")
     r = rep["results"][0]
     spec = r["metrics"]["speculative_decoding"] or {}
-    detail = (f"{len(r['token_ids'])} tokens · {spec.get('num_spec_steps', 0)} steps · mean acceptance "
-              f"length {spec.get('mean_acceptance_length', 1.0):.2f} · "
-              + ("same as the reference" if (r["reference"] or {}).get("matches") else "differs from the reference"))
-    kind = "err" if any(f["severity"] == "error" for f in rep["findings"]) else "ok"
-    return (status_html(kind, f"Audited {Path(name).name} on {rep['engine']['url']}", detail),
-            render_tokens(r["trace"]), acceptance_figure(rep), diagnostics_html(rep["findings"]))
+    return (f"{len(r['token_ids'])} tokens · {spec.get('num_spec_steps', 0)} steps · mean acceptance "
+            f"length {spec.get('mean_acceptance_length', 1.0):.2f} · "
+            + ("same as the reference" if (r["reference"] or {}).get("matches") else "differs from the reference")
+            + ("" if rep["engine"]["speculates"] is not False else " · no speculative decoding on this server"))
+
+
+def verdict(a: list[int], b: list[int], ref: list[int] | None, tokenizer) -> str:
+    """Same output, or the first token where A and B differ and which side the reference has there."""
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if a == b:
+        return f"Same output: A and B give the same {len(a)} tokens."
+
+    def word(ids):
+        return repr(tokenizer.decode(ids[i:i + 1])) if i < len(ids) else "the end"
+    line = f"A and B first differ at token {i}: A {word(a)}, B {word(b)}"
+    if ref and i < len(ref):
+        has = [s for s, ids in (("A", a), ("B", b)) if i < len(ids) and ids[i] == ref[i]]
+        line += f"; the reference has {word(ref)} there: " + (f"{has[0]} matches it" if has else "neither matches it")
+    return line + "."
