@@ -242,7 +242,7 @@ def test_the_live_tab_audits_a_listed_engine_and_refuses_others(draft, monkeypat
     from ui import served
 
     monkeypatch.setenv("SPECSCOPE_CLOUD_URLS", draft.url)
-    status, tokens, fig, found = served.run("angry_01", None, "demo", draft.url, served.REPLAY[2])
+    status, tokens, fig, found, *_ = served.run("angry_01", None, "demo", draft.url, served.REPLAY[2])
     assert "Audited angry_01" in status and "same as the reference" in status
     assert "ss-tokens" in tokens and "rejected" in tokens
     assert "replay_mismatch" in found or "accepted a count the exact greedy rule" in found

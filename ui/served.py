@@ -40,6 +40,8 @@ class ServedPanel:
                                        elem_id="live-served-versus")
                 self.url_b = cloud_url_widget()
                 self.url_b.elem_id, self.url_b.label = "live-served-url-b", "second served engine (B)"
+                self.replay_b = gr.Radio(list(REPLAY), value="none", label="replay B's declared drafter",
+                                         elem_id="live-served-replay-b")
             self.btn = gr.Button("Audit the served engine", elem_id="live-served-run")
             self.status = gr.HTML("", elem_id="live-served-status")
             self.plot = gr.Plot(acceptance_figure(None), show_label=False, elem_id="live-served-plot")
@@ -52,20 +54,22 @@ class ServedPanel:
         self.versus.change(lambda v: gr.update(visible=v != VERSUS[0]), self.versus, self.side_b,
                            queue=False, api_visibility="private")
         self.btn.click(self.handle, [live.sample, live.audio, live.backend, self.url, self.replay, self.versus,
-                                     self.url_b, *live.panel.inputs],
+                                     self.url_b, self.replay_b, *live.panel.inputs],
                        [self.status, self.tokens, self.plot, self.findings, self.side_b, self.verdict],
                        api_name="served_audit", api_visibility="undocumented", concurrency_id="decode")
 
-    def handle(self, request: gr.Request, sample, audio, backend_name, url, replay, versus, url_b, *knobs):
-        return run(sample, audio, backend_name, url, replay, versus, url_b, knobs=self.knobs.to_config(knobs),
-                   session=common.session_of(request))
+    def handle(self, request: gr.Request, sample, audio, backend_name, url, replay, versus, url_b, replay_b,
+               *knobs):
+        return run(sample, audio, backend_name, url, replay, versus, url_b, replay_b,
+                   knobs=self.knobs.to_config(knobs), session=common.session_of(request))
 
 
 def _findings(findings):
     return diagnostics_html(findings)   # the one call: the findings renderer of every run
 
 
-def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, knobs=None, session=""):
+def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, replay_b="none", knobs=None,
+        session=""):
     """(A's status, tokens, plot, findings; side B's block; the verdict with the text diff)."""
     from specdec_core.api import prepare
     from specdec_core.decoding.config import DecodeConfig
@@ -101,7 +105,7 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
             url_b = checked_cloud_url(url_b)
             if not url_b:
                 raise UserError("pick the second served engine (B) first, from the operator's list")
-            rep_b = _audit(backend, url_b, name, ids, replay, len(r["token_ids"]))
+            rep_b = _audit(backend, url_b, name, ids, replay_b, len(r["token_ids"]))
         except Exception as e:  # noqa: BLE001 - side A stays shown
             if not isinstance(e, UserError):
                 traceback.print_exc()
@@ -141,11 +145,15 @@ def _numbers(rep, trace=None) -> str:
         return (f"{m.get('new_tokens', 0)} tokens · {m.get('cloud_calls', 0)} cloud calls · mean "
                 f"acceptance length {m.get('mean_accepted_length') or 1.0:.2f}")
     r = rep["results"][0]
-    spec = r["metrics"]["speculative_decoding"] or {}
-    return (f"{len(r['token_ids'])} tokens · {spec.get('num_spec_steps', 0)} steps · mean acceptance "
-            f"length {spec.get('mean_acceptance_length', 1.0):.2f} · "
-            + ("same as the reference" if (r["reference"] or {}).get("matches") else "differs from the reference")
-            + ("" if rep["engine"]["speculates"] is not False else " · no speculative decoding on this server"))
+    spec = r["metrics"]["speculative_decoding"]
+    if spec:
+        nums = (f"{spec.get('num_spec_steps', 0)} steps · mean acceptance length "
+                f"{spec.get('mean_acceptance_length', 1.0):.2f}")
+    else:    # one clear line: the output is still compared, acceptance cannot be
+        nums = ("no speculative decoding on this server" if rep["engine"]["speculates"] is False
+                else "no speculative metrics from this server") + ": output compared, acceptance not"
+    return (f"{len(r['token_ids'])} tokens · {nums} · "
+            + ("same as the reference" if (r["reference"] or {}).get("matches") else "differs from the reference"))
 
 
 def verdict(a: list[int], b: list[int], ref: list[int] | None, tokenizer) -> str:
