@@ -143,4 +143,4 @@ def test_the_page_shows_both_sides_and_a_down_second_engine_in_one_line(app, dra
 def pick(page, elem_id: str, url: str) -> None:
     """Choose exactly `url` in the gr.Dropdown with this elem_id (another port may contain it)."""
     page.locator(f"#{elem_id} input").first.click()
-    page.locator(f"#{elem_id} [role=option]").get_by_text(url, exact=True).click()
+    page.locator(f'#{elem_id} [role=option][aria-label="{url}"]').click()

@@ -41,7 +41,8 @@ class ServedPanel:
                 self.url_b = cloud_url_widget()
                 self.url_b.elem_id, self.url_b.label = "live-served-url-b", "second served engine (B)"
                 self.replay_b = gr.Radio(list(REPLAY), value="none", label="replay B's declared drafter",
-                                         elem_id="live-served-replay-b")
+                                         elem_id="live-served-replay-b", visible=False)
+                self.url_b.visible = False
             self.btn = gr.Button("Audit the served engine", elem_id="live-served-run")
             self.status = gr.HTML("", elem_id="live-served-status")
             self.plot = gr.Plot(acceptance_figure(None), show_label=False, elem_id="live-served-plot")
@@ -51,8 +52,9 @@ class ServedPanel:
                     self.tokens = gr.HTML("", elem_id="live-served-tokens")
                     self.findings = gr.HTML(_findings(None), elem_id="live-served-findings")
                 self.side_b = gr.HTML("", elem_id="live-served-b", visible=False)
-        self.versus.change(lambda v: gr.update(visible=v != VERSUS[0]), self.versus, self.side_b,
-                           queue=False, api_visibility="private")
+        self.versus.change(lambda v: (gr.update(visible=v != VERSUS[0]), *[gr.update(visible=v == VERSUS[2])] * 2),
+                           self.versus, [self.side_b, self.url_b, self.replay_b], queue=False,
+                           api_visibility="private")
         self.btn.click(self.handle, [live.sample, live.audio, live.backend, self.url, self.replay, self.versus,
                                      self.url_b, self.replay_b, *live.panel.inputs],
                        [self.status, self.tokens, self.plot, self.findings, self.side_b, self.verdict],
