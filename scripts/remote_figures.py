@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from specdec_core.api import with_cloud
     from specdec_core.backends import load_backend
     from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.evaluation.batch import read_manifest
+    from specdec_core.evaluation.manifest import read_manifest
     from specdec_core.evaluation.bench import sample_prompts
     from specdec_core.evaluation.ray_engine import RayEdges
     from specdec_core.evaluation.scale import run_batch_dir

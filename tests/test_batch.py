@@ -12,7 +12,7 @@ from tiny import PairBackend, char_tokenizer, perturbed, tiny_qwen2
 
 from specdec_core.cli.reports import batch_report
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.evaluation.batch import BatchResult, iter_batch, run_batch
+from specdec_core.evaluation.batch import BatchResult, iter_batch
 from specdec_core.evaluation.manifest import Clip, clips_from_uploads, read_manifest
 from specdec_core.errors import UserError
 
@@ -191,9 +191,9 @@ def test_batch_with_bad_clips_completes_and_exports_agree(tmp_path, backend):
 
 def test_batch_rejects_nothing_to_run(backend):
     with pytest.raises(UserError):
-        run_batch(backend, [], {"A": CFG})
+        list(iter_batch(backend, [], {"A": CFG}))
     with pytest.raises(UserError):
-        run_batch(backend, read_manifest(SAMPLES / "manifest.csv")[:1], {})
+        list(iter_batch(backend, read_manifest(SAMPLES / "manifest.csv")[:1], {}))
 
 
 # --- CLI -------------------------------------------------------------------------------------

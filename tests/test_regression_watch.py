@@ -134,6 +134,16 @@ def test_bad_baseline_folder_is_one_line(manifest, tmp_path, capsys):
     assert "no results.json" in err and "Traceback" not in err
 
 
+def test_a_killed_batch_is_a_baseline_of_its_finished_rows(manifest, tmp_path):
+    """A baseline folder holding only results.jsonl (the batch was killed, its last line cut
+    short by the kill) reads as --resume reads it: the finished rows, the cut line skipped."""
+    text = (manifest / "first" / "results.jsonl").read_text(encoding="utf-8")
+    assert len(text.splitlines()) == len(CLIPS)
+    (tmp_path / "results.jsonl").write_text(text + text.splitlines()[0][:40], encoding="utf-8")
+    rows = watch.load_rows(tmp_path)
+    assert [r["name"] for r in rows] == list(CLIPS) and all(r["ok"] for r in rows)
+
+
 def test_docs_metrics_carries_the_glossary():
     from specdec_core.analysis.glossary import markdown_table
 

@@ -21,7 +21,8 @@ from specdec_core.backends import load_backend
 from specdec_core.decoding.baseline import cloud_only
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.batch import iter_batch, read_manifest
+from specdec_core.evaluation.batch import iter_batch
+from specdec_core.evaluation.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "sample_audio" / "manifest.csv"

@@ -14,7 +14,7 @@ from specdec_core.audio import prosody, speakers
 from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.evaluation.batch import run_batch
+from specdec_core.evaluation.batch import iter_batch
 from specdec_core.evaluation.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def test_manifest_speaker_column_reaches_the_prompt_panel(tmp_path):
     (tmp_path / "m.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     read = read_manifest(tmp_path / "m.csv")
     assert {c.speaker for c in read} == {"f2", None} and all(c.extra == {} for c in read)
-    res = run_batch(load_backend("demo"), read, {"A": DecodeConfig(max_new_tokens=8)})
+    res = list(iter_batch(load_backend("demo"), read, {"A": DecodeConfig(max_new_tokens=8)}))[-1]["result"]
     info = {r["name"]: r["trace"]["info"] for r in res.rows}
     for r in clips:
         assert info[r["name"]]["prosody_normalisation"] == "speaker", r["name"]
@@ -119,7 +119,7 @@ def test_batch_dir_applies_speaker_normalisation_like_the_batch_tab(tmp_path):
     read = read_manifest(tmp_path / "m.csv")
     cfg = {"A": DecodeConfig(max_new_tokens=8)}
     res, ran = run_batch_dir({"backend": "demo"}, read, cfg, tmp_path / "out")
-    tab = run_batch(load_backend("demo"), read, cfg)
+    tab = list(iter_batch(load_backend("demo"), read, cfg))[-1]["result"]
     assert ran == len(clips)
     for a, b in zip(res.rows, tab.rows):
         assert a["trace"]["info"]["prosody_normalisation"] == "speaker", a["name"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from specdec_core.analysis.audio_dependence import _get
 from specdec_core.findings import finding
 
 DEFAULT_RANK_THRESHOLD = 5   # DecodeConfig.rank_threshold's default, for declarations without it
@@ -39,10 +40,6 @@ def rank_window(declared: dict) -> int | None:
 
 def _nth(r: int) -> str:
     return f"{r}{'th' if 10 <= r % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(r % 10, 'th')}"
-
-
-def _get(t, key):
-    return t.get(key) if isinstance(t, dict) else getattr(t, key, None)
 
 
 def _ranks_words(ranks: list[int]) -> str:

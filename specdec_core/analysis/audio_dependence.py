@@ -26,6 +26,7 @@ MIN_MATCH_SHARE = 0.4
 
 
 def _get(obj, key, default=None):
+    """A field of a trace part, a dict or an object alike (metrics.py and acceptance.py use it)."""
     return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from specdec_core.analysis.audio_dependence import acceptance_by_dependence
+from specdec_core.analysis.audio_dependence import _get, acceptance_by_dependence
 from specdec_core.analysis.textmetrics import text_metrics
 from specdec_core.decoding.link import link_metrics
 
@@ -142,10 +142,6 @@ def tree_metrics(rounds) -> dict:
         by_depth.append(round(sum(len(t["path"]) >= d for t in reached) / len(reached), 4) if reached else None)
     return {"nodes_per_call": round(sum(len(t["nodes"]) for t in trees) / len(trees), 4),
             "acceptance_by_depth": by_depth}
-
-
-def _get(obj, key, default=None):
-    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
 
 
 def _number(v) -> float | None:

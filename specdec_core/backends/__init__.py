@@ -74,13 +74,10 @@ def _construct(name: str, opts: dict) -> Backend:
 
         return DemoBackend(**opts)
     if name == "hf":
-        from specdec_core.backends.hf import HFBackend
+        from specdec_core.backends.hf import HFBackend, hf_paths
 
-        edge = opts.pop("edge_model", None) or os.environ.get("SPECSCOPE_HF_EDGE")
-        cloud = opts.pop("cloud_model", None) or os.environ.get("SPECSCOPE_HF_CLOUD")
-        if not edge or not cloud:
-            raise BackendError("the hf backend needs --edge-model DIR and --cloud-model DIR")
-        return HFBackend(edge, cloud, **opts)
+        edge, cloud = hf_paths(opts)
+        return HFBackend(edge, cloud, **{k: v for k, v in opts.items() if k not in ("edge_model", "cloud_model")})
     from specdec_core.backends.omni import OmniBackend
 
     return OmniBackend(**opts)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -15,10 +16,25 @@ from specdec_core.backends.base import Backend, PromptInputs
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, never an absolute path
 
 
-def load_causal_lm(path: str, role: str, dtype=torch.float32, device: str = "cpu"):
-    """from_pretrained from a local folder (or a hub id when the user has a network)."""
+def model_path(path, role: str) -> str:
+    """`path` when it is a local folder or a hub id, else the one-line error (every backend)."""
     if not Path(path).exists() and not HUB_ID.match(str(path)):
         raise BackendError(f"{role} model not found: {path} (give a local folder or a hub id)")
+    return str(path)
+
+
+def hf_paths(options: dict) -> tuple[str, str]:
+    """(edge, cloud) of the hf backend: --edge-model/--cloud-model, else SPECSCOPE_HF_EDGE/CLOUD."""
+    edge = options.get("edge_model") or os.environ.get("SPECSCOPE_HF_EDGE")
+    cloud = options.get("cloud_model") or os.environ.get("SPECSCOPE_HF_CLOUD")
+    if not edge or not cloud:
+        raise BackendError("the hf backend needs --edge-model DIR and --cloud-model DIR")
+    return model_path(edge, "edge"), model_path(cloud, "cloud")
+
+
+def load_causal_lm(path: str, role: str, dtype=torch.float32, device: str = "cpu"):
+    """from_pretrained from a local folder (or a hub id when the user has a network)."""
+    model_path(path, role)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, trust_remote_code=False,
                                                      use_safetensors=True)

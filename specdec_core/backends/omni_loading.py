@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import torch
@@ -27,7 +26,6 @@ GIB = 1024 ** 3
 # KV caches of both models for a ~2k-token clip, the audio encoder's activations, CUDA context
 # and allocator slack: measured needs are well under this on top of the weights.
 HEADROOM_BYTES = int(2.5 * GIB)
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def resolve_path(value, env: str, role: str) -> str:
@@ -35,10 +33,9 @@ def resolve_path(value, env: str, role: str) -> str:
     if not path:
         raise BackendError(f"the omni backend needs the {role} model: pass --{role}-model DIR "
                            f"(or a hub id) or set {env}")
-    path = str(path)
-    if not Path(path).exists() and not _HUB_ID.match(path):
-        raise BackendError(f"{role} model not found: {path} (give a local folder or a hub id)")
-    return path
+    from specdec_core.backends.hf import model_path
+
+    return model_path(path, role)
 
 
 def read_thinker_config(path: str, role: str):

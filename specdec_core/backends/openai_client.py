@@ -77,18 +77,14 @@ class CompletionsClient:
     # -- HTTP ---------------------------------------------------------------------------------
     def request(self, method: str, path: str, body: dict | None = None) -> Reply:
         payload = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        reused = self._served > 0
-        try:
-            return self._send(method, path, payload)
-        except _Cut as e:
-            self.close()
-            if e.midway or not reused:     # a fresh connection failed: the server went away
-                raise RemoteError(self._say(e.cause, e.midway)) from None
-        try:                               # a kept-alive connection was closed by the server: once more
-            return self._send(method, path, payload)
-        except _Cut as e:
-            self.close()
-            raise RemoteError(self._say(e.cause, e.midway)) from None
+        while True:     # a kept-alive connection closed by the server: once more, on a fresh one
+            reused = self._served > 0
+            try:
+                return self._send(method, path, payload)
+            except _Cut as e:
+                self.close()               # (close() makes the next try a fresh connection)
+                if e.midway or not reused:     # a fresh connection failed: the server went away
+                    raise RemoteError(self._say(e.cause, e.midway)) from None
 
     def _client(self) -> httpx.Client:
         if self._http is None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 
-from specdec_core.analysis.divergence import common_prefix
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation import cost_model as cm
 from specdec_core.evaluation.cost_probe import decode_overheads, default_clock, forward_timer, mean
 from specdec_core.evaluation.bench import RUNNERS, bench_config, cloud_loop, ratio, time_jobs
-from specdec_core.evaluation.bench_sweep import auto_thresholds
+from specdec_core.evaluation.bench_sweep import auto_thresholds, prefix_quality
 
 QUALITY_BUDGET = 0.10
 TOLERANCE = 0.15
@@ -38,11 +37,8 @@ def _pass(backend, prompts, cfg) -> dict:
 
 def quality(outputs: list, ref: list) -> dict:
     """Identical clips and quality cost (1 − mean prefix agreement) against the cloud's output."""
-    def prefix(o, r):
-        return common_prefix(o, r) / max(1, len(r))
-    agree = sum(prefix(o, r) for o, r in zip(outputs, ref)) / max(1, len(ref))
-    return {"identical_clips": sum(o == r for o, r in zip(outputs, ref)),
-            "quality_cost": round(1 - agree, 4)}
+    q = prefix_quality(outputs, ref)
+    return {"identical_clips": q["identical_clips"], "quality_cost": round(1 - q["prefix_agreement"], 4)}
 
 
 def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=None,

@@ -20,7 +20,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.trace import _finite
 from specdec_core.errors import UserError
 from specdec_core.evaluation.checklist import checklist
-from specdec_core.evaluation.manifest import Clip, clips_from_uploads, read_manifest  # noqa: F401
+from specdec_core.evaluation.manifest import Clip
 from specdec_core.evaluation.scoring import per_label_accuracy, score_text, weighted_f1
 
 # Metrics summarised per configuration (mean and median over ok clips).
@@ -65,17 +65,6 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
                                    backend=getattr(backend, "name", ""))
     result.cancelled = cancel is not None and cancel.is_set()
     yield {"type": "done", "result": result}
-
-
-def run_batch(backend, clips, configs, baseline: bool = False, on_row=None,
-              cancel: threading.Event | None = None) -> "BatchResult":
-    """iter_batch to the end; on_row(event) is called on every progress event."""
-    for ev in iter_batch(backend, clips, configs, baseline, cancel):
-        if ev["type"] == "done":
-            return ev["result"]
-        if on_row:
-            on_row(ev)
-    raise AssertionError("iter_batch ended without a result")  # pragma: no cover
 
 
 def speaker_stats_for(backend, clips: list[Clip]) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from specdec_core.decoding import tree_round
 from specdec_core.decoding.baseline import cloud_only, id_criteria, stopper_for
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
@@ -93,14 +94,20 @@ def cloud_loop(backend, prompt, cfg) -> list[int]:
         nxt = [tok]
 
 
-def _ours(traced: bool):
+def ours(traced: bool, compaction: str = "gather"):
+    """Our decoder as a bench runner; `compaction`: how a tree round keeps the accepted path in
+    the cloud's cache (tree_round.COMPACTION; bench_trees compares "refeed")."""
     def run(backend, prompt, cfg):
-        return SpeculativeDecoder(backend, cfg, trace=traced, dependence=False).run(prompt).token_ids
+        tree_round.COMPACTION = compaction
+        try:
+            return SpeculativeDecoder(backend, cfg, trace=traced, dependence=False).run(prompt).token_ids
+        finally:
+            tree_round.COMPACTION = "gather"
     return run
 
 
 RUNNERS = {"cloud_only": lambda b, p, c: cloud_only(b, p, c)["token_ids"], "cloud_loop": cloud_loop,
-           "hf_assisted": hf_assisted, "ours_traced": _ours(True), "ours_untraced": _ours(False)}
+           "hf_assisted": hf_assisted, "ours_traced": ours(True), "ours_untraced": ours(False)}
 
 
 def time_jobs(backend, prompts, jobs: dict, repeats: int, log=print, tag: str = "",

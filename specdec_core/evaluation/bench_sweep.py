@@ -37,7 +37,7 @@ def ln_vocab(backend) -> float | None:
     return math.log(v) if v else None
 
 
-def _quality(outputs: list, ref: list) -> dict:
+def prefix_quality(outputs: list, ref: list) -> dict:
     """Token-identical clips vs the cloud's greedy output, and the mean share of the cloud's
     output reproduced before the first differing token."""
     same = [o == r for o, r in zip(outputs, ref)]
@@ -58,7 +58,7 @@ def _row(st: dict, ref: list, times: dict, label: str, c: float) -> dict:
                                                  st["draft_forwards"], c), 4)}
     row["achieved_vs_loop"], row["achieved_vs_loop_range"] = ratio(times["cloud_loop"], times[label])
     row["achieved_vs_cloud_only"], row["achieved_vs_cloud_only_range"] = ratio(times["cloud_only"], times[label])
-    row.update(_quality(st["outputs"], ref))
+    row.update(prefix_quality(st["outputs"], ref))
     return row
 
 

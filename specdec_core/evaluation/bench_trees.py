@@ -6,21 +6,10 @@ gather its slots (the decoder's way) or crop to the prefix and feed the path aga
 """
 from __future__ import annotations
 
-from specdec_core.decoding import tree_round
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.bench import RUNNERS, bench_config, ratio, spread, time_jobs
+from specdec_core.evaluation.bench import RUNNERS, bench_config, ours, ratio, spread, time_jobs
 
 SHAPES = ("chain", "static", "dynamic")
-
-
-def _ours(compaction: str = "gather"):
-    def run(backend, prompt, cfg):
-        tree_round.COMPACTION = compaction
-        try:
-            return SpeculativeDecoder(backend, cfg, trace=False, dependence=False).run(prompt).token_ids
-        finally:
-            tree_round.COMPACTION = "gather"
-    return run
 
 
 def _mal(backend, prompts, cfg) -> dict:
@@ -40,8 +29,8 @@ def run_tree_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=pri
     cfgs = {s: bench_config(k=k, draft_tree=s) for s in SHAPES}
     jobs = {"cloud_only": (RUNNERS["cloud_only"], cfgs["chain"]),
             "hf_assisted": (RUNNERS["hf_assisted"], cfgs["chain"]),
-            **{s: (_ours(), cfgs[s]) for s in SHAPES},
-            "dynamic_refeed": (_ours("refeed"), cfgs["dynamic"])}
+            **{s: (ours(False), cfgs[s]) for s in SHAPES},
+            "dynamic_refeed": (ours(False, "refeed"), cfgs["dynamic"])}
     for p in prompts:                                   # warm-up
         for fn, cfg in jobs.values():
             fn(backend, p, cfg)

@@ -42,12 +42,6 @@ class Journal:
     def close(self) -> None:
         self._f.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 def read_rows(path) -> dict[tuple[str, str], dict]:
     """The finished rows of a results.jsonl (missing file: none), last line per key wins; lines

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
@@ -57,7 +57,7 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
     raw = {k: c.to_dict() for k, c in configs.items()}
     jobs = [(clip, cname) for clip in clips for cname in configs]
     spec = dict(spec, remote=bool(urls))
-    with Journal(out, resume) as journal:
+    with closing(Journal(out, resume)) as journal:
         todo = [j for j in jobs if _key(j) not in journal.rows]
         # per-speaker prosody statistics come from ALL the speaker's clips, resumed ones too
         speakers = speaker_stats_for(spec.get("backend") or "demo", clips) if todo else {}

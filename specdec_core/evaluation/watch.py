@@ -16,6 +16,7 @@ from statistics import median
 
 from specdec_core.analysis.divergence import first_index as first_divergence
 from specdec_core.errors import UserError
+from specdec_core.evaluation.journal import read_rows
 
 NO_LABEL = "(none)"
 # Changes smaller than these are not regressions (greedy runs repeat exactly; these only absorb
@@ -100,16 +101,16 @@ def label_report(table: dict | None) -> str:
 
 # ---- regression watch -------------------------------------------------------------------------
 def load_rows(folder) -> list[dict]:
-    """The rows of a saved batch folder (results.json; else results.jsonl)."""
+    """The rows of a saved batch folder (results.json; else results.jsonl, read as --resume
+    reads it: lines cut short are skipped)."""
     d = Path(folder)
     if (d / "results.json").is_file():
         try:
             return json.loads((d / "results.json").read_text(encoding="utf-8"))["rows"]
         except (ValueError, KeyError) as e:
             raise UserError(f"--baseline {folder}: results.json is not a batch result ({e})") from None
-    if (d / "results.jsonl").is_file():
-        lines = (d / "results.jsonl").read_text(encoding="utf-8").splitlines()
-        return [json.loads(ln) for ln in lines if ln.strip()]
+    if (d / "results.jsonl").is_file():       # a killed or running batch: its finished rows
+        return list(read_rows(d / "results.jsonl").values())
     raise UserError(f"--baseline {folder}: no results.json or results.jsonl there")
 
 

@@ -6,7 +6,6 @@ under a second per folder and no weights; each side loads its OWN tokenizer/proc
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,16 +107,9 @@ def backend_paths(name: str, options: dict) -> tuple[str, str]:
         root = Path(options.get("models_dir") or MODELS_DIR)
         return str(root / "edge"), str(root / "cloud")
     if name == "hf":
-        edge = options.get("edge_model") or os.environ.get("SPECSCOPE_HF_EDGE")
-        cloud = options.get("cloud_model") or os.environ.get("SPECSCOPE_HF_CLOUD")
-        if not edge or not cloud:
-            raise BackendError("the hf backend needs --edge-model DIR and --cloud-model DIR")
-        from specdec_core.backends.hf import HUB_ID
+        from specdec_core.backends.hf import hf_paths
 
-        for role, p in (("edge", edge), ("cloud", cloud)):
-            if not Path(p).exists() and not HUB_ID.match(str(p)):
-                raise BackendError(f"{role} model not found: {p} (give a local folder or a hub id)")
-        return str(edge), str(cloud)
+        return hf_paths(options)
     if name == "omni":
         from specdec_core.backends.omni_loading import resolve_path
 
