@@ -18,12 +18,10 @@ import torch
 from specdec_core.analysis.audio_dependence import acceptance_by_dependence
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
-from specdec_core.decoding.dependence import audio_dependence
 from specdec_core.decoding.vocab import TokenClasses
-from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.observe.hooks import Recorder
 from specdec_core.recorder.report.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
+from specdec_core.recorder.driver.cli import ENGINE_KNOBS, recorded
 from specdec_core.recorder.driver.isolated import private_pair
 from specdec_core.recorder.observe.remote_rows import remote_forward
 from specdec_core.recorder.report.roots import link
@@ -35,11 +33,7 @@ _SHARED = threading.Lock()
 def declared_knobs(backend, cfg: DecodeConfig) -> dict:
     """What a user of the built-in decoder declares: the knobs as set (the faults are bugs in
     the code, not declarations)."""
-    d = {"k": cfg.k, "temperature": cfg.temperature, "verify": cfg.verify,
-         "max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens,
-         "prompt_type": cfg.prompt_type}
-    if cfg.verify == "rank":
-        d["rank_threshold"] = cfg.rank_threshold
+    d = {n: getattr(cfg, n) for n in ENGINE_KNOBS if n != "rank_threshold" or cfg.verify == "rank"}
     if cfg.stop_at_first_sentence:
         d["sentence_ids"] = sorted(TokenClasses.for_tokenizer(backend.tokenizer).ids("sentence_end"))
     if cfg.entropy_threshold is not None:  # declared in nats, as the decoder resolves it
@@ -79,36 +73,31 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
     b, lock = _private(backend, isolated)
     if isinstance(b, RemoteCloud):       # its verify requests are the cloud's forwards: a copy
         b = copy.copy(b)                 # of the wrapper holds this recording's observer
-    # the audio-dependence forward runs after the hooks are off: inside them it would read as
-    # a cloud forward verifying the whole output
-    dec = SpeculativeDecoder(b, cfg, trace=trace, dependence=False)
+    dec = SpeculativeDecoder(b, cfg, trace=trace, dependence=False)   # judged below: recorded()
     remote = isinstance(b, RemoteCloud)
-    # a remote cloud's local model (kept for the baseline) decodes nothing: hook a stand-in
-    cloud = torch.nn.Module() if remote else b.cloud
     head = getattr(b, "head", None) if cfg.drafter == "head" and not remote else None   # issue 35
-    with lock, Recorder(b.edge, cloud, b.tokenizer, prompt.input_ids, b.stop_ids,
-                        drafter=head, **declared_knobs(b, cfg)) as rec:
+    # a remote cloud's local model (kept for the baseline) decodes nothing: hook a stand-in
+    with lock, recorded(b, prompt, declared_knobs(b, cfg), cfg.seed, drafter=head, dependence=trace,
+                        cloud=torch.nn.Module() if remote else None, builtin=True) as got:
         if remote:
-            b.observer = partial(remote_forward, rec)
+            b.observer = partial(remote_forward, got["rec"])
         for ev in dec.stream(prompt, cancel=cancel):
             if ev["type"] == "done":
                 break
             yield ev
-    own = ev["trace"]
-    recording = rec.finish(own.token_ids)
-    recording["backend"], recording["builtin"] = backend.name, True
-    dep = audio_dependence(backend, prompt, own.token_ids) if trace else None
+        own = ev["trace"]
+        got["out"] = own.token_ids
+    recording, recorded_trace, found, dep = got["recording"], got["trace"], got["findings"], got["dependence"]
     apply_dependence(own, dep)
     if dep:
         own.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         own.metrics["acceptance_by_dependence"] = acceptance_by_dependence(own)
     own_q = own.diagnostics     # the sampling rule's q check (decoding/head.py), if any
-    recorded, found = analyze(recording, backend.tokenizer, prompt.info, dep)
     if own.ended_by in ("cancelled", "time_limit"):    # stopped from outside: its end is not judged
         found = end_not_judged(found, own.ended_by)
     own.diagnostics = link(found + own_q) if own_q else found
     if out is not None:
-        out.update(recording=recording, trace=recorded)
+        out.update(recording=recording, trace=recorded_trace)
     yield ev
 
 
