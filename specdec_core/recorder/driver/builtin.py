@@ -48,29 +48,25 @@ def _size(backend) -> int:
     return sum(p.numel() for m in models.values() for p in m.parameters())
 
 
-def _private(backend, isolated: bool):
-    """(backend to decode on, lock to hold): a copy with private models, or the shared one."""
+def isolate(backend, isolated: bool):
+    """(backend to decode on, lock to hold): with `isolated`, a copy with private models (and
+    head drafter, issue 35), or, for a pair too large to copy, the shared one under a lock."""
     if not isolated or not all(hasattr(m, "parameters") for m in (backend.edge, backend.cloud)):
         return backend, nullcontext()
     if _size(backend) > COPY_LIMIT:
         return backend, _SHARED
-    return private(backend), nullcontext()
-
-
-def private(backend):
-    """The backend with private copies of its models (and head drafter, issue 35)."""
     own = copy.copy(backend)
     own.edge, own.cloud = private_pair(backend.edge, backend.cloud)
     if getattr(backend, "head", None) is not None:
         own.head = copy.deepcopy(backend.head).eval()
-    return own
+    return own, nullcontext()
 
 
 def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel=None,
                   isolated: bool = False, out: dict | None = None):
     """decoder.stream's events; the final "done" trace carries the recorder's findings as its
     diagnostics. `out` (optional) receives the recording and the recorded trace."""
-    b, lock = _private(backend, isolated)
+    b, lock = isolate(backend, isolated)
     if isinstance(b, RemoteCloud):       # its verify requests are the cloud's forwards: a copy
         b = copy.copy(b)                 # of the wrapper holds this recording's observer
     dec = SpeculativeDecoder(b, cfg, trace=trace, dependence=False)   # judged below: recorded()
@@ -114,7 +110,5 @@ def record_builtin(backend, prompt, cfg: DecodeConfig):
     """Run the built-in decoder on `prompt` under the Recorder.
     Returns (recording, recorded trace, findings, the decoder's own trace)."""
     out: dict = {}
-    for ev in judged_stream(backend, prompt, cfg, out=out):
-        pass
-    own = ev["trace"]
+    own = judged_run(backend, prompt, cfg, out=out)
     return out["recording"], out["trace"], own.diagnostics, own

@@ -136,13 +136,6 @@ def numerics_probe(backend, prompt, out, k: int):
         return None
 
 
-def _private(backend):
-    """The backend on private copies of its models (the page: other sessions decode on them)."""
-    from specdec_core.recorder.driver.builtin import private
-
-    return private(backend)
-
-
 @contextlib.contextmanager
 def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=None, cloud=None,
              dependence: bool = True, **fields):
@@ -177,11 +170,13 @@ def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=N
 
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False,
                 seed: int | None = None, isolated: bool = False) -> dict:
-    """Record and judge one clip (`record`, the Inspect tab, scripts): `_private` models."""
+    """Record and judge one clip (`record`, the Inspect tab, scripts); `isolated`: on private
+    copies of the models as the built-in's judged runs (the page: other sessions decode on them)."""
     import torch
 
     from specdec_core.api import prepare
     from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.recorder.driver.builtin import isolate
 
     label = None if src is None else str(src)     # a text-only pair (hf): no audio
     try:
@@ -189,7 +184,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     except UserError as e:
         return {"audio": label, "ok": False, "error": str(e)}
     declared = {k: v for k, v in knobs.items() if k != "prompt_type"}
-    stops, backend = tuple(backend.stop_ids), _private(backend) if isolated else backend
+    stops, (backend, lock) = tuple(backend.stop_ids), isolate(backend, isolated)
     head = head_drafter(fn, backend)
     try:
         kwargs = call_kwargs(fn, knobs, stops, _extra_knobs(fn, knobs, prompt.prefill_kwargs, seed), head)
@@ -198,7 +193,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     sys.path.insert(0, str(path.parent))
     got: dict = {}
     try:
-        with recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
+        with lock, recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(), **kwargs)
             got["out"] = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
     except Exception as e:
