@@ -78,10 +78,13 @@ def test_record_clip_seeds_torchs_global_generator(demo):
     assert drawn[0] == drawn[2] == torch.rand(4).tolist() and drawn[1] != drawn[0]
 
 
-def test_declared_knobs_are_the_engines_names_types_and_ranges(demo, capsys):
+def test_declared_knobs_are_the_engines_names_types_and_ranges(demo, capsys, tmp_path):
     """One vocabulary: `record --set` declares the engine's knobs by the engine's names, read and
     range-checked by the engine's Knob (decoding/knobs.py), as the built-in decoder declares the
-    same config; a knob outside the vocabulary is one line naming every valid one."""
+    same config (stop_at_first_sentence: as the ids it stops on); `--set seed=N` is `--seed N`;
+    a knob outside the vocabulary is one line naming every valid one."""
+    import json
+
     from specdec_core.cli import main
     from specdec_core.decoding.config import KNOBS as ENGINE
     from specdec_core.recorder.driver.cli import KNOBS, parse_sets
@@ -89,12 +92,23 @@ def test_declared_knobs_are_the_engines_names_types_and_ranges(demo, capsys):
     cfg = DecodeConfig(k=3, temperature=0.7, verify="rank", rank_threshold=7, max_new_tokens=24,
                        min_new_tokens=4, prompt_type="concise", stop_at_first_sentence=False)
     sets = ["k=3", "temperature=0.7", "verify=rank", "rank_threshold=7", "max_new_tokens=24",
-            "min_new_tokens=4", "prompt_type=concise"]
+            "min_new_tokens=4", "prompt_type=concise", "stop_at_first_sentence=false"]
     assert parse_sets(sets) == declared_knobs(demo, cfg)
     assert all(KNOBS[n] is ENGINE[n] for n in KNOBS if n in ENGINE)
+    correct = str(ROOT / "examples" / "decoders" / "correct.py")
     for bad, said in (("k=40", "k must be in [1, 32], got 40"), ("verify=fast", "verify must be one of"),
                       ("draft_top_p=0", "draft_top_p must be in (0, 1], got 0"), ("kk=3", "KEY one of k, ")):
-        assert main(["record", str(ROOT / "examples" / "decoders" / "correct.py"), CLIP, "--set", bad]) == 2
+        assert main(["record", correct, CLIP, "--set", bad]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and said in err and "Traceback" not in err, err
     assert all(n in err for n in KNOBS)
+    recs = []
+    for extra in (["--set", "seed=3"], ["--seed", "3"]):
+        argv = ["record", correct, CLIP, "--set", "max_new_tokens=12", "--set", "stop_at_first_sentence=1"]
+        assert main([*argv, *extra, "--out", str(tmp_path / "r.json")]) == 0
+        recs.append(json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["results"][0]["recording"])
+    builtin = declared_knobs(demo, DecodeConfig())["stop_at_first_sentence"]
+    assert recs[0]["seed"] == recs[1]["seed"] == 3 and recs[0]["declared"] == recs[1]["declared"]
+    got: dict = {}
+    list(judged_stream(demo, prepare(demo, CLIP, DecodeConfig(max_new_tokens=12)), DecodeConfig(max_new_tokens=12), out=got))
+    assert builtin is True and recs[0]["declared"]["sentence_ids"] == got["recording"]["declared"]["sentence_ids"]

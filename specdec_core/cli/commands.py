@@ -308,8 +308,9 @@ def cmd_record(args) -> int:
         raise UserError(f"no audio files given (the {backend.name} backend decodes audio; a "
                         "text-only pair is --backend hf --prompt TEXT)")
     results = []
+    seed = knobs.pop("seed", args.seed)           # --set seed=N is --seed N
     for i, src in enumerate(sources):
-        res = record_clip(fn, path, backend, src, knobs, args.reference, seed=args.seed + i)
+        res = record_clip(fn, path, backend, src, knobs, args.reference, seed=seed + i)
         results.append(res)
         print(f"{res['audio'] or 'prompt'}: " + (f"recorded; {reports.by_severity(res.get('findings', []))}"
                                                  if res["ok"] else f"error: {res['error']}"), file=sys.stderr)

@@ -18,7 +18,6 @@ import torch
 from specdec_core.analysis.audio_dependence import acceptance_by_dependence
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
-from specdec_core.decoding.vocab import TokenClasses
 from specdec_core.recorder.report.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
 from specdec_core.recorder.driver.cli import ENGINE_KNOBS, recorded
@@ -34,8 +33,6 @@ def declared_knobs(backend, cfg: DecodeConfig) -> dict:
     """What a user of the built-in decoder declares: the knobs as set (the faults are bugs in
     the code, not declarations)."""
     d = {n: getattr(cfg, n) for n in ENGINE_KNOBS if n != "rank_threshold" or cfg.verify == "rank"}
-    if cfg.stop_at_first_sentence:
-        d["sentence_ids"] = sorted(TokenClasses.for_tokenizer(backend.tokenizer).ids("sentence_end"))
     if cfg.entropy_threshold is not None:  # declared in nats, as the decoder resolves it
         from specdec_core.decoding.run import logits_width
         edge = backend.make_runner(backend.edge, "edge")

@@ -18,8 +18,9 @@ from specdec_core.recorder.driver.user_code import check_call, failed, where as 
 # types, ranges and defaults: decoding/config.py, decoding/knobs.py; the built-in decoder
 # declares these from its config, builtin.declared_knobs) and the declared processing (issue 42).
 ENGINE_KNOBS = ("k", "max_new_tokens", "min_new_tokens", "temperature", "verify", "rank_threshold",
-                "prompt_type")
-KNOBS = {**{n: ENGINE[n] for n in ENGINE_KNOBS}, **PROCESSING}
+                "prompt_type", "stop_at_first_sentence")
+# and `seed`, the engine's name of `record --seed` (clip i: SEED+i, as `run --set seed=`)
+KNOBS = {**{n: ENGINE[n] for n in ENGINE_KNOBS + ("seed",)}, **PROCESSING}
 # declared unless set otherwise (min_new_tokens, rank_threshold: only when set, a loop need not have them)
 DEFAULTS = {n: ENGINE[n].default for n in ("k", "max_new_tokens", "temperature", "verify", "prompt_type")}
 
@@ -147,16 +148,20 @@ def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=N
     puts the output ids in `got["out"]`; after it, with the hooks off, `got` holds the
     recording (backend, the dtype that ran, `fields`), the audio dependence (its forward inside
     the hooks would read as a cloud forward verifying the whole output), the recorded trace and
-    the findings."""
+    the findings. A declared `stop_at_first_sentence` is declared as the ids it stops on."""
     import torch
 
     from specdec_core.decoding.decoder import model_dtype
     from specdec_core.decoding.dependence import audio_dependence
+    from specdec_core.decoding.vocab import TokenClasses
     from specdec_core.recorder.analyze import analyze
     from specdec_core.recorder.observe.hooks import Recorder
 
     if seed is not None:
         torch.manual_seed(seed)
+    declared = dict(declared)
+    if declared.pop("stop_at_first_sentence", False):    # declared as the ids it stops on
+        declared["sentence_ids"] = sorted(TokenClasses.for_tokenizer(backend.tokenizer).ids("sentence_end"))
     got = {"rec": Recorder(backend.edge, backend.cloud if cloud is None else cloud, backend.tokenizer,
                            prompt.input_ids, backend.stop_ids, drafter=drafter, **declared)}
     with got["rec"], kept_configs(backend.edge, backend.cloud):
