@@ -4,8 +4,8 @@ CHECKS); nothing here reads cfg.faults.
 
 The Recorder's hooks catch every forward of the hooked models. Where other sessions decode on
 the same loaded models (the app), `isolated=True` records on private copies of a small pair
-(recorder/driver/isolated.py) and, for a pair too large to copy, holds a process-wide lock for the
-decode (other built-in decodes wait; they are all recorded through here)."""
+(`isolate`: the hooks and concurrent decodes never cross over) and, for a pair too large to
+copy, holds a process-wide lock for the decode (other built-in and page recordings wait)."""
 from __future__ import annotations
 
 import copy
@@ -21,7 +21,6 @@ from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
 from specdec_core.recorder.report.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
 from specdec_core.recorder.driver.cli import ENGINE_KNOBS, recorded
-from specdec_core.recorder.driver.isolated import private_pair
 from specdec_core.recorder.observe.remote_rows import remote_forward
 from specdec_core.recorder.report.roots import link
 
@@ -53,7 +52,8 @@ def isolate(backend, isolated: bool):
     if _size(backend) > COPY_LIMIT:
         return backend, _SHARED
     own = copy.copy(backend)
-    own.edge, own.cloud = private_pair(backend.edge, backend.cloud)
+    own.edge = copy.deepcopy(backend.edge).eval()      # one copy when both are the same model
+    own.cloud = own.edge if backend.cloud is backend.edge else copy.deepcopy(backend.cloud).eval()
     if getattr(backend, "head", None) is not None:
         own.head = copy.deepcopy(backend.head).eval()
     return own, nullcontext()
