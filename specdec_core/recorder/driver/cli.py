@@ -145,10 +145,11 @@ def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=N
     a dict: the decode runs inside (the Recorder `got["rec"]` observing both models and the head
     drafter, the models' configs kept, torch's global generator seeded: loops that sample with
     torch.rand / multinomial and no generator of their own draw the same on the same seed) and
-    puts the output ids in `got["out"]`; after it, with the hooks off, `got` holds the
-    recording (backend, the dtype that ran, `fields`), the audio dependence (its forward inside
-    the hooks would read as a cloud forward verifying the whole output), the recorded trace and
-    the findings. A declared `stop_at_first_sentence` is declared as the ids it stops on."""
+    puts the output ids in `got["out"]` (or a failure in `got["error"]`); after it, with the
+    hooks off, `got` holds the recording (backend, the dtype that ran, `fields`), the audio
+    dependence (its forward inside the hooks would read as a cloud forward verifying the whole
+    output), the recorded trace and the findings. A declared `stop_at_first_sentence` is
+    declared as the ids it stops on."""
     import torch
 
     from specdec_core.decoding.decoder import model_dtype
@@ -166,6 +167,8 @@ def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=N
                            prompt.input_ids, backend.stop_ids, drafter=drafter, **declared)}
     with got["rec"], kept_configs(backend.edge, backend.cloud):
         yield got
+    if "out" not in got:                   # the decode failed (got["error"]): nothing to judge
+        return
     out = got["out"]
     got["recording"] = recording = dict(got["rec"].finish(out), backend=backend.name,
                                         dtype=model_dtype(backend), seed=seed, **fields)
@@ -196,16 +199,16 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     except UserError as e:                        # a signature that cannot take the call
         return {"audio": label, "ok": False, "error": str(e)}
     sys.path.insert(0, str(path.parent))
-    got: dict = {}
-    try:
-        with lock, recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
+    with lock, recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
+        try:
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(), **kwargs)
             got["out"] = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
-    except Exception as e:
-        return {"audio": label, "ok": False, "error": failed(fn, e),
-                **({"recording": got["rec"].finish([])} if "rec" in got else {})}
-    finally:
-        sys.path.remove(str(path.parent))
+        except Exception as e:                    # the user's code failed: nothing to analyse
+            got["error"] = failed(fn, e)
+        finally:
+            sys.path.remove(str(path.parent))
+    if "error" in got:
+        return {"audio": label, "ok": False, "error": got["error"], "recording": got["rec"].finish([])}
     out, recording, trace, found = got["out"], got["recording"], got["trace"], got["findings"]
     recording["numerics"] = numerics_probe(backend, prompt, out, k=knobs["k"])
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
