@@ -133,7 +133,7 @@ def test_no_resync_symptoms_are_nested_under_stale_cache(demo):
     from components.cards import diagnostics_html, findings_summary
     from components.findings import findings_html
     from specdec_core.cli.reports import finding_lines
-    from specdec_core.recorder.driver.cli import _by_severity
+    from specdec_core.cli.reports import by_severity as _by_severity
 
     assert _by_severity(found).startswith("1 error: stale_cache (explains context_mismatch")
     lines = finding_lines(found)

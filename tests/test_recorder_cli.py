@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = str(ROOT / "sample_audio" / "angry_01.wav")
 CORRECT = str(ROOT / "examples" / "decoders" / "correct.py")
@@ -48,12 +50,33 @@ def test_a_decoder_that_raises_is_ok_false_with_one_line(tmp_path):
     (tmp_path / "mine.py").write_text(
         "import helper_mod\n\ndef decode(edge, cloud, tok, ids, k=4, max_new_tokens=8, stop_ids=()):\n"
         "    edge(ids)\n    helper_mod.step()\n")
-    p = cli(f"{tmp_path / 'mine.py'}:decode", CLIP)
+    p = cli(f"{tmp_path / 'mine.py'}:decode", CLIP, "--out", "-")
     assert p.returncode == 1
     r = json.loads(p.stdout)["results"][0]
     assert r["ok"] is False and "\n" not in r["error"]
     assert "RuntimeError: boom in helper" in r["error"] and "helper_mod.py:2 in step" in r["error"]
     assert r["recording"]["forwards"][0]["model"] == "edge"
+
+
+@pytest.mark.parametrize("out", [None, "-", "FILE"])
+def test_json_only_with_out_as_run_does(capsys, tmp_path, out):
+    """Issue 50.7's rule for `record` too: without --out only the human summary (stderr); --out
+    FILE writes the JSON there; --out - prints it on stdout."""
+    from specdec_core.cli import main
+
+    path = tmp_path / "rec.json"
+    argv = [CORRECT, CLIP, "--set", "max_new_tokens=12"] + ([] if out is None else
+                                                           ["--out", "-" if out == "-" else str(path)])
+    assert main(["record", *argv]) == 0
+    got = capsys.readouterr()
+    assert "angry_01.wav: recorded; no error finding" in got.err
+    if out is None:
+        assert got.out == "" and not path.exists() and "(no JSON written: --out FILE, or --out -" in got.err
+    else:
+        text = got.out if out == "-" else path.read_text(encoding="utf-8")
+        assert (got.out == "") == (out == "FILE") and "no JSON written" not in got.err
+        d = json.loads(text)
+        assert d["results"][0]["ok"] and d["declared"]["max_new_tokens"] == 12
 
 
 def test_bad_file_or_function_is_a_usage_error(tmp_path):

@@ -19,7 +19,8 @@ from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # 
 from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
-from specdec_core.recorder.driver import cli as recorder_cli
+from specdec_core.recorder.driver.cli import KNOBS as RECORD_KNOBS
+from specdec_core.recorder.driver.user_code import EXPECTED
 from specdec_core.audit import cli as audit_cli
 from specdec_core.errors import UserError
 
@@ -94,9 +95,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", help="also write the report JSON here")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
-    _add_backend_args(_add_fail_on(recorder_cli.add_parser(sub)), cloud_url=False)
+    _add_backend_args(_add_fail_on(_add_record(sub)), cloud_url=False)
     _add_backend_args(_add_fail_on(audit_cli.add_parser(sub)), cloud_url=False)
     return ap
+
+
+def _add_record(sub):
+    """`record`; its backend options (--backend, --edge-model, ...) are `run`'s own."""
+    p = sub.add_parser("record", help="record and diagnose your own decoder (FILE.py[:FUNCTION])",
+                       description=f"FUNCTION is called as {EXPECTED}.")
+    p.add_argument("target", metavar="FILE.py[:FUNCTION]", help="FUNCTION defaults to decode")
+    p.add_argument("audio", nargs="*", help="audio files (none for a text-only pair: "
+                   "--backend hf --prompt TEXT)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"declared knobs: {', '.join(RECORD_KNOBS)}")
+    p.add_argument("--reference", action="store_true",
+                   help="also run the cloud's greedy decode and report the first divergence")
+    p.add_argument("--seed", type=int, default=0,
+                   help="clip i gets seed SEED+i, for decoders that take a `seed` (default 0)")
+    p.add_argument("--out", help="output JSON (- for stdout; without it only the human summary is printed)")
+    return p
 
 
 def _add_batch(sub) -> None:

@@ -83,12 +83,7 @@ def cmd_run(args) -> int:
     # the contract's keys: each result's trace.info.dtype says which dtype ran
     out = {"backend": args.backend, "config": cfg.to_dict(), "results": results,
            "pooled_findings": pooled}
-    if args.out == "-":
-        print(json.dumps(out, ensure_ascii=False, indent=1))
-    elif args.out:
-        _write_json(args.out, out)
-    else:   # the human summary above is the output; the trace JSON only when asked for
-        print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
+    _emit_json(args.out, out)
     failing = reports.fail_on_line(args.fail_on, [
         (r["audio"], (r.get("trace") or {}).get("diagnostics") or []) for r in results if r["ok"]]
         + [("pooled", out.get("pooled_findings") or [])])
@@ -108,10 +103,10 @@ def engine_ok(backend, engine: str) -> None:
 
 def run_pooled(recorded: list[dict], n: int) -> list[dict]:
     """`run`'s pooled findings over its clips: `record`'s checks and report lines."""
-    from specdec_core.recorder import pooled_findings, pooled_lines
+    from specdec_core.recorder import pooled_findings
 
     pooled = pooled_findings(recorded)
-    for line in pooled_lines(pooled, n):
+    for line in reports.pooled_lines(pooled, n):
         print(line, file=sys.stderr)
     return pooled
 
@@ -266,12 +261,23 @@ def cmd_check(args) -> int:
     return 0 if report["usable"] else 1
 
 
-def _write_json(path: str, obj) -> None:
+def _write_json(path: str, obj, indent: int | None = 1) -> None:
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(obj, indent=1, ensure_ascii=False), encoding="utf-8")
+        Path(path).write_text(json.dumps(obj, indent=indent, ensure_ascii=False), encoding="utf-8")
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _emit_json(out: str | None, obj, indent: int | None = 1) -> None:
+    """`run` and `record` (issue 50.7): --out FILE writes the JSON, --out - prints it on stdout;
+    without --out the human summary (on stderr) is the whole output."""
+    if out == "-":
+        print(json.dumps(obj, ensure_ascii=False, indent=indent))
+    elif out:
+        _write_json(out, obj, indent)
+    else:
+        print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
 
 
 def cmd_faults(args) -> int:
@@ -287,9 +293,39 @@ def cmd_presets(args) -> int:
 
 
 def cmd_record(args) -> int:
-    from specdec_core.recorder.driver.cli import cmd_record as record
+    """`record FILE.py[:FUNCTION] [AUDIO ...]`: the user's decoder recorded and judged per clip
+    (recorder/driver/cli.record_clip; clip i gets seed SEED+i), then the pooled checks."""
+    from specdec_core.recorder.driver.cli import call_kwargs, load_function, parse_sets, record_clip
 
-    return record(args)
+    knobs = parse_sets(args.sets)
+    fn, path = load_function(args.target)
+    call_kwargs(fn, knobs, (), {})                 # a wrong signature: exit 2 before any load
+    backend = open_backend(args)
+    for line in warning_lines(backend):            # the load-time pair check's warnings
+        print(line, file=sys.stderr)
+    sources = args.audio or ([None] if not backend.needs_audio else [])
+    if not sources:
+        raise UserError(f"no audio files given (the {backend.name} backend decodes audio; a "
+                        "text-only pair is --backend hf --prompt TEXT)")
+    results = []
+    seed = knobs.pop("seed", args.seed)           # --set seed=N is --seed N
+    for i, src in enumerate(sources):
+        res = record_clip(fn, path, backend, src, knobs, args.reference, seed=seed + i)
+        results.append(res)
+        print(f"{res['audio'] or 'prompt'}: " + (f"recorded; {reports.by_severity(res.get('findings', []))}"
+                                                 if res["ok"] else f"error: {res['error']}"), file=sys.stderr)
+        for line in [reports.time_line(res.get("time_split")), *reports.numerics_lines(res)]:
+            if line:
+                print(f"  {line}", file=sys.stderr)
+    pooled = run_pooled(results, len(results))
+    # a recording is large: its JSON is written compact
+    _emit_json(args.out, {"backend": args.backend, "declared": knobs, "results": results,
+                          "pooled_findings": pooled}, indent=None)
+    failing = reports.fail_on_line(args.fail_on, [(r["audio"], r.get("findings") or []) for r in results]
+                                   + [("pooled", pooled)])
+    if failing:
+        print(failing, file=sys.stderr)
+    return 0 if all(r["ok"] for r in results) and not failing else 1
 
 
 COMMANDS = {"run": cmd_run, "batch": cmd_batch, "bench": cmd_bench, "faults": cmd_faults,

@@ -233,3 +233,34 @@ def finding_lines(findings: list[dict]) -> list[str]:
         out += [f"  └ explained by {r['code']}: {f['code']}: {f['title']}" for f in fs
                 if f["explained_by"] == r["code"]]
     return out
+
+
+def pooled_lines(pooled: list[dict], n: int) -> list[str]:
+    """The text report's lines of the pooled findings (`record` and `run`)."""
+    return [f"all {n} clips pooled: {f['code']} ({f['severity']}): {f['title']}" for f in pooled]
+
+
+def by_severity(findings: list[dict]) -> str:
+    """'1 error: stale_cache (explains context_mismatch, unverified_end) · info: vocab_widths':
+    the root findings, each with the symptoms folded under it (codes once each): `record`."""
+    parts, roots = [], [f for f in findings if not f.get("explained_by")]
+    for sev, name in (("error", "error"), ("warning", "warning"), ("info", "info")):
+        codes = list(dict.fromkeys(folded_codes(f, findings) for f in roots if f["severity"] == sev))
+        if codes:
+            label = f"{len(codes)} {name}s" if sev != "info" and len(codes) > 1 else (
+                f"1 {name}" if sev != "info" else "info")
+            parts.append(f"{label}: {', '.join(codes)}")
+    if not any(f["severity"] == "error" for f in roots):
+        parts.insert(0, "no error finding")
+    return " · ".join(parts)
+
+
+def numerics_lines(res: dict) -> list[str]:
+    """`record`: the 'ties closer than X logits can flip' line and the divergence verdict."""
+    from specdec_core.analysis.divergence import summary
+    from specdec_core.recorder.driver.numerics import probe_line
+
+    out = [x for x in [probe_line((res.get("recording") or {}).get("numerics"))] if x]
+    if res.get("reference"):
+        out.append("reference: " + summary(res["reference"]["first_divergence"]))
+    return out

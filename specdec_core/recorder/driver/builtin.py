@@ -4,8 +4,8 @@ CHECKS); nothing here reads cfg.faults.
 
 The Recorder's hooks catch every forward of the hooked models. Where other sessions decode on
 the same loaded models (the app), `isolated=True` records on private copies of a small pair
-(recorder/driver/isolated.py) and, for a pair too large to copy, holds a process-wide lock for the
-decode (other built-in decodes wait; they are all recorded through here)."""
+(`isolate`: the hooks and concurrent decodes never cross over) and, for a pair too large to
+copy, holds a process-wide lock for the decode (other built-in and page recordings wait)."""
 from __future__ import annotations
 
 import copy
@@ -18,13 +18,9 @@ import torch
 from specdec_core.analysis.audio_dependence import acceptance_by_dependence
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
-from specdec_core.decoding.dependence import audio_dependence
-from specdec_core.decoding.vocab import TokenClasses
-from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.observe.hooks import Recorder
 from specdec_core.recorder.report.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
-from specdec_core.recorder.driver.isolated import private_pair
+from specdec_core.recorder.driver.cli import ENGINE_KNOBS, recorded
 from specdec_core.recorder.observe.remote_rows import remote_forward
 from specdec_core.recorder.report.roots import link
 
@@ -35,13 +31,7 @@ _SHARED = threading.Lock()
 def declared_knobs(backend, cfg: DecodeConfig) -> dict:
     """What a user of the built-in decoder declares: the knobs as set (the faults are bugs in
     the code, not declarations)."""
-    d = {"k": cfg.k, "temperature": cfg.temperature, "verify": cfg.verify,
-         "max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens,
-         "prompt_type": cfg.prompt_type}
-    if cfg.verify == "rank":
-        d["rank_threshold"] = cfg.rank_threshold
-    if cfg.stop_at_first_sentence:
-        d["sentence_ids"] = sorted(TokenClasses.for_tokenizer(backend.tokenizer).ids("sentence_end"))
+    d = {n: getattr(cfg, n) for n in ENGINE_KNOBS if n != "rank_threshold" or cfg.verify == "rank"}
     if cfg.entropy_threshold is not None:  # declared in nats, as the decoder resolves it
         from specdec_core.decoding.run import logits_width
         edge = backend.make_runner(backend.edge, "edge")
@@ -54,61 +44,53 @@ def _size(backend) -> int:
     return sum(p.numel() for m in models.values() for p in m.parameters())
 
 
-def _private(backend, isolated: bool):
-    """(backend to decode on, lock to hold): a copy with private models, or the shared one."""
+def isolate(backend, isolated: bool):
+    """(backend to decode on, lock to hold): with `isolated`, a copy with private models (and
+    head drafter, issue 35), or, for a pair too large to copy, the shared one under a lock."""
     if not isolated or not all(hasattr(m, "parameters") for m in (backend.edge, backend.cloud)):
         return backend, nullcontext()
     if _size(backend) > COPY_LIMIT:
         return backend, _SHARED
-    return private(backend), nullcontext()
-
-
-def private(backend):
-    """The backend with private copies of its models (and head drafter, issue 35)."""
     own = copy.copy(backend)
-    own.edge, own.cloud = private_pair(backend.edge, backend.cloud)
+    own.edge = copy.deepcopy(backend.edge).eval()      # one copy when both are the same model
+    own.cloud = own.edge if backend.cloud is backend.edge else copy.deepcopy(backend.cloud).eval()
     if getattr(backend, "head", None) is not None:
         own.head = copy.deepcopy(backend.head).eval()
-    return own
+    return own, nullcontext()
 
 
 def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel=None,
                   isolated: bool = False, out: dict | None = None):
     """decoder.stream's events; the final "done" trace carries the recorder's findings as its
     diagnostics. `out` (optional) receives the recording and the recorded trace."""
-    b, lock = _private(backend, isolated)
+    b, lock = isolate(backend, isolated)
     if isinstance(b, RemoteCloud):       # its verify requests are the cloud's forwards: a copy
         b = copy.copy(b)                 # of the wrapper holds this recording's observer
-    # the audio-dependence forward runs after the hooks are off: inside them it would read as
-    # a cloud forward verifying the whole output
-    dec = SpeculativeDecoder(b, cfg, trace=trace, dependence=False)
+    dec = SpeculativeDecoder(b, cfg, trace=trace, dependence=False)   # judged below: recorded()
     remote = isinstance(b, RemoteCloud)
-    # a remote cloud's local model (kept for the baseline) decodes nothing: hook a stand-in
-    cloud = torch.nn.Module() if remote else b.cloud
     head = getattr(b, "head", None) if cfg.drafter == "head" and not remote else None   # issue 35
-    with lock, Recorder(b.edge, cloud, b.tokenizer, prompt.input_ids, b.stop_ids,
-                        drafter=head, **declared_knobs(b, cfg)) as rec:
+    # a remote cloud's local model (kept for the baseline) decodes nothing: hook a stand-in
+    with lock, recorded(b, prompt, declared_knobs(b, cfg), cfg.seed, drafter=head, dependence=trace,
+                        cloud=torch.nn.Module() if remote else None, builtin=True) as got:
         if remote:
-            b.observer = partial(remote_forward, rec)
+            b.observer = partial(remote_forward, got["rec"])
         for ev in dec.stream(prompt, cancel=cancel):
             if ev["type"] == "done":
                 break
             yield ev
-    own = ev["trace"]
-    recording = rec.finish(own.token_ids)
-    recording["backend"], recording["builtin"] = backend.name, True
-    dep = audio_dependence(backend, prompt, own.token_ids) if trace else None
+        own = ev["trace"]
+        got["out"] = own.token_ids
+    recording, recorded_trace, found, dep = got["recording"], got["trace"], got["findings"], got["dependence"]
     apply_dependence(own, dep)
     if dep:
         own.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         own.metrics["acceptance_by_dependence"] = acceptance_by_dependence(own)
     own_q = own.diagnostics     # the sampling rule's q check (decoding/head.py), if any
-    recorded, found = analyze(recording, backend.tokenizer, prompt.info, dep)
     if own.ended_by in ("cancelled", "time_limit"):    # stopped from outside: its end is not judged
         found = end_not_judged(found, own.ended_by)
     own.diagnostics = link(found + own_q) if own_q else found
     if out is not None:
-        out.update(recording=recording, trace=recorded)
+        out.update(recording=recording, trace=recorded_trace)
     yield ev
 
 
@@ -125,7 +107,5 @@ def record_builtin(backend, prompt, cfg: DecodeConfig):
     """Run the built-in decoder on `prompt` under the Recorder.
     Returns (recording, recorded trace, findings, the decoder's own trace)."""
     out: dict = {}
-    for ev in judged_stream(backend, prompt, cfg, out=out):
-        pass
-    own = ev["trace"]
+    own = judged_run(backend, prompt, cfg, out=out)
     return out["recording"], out["trace"], own.diagnostics, own

@@ -1,43 +1,28 @@
-"""`python -m specdec_core record FILE.py[:FUNCTION] [AUDIO ...] [--backend demo|omni|hf]
-[--edge-model DIR --cloud-model DIR] [--prompt TEXT] [--set k=4 ...] [--reference]
-[--fail-on error|warning] [--out rec.json]`: run the user's own decoder under the Recorder and
-diagnose it blind. FUNCTION defaults to `decode`; a text-only pair (hf) takes --prompt and no
-audio. Exit codes as for `run` (docs/cli.md)."""
+"""Record one clip: a user's own decoder (FILE.py[:FUNCTION], loaded here) run under the
+Recorder and diagnosed blind (`record_clip`: the `record` command, cli/commands.py, the Inspect
+tab, scripts); `recorded`, the steps it shares with the built-in decoder (driver/builtin.py);
+the declared knobs (`parse_sets`)."""
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
+from specdec_core.decoding.config import KNOBS as ENGINE
 from specdec_core.errors import UserError
 from specdec_core.recorder.observe.processing import KNOBS as PROCESSING
-from specdec_core.recorder.driver.user_code import EXPECTED, check_call, failed, where as _where
+from specdec_core.recorder.driver.user_code import check_call, failed, where as _where
 
-KNOBS = {"k": int, "max_new_tokens": int, "min_new_tokens": int, "temperature": float,
-         "verify": str, "rank_threshold": int, "prompt_type": str,
-         **PROCESSING}                           # and declared processing (issue 42)
-DEFAULTS = {"k": 4, "max_new_tokens": 128, "temperature": 0.0, "verify": "greedy",
-            "prompt_type": "detailed"}
-
-
-def add_parser(sub):
-    """The record subparser; the backend options (--backend, --edge-model, ...) are added by
-    the CLI from the same definitions as `run`'s."""
-    p = sub.add_parser("record", help="record and diagnose your own decoder (FILE.py[:FUNCTION])",
-                       description=f"FUNCTION is called as {EXPECTED}.")
-    p.add_argument("target", metavar="FILE.py[:FUNCTION]", help="FUNCTION defaults to decode")
-    p.add_argument("audio", nargs="*", help="audio files (none for a text-only pair: "
-                   "--backend hf --prompt TEXT)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"declared knobs: {', '.join(KNOBS)}")
-    p.add_argument("--reference", action="store_true",
-                   help="also run the cloud's greedy decode and report the first divergence")
-    p.add_argument("--seed", type=int, default=0,
-                   help="clip i gets seed SEED+i, for decoders that take a `seed` (default 0)")
-    p.add_argument("--out", help="output JSON (default: stdout)")
-    return p
+# The knobs a loop declares (`--set`): the engine's own where they mean the same (its names,
+# types, ranges and defaults: decoding/config.py, decoding/knobs.py; the built-in decoder
+# declares these from its config, builtin.declared_knobs) and the declared processing (issue 42).
+ENGINE_KNOBS = ("k", "max_new_tokens", "min_new_tokens", "temperature", "verify", "rank_threshold",
+                "prompt_type", "stop_at_first_sentence")
+# and `seed`, the engine's name of `record --seed` (clip i: SEED+i, as `run --set seed=`)
+KNOBS = {**{n: ENGINE[n] for n in ENGINE_KNOBS + ("seed",)}, **PROCESSING}
+# declared unless set otherwise (min_new_tokens, rank_threshold: only when set, a loop need not have them)
+DEFAULTS = {n: ENGINE[n].default for n in ("k", "max_new_tokens", "temperature", "verify", "prompt_type")}
 
 
 def load_function(target: str):
@@ -65,18 +50,15 @@ def load_function(target: str):
 
 
 def parse_sets(sets) -> dict:
+    """`--set KEY=VALUE ...` -> the declared knobs (DEFAULTS, then each set one, read and checked
+    by its Knob); a bad key or value is one line (UserError)."""
     d = dict(DEFAULTS)
     for kv in sets:
         key, sep, val = kv.partition("=")
         key = key.strip()
         if not sep or key not in KNOBS:
             raise UserError(f"--set expects KEY=VALUE with KEY one of {', '.join(KNOBS)}, got {kv!r}")
-        try:
-            d[key] = KNOBS[key](val)
-        except ValueError:
-            raise UserError(f"--set {key}: not a valid {KNOBS[key].__name__}: {val!r}") from None
-    from specdec_core.recorder.observe.processing import validate
-    validate(d)
+        d[key] = KNOBS[key].check(KNOBS[key].parse(val))
     return d
 
 
@@ -155,23 +137,54 @@ def numerics_probe(backend, prompt, out, k: int):
         return None
 
 
-def _private(backend):
-    """The backend on private copies of its models (the page: other sessions decode on them)."""
-    from specdec_core.recorder.driver.builtin import private
+@contextlib.contextmanager
+def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=None, cloud=None,
+             dependence: bool = True, **fields):
+    """The steps every recording of one clip shares, whoever decodes (a user's function:
+    record_clip; the built-in decoder: builtin.judged_stream), so the two cannot drift. Yields
+    a dict: the decode runs inside (the Recorder `got["rec"]` observing both models and the head
+    drafter, the models' configs kept, torch's global generator seeded: loops that sample with
+    torch.rand / multinomial and no generator of their own draw the same on the same seed) and
+    puts the output ids in `got["out"]` (or a failure in `got["error"]`); after it, with the
+    hooks off, `got` holds the recording (backend, the dtype that ran, `fields`), the audio
+    dependence (its forward inside the hooks would read as a cloud forward verifying the whole
+    output), the recorded trace and the findings. A declared `stop_at_first_sentence` is
+    declared as the ids it stops on."""
+    import torch
 
-    return private(backend)
+    from specdec_core.decoding.decoder import model_dtype
+    from specdec_core.decoding.dependence import audio_dependence
+    from specdec_core.decoding.vocab import TokenClasses
+    from specdec_core.recorder.analyze import analyze
+    from specdec_core.recorder.observe.hooks import Recorder
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    declared = dict(declared)
+    if declared.pop("stop_at_first_sentence", False):    # declared as the ids it stops on
+        declared["sentence_ids"] = sorted(TokenClasses.for_tokenizer(backend.tokenizer).ids("sentence_end"))
+    got = {"rec": Recorder(backend.edge, backend.cloud if cloud is None else cloud, backend.tokenizer,
+                           prompt.input_ids, backend.stop_ids, drafter=drafter, **declared)}
+    with got["rec"], kept_configs(backend.edge, backend.cloud):
+        yield got
+    if "out" not in got:                   # the decode failed (got["error"]): nothing to judge
+        return
+    out = got["out"]
+    got["recording"] = recording = dict(got["rec"].finish(out), backend=backend.name,
+                                        dtype=model_dtype(backend), seed=seed, **fields)
+    got["dependence"] = dep = audio_dependence(backend, prompt, out) if dependence else None
+    got["trace"], got["findings"] = analyze(recording, backend.tokenizer, prompt.info, dep)
 
 
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False,
                 seed: int | None = None, isolated: bool = False) -> dict:
-    """Record and judge one clip (`record`, the Inspect tab, scripts): `_private` models."""
+    """Record and judge one clip (`record`, the Inspect tab, scripts); `isolated`: on private
+    copies of the models as the built-in's judged runs (the page: other sessions decode on them)."""
     import torch
 
     from specdec_core.api import prepare
     from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.decoding.decoder import model_dtype
-    from specdec_core.recorder.analyze import analyze
-    from specdec_core.recorder.observe.hooks import Recorder
+    from specdec_core.recorder.driver.builtin import isolate
 
     label = None if src is None else str(src)     # a text-only pair (hf): no audio
     try:
@@ -179,30 +192,25 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     except UserError as e:
         return {"audio": label, "ok": False, "error": str(e)}
     declared = {k: v for k, v in knobs.items() if k != "prompt_type"}
-    stops, backend = tuple(backend.stop_ids), _private(backend) if isolated else backend
+    stops, (backend, lock) = tuple(backend.stop_ids), isolate(backend, isolated)
     head = head_drafter(fn, backend)
-    rec = Recorder(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids, stops,
-                   drafter=head, **declared)
     try:
         kwargs = call_kwargs(fn, knobs, stops, _extra_knobs(fn, knobs, prompt.prefill_kwargs, seed), head)
     except UserError as e:                        # a signature that cannot take the call
         return {"audio": label, "ok": False, "error": str(e)}
     sys.path.insert(0, str(path.parent))
-    try:
-        with rec, torch.no_grad(), kept_configs(backend.edge, backend.cloud):
+    with lock, recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
+        try:
             out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(), **kwargs)
-        out = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
-    except Exception as e:
-        return {"audio": label, "ok": False, "error": failed(fn, e),
-                "recording": rec.finish([])}
-    finally:
-        sys.path.remove(str(path.parent))
-    recording = dict(rec.finish(out), backend=backend.name, seed=seed)
-    from specdec_core.decoding.dependence import audio_dependence
-    dep = audio_dependence(backend, prompt, out)
+            got["out"] = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
+        except Exception as e:                    # the user's code failed: nothing to analyse
+            got["error"] = failed(fn, e)
+        finally:
+            sys.path.remove(str(path.parent))
+    if "error" in got:
+        return {"audio": label, "ok": False, "error": got["error"], "recording": got["rec"].finish([])}
+    out, recording, trace, found = got["out"], got["recording"], got["trace"], got["findings"]
     recording["numerics"] = numerics_probe(backend, prompt, out, k=knobs["k"])
-    recording["dtype"] = model_dtype(backend)          # which dtype ran (--dtype)
-    trace, found = analyze(recording, backend.tokenizer, prompt.info, dep)
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
            "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
            "recording": recording}
@@ -237,80 +245,3 @@ def pooled_findings(results: list[dict]) -> list[dict]:
                               if r.get("ok") and r.get("recording")])
     mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
     return (report.pooled(registry.run_pooled(runs)) if len(runs) > 1 else []) + mishears
-
-
-def pooled_lines(pooled: list[dict], n: int) -> list[str]:
-    """The text report's lines of the pooled findings (`record` and `run`)."""
-    return [f"all {n} clips pooled: {f['code']} ({f['severity']}): {f['title']}" for f in pooled]
-
-
-def _by_severity(findings: list[dict]) -> str:
-    """'1 error: stale_cache (explains context_mismatch, unverified_end) · info: vocab_widths':
-    the root findings, each with the symptoms folded under it (codes once each)."""
-    from specdec_core.cli.reports import folded_codes
-
-    parts, roots = [], [f for f in findings if not f.get("explained_by")]
-    for sev, name in (("error", "error"), ("warning", "warning"), ("info", "info")):
-        codes = list(dict.fromkeys(folded_codes(f, findings) for f in roots if f["severity"] == sev))
-        if codes:
-            label = f"{len(codes)} {name}s" if sev != "info" and len(codes) > 1 else (
-                f"1 {name}" if sev != "info" else "info")
-            parts.append(f"{label}: {', '.join(codes)}")
-    if not any(f["severity"] == "error" for f in roots):
-        parts.insert(0, "no error finding")
-    return " · ".join(parts)
-
-
-def numerics_lines(res: dict) -> list[str]:
-    """The report's 'ties closer than X logits can flip' line and the divergence verdict."""
-    from specdec_core.analysis.divergence import summary
-    from specdec_core.recorder.driver.numerics import probe_line
-
-    out = [x for x in [probe_line((res.get("recording") or {}).get("numerics"))] if x]
-    if res.get("reference"):
-        out.append("reference: " + summary(res["reference"]["first_divergence"]))
-    return out
-
-
-def cmd_record(args) -> int:
-    from specdec_core.analysis.metrics import time_line
-    from specdec_core.api import open_backend
-
-    from specdec_core.cli.reports import fail_on_line
-
-    knobs = parse_sets(args.sets)
-    fn, path = load_function(args.target)
-    call_kwargs(fn, knobs, (), {})                 # a wrong signature: exit 2 before any load
-    backend = open_backend(args)
-    from specdec_core.pairs import warning_lines   # the load-time pair check's warnings
-    for line in warning_lines(backend):
-        print(line, file=sys.stderr)
-    sources = args.audio or ([None] if not backend.needs_audio else [])
-    if not sources:
-        raise UserError(f"no audio files given (the {backend.name} backend decodes audio; a "
-                        "text-only pair is --backend hf --prompt TEXT)")
-    results = []
-    for i, src in enumerate(sources):
-        res = record_clip(fn, path, backend, src, knobs, args.reference, seed=args.seed + i)
-        results.append(res)
-        print(f"{res['audio'] or 'prompt'}: " + (f"recorded; {_by_severity(res.get('findings', []))}"
-                                     if res["ok"] else f"error: {res['error']}"), file=sys.stderr)
-        if line := time_line(res.get("time_split")):
-            print(f"  {line}", file=sys.stderr)
-        for line in numerics_lines(res):
-            print(f"  {line}", file=sys.stderr)
-    pooled = pooled_findings(results)
-    for line in pooled_lines(pooled, len(results)):
-        print(line, file=sys.stderr)
-    text = json.dumps({"backend": args.backend, "declared": knobs, "results": results,
-                       "pooled_findings": pooled}, ensure_ascii=False)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        print(text)
-    failing = fail_on_line(args.fail_on, [(r["audio"], r.get("findings") or []) for r in results]
-                           + [("pooled", pooled)])
-    if failing:
-        print(failing, file=sys.stderr)
-    return 0 if all(r["ok"] for r in results) and not failing else 1

@@ -19,7 +19,6 @@ class Round:
     accepted: int = 0
     extra: int | None = None                           # position of the correction/bonus
     end: int = 0                                       # frontier after
-    cloud_calls: int = 0                               # cloud forwards in this round (all)
     drafted_by: dict = field(default_factory=dict)     # position -> (edge Fwd, row)
 
     @property
@@ -50,7 +49,6 @@ def build_rounds(t: Tapes) -> list[Round]:
         if f.model == "edge":
             cur.edge.append(f)
             continue
-        cur.cloud_calls += 1
         if not f.rows or f.match < K or f.row_at(K - 1) is None or len(f.ctx) <= K - 1:
             continue                                 # a prefill or a stray call: not a verification
         drafted = _draft_rows(cur.edge)

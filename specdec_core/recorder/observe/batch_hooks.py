@@ -8,20 +8,13 @@ from __future__ import annotations
 
 import torch
 
-from specdec_core.compat import cache_keys
-from specdec_core.recorder.observe.tree_hooks import sources
+from specdec_core.recorder.observe.tree_hooks import last_keys, sources
 
 
 def _positions(pos, b: int, keep):
     if not isinstance(pos, torch.Tensor) or pos.dim() != 2:
         return None
     return [int(x) for x in pos[min(b, pos.shape[0] - 1)][keep].tolist()]
-
-
-def _last_keys(cache):
-    """The last layer's keys, head 0: [B, slots, dim] (they depend on the whole context)."""
-    t = cache_keys(cache, -1)
-    return None if t is None else t[:, 0].detach()
 
 
 def _found(now, seen: set) -> int:
@@ -71,7 +64,7 @@ class BatchWatch:
     def _zeroed(rows: list, cache, cached) -> None:
         """Cached slots whose keys are all zero yet attended (mask 1): a rollback that zeroed a
         row's rejected tail instead of masking it; each adds e^0 to the softmax denominator."""
-        cur = _last_keys(cache)
+        cur = last_keys(cache)
         if cur is None or cur.shape[0] != len(rows) or cur.shape[1] < cached.shape[1]:
             return
         z = (cur[:, :cached.shape[1]] == 0).all(-1).cpu() & cached
@@ -79,7 +72,7 @@ class BatchWatch:
             rows[b]["zeroed"] = z[b].nonzero().reshape(-1).tolist()
 
     def _moves(self, rec: dict, cache, cached) -> None:
-        cur = _last_keys(cache)
+        cur = last_keys(cache)
         if cur is None:
             return
         old = self.keys.get(rec.get("cache"))
@@ -140,7 +133,7 @@ class BatchWatch:
                 self.held[(who, b)] = (rec["i"], row, last)
             else:
                 row["rows"] = None
-        cur = _last_keys(cache)
+        cur = last_keys(cache)
         if cur is not None and rec.get("use_cache") is not False and cur.shape[0] == m.shape[0]:
             w = min(cur.shape[1], m.shape[1])
             self.keys[rec.get("cache")] = [cur[b, :w][m[b, :w].to(cur.device)].float().cpu()

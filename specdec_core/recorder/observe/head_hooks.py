@@ -6,7 +6,6 @@ import time
 
 import torch
 
-from specdec_core.analysis.divergence import common_prefix
 from specdec_core.compat import forward_cache
 from specdec_core.decoding.head import final_norm
 

@@ -7,27 +7,31 @@ so every check judges drafts against the declared q and the output against the d
 raw argmax is kept (`raw_argmax`) to name a penalty the loop did not apply."""
 from __future__ import annotations
 
+import math
+
 import torch
 
-from specdec_core.errors import UserError
+from specdec_core.decoding.knobs import Knob
 
-KNOBS = {"draft_top_k": int, "draft_top_p": float, "target_top_k": int, "target_top_p": float,
-         "target_repetition_penalty": float}
+_TOP_P = dict(minimum=0.0, maximum=1.0, exclude=(0.0,), nullable=True)
+# declared like the engine's knobs (decoding/knobs.py: type, range, one-line refusal); the engine
+# has no knob of these names (its repetition_penalty is a draft gate on CJK characters)
+KNOBS = {name: Knob(type_, name=name, exclude_msg=f"{name} must be in (0, 1], got 0" if "top_p" in name
+                    else f"{name} must be > 0, got 0", **kw)
+         for name, type_, kw in (("draft_top_k", "int", dict(minimum=1, maximum=10 ** 7, nullable=True)),
+                                 ("draft_top_p", "float", _TOP_P),
+                                 ("target_top_k", "int", dict(minimum=1, maximum=10 ** 7, nullable=True)),
+                                 ("target_top_p", "float", _TOP_P),
+                                 ("target_repetition_penalty", "float",
+                                  dict(minimum=0.0, maximum=math.inf, exclude=(0.0,), nullable=True)))}
 ROLE = {"edge": "draft", "cloud": "target"}
 OUT = -1e4        # log-prob of a token the processing removes (finite: JSON, exp() is 0)
 
 
 def validate(declared: dict) -> None:
     """A one-line UserError for a value no loop could apply."""
-    for side in ("draft", "target"):
-        k, p = declared.get(f"{side}_top_k"), declared.get(f"{side}_top_p")
-        if k is not None and (int(k) != k or k < 1):
-            raise UserError(f"{side}_top_k must be an integer >= 1, got {k!r}")
-        if p is not None and not 0 < p <= 1:
-            raise UserError(f"{side}_top_p must be in (0, 1], got {p!r}")
-    r = declared.get("target_repetition_penalty")
-    if r is not None and not r > 0:
-        raise UserError(f"target_repetition_penalty must be > 0, got {r!r}")
+    for name, knob in KNOBS.items():
+        knob.check(declared.get(name))
 
 
 def for_role(declared: dict, role: str) -> dict:

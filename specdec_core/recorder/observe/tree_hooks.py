@@ -62,9 +62,17 @@ def cross(logits: torch.Tensor, ids: list[int]) -> dict | None:
             "logp": [[round(x, 5) for x in r] for r in vals.tolist()]}
 
 
+def last_keys(cache) -> torch.Tensor | None:
+    """The last layer's keys, head 0: [batch, slots, head_dim], detached. They depend on the whole
+    context: the recorder's fingerprint of what each cache slot holds (slots a tree rewrote in
+    place, rows a batched loop moved)."""
+    t = cache_keys(cache, -1)
+    return None if t is None else t[:, 0].detach()
+
+
 def _fingerprint(cache) -> torch.Tensor | None:
-    t = cache_keys(cache, -1)                                       # context-dependent
-    return None if t is None else t[0, 0].detach().float().cpu().clone()   # [slots, head_dim]
+    t = last_keys(cache)
+    return None if t is None else t[0].float().cpu().clone()   # [slots, head_dim]
 
 
 def sources(old: torch.Tensor, now) -> list[int]:

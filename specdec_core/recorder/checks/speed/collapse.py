@@ -23,7 +23,6 @@ def _tail(vr: list) -> int | None:
         if not any(r.accepted for r in tail[:MIN_ROUNDS]) and sum(r.accepted for r in tail) <= MAX_RATE * sum(r.drafted for r in tail):
             best = i
     return best
-    return best
 
 
 @check("acceptance_collapse", order=310)
