@@ -10,21 +10,17 @@ cfg.time_limit_s ends it with "time_limit". Both still give a complete trace and
 """
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Iterator
 
-from specdec_core.backends import load_backend  # noqa: F401  (re-exported)
+from specdec_core.backends import MAX_SECONDS, load_backend, prepare  # noqa: F401  (re-exported)
 from specdec_core.decoding.baseline import cloud_only  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
 from specdec_core.errors import UserError
 from specdec_core.recorder.driver.builtin import judged_run
-
-MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
-
 
 def with_cloud(backend, cloud_url: str | None, *cfgs: DecodeConfig, model: str | None = None):
     """The backend with its cloud behind the OpenAI-compatible server at cloud_url (checked
@@ -50,25 +46,6 @@ def open_backend(opts, *cfgs: DecodeConfig):
         options["cloud_model"] = None      # with a server, --cloud-model names the served model
     backend = load_backend(opts.backend, **{k: v for k, v in options.items() if v})
     return with_cloud(backend, url, *cfgs, model=getattr(opts, "cloud_model", None) if url else None)
-
-
-def prepare(backend, audio_src, cfg: DecodeConfig, max_seconds: float = MAX_SECONDS, speaker=None):
-    """audio (path, bytes or (sr, array)) -> PromptInputs, plus audio warnings in info.
-    `speaker`: prosody statistics of the clip's speaker (audio.prosody.speaker_stats)."""
-    audio = None
-    if backend.needs_audio:
-        from specdec_core.audio.loading import load_audio
-
-        if audio_src is None:
-            raise UserError("no audio given: upload a clip or pick a sample")
-        audio = load_audio(audio_src, max_seconds=max_seconds)
-        audio.speaker = speaker
-    prompt = backend.build_inputs(audio, cfg.prompt_type)
-    if audio is not None:
-        prompt.info.setdefault("audio", {"name": audio.name, "duration_s": round(audio.duration, 3),
-                                         "source_sr": audio.source_sr, "channels": audio.channels,
-                                         "silent": audio.silent, "warnings": list(audio.warnings)})
-    return prompt
 
 
 def stream_clip(backend, audio_src, cfg: DecodeConfig, decoder: SpeculativeDecoder | None = None,

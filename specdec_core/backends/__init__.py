@@ -5,7 +5,7 @@ import os
 import threading
 from functools import lru_cache
 
-from specdec_core.errors import BackendError
+from specdec_core.errors import BackendError, UserError
 from specdec_core.backends.base import Backend, PromptInputs  # noqa: F401
 
 BACKENDS = ("demo", "omni", "hf")
@@ -81,3 +81,25 @@ def _construct(name: str, opts: dict) -> Backend:
     from specdec_core.backends.omni import OmniBackend
 
     return OmniBackend(**opts)
+
+
+MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))
+
+
+def prepare(backend, audio_src, cfg, max_seconds: float = MAX_SECONDS, speaker=None):
+    """audio (path, bytes or (sr, array)) -> PromptInputs, plus audio warnings in info.
+    `speaker`: prosody statistics of the clip's speaker (audio.prosody.speaker_stats)."""
+    audio = None
+    if backend.needs_audio:
+        from specdec_core.audio.loading import load_audio
+
+        if audio_src is None:
+            raise UserError("no audio given: upload a clip or pick a sample")
+        audio = load_audio(audio_src, max_seconds=max_seconds)
+        audio.speaker = speaker
+    prompt = backend.build_inputs(audio, cfg.prompt_type)
+    if audio is not None:
+        prompt.info.setdefault("audio", {"name": audio.name, "duration_s": round(audio.duration, 3),
+                                         "source_sr": audio.source_sr, "channels": audio.channels,
+                                         "silent": audio.silent, "warnings": list(audio.warnings)})
+    return prompt

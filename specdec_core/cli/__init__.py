@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specdec_core.cli.commands import COMMANDS, backend_options, load_config  # noqa: F401
+from specdec_core.cli.bench import cmd_bench
+from specdec_core.cli.commands import COMMANDS as _COMMANDS, backend_options, load_config  # noqa: F401
 from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
@@ -23,6 +24,8 @@ from specdec_core.recorder.driver.cli import KNOBS as RECORD_KNOBS
 from specdec_core.recorder.driver.user_code import EXPECTED
 from specdec_core.audit import cli as audit_cli
 from specdec_core.errors import UserError
+
+COMMANDS = {**_COMMANDS, "bench": cmd_bench}
 
 
 class _Parser(argparse.ArgumentParser):

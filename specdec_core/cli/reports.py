@@ -49,7 +49,6 @@ def batch_report(result: BatchResult) -> str:
                        f"{s['no_emotion']} name no emotion)   weighted F1 {s['weighted_f1']:.3f}")
             out.append("   per label              " + ", ".join(f"{k} {v:.2f}" for k, v in s["per_label_accuracy"].items()))
         items = result.checklist[name]
-        graded = [it for it in items if it["passed"] is not None]
         from specdec_core.evaluation.checklist import checklist_head
 
         out.append(f"-- checklist {name}: {checklist_head(items)}")

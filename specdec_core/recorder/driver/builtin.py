@@ -4,13 +4,11 @@ CHECKS); nothing here reads cfg.faults.
 
 The Recorder's hooks catch every forward of the hooked models. Where other sessions decode on
 the same loaded models (the app), `isolated=True` records on private copies of a small pair
-(`isolate`: the hooks and concurrent decodes never cross over) and, for a pair too large to
+(driver/cli.isolate: the hooks and concurrent decodes never cross over) and, for a pair too large to
 copy, holds a process-wide lock for the decode (other built-in and page recordings wait)."""
 from __future__ import annotations
 
 import copy
-import threading
-from contextlib import nullcontext
 from functools import partial
 
 import torch
@@ -20,13 +18,9 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
 from specdec_core.recorder.report.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
-from specdec_core.recorder.driver.cli import ENGINE_KNOBS, recorded
+from specdec_core.recorder.driver.cli import ENGINE_KNOBS, isolate, recorded
 from specdec_core.recorder.observe.remote_rows import remote_forward
 from specdec_core.recorder.report.roots import link
-
-COPY_LIMIT = 200_000_000      # parameters of a pair still copied per recording (demo: ~2M)
-_SHARED = threading.Lock()
-
 
 def declared_knobs(backend, cfg: DecodeConfig) -> dict:
     """What a user of the built-in decoder declares: the knobs as set (the faults are bugs in
@@ -37,26 +31,6 @@ def declared_knobs(backend, cfg: DecodeConfig) -> dict:
         edge = backend.make_runner(backend.edge, "edge")
         d["entropy_threshold"] = cfg.threshold_nats(logits_width(edge))
     return d
-
-
-def _size(backend) -> int:
-    models = {id(m): m for m in (backend.edge, backend.cloud) if hasattr(m, "parameters")}
-    return sum(p.numel() for m in models.values() for p in m.parameters())
-
-
-def isolate(backend, isolated: bool):
-    """(backend to decode on, lock to hold): with `isolated`, a copy with private models (and
-    head drafter, issue 35), or, for a pair too large to copy, the shared one under a lock."""
-    if not isolated or not all(hasattr(m, "parameters") for m in (backend.edge, backend.cloud)):
-        return backend, nullcontext()
-    if _size(backend) > COPY_LIMIT:
-        return backend, _SHARED
-    own = copy.copy(backend)
-    own.edge = copy.deepcopy(backend.edge).eval()      # one copy when both are the same model
-    own.cloud = own.edge if backend.cloud is backend.edge else copy.deepcopy(backend.cloud).eval()
-    if getattr(backend, "head", None) is not None:
-        own.head = copy.deepcopy(backend.head).eval()
-    return own, nullcontext()
 
 
 def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel=None,

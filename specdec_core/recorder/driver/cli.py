@@ -5,8 +5,10 @@ the declared knobs (`parse_sets`)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 from specdec_core.decoding.config import KNOBS as ENGINE
@@ -23,6 +25,10 @@ ENGINE_KNOBS = ("k", "max_new_tokens", "min_new_tokens", "temperature", "verify"
 KNOBS = {**{n: ENGINE[n] for n in ENGINE_KNOBS + ("seed",)}, **PROCESSING}
 # declared unless set otherwise (min_new_tokens, rank_threshold: only when set, a loop need not have them)
 DEFAULTS = {n: ENGINE[n].default for n in ("k", "max_new_tokens", "temperature", "verify", "prompt_type")}
+
+
+COPY_LIMIT = 200_000_000      # parameters of a pair still copied per recording (demo: ~2M)
+_SHARED = threading.Lock()
 
 
 def load_function(target: str):
@@ -182,9 +188,8 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     copies of the models as the built-in's judged runs (the page: other sessions decode on them)."""
     import torch
 
-    from specdec_core.api import prepare
+    from specdec_core.backends import prepare
     from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.recorder.driver.builtin import isolate
 
     label = None if src is None else str(src)     # a text-only pair (hf): no audio
     try:
@@ -245,3 +250,23 @@ def pooled_findings(results: list[dict]) -> list[dict]:
                               if r.get("ok") and r.get("recording")])
     mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
     return (report.pooled(registry.run_pooled(runs)) if len(runs) > 1 else []) + mishears
+
+
+def _size(backend) -> int:
+    models = {id(m): m for m in (backend.edge, backend.cloud) if hasattr(m, "parameters")}
+    return sum(p.numel() for m in models.values() for p in m.parameters())
+
+
+def isolate(backend, isolated: bool):
+    """(backend to decode on, lock to hold): with `isolated`, a copy with private models (and
+    head drafter, issue 35), or, for a pair too large to copy, the shared one under a lock."""
+    if not isolated or not all(hasattr(m, "parameters") for m in (backend.edge, backend.cloud)):
+        return backend, contextlib.nullcontext()
+    if _size(backend) > COPY_LIMIT:
+        return backend, _SHARED
+    own = copy.copy(backend)
+    own.edge = copy.deepcopy(backend.edge).eval()      # one copy when both are the same model
+    own.cloud = own.edge if backend.cloud is backend.edge else copy.deepcopy(backend.cloud).eval()
+    if getattr(backend, "head", None) is not None:
+        own.head = copy.deepcopy(backend.head).eval()
+    return own, contextlib.nullcontext()
