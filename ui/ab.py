@@ -7,7 +7,7 @@ import traceback
 
 import gradio as gr
 
-from components.cards import diagnostics_html, findings_summary
+from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
 from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, ordered, speedup_stats, speedup_words
@@ -15,7 +15,7 @@ from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
-from specdec_core.decoding.faults import FAULTS, latent
+from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
 from .knobs import KnobPanel
@@ -98,12 +98,12 @@ class ABTab:
                 gr.Markdown("#### A", elem_classes="ss-ab-head")
                 self.view_a = TraceView("A", compact=True)
                 gr.Markdown("##### Diagnostics A", elem_classes="ss-h")
-                self.diag_a = gr.HTML(diagnostics_html(None), elem_id="ab-diag-a", js_on_load=None)
+                self.diag_a = gr.HTML(findings_html(None), elem_id="ab-diag-a", js_on_load=None)
             with gr.Column(elem_id="ab-side-b"):
                 gr.Markdown("#### B", elem_classes="ss-ab-head")
                 self.view_b = TraceView("B", compact=True)
                 gr.Markdown("##### Diagnostics B", elem_classes="ss-h")
-                self.diag_b = gr.HTML(diagnostics_html(None), elem_id="ab-diag-b", js_on_load=None)
+                self.diag_b = gr.HTML(findings_html(None), elem_id="ab-diag-b", js_on_load=None)
 
     def _comparison(self):
         """The cloud-only text, the metric table and the text difference."""
@@ -199,7 +199,7 @@ class ABTab:
             ctx = common.run_context(backend, "", None) + ab_faults(runs[0].cfg, runs[1].cfg)
             yield self._pack(status_html("run", f"Decoding {name} with A and B…", "", ctx), self.view_a.reset(),
                              self.view_b.reset(), "", metric_diff_html(None, None), char_diff_html("", ""),
-                             diagnostics_html(None), diagnostics_html(None))
+                             findings_html(None), findings_html(None))
             yield from self._stream_pair(runs, name, ctx)
             bases = yield from self._references(runs, reference_on, ctx)
             if not (runs[0].stopped or runs[1].stopped):
@@ -214,7 +214,7 @@ class ABTab:
             gr.Warning(common.toast_text(msg))
             yield self._pack(status_html("err", "Could not run", msg), self.view_a.cleared(), self.view_b.cleared(),
                              "", metric_diff_html(None, None), char_diff_html("", ""),
-                             diagnostics_html(None), diagnostics_html(None))
+                             findings_html(None), findings_html(None))
 
     def _stream_pair(self, runs, name, ctx):
         """Interleave the two decodes round by round so both stream side by side."""
@@ -259,8 +259,7 @@ class ABTab:
                              extra=rows + baseline_rows(ta, tb, bases), timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
-            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls"), latent(r.cfg.to_dict()))
-              for t, r in ((ta, runs[0]), (tb, runs[1]))])
+            *[r.findings_html() for r in runs])
 
 
 def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):

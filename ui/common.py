@@ -123,6 +123,21 @@ def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None)
     return badges(getattr(backend, "name", "?"), dtype, device, cloud, list(cfg.faults) if cfg else [])
 
 
+def token_texts(tokenizer):
+    """token id -> its text (memoised; "#id" where the tokenizer cannot say): the findings'
+    evidence shows token ids with their text on every tab."""
+    memo: dict = {}
+
+    def text(i):
+        if i not in memo:
+            try:
+                memo[i] = tokenizer.decode([int(i)])
+            except Exception:  # noqa: BLE001
+                memo[i] = f"#{i}"
+        return memo[i]
+    return text
+
+
 def backend_choices() -> list[str]:
     return available_backends()
 

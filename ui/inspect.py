@@ -15,7 +15,7 @@ import gradio as gr
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_count, findings_html
 from components.inspect_view import (counts_line, record_help_html, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
-                                     round_choices, round_html, run_error_html, step_round)
+                                     round_choices, round_html, step_round)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
 from components.token_view import render_tokens
@@ -265,17 +265,7 @@ def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
 
 
 def _texts():
-    tok = common.get_backend("demo").tokenizer
-    memo: dict = {}
-
-    def text(i):
-        if i not in memo:
-            try:
-                memo[i] = tok.decode([int(i)])
-            except Exception:  # noqa: BLE001
-                memo[i] = f"#{i}"
-        return memo[i]
-    return text
+    return common.token_texts(common.get_backend("demo").tokenizer)
 
 
 def cloud_forwards(rec: dict | None) -> int:
@@ -402,8 +392,8 @@ class InspectTab:
         texts = _texts()
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 # the root error first; the bug-or-numerics line after the findings, never above them
-                (findings_html(res["findings"], texts, cloud_forwards(rec)) if res["findings"] or res["ok"]
-                 else run_error_html(res["error"] or "unknown error"))
+                findings_html(res["findings"], texts, cloud_forwards(rec),
+                              error=None if res["ok"] else res["error"] or "unknown error")
                 + numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence")),
                 render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
-from components.cards import diagnostics_html, findings_summary
+from components.findings import findings_html, findings_summary
 from components.compare import vs_cloud_html
 from components.status import finished_status, prompt_info_md, status_html
 from components.timing_plot import timing_figure
@@ -22,7 +22,6 @@ from specdec_core.evaluation.speedup import speedup_words
 from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.decoding.faults import latent
 from specdec_core.errors import ConfigError, UserError
 
 from . import common, limits
@@ -92,7 +91,7 @@ class LiveTab:
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3):
                         gr.Markdown("### Diagnostics", elem_classes="ss-h")
-                        self.diagnostics = gr.HTML(diagnostics_html(None), elem_id="live-diagnostics",
+                        self.diagnostics = gr.HTML(findings_html(None), elem_id="live-diagnostics",
                                                    js_on_load=None)
                     with gr.Column(scale=2):
                         with gr.Accordion("What the backend read from the clip", open=False):
@@ -247,7 +246,7 @@ class LiveTab:
             return
         hidden = gr.update(visible=False)
         yield self._pack(status_html("run", "Reading the clip…"), self.view.reset(),
-                         "", diagnostics_html(None), None, hidden, hidden, vs_cloud="")
+                         "", findings_html(None), None, hidden, hidden, vs_cloud="")
         try:
             cloud_url = checked_cloud_url(cloud_url)      # refused here, before any connection
             src, name = common.resolve_audio(sample, audio)
@@ -292,8 +291,7 @@ class LiveTab:
         yield self._pack(
             status_html(kind, head, finished_detail(tr, run.cfg, run.baseline, sp), ctx),
             self.view.values(live, run.cfg.prompt_type, plots=True, speedup=sp),
-            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls"),
-                                   latent(run.cfg.to_dict())),
+            base, run.findings_html(),
             prompt_info_md(tr.get("info")),
             gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
             gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
@@ -308,7 +306,7 @@ class LiveTab:
         gr.Warning(common.toast_text(msg))
         hidden = gr.update(visible=False)
         return self._pack(status_html("err", head, msg), self.view.cleared(), "",
-                          diagnostics_html(None), prompt_info_md(None), hidden, hidden, timing_figure(None), "")
+                          findings_html(None), prompt_info_md(None), hidden, hidden, timing_figure(None), "")
 
 
 def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> str:

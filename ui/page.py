@@ -83,9 +83,8 @@ def launch_kwargs() -> dict:
 
 
 def _inspect_css() -> str:
-    from components.findings import FINDINGS_CSS
     from components.inspect_view import INSPECT_CSS
-    return FINDINGS_CSS + INSPECT_CSS
+    return INSPECT_CSS
 
 
 def queued(demo: gr.Blocks) -> gr.Blocks:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from components.cards import diagnostics_html
+from components.findings import findings_html as diagnostics_html
 from components.served_plot import acceptance_figure
 from components.status import status_html
 from components.token_view import render_tokens
