@@ -3,7 +3,6 @@ diff table, the character diff and the cloud-only reference."""
 from __future__ import annotations
 
 import statistics
-import traceback
 
 import gradio as gr
 
@@ -14,7 +13,7 @@ from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.errors import ConfigError, UserError
+from specdec_core.errors import ConfigError
 from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
@@ -135,7 +134,7 @@ class ABTab:
                        api_visibility="private", show_progress="hidden")
         self.run_btn.click(**waiting)
         self.run_btn.click(gpu(self.run), ins, self.outputs, api_name="ab_run", **run_kw)
-        self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
+        self.stop_btn.click(common.stopper("round"), None, None, queue=False, api_visibility="private")
         self.copy_btn.click(lambda *v: b.updates_for(a.to_config(v)), a.inputs, b.inputs, queue=False,
                             api_visibility="private")
         self.swap_btn.click(self.swap, [*a.inputs, *b.inputs], [*a.inputs, *b.inputs], queue=False,
@@ -146,13 +145,8 @@ class ABTab:
         self.compare.input(self.set_pair, [self.compare, *a.inputs], [*a.inputs, *b.inputs],
                            queue=False, api_visibility="private").then(**waiting).then(
             gpu(self.run), ins, self.outputs, api_name="ab_compare_run", **run_kw)
-        # picking a clip previews it; the prompt type stays the user's choice
-        self.sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(),
-                          self.sample, self.audio, queue=False, api_visibility="private")
-        for ev in (self.audio.upload, self.audio.stop_recording):
-            ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
-        from .live import check_upload_status
-        self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
+        from .live import wire_clip
+        wire_clip(self.sample, self.audio, self.status)
 
     def swap(self, *values):
         n = len(self.panel_a.inputs)
@@ -208,10 +202,7 @@ class ABTab:
             samples = time_repeats(runs, session, bases)
             yield self._finished(runs, bases, samples, name, ctx)
         except Exception as e:  # noqa: BLE001 - keep the page usable
-            if not isinstance(e, UserError):
-                traceback.print_exc()
-            msg = common.user_message(e)
-            gr.Warning(common.toast_text(msg))
+            msg = common.failure(e, toast=True)
             yield self._pack(status_html("err", "Could not run", msg), self.view_a.cleared(), self.view_b.cleared(),
                              "", metric_diff_html(None, None), char_diff_html("", ""),
                              findings_html(None), findings_html(None))
@@ -365,7 +356,3 @@ def text_diffs_html(text_a: str | None, text_b: str | None, bases: list) -> str:
                          + char_diff_html(base["text"], text, names=("cloud-only", side)) + "</div>")
     return "".join(parts)
 
-
-def _stop(request: gr.Request):
-    if common.cancel_session(common.session_of(request)):
-        gr.Info("stopping after the current round")

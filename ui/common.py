@@ -11,7 +11,10 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
+
+import gradio as gr
 
 from specdec_core.backends import available_backends, load_backend
 from specdec_core.decoding.config import DecodeConfig
@@ -307,6 +310,25 @@ def toast_text(msg) -> str:
     """A message for gr.Warning / gr.Info / gr.Error, which render HTML: escaped, so a value a
     visitor typed (a share link's knob, a file name) shows as text, never as an element."""
     return html.escape(str(msg), quote=False)
+
+
+def failure(e: Exception, toast: bool = False) -> str:
+    """A failed handler's one line (user_message); a bug (anything but a UserError) also leaves
+    its traceback in the log, and `toast` shows the line as a warning toast as well."""
+    if not isinstance(e, UserError):
+        traceback.print_exc()
+    msg = user_message(e)
+    if toast:
+        gr.Warning(toast_text(msg))
+    return msg
+
+
+def stopper(until: str):
+    """A Stop button's handler: every decode and batch of the session stops after `until`."""
+    def stop(request: gr.Request):
+        if cancel_session(session_of(request)):
+            gr.Info(f"stopping after the current {until}")
+    return stop
 
 
 def user_message(e: Exception) -> str:

@@ -19,7 +19,7 @@ from components.inspect_view import (counts_line, record_help_html, pooled_findi
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
 from components.token_view import render_tokens
-from components.tree_view import render_tree, tree_rounds
+from components.tree_view import picked_tree, render_tree
 from specdec_core.errors import UserError
 from specdec_core.recorder.normalize.validate import check_recording, check_size, max_mb, parse_json
 
@@ -404,9 +404,7 @@ class InspectTab:
 
     def _fail(self, e: Exception) -> list:
         """The reason, and every view emptied: no earlier recording's trace under a red status."""
-        if not isinstance(e, UserError):
-            traceback.print_exc()
-        return [status_html("err", "could not inspect", common.user_message(e)), "", findings_html(None),
+        return [status_html("err", "could not inspect", common.failure(e)), "", findings_html(None),
                 render_tokens(None, empty=EMPTY), "", entropy_figure(None), accepted_length_figure(None),
                 gr.update(choices=[], value=None), round_html(None, None), None, None, timing_figure(None),
                 None, render_tree(None, None)]
@@ -447,9 +445,7 @@ class InspectTab:
                     pooled_findings_html(pooled, len(entries)),
                     pooled_html(entries), position_acceptance_figure(pt)]
         except Exception as e:  # noqa: BLE001
-            if not isinstance(e, UserError):
-                traceback.print_exc()
-            return [status_html("err", "could not pool", common.user_message(e))] + [gr.skip()] * 3
+            return [status_html("err", "could not pool", common.failure(e))] + [gr.skip()] * 3
         finally:
             release_memory()
 
@@ -464,10 +460,7 @@ class InspectTab:
 def on_tree(state, rnd):
     """(round, its tree) of the recorded trace: the round asked for when it has a tree, else
     the first round that has one (as the Live tab's tree)."""
-    trace = (state or {}).get("trace")
-    have = tree_rounds(trace)
-    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
-    return rnd, render_tree(trace, rnd, _texts())
+    return picked_tree((state or {}).get("trace"), rnd, _texts())
 
 
 def api_record(decoder: str, sample: str) -> dict:
@@ -476,6 +469,4 @@ def api_record(decoder: str, sample: str) -> dict:
     try:
         return in_slot(record_example, decoder or "correct", sample or common.DEFAULT_SAMPLE)
     except Exception as e:  # noqa: BLE001
-        if not isinstance(e, UserError):
-            traceback.print_exc()
-        raise gr.Error(common.toast_text(common.user_message(e)), print_exception=False) from None
+        raise gr.Error(common.toast_text(common.failure(e)), print_exception=False) from None
