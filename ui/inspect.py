@@ -210,20 +210,24 @@ def size_guard_js() -> str:
             .replace("@TEMPLATE@", json.dumps(status_html("err", "could not inspect", "-"))))
 
 
-def analyze_upload(raw: str) -> dict:
+def analyzed(rec: dict, name: str = "") -> dict:
+    """One checked recording analysed -> its entry (ok, error, findings, trace, recording); a
+    file that breaks the analysis gets one line saying what is wrong with it (unreadable)."""
     from specdec_core.recorder import analyze
 
-    rec = parse_recording(raw)
-    tok = common.get_backend("demo").tokenizer
     try:
-        trace, findings = analyze(rec, tok)
+        trace, findings = analyze(rec, common.get_backend("demo").tokenizer)
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001
-        raise unreadable(e) from None
-    td = trace.to_dict()
-    return {"audio": None, "ok": not rec.get("error"), "error": rec.get("error"), "text": td.get("text"),
-            "token_ids": td.get("token_ids"), "findings": findings, "trace": td, "recording": rec}
+        raise unreadable(e, name) from None
+    return {"ok": not rec.get("error"), "error": rec.get("error"), "findings": findings,
+            "trace": trace.to_dict(), "recording": rec}
+
+
+def analyze_upload(raw: str) -> dict:
+    res = analyzed(parse_recording(raw))
+    return {"audio": None, "text": res["trace"].get("text"), "token_ids": res["trace"].get("token_ids"), **res}
 
 
 def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
@@ -246,21 +250,10 @@ def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
 
 def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
     """[(label, raw JSON)] -> (one entry per recording, pooled findings of the record CLI)."""
-    from specdec_core.recorder import analyze
     from specdec_core.recorder import pooled_findings
 
-    tok = common.get_backend("demo").tokenizer
-    entries = []
-    for label, raw in files:
-        for name, rec in parse_recordings(raw, label):
-            try:
-                trace, findings = analyze(rec, tok)
-            except UserError:
-                raise
-            except Exception as e:  # noqa: BLE001
-                raise unreadable(e, name) from None
-            entries.append({"label": name, "ok": not rec.get("error"), "error": rec.get("error"), "findings": findings,
-                            "trace": trace.to_dict(), "recording": rec})
+    entries = [{"label": name, **analyzed(rec, name)} for label, raw in files
+               for name, rec in parse_recordings(raw, label)]
     return entries, pooled_findings(entries)
 
 

@@ -161,6 +161,7 @@ class KnobPanel:
 
     def _widget(self, spec) -> None:
         label, info = plain(spec.label), plain(spec.help)
+        why = inactive(default_config()).get(spec.name)    # greyed from the start, with the reason
         if spec.nullable:
             with gr.Group():
                 self.off[spec.name] = gr.Checkbox(value=spec.default is None, label=spec.off_label,
@@ -175,7 +176,6 @@ class KnobPanel:
                                                     interactive=spec.default is not None,
                                                     visible=spec.default is not None or bool(lead),
                                                     elem_id=f"{self.prefix}-{spec.name}")
-                why = inactive(default_config()).get(spec.name)
                 if why:
                     self.off[spec.name].interactive = False
                     self.widgets[spec.name].info = _greyed_info(spec.name, why)
@@ -192,7 +192,6 @@ class KnobPanel:
             w = gr.Checkbox(value=spec.default, label=label, info=info, elem_id=eid)
         else:
             w = gr.Dropdown(list(spec.choices), value=spec.default, label=label, info=info, elem_id=eid)
-        why = inactive(default_config()).get(spec.name)
         if why:
             w.interactive, w.info = False, _greyed_info(spec.name, why)
         self.widgets[spec.name] = w
