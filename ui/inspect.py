@@ -261,11 +261,6 @@ def _texts():
     return common.token_texts(common.get_backend("demo").tokenizer)
 
 
-def cloud_forwards(rec: dict | None) -> int:
-    """Forwards of the cloud in a recording (0: the cloud never checked anything)."""
-    return sum(f.get("model") == "cloud" for f in (rec or {}).get("forwards") or [])
-
-
 class InspectTab:
     def __init__(self):
         self._inputs()
@@ -377,7 +372,7 @@ class InspectTab:
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
         counts = recording_counts(tr, rec)
-        said = ("not checked by the cloud (no cloud forward)" if not res["findings"] and not cloud_forwards(rec)
+        said = ("not checked by the cloud (no cloud forward)" if not res["findings"] and not counts["calls"]
                 else findings_count(res["findings"]))
         detail = res["error"] or f"{said}; {counts_line(counts)}"
         choices = round_choices(rec)
@@ -385,7 +380,7 @@ class InspectTab:
         texts = _texts()
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 # the root error first; the bug-or-numerics line after the findings, never above them
-                findings_html(res["findings"], texts, cloud_forwards(rec),
+                findings_html(res["findings"], texts, counts["calls"],
                               error=None if res["ok"] else res["error"] or "unknown error")
                 + numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence")),
                 render_tokens(tr, empty=EMPTY), tr.get("text") or "",
