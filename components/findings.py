@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from specdec_core.findings import from_json
 
+from .config_panel import SPECS_BY_NAME
 from .formatting import DASH, esc, fault_label, num, visible
 
 # severity -> (icon, css class). Icons are distinct glyphs, not just colours.
@@ -46,6 +47,8 @@ FINDINGS_CSS = """
 
 
 SHOWN_IDS, SHOWN_VALUES = 24, 8     # a long id list shows this many as text; other lists, values
+
+
 def _id_key(key) -> bool:
     """Evidence keys whose integers are token ids (tokens, ids, lost, token_ids, ...)."""
     k = str(key).lower()
@@ -186,20 +189,17 @@ def findings_summary(findings: list[dict] | None) -> str:
         if cls in ("error", "warning") and not f["explained_by"]:   # symptoms fold under their root
             counts.setdefault(cls, []).append(f["code"])
     parts = []
-    for cls, icon in (("error", "✖"), ("warning", "▲")):
+    for cls in ("error", "warning"):
         codes = counts.get(cls)
         if codes:
-            parts.append(f"{icon} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} "
+            parts.append(f"{SEVERITY[cls][0]} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} "
                          f"({', '.join(map(fault_label, codes))})")
     return (" · " + " · ".join(parts) + " — see Diagnostics") if parts else ""
 
 
 def _knob_label(name: str) -> str:
     """A knob's label as the Live panel shows it ("max new tokens"), not its field name."""
-    from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.decoding.knobs import schema
-
-    spec = schema(DecodeConfig).get(name)
+    spec = SPECS_BY_NAME.get(name)
     return spec.label if spec is not None and spec.label else name.replace("_", " ")
 
 
