@@ -28,7 +28,7 @@ from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel, greyed
 from .runs import Run, vs_cloud
 from .served import ServedPanel
-from .views import Clock, TraceView
+from .views import TraceView
 from .gpu import gpu
 
 # Warnings that arrive while decoding go to the list under the trace and are counted in the
