@@ -1,14 +1,15 @@
 """`bench --cloud-url URL`: the same clips decoded with the cloud in this process and behind the
-server, interleaved in one run (bench.time_jobs), outputs identical token for token: tokens/s,
-request time and bytes per cloud call next to the link model's count (docs/remote.md, "Measured")."""
+server, interleaved in one run, outputs identical token for token: tokens/s, request time and
+bytes per cloud call next to the link model's count (docs/remote.md, "Measured")."""
 from __future__ import annotations
 
 import statistics
+import time
+
 
 from specdec_core.decoding.baseline import cloud_only
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.bench import time_jobs
 
 METHODS = ("local", "remote")
 
@@ -27,16 +28,24 @@ def run_remote_bench(local, remote, prompts: list, k: int = 4, repeats: int = 3,
         outs[i] = {m: SpeculativeDecoder(b, cfg, trace=False).run(p) for m, b in backends.items()}
         mismatches += [(i, m) for m in METHODS if outs[i][m].token_ids != ref]
     tokens = sum(len(o["local"].token_ids) for o in outs.values())
-    calls = []                                           # the remote's verified rounds, all repeats
-
-    def decode(m):
-        def run(_backend, p, cfg):
-            tr = SpeculativeDecoder(backends[m], cfg, trace=False).run(p)
-            if m == "remote":
-                calls.extend(r for r in tr.rounds if r.verified)
-        return run
-    walls, _ = time_jobs(local, prompts, {m: (decode(m), cfg) for m in METHODS}, repeats, log)
-    req, up, down = ([getattr(r, a) for r in calls] for a in ("request_s", "bytes_up", "bytes_down"))
+    walls = {m: [] for m in METHODS}
+    req, up, down = [], [], []
+    for rep in range(repeats):
+        order = METHODS if rep % 2 == 0 else METHODS[::-1]
+        tot = dict.fromkeys(METHODS, 0.0)
+        for p in prompts:
+            for m in order:
+                t0 = time.perf_counter()
+                tr = SpeculativeDecoder(backends[m], cfg, trace=False).run(p)
+                tot[m] += time.perf_counter() - t0
+                if m == "remote":
+                    calls = [r for r in tr.rounds if r.verified]
+                    req += [r.request_s for r in calls]
+                    up += [r.bytes_up for r in calls]
+                    down += [r.bytes_down for r in calls]
+        for m in METHODS:
+            walls[m].append(tot[m])
+        log(f"repeat {rep + 1}/{repeats}: " + "  ".join(f"{m}={tot[m]:.3f}s" for m in METHODS))
     model_up = [r.bytes_up for o in outs.values() for r in o["local"].rounds if r.verified]
     model_down = [r.bytes_down for o in outs.values() for r in o["local"].rounds if r.verified]
     tps = {m: sorted(tokens / w for w in walls[m]) for m in METHODS}
