@@ -59,9 +59,14 @@ def lossy_findings(findings: list[dict] | None) -> list[dict]:
     return [f for f in findings or [] if from_json(f)["code"] in LOSSY_CODES]
 
 
+def _tcard(key: str, shown: str, sub: str = "", status: str = "") -> str:
+    """A card labelled and explained (on hover) by the glossary, its value as shown."""
+    return _card(term(key).label, shown, sub, status, hover(key))
+
+
 def _gcard(key: str, value, sub: str = "", status: str = "", digits: int | None = None) -> str:
     """A card labelled, united and explained by the glossary."""
-    return _card(term(key).label, fmt(key, value, digits), sub, status, hover(key))
+    return _tcard(key, fmt(key, value, digits), sub, status)
 
 
 TREE_RATE_NOTE = ("a tree verifies siblings of which at most one per depth can be accepted, so this share "
@@ -79,8 +84,7 @@ def acceptance_cards(m: dict, lossy: list) -> list[str]:
     acceptance length first, the share of verified nodes accepted untinted (no chain target
     applies) and the nodes verified per call."""
     acc, mal = m.get("acceptance_rate"), m.get("mean_accepted_length")
-    mal_card = _card(term("mean_accepted_length").label, num(mal, 2), "tokens per cloud call",
-                     _status(mal, lambda v: v >= 3), hover("mean_accepted_length"))
+    mal_card = _tcard("mean_accepted_length", num(mal, 2), "tokens per cloud call", _status(mal, lambda v: v >= 3))
     if lossy and is_number(acc):
         acc_card = _card(term("acceptance_rate").label, pct(acc), "lossy: drafts accepted off the cloud's choice",
                          "warn", hover("acceptance_rate") + ". This run accepted drafts the cloud would not "
@@ -88,8 +92,8 @@ def acceptance_cards(m: dict, lossy: list) -> list[str]:
     elif is_tree(m):
         acc_card = _card("nodes accepted / verified", pct(acc), "per node verified; no chain target",
                          "", f"{hover('acceptance_rate')}. For a tree: {TREE_RATE_NOTE}.")
-        return [mal_card, acc_card, _card(term("nodes_per_call").label, num(m.get("nodes_per_call"), 1),
-                                          "draft nodes per cloud call", "", hover("nodes_per_call"))]
+        return [mal_card, acc_card, _tcard("nodes_per_call", num(m.get("nodes_per_call"), 1),
+                                           "draft nodes per cloud call")]
     else:
         acc_card = _gcard("acceptance_rate", acc, "target > 60% (chains)",
                           _status(acc, lambda v: v > 0.6, lambda v: v < 0.3))
@@ -113,19 +117,15 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
     cards = [
         *acceptance_cards(m, lossy_findings(findings)),
-        _card(term("cloud_calls").label, num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else "",
-              help_text=hover("cloud_calls")),
-        _card(term("corrections").label, num(m.get("corrections")), "cloud replaced a draft",
-              help_text=hover("corrections")),
-        _card(term("tokens_per_s").label, num(m.get("tokens_per_s"), 1),
-              f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
-              if is_number(m.get("wall_s")) else "tokens/s",
-              help_text=hover("tokens_per_s")),
+        _tcard("cloud_calls", num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else ""),
+        _tcard("corrections", num(m.get("corrections")), "cloud replaced a draft"),
+        _tcard("tokens_per_s", num(m.get("tokens_per_s"), 1),
+               f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
+               if is_number(m.get("wall_s")) else "tokens/s"),
         _gcard("punct_density", punct, "target 10–25%",
                _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40)),
-        _card(term("hanzi_count").label, num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters",
-              hanzi_status, hover("hanzi_count")),
-        _card(term("ended_by").label, ended_by_words(ended), "", _ended_status(ended), hover("ended_by")),
+        _tcard("hanzi_count", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters", hanzi_status),
+        _tcard("ended_by", ended_by_words(ended), "", _ended_status(ended)),
     ]
     share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
     if is_number(share):   # only runs with an entropy threshold have it

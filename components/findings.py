@@ -180,9 +180,9 @@ def findings_count(findings: list[dict]) -> str:
                   f"{'it explains' if len(roots) == 1 else 'they explain'}" if folded else "")
 
 
-def findings_summary(findings: list[dict] | None) -> str:
+def findings_summary(findings: list[dict] | None, sep: str = " · ", tail: str = " — see Diagnostics") -> str:
     """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics' for a status line
-    (codes in words); empty when the findings are clean."""
+    (codes in words; an A/B side's: sep ", ", no tail); empty when the findings are clean."""
     counts: dict[str, list[str]] = {}
     for f in map(from_json, findings or []):
         cls = SEVERITY.get(f["severity"], ("", "info"))[1]
@@ -194,7 +194,7 @@ def findings_summary(findings: list[dict] | None) -> str:
         if codes:
             parts.append(f"{SEVERITY[cls][0]} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} "
                          f"({', '.join(map(fault_label, codes))})")
-    return (" · " + " · ".join(parts) + " — see Diagnostics") if parts else ""
+    return (sep + sep.join(parts) + tail) if parts else ""
 
 
 def _knob_label(name: str) -> str:

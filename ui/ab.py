@@ -335,7 +335,7 @@ def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:
 
 def _fs(trace: dict) -> str:
     """', ✖ 1 error (cache desync)' for one side of the status line."""
-    return findings_summary(trace.get("diagnostics")).replace(" — see Diagnostics", "").replace(" · ", ", ")
+    return findings_summary(trace.get("diagnostics"), ", ", "")
 
 
 def _sp(sp: dict | None) -> str:
