@@ -1,11 +1,10 @@
-"""Metric cards, diagnostics findings and live warnings as HTML (inject CARDS_CSS once)."""
+"""Metric cards and live warnings as HTML (inject CARDS_CSS once; the findings: components/findings.py)."""
 
 from __future__ import annotations
 
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.findings import from_json
 
-from .findings import split_explained
 from .formatting import DASH, ended_by_words, esc, fault_label, fmt, is_number, num, pct
 
 # Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
@@ -22,24 +21,6 @@ CARDS_CSS = """
 .ss-card-good { border-top-color: #009E73; }
 .ss-card-warn { border-top-color: #E69F00; }
 .ss-card-bad { border-top-color: #D55E00; background: #fff4ec; }
-.ss-findings { display: flex; flex-direction: column; gap: 6px; font-family: system-ui, sans-serif; }
-.ss-finding { display: grid; grid-template-columns: 22px 1fr; gap: 2px 8px; padding: 8px 10px;
-  border-radius: 6px; border-left: 4px solid #8c959f; background: #f6f8fa; font-size: 13.5px; }
-.ss-finding-icon { font-size: 15px; line-height: 1.2; font-weight: 700; text-align: center; }
-.ss-finding-title { font-weight: 600; color: #1f2328; }
-.ss-finding-code { font: 11px ui-monospace, monospace; font-weight: 400; color: #6e7781; margin-left: 6px; }
-.ss-finding-detail, .ss-finding-fix { grid-column: 2; color: #424a53; }
-.ss-finding-fix b { color: #1f2328; }
-.ss-finding-explained { grid-column: 2; font-size: 13px; }
-.ss-finding-explained > summary, .ss-rf-explained > summary { cursor: pointer; white-space: nowrap; }
-.ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
-.ss-sev-error .ss-finding-icon { color: #D55E00; }
-.ss-sev-warning { border-left-color: #E69F00; background: #fff8e6; }
-.ss-sev-warning .ss-finding-icon { color: #B07800; }
-.ss-sev-info { border-left-color: #0072B2; background: #eef6fc; }
-.ss-sev-info .ss-finding-icon { color: #0072B2; }
-.ss-sev-ok { border-left-color: #009E73; background: #edf8f3; }
-.ss-sev-ok .ss-finding-icon { color: #009E73; }
 .ss-warnings { list-style: none; padding: 0; margin: 0; font-family: system-ui, sans-serif; font-size: 13.5px; }
 .ss-warning { padding: 4px 8px; margin: 0 0 4px 0; border-radius: 5px; background: #fff8e6;
   border-left: 4px solid #E69F00; }
@@ -47,20 +28,7 @@ CARDS_CSS = """
 .ss-warning-more summary { cursor: pointer; }
 .ss-warning-kind { font-weight: 600; margin-right: 6px; color: #7a5200; }
 .ss-warnings-head { font-size: 12.5px; color: #7a5200; margin: 0 0 4px 0; font-weight: 600; }
-.ss-none { color: #6e7781; font-style: italic; font-family: system-ui, sans-serif; font-size: 13.5px; }
 """
-
-# severity -> (icon, css class). Icons are distinct glyphs, not just colours.
-SEVERITY = {
-    "error": ("✖", "error"),
-    "critical": ("✖", "error"),
-    "warning": ("▲", "warning"),
-    "warn": ("▲", "warning"),
-    "info": ("ℹ", "info"),
-    "ok": ("✔", "ok"),
-    "pass": ("✔", "ok"),
-}
-_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 
 def _status(value, good, bad=None) -> str:
@@ -91,9 +59,14 @@ def lossy_findings(findings: list[dict] | None) -> list[dict]:
     return [f for f in findings or [] if from_json(f)["code"] in LOSSY_CODES]
 
 
+def _tcard(key: str, shown: str, sub: str = "", status: str = "") -> str:
+    """A card labelled and explained (on hover) by the glossary, its value as shown."""
+    return _card(term(key).label, shown, sub, status, hover(key))
+
+
 def _gcard(key: str, value, sub: str = "", status: str = "", digits: int | None = None) -> str:
     """A card labelled, united and explained by the glossary."""
-    return _card(term(key).label, fmt(key, value, digits), sub, status, hover(key))
+    return _tcard(key, fmt(key, value, digits), sub, status)
 
 
 TREE_RATE_NOTE = ("a tree verifies siblings of which at most one per depth can be accepted, so this share "
@@ -111,8 +84,7 @@ def acceptance_cards(m: dict, lossy: list) -> list[str]:
     acceptance length first, the share of verified nodes accepted untinted (no chain target
     applies) and the nodes verified per call."""
     acc, mal = m.get("acceptance_rate"), m.get("mean_accepted_length")
-    mal_card = _card(term("mean_accepted_length").label, num(mal, 2), "tokens per cloud call",
-                     _status(mal, lambda v: v >= 3), hover("mean_accepted_length"))
+    mal_card = _tcard("mean_accepted_length", num(mal, 2), "tokens per cloud call", _status(mal, lambda v: v >= 3))
     if lossy and is_number(acc):
         acc_card = _card(term("acceptance_rate").label, pct(acc), "lossy: drafts accepted off the cloud's choice",
                          "warn", hover("acceptance_rate") + ". This run accepted drafts the cloud would not "
@@ -120,8 +92,8 @@ def acceptance_cards(m: dict, lossy: list) -> list[str]:
     elif is_tree(m):
         acc_card = _card("nodes accepted / verified", pct(acc), "per node verified; no chain target",
                          "", f"{hover('acceptance_rate')}. For a tree: {TREE_RATE_NOTE}.")
-        return [mal_card, acc_card, _card(term("nodes_per_call").label, num(m.get("nodes_per_call"), 1),
-                                          "draft nodes per cloud call", "", hover("nodes_per_call"))]
+        return [mal_card, acc_card, _tcard("nodes_per_call", num(m.get("nodes_per_call"), 1),
+                                           "draft nodes per cloud call")]
     else:
         acc_card = _gcard("acceptance_rate", acc, "target > 60% (chains)",
                           _status(acc, lambda v: v > 0.6, lambda v: v < 0.3))
@@ -145,19 +117,15 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
     cards = [
         *acceptance_cards(m, lossy_findings(findings)),
-        _card(term("cloud_calls").label, num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else "",
-              help_text=hover("cloud_calls")),
-        _card(term("corrections").label, num(m.get("corrections")), "cloud replaced a draft",
-              help_text=hover("corrections")),
-        _card(term("tokens_per_s").label, num(m.get("tokens_per_s"), 1),
-              f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
-              if is_number(m.get("wall_s")) else "tokens/s",
-              help_text=hover("tokens_per_s")),
+        _tcard("cloud_calls", num(calls), f"{pct(rate, 0)} of rounds" if is_number(rate) else ""),
+        _tcard("corrections", num(m.get("corrections")), "cloud replaced a draft"),
+        _tcard("tokens_per_s", num(m.get("tokens_per_s"), 1),
+               f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
+               if is_number(m.get("wall_s")) else "tokens/s"),
         _gcard("punct_density", punct, "target 10–25%",
                _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40)),
-        _card(term("hanzi_count").label, num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters",
-              hanzi_status, hover("hanzi_count")),
-        _card(term("ended_by").label, ended_by_words(ended), "", _ended_status(ended), hover("ended_by")),
+        _tcard("hanzi_count", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters", hanzi_status),
+        _tcard("ended_by", ended_by_words(ended), "", _ended_status(ended)),
     ]
     share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
     if is_number(share):   # only runs with an entropy threshold have it
@@ -200,49 +168,6 @@ def _ended_status(ended) -> str:
     return "warn" if ended else ""
 
 
-NOT_CHECKED = ("Not checked by the cloud: this run made no cloud call, so nothing it committed was "
-               "verified, and the checks that read the cloud's scores had nothing to judge")
-
-
-def diagnostics_html(findings: list[dict] | None, cloud_calls: int | None = None, latent: list | None = None) -> str:
-    """Findings sorted by severity: icon, title, detail and the suggested fix. `cloud_calls` 0:
-    no finding is not a clean bill ("not checked by the cloud"); nor is it with a fault on that
-    the knobs leave latent (`latent`: faults.latent's lines)."""
-    if findings is not None and not findings and latent:
-        return ('<div class="ss-findings"><div class="ss-finding ss-sev-info" data-severity="info" data-latent="1">'
-                '<div class="ss-finding-icon" aria-label="info">ℹ</div><div class="ss-finding-title">No findings '
-                f'at these knobs, and a fault that is on does nothing here: {esc("; ".join(latent))}</div></div></div>')
-    if findings is None:
-        return '<div class="ss-none">No findings.</div>'
-    if not findings and cloud_calls == 0:
-        return ('<div class="ss-findings"><div class="ss-finding ss-sev-info" data-severity="info" '
-                'data-not-checked="1"><div class="ss-finding-icon" aria-label="info">ℹ</div>'
-                f'<div class="ss-finding-title">{esc(NOT_CHECKED)}</div></div></div>')
-    if not findings:
-        return ('<div class="ss-findings"><div class="ss-finding ss-sev-ok" data-severity="ok" data-clean="1">'
-                '<div class="ss-finding-icon" aria-label="ok">✔</div><div class="ss-finding-title">No findings: '
-                'none of the checks fired</div></div></div>')
-
-    from components.findings import split_explained
-
-    # old files: `key` for `code`, and a severity-"ok" 'clean' row, shown as it was
-    roots, nested = split_explained([{**from_json(f), "severity": f.get("severity")} for f in findings])
-    return '<div class="ss-findings">' + "".join(_row(f, nested.get(f["code"], [])) for f in roots) + "</div>"
-
-
-def _row(f: dict, children: list) -> str:
-    icon, cls = SEVERITY.get(str(f.get("severity", "")).lower(), ("ℹ", "info"))
-    detail = f'<div class="ss-finding-detail">{esc(f.get("detail"))}</div>' if f.get("detail") else ""
-    fix = f'<div class="ss-finding-fix"><b>Fix:</b> {esc(f.get("fix"))}</div>' if f.get("fix") else ""
-    folded = (f'<details class="ss-finding-explained"><summary>{len(children)} symptom(s) explained by '
-              f'this finding</summary>{"".join(_row(c, []) for c in children)}</details>') if children else ""
-    by = f' data-explained-by="{esc(f["explained_by"])}"' if f.get("explained_by") else ""
-    return (f'<div class="ss-finding ss-sev-{cls}" data-severity="{esc(cls)}" data-code="{esc(f["code"])}"{by}>'
-            f'<div class="ss-finding-icon" aria-label="{esc(cls)}">{icon}</div>'
-            f'<div class="ss-finding-title">{esc(f.get("title"))}<span class="ss-finding-code" '
-            f'title="the finding\'s code (JSON, CLI)">{esc(f["code"])}</span></div>{detail}{fix}{folded}</div>')
-
-
 SHOWN_WARNINGS = 5
 
 
@@ -267,20 +192,3 @@ def warnings_html(warnings: list[dict] | None) -> str:
     head = (f'<div class="ss-warnings-head">{n} warning{"s" if n != 1 else ""} while decoding '
             '(the findings under Diagnostics say what they mean)</div>')
     return f'<div class="ss-warnings-box" data-count="{n}">{head}<ul class="ss-warnings">{items}</ul></div>'
-
-
-def findings_summary(findings: list[dict] | None) -> str:
-    """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics' for a status line
-    (codes in words); empty when the findings are clean."""
-    counts: dict[str, list[str]] = {}
-    for f in map(from_json, findings or []):
-        cls = SEVERITY.get(f["severity"], ("", "info"))[1]
-        if cls in ("error", "warning") and not f["explained_by"]:   # symptoms fold under their root
-            counts.setdefault(cls, []).append(f["code"])
-    parts = []
-    for cls, icon in (("error", "✖"), ("warning", "▲")):
-        codes = counts.get(cls)
-        if codes:
-            parts.append(f"{icon} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} "
-                         f"({', '.join(map(fault_label, codes))})")
-    return (" · " + " · ".join(parts) + " — see Diagnostics") if parts else ""

@@ -11,6 +11,7 @@ import pandas as pd
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.evaluation.speedup import REPEATS, speedup_words
 
+from .cards import HANZI_BANDS
 from .formatting import ended_by_words, esc, fmt, is_number
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
@@ -127,7 +128,6 @@ WITHIN_NOISE = f"within noise: timed once per side, and a timing difference unde
 IDENTICAL = "A and B have identical configurations: any difference is noise, none is called better"
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
 BANDS = {"punct_density": (0.10, 0.25)}
-HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
 # Per-draft counts that a tree and a chain count differently: a tree verifies siblings of which at
 # most one per depth can be accepted (and drafts a depth in one wider edge forward). With a tree on
 # either side they name no winner; the mean acceptance length (tokens per cloud call) compares.
@@ -204,10 +204,6 @@ def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None
         " (same text on both sides)" if key in COST and same_text else "")
 
 
-def _better(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None) -> str:
-    return judge(key, a, b, same_text, prompt_type)[0]
-
-
 def _keys(a_all: dict, b_all: dict) -> list[str]:
     keys = [k for k in ORDER if k in a_all or k in b_all]
     keys += sorted(k for k in set(a_all) | set(b_all) if k not in ORDER)
@@ -228,7 +224,7 @@ def metric_diff_table(metrics_a: dict | None, metrics_b: dict | None, same_text:
             "A": round(a, 4) if isinstance(a, float) else a,
             "B": round(b, 4) if isinstance(b, float) else b,
             "delta": delta,
-            "better": _better(key, a, b, same_text, prompt_type),
+            "better": judge(key, a, b, same_text, prompt_type)[0],
         })
     return pd.DataFrame(rows, columns=["metric", "A", "B", "delta", "better"])
 

@@ -12,7 +12,6 @@ from specdec_core.decoding.config import KNOBS, DecodeConfig
 from specdec_core.decoding.knobs import Knob
 from specdec_core.errors import ConfigError
 
-KnobSpec = Knob  # the schema entry is the widget description
 KNOB_SPECS: list[Knob] = list(KNOBS.values())
 SPECS_BY_NAME: dict[str, Knob] = dict(KNOBS)
 DESIGN_KNOBS: list[str] = [s.name for s in KNOB_SPECS if s.design]

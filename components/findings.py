@@ -1,24 +1,44 @@
-"""Findings of the flight recorder (blind checks) as HTML: severity-coloured cards with the
-stable code, title, detail, cause, fix and evidence; and a badge of the run's configuration.
-Pure functions of the findings / config dicts."""
+"""Findings as HTML: the one renderer of every tab (Live, A/B, a served engine, Inspect, the
+pair check). Severity-coloured cards, errors first, each with its title, its stable code in
+small type, what, likely cause, fix and evidence (token ids with their text), the symptoms a
+root explains folded under it; the cases that are not a clean bill (no cloud call, a fault
+latent at the knobs, a run that ended in an error) said so. Also the status-line summaries of
+the findings and a badge of the run's configuration. Pure functions of the findings / config
+dicts; inject FINDINGS_CSS once (components.ALL_CSS)."""
 from __future__ import annotations
 
+from specdec_core.findings import from_json
+
+from .config_panel import SPECS_BY_NAME
 from .formatting import DASH, esc, fault_label, num, visible
 
-SEV = {"error": ("✖", "#D55E00", "#fff1e8"), "warning": ("⚠", "#9a6700", "#fff8c5"),
-       "info": ("ℹ", "#0072B2", "#eef6fc"), "ok": ("✔", "#009E73", "#edf8f3")}
+# severity -> (icon, css class). Icons are distinct glyphs, not just colours.
+SEVERITY = {"error": ("✖", "error"), "critical": ("✖", "error"), "warning": ("▲", "warning"),
+            "warn": ("▲", "warning"), "info": ("ℹ", "info"), "ok": ("✔", "ok"), "pass": ("✔", "ok")}
 ORDER = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 FINDINGS_CSS = """
-.ss-rf { display: flex; flex-direction: column; gap: 8px; font-family: system-ui, sans-serif; }
-.ss-rf-card { border-left: 5px solid; border-radius: 6px; padding: 8px 12px; }
-.ss-rf-head { display: flex; gap: 8px; align-items: baseline; flex-wrap: wrap; }
-.ss-rf-code { font-family: ui-monospace, monospace; font-size: 11px; color: #6e7781; }
-.ss-rf-title { font-weight: 650; }
-.ss-rf-row { font-size: 13.5px; margin-top: 3px; }
-.ss-rf-explained > summary { cursor: pointer; white-space: nowrap; margin-top: 4px; }
+.ss-findings { display: flex; flex-direction: column; gap: 6px; font-family: system-ui, sans-serif; }
+.ss-finding { display: grid; grid-template-columns: 22px 1fr; gap: 2px 8px; padding: 8px 10px;
+  border-radius: 6px; border-left: 4px solid #8c959f; background: #f6f8fa; font-size: 13.5px; }
+.ss-finding-icon { font-size: 15px; line-height: 1.2; font-weight: 700; text-align: center; }
+.ss-finding-title { font-weight: 600; color: #1f2328; }
+.ss-finding-code { font: 11px ui-monospace, monospace; font-weight: 400; color: #6e7781; margin-left: 6px; }
+.ss-finding-detail, .ss-finding-fix, .ss-finding > .ss-rf-ev { grid-column: 2; color: #424a53; }
+.ss-finding-detail b, .ss-finding-fix b { color: #1f2328; }
+.ss-finding-explained { grid-column: 2; font-size: 13px; }
+.ss-finding-explained > summary { cursor: pointer; white-space: nowrap; }
+.ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
+.ss-sev-warning { border-left-color: #E69F00; background: #fff8e6; }
+.ss-sev-info { border-left-color: #0072B2; background: #eef6fc; }
+.ss-sev-ok { border-left-color: #009E73; background: #edf8f3; }
+.ss-icon-error { color: #D55E00; }
+.ss-icon-warning { color: #B07800; }
+.ss-icon-info { color: #0072B2; }
+.ss-icon-ok { color: #009E73; }
 .ss-rf-ev { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; margin-top: 3px; }
 .ss-rf-evl { padding-left: 1.2em; overflow-wrap: anywhere; }
+.ss-none { color: #6e7781; font-style: italic; font-family: system-ui, sans-serif; font-size: 13.5px; }
 .ss-badges { display: flex; gap: 6px; flex-wrap: wrap; }
 .ss-badge { font-size: 12.5px; padding: 2px 8px; border-radius: 10px; background: #f6f8fa;
   border: 1px solid #d8dee4; font-family: ui-monospace, monospace; }
@@ -78,44 +98,62 @@ def _evidence(ev: dict | None, texts=None) -> str:
             + "</div>")
 
 
-NOT_CHECKED = ("Not checked by the cloud: the recording has no cloud forward, so nothing the decoder "
-               "committed was verified, and the checks that read the cloud's scores had nothing to judge.")
+NOT_CHECKED = ("Not checked by the cloud: the cloud never ran (no cloud call), so nothing committed was "
+               "verified, and the checks that read the cloud's scores had nothing to judge.")
+CLEAN = ("caches, positions, context, acceptance against the cloud, stops and the returned ids agree "
+         "with what the two models were fed and scored.")
 
 
-def findings_html(findings: list[dict] | None, texts=None, cloud_forwards: int | None = None) -> str:
-    """Error first; one card per finding, its colour and icon from the severity. `texts` (token
-    id -> text) shows the evidence's token ids as text. `cloud_forwards` 0 with no finding: "not
-    checked by the cloud", never a green "No findings"."""
+def findings_html(findings: list[dict] | None, texts=None, cloud_calls: int | None = None,
+                  latent: list | None = None, error: str | None = None) -> str:
+    """Errors first; one card per root finding, its colour and icon from the severity, the
+    symptoms it explains folded under it. `texts` (token id -> text) shows the evidence's token
+    ids as text. No finding is not always a clean bill: `cloud_calls` 0 ("not checked by the
+    cloud"), a fault on that the knobs leave latent (`latent`: faults.latent's lines) and a run
+    that ended in an `error` (a recording's) each say so instead of a green "No findings"."""
     if findings is None:
-        return '<div class="ss-rf"><div class="ss-none">No findings yet: record or upload a run.</div></div>'
-    if not findings and cloud_forwards == 0:
-        return ('<div class="ss-rf"><div class="ss-rf-card" data-not-checked="1" '
-                f'style="border-color:{SEV["info"][1]};background:{SEV["info"][2]}">'
-                f'<div class="ss-rf-head"><span style="color:{SEV["info"][1]}">{SEV["info"][0]}</span>'
-                f'<span class="ss-rf-title">{esc(NOT_CHECKED)}</span></div></div></div>')
-    if not findings:
-        return ('<div class="ss-rf"><div class="ss-rf-card ss-rf-clean" data-clean="1" '
-                f'style="border-color:{SEV["ok"][1]};background:{SEV["ok"][2]}">'
-                f'<div class="ss-rf-head"><span style="color:{SEV["ok"][1]}">{SEV["ok"][0]}</span>'
-                '<span class="ss-rf-title">No findings: nothing was found in this recording</span></div>'
-                '<div class="ss-rf-row">None of the blind checks fired: caches, positions, context, '
-                'acceptance against the cloud, stops and the returned ids agree with what the two '
-                'models were fed and scored.</div></div></div>')
-    roots, nested = split_explained(findings)
-    cards = [_card(f, nested.get(f.get("code"), []), texts) for f in roots]
-    return '<div class="ss-rf">' + "".join(cards) + "</div>"
+        return '<div class="ss-findings"><div class="ss-none">No findings yet: nothing has run.</div></div>'
+    if findings:
+        # old files: `key` for `code`, and a severity-"ok" 'clean' row, shown as it was
+        roots, nested = split_explained([{**from_json(f), "severity": f.get("severity")} for f in findings])
+        cards = [_card(f, nested.get(f["code"], []), texts) for f in roots]
+    elif error:
+        cards = [_box("error", 'data-run-error="1"', esc(f"The recorded run ended in an error: {error}"),
+                      _detail("None of the checks fired on what was recorded before it."))]
+    elif latent:
+        cards = [_box("info", 'data-latent="1"', esc("No findings at these knobs, and a fault that is on "
+                                                     "does nothing here: " + "; ".join(latent)))]
+    elif cloud_calls == 0:
+        cards = [_box("info", 'data-not-checked="1"', esc(NOT_CHECKED))]
+    else:
+        cards = [_box("ok", 'data-clean="1"', "No findings: none of the checks fired, nothing was found",
+                      _detail(CLEAN))]
+    return '<div class="ss-findings">' + "".join(cards) + "</div>"
 
 
-def findings_count(findings: list[dict]) -> str:
-    """The findings as the cards show them: the top-level ones (errors among them) and the
-    symptoms folded under them, e.g. "1 finding (1 error), and 1 symptom it explains"."""
-    if not findings:
-        return "no findings"
-    roots, nested = split_explained(findings)
-    errs, folded = sum(f.get("severity") == "error" for f in roots), sum(map(len, nested.values()))
-    out = f"{len(roots)} finding{'s' if len(roots) != 1 else ''} ({errs} error{'s' if errs != 1 else ''})"
-    return out + (f", and {folded} symptom{'s' if folded != 1 else ''} "
-                  f"{'it explains' if len(roots) == 1 else 'they explain'}" if folded else "")
+def _detail(text: str, label: str = "", cls: str = "detail") -> str:
+    return f'<div class="ss-finding-{cls}">' + (f"<b>{label}:</b> " if label else "") + f"{esc(text)}</div>"
+
+
+def _card(f: dict, children: list, texts=None) -> str:
+    """One finding: title and code, what / likely cause / fix, evidence, its symptoms folded."""
+    rows = "".join(_detail(f[key], label, "fix" if key == "fix" else "detail")
+                   for key, label in (("detail", "What"), ("cause", "Likely cause"), ("fix", "Fix")) if f.get(key))
+    folded = (f'<details class="ss-finding-explained"><summary>{len(children)} symptom(s) explained by '
+              f'this finding</summary>{"".join(_card(c, [], texts) for c in children)}</details>') if children else ""
+    by = f' data-explained-by="{esc(f["explained_by"])}"' if f.get("explained_by") else ""
+    title = (f'{esc(f.get("title"))}<span class="ss-finding-code" title="the finding\'s code (JSON, CLI)">'
+             f'{esc(f["code"])}</span>')
+    return _box(f.get("severity"), f'data-code="{esc(f["code"])}"{by}', title,
+                rows + _evidence(f.get("evidence"), texts) + folded)
+
+
+def _box(severity, attrs: str, title_html: str, body: str = "") -> str:
+    """A card: the severity's icon and colour, the title, the rest in the wide column."""
+    icon, cls = SEVERITY.get(str(severity or "").lower(), SEVERITY["info"])
+    return (f'<div class="ss-finding ss-sev-{cls}" data-severity="{cls}" {attrs}>'
+            f'<div class="ss-finding-icon ss-icon-{cls}" aria-label="{cls}">{icon}</div>'
+            f'<div class="ss-finding-title">{title_html}</div>{body}</div>')
 
 
 def split_explained(findings: list[dict]) -> tuple[list, dict]:
@@ -130,30 +168,38 @@ def split_explained(findings: list[dict]) -> tuple[list, dict]:
     return sorted(roots, key=lambda f: ORDER.get(str(f.get("severity")), 9)), nested
 
 
-def _card(f: dict, children: list, texts=None) -> str:
-    sev = str(f.get("severity") or "info")
-    icon, colour, tint = SEV.get(sev, SEV["info"])
-    rows = "".join(f'<div class="ss-rf-row"><b>{label}:</b> {esc(f[key])}</div>'
-                   for key, label in (("detail", "What"), ("cause", "Likely cause"), ("fix", "Fix"))
-                   if f.get(key))
-    inner = "".join(_card(c, [], texts) for c in children)
-    folded = (f'<details class="ss-rf-explained"><summary>{len(children)} symptom(s) explained by '
-              f'this finding</summary>{inner}</details>') if children else ""
-    explained = f' data-explained-by="{esc(f["explained_by"])}"' if f.get("explained_by") else ""
-    return (f'<div class="ss-rf-card" data-code="{esc(f.get("code"))}" data-severity="{esc(sev)}"{explained} '
-            f'style="border-color:{colour};background:{tint}">'
-            f'<div class="ss-rf-head"><span style="color:{colour}">{icon}</span>'
-            f'<span class="ss-rf-title">{esc(f.get("title"))}</span>'
-            f'<span class="ss-rf-code" title="the finding\'s code (JSON, CLI)">{esc(f.get("code"))}</span></div>'
-            f'{rows}{_evidence(f.get("evidence"), texts)}{folded}</div>')
+def findings_count(findings: list[dict]) -> str:
+    """The findings as the cards show them: the top-level ones (errors among them) and the
+    symptoms folded under them, e.g. "1 finding (1 error), and 1 symptom it explains"."""
+    if not findings:
+        return "no findings"
+    roots, nested = split_explained(findings)
+    errs, folded = sum(f.get("severity") == "error" for f in roots), sum(map(len, nested.values()))
+    out = f"{len(roots)} finding{'s' if len(roots) != 1 else ''} ({errs} error{'s' if errs != 1 else ''})"
+    return out + (f", and {folded} symptom{'s' if folded != 1 else ''} "
+                  f"{'it explains' if len(roots) == 1 else 'they explain'}" if folded else "")
+
+
+def findings_summary(findings: list[dict] | None, sep: str = " · ", tail: str = " — see Diagnostics") -> str:
+    """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics' for a status line
+    (codes in words; an A/B side's: sep ", ", no tail); empty when the findings are clean."""
+    counts: dict[str, list[str]] = {}
+    for f in map(from_json, findings or []):
+        cls = SEVERITY.get(f["severity"], ("", "info"))[1]
+        if cls in ("error", "warning") and not f["explained_by"]:   # symptoms fold under their root
+            counts.setdefault(cls, []).append(f["code"])
+    parts = []
+    for cls in ("error", "warning"):
+        codes = counts.get(cls)
+        if codes:
+            parts.append(f"{SEVERITY[cls][0]} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} "
+                         f"({', '.join(map(fault_label, codes))})")
+    return (sep + sep.join(parts) + tail) if parts else ""
 
 
 def _knob_label(name: str) -> str:
     """A knob's label as the Live panel shows it ("max new tokens"), not its field name."""
-    from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.decoding.knobs import schema
-
-    spec = schema(DecodeConfig).get(name)
+    spec = SPECS_BY_NAME.get(name)
     return spec.label if spec is not None and spec.label else name.replace("_", " ")
 
 

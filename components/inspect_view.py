@@ -361,19 +361,9 @@ def pooled_findings_html(pooled: list[dict] | None, n: int) -> str:
     if pooled:
         return findings_html(pooled)
     if n < 2:
-        return '<div class="ss-rf"><div class="ss-none">Pooled checks need two or more recordings.</div></div>'
-    return ('<div class="ss-rf"><div class="ss-none" data-pooled-clean="1">No pooled finding over '
+        return '<div class="ss-findings"><div class="ss-none">Pooled checks need two or more recordings.</div></div>'
+    return ('<div class="ss-findings"><div class="ss-none" data-pooled-clean="1">No pooled finding over '
             f'{n} recordings (pooled today: the sampled-draft temperature check).</div></div>')
-
-
-def run_error_html(error: str) -> str:
-    """The findings panel of a recording whose run ended in an error: the error first, and no
-    green "No findings" card beside a red status (the blind checks found nothing, the run failed)."""
-    return ('<div class="ss-rf"><div class="ss-rf-card" data-run-error="1" style="border-color:#D55E00;'
-            'background:#fff1e8"><div class="ss-rf-head"><span style="color:#D55E00">✖</span>'
-            f'<span class="ss-rf-title">The recorded run ended in an error: {esc(error)}</span></div>'
-            '<div class="ss-rf-row">None of the blind checks fired on what was recorded before it.</div>'
-            '</div></div>')
 
 
 # What `python -m specdec_core record FILE.py:FUNCTION` calls (recorder/cli.record_clip): the

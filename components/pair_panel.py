@@ -3,7 +3,7 @@ block, collapsed when all is well and open when the pair has warnings or errors.
 of the report dict."""
 from __future__ import annotations
 
-from .findings import SEV, findings_html
+from .findings import SEVERITY, findings_html
 from .formatting import esc
 from specdec_core.pairs.checks import passed_words
 
@@ -12,19 +12,18 @@ def pair_panel_html(report: dict | None, error: str | None = None) -> str:
     """`report`: {"checks", "passed", "versions", "device", "edge", "cloud", "usable"};
     `error`: a one-line message when the check itself could not run (folders not found)."""
     if error:
-        icon, colour, _ = SEV["error"]
         return (f'<details class="ss-pair" data-state="error" open><summary><b>pair</b> '
-                f'<span style="color:{colour}">{icon}</span> cannot check: {esc(error)}</summary></details>')
+                f'<span class="ss-icon-error">{SEVERITY["error"][0]}</span> cannot check: {esc(error)}'
+                '</summary></details>')
     if not report:
         return ('<details class="ss-pair" data-state="none"><summary><b>pair</b> not checked yet: '
                 "it is checked when a backend loads</summary></details>")
     checks = report.get("checks") or []
     counts = {s: sum(f.get("severity") == s for f in checks) for s in ("error", "warning", "info")}
     state = "error" if counts["error"] else "warning" if counts["warning"] else "ok"
-    icon, colour, _ = SEV[state]
     parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
     verdict = "usable" if report.get("usable", not counts["error"]) else "NOT usable"
-    summary = (f'<b>pair</b> <span style="color:{colour}">{icon}</span> {verdict} · '
+    summary = (f'<b>pair</b> <span class="ss-icon-{state}">{SEVERITY[state][0]}</span> {verdict} · '
                + esc(", ".join(parts) or f"all {len(report.get('passed') or [])} checks passed"))
     v = report.get("versions") or {}
     facts = (f'<div class="ss-rf-ev">edge {esc(report.get("edge"))}<br>cloud {esc(report.get("cloud"))}'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -171,28 +172,19 @@ def add_dependence_curve(fig: go.Figure, tokens: list[dict], xs: list) -> None:
                                   showgrid=False, color=DEPENDENCE_COLOR))
 
 
-def _round_source_counts(trace: dict) -> dict[int, dict[str, int]]:
-    counts: dict[int, dict[str, int]] = {}
-    for t in trace.get("tokens") or []:
-        r = t.get("round")
-        if isinstance(r, int):
-            c = counts.setdefault(r, {})
-            c[t.get("source")] = c.get(t.get("source"), 0) + 1
-    return counts
-
-
 def accepted_length_figure(trace: dict | None) -> go.Figure:
     """Per round: stacked committed tokens by source, with the drafted count as a marker."""
     trace = trace or {}
-    counts = _round_source_counts(trace)
+    counts = Counter((t.get("round"), t.get("source")) for t in trace.get("tokens") or []
+                     if isinstance(t.get("round"), int))      # (round, source) -> committed tokens
     rounds = {r.get("round"): r for r in trace.get("rounds") or [] if isinstance(r.get("round"), int)}
-    ids = sorted(set(counts) | set(rounds))
+    ids = sorted({r for r, _ in counts} | set(rounds))
     fig = go.Figure()
     _layout(fig, "Accepted length per round", "round", "tokens")
     if not ids:
         return _empty(fig, "no rounds yet")
     for source in ("accepted", "corrected", "bonus", "draft"):
-        ys = [counts.get(r, {}).get(source, 0) for r in ids]
+        ys = [counts[r, source] for r in ids]
         if any(ys):
             fig.add_trace(go.Bar(x=ids, y=ys, name=SOURCE_LABELS[source], marker_color=SOURCE_COLORS[source],
                                  hovertemplate=f"round %{{x}}: %{{y}} {SOURCE_LABELS[source]}<extra></extra>"))

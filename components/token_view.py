@@ -7,6 +7,8 @@ shown on :hover / :focus) so they work inside gr.HTML, which does not run script
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .divergence import DIVERGENCE_CSS, divergence_marker
 from .formatting import DASH, esc, num, visible
 from .palette import (
@@ -215,9 +217,7 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
     rejected = list(trace.get("rejected") or [])
     in_cycle = cycle_indices(trace) if highlight_cycles else set()
     groups = _round_groups(_trace_items(trace, tokens, rejected, in_cycle, colour))
-    counts: dict[str, int] = {}
-    for tok in tokens:
-        counts[tok.get("source")] = counts.get(tok.get("source"), 0) + 1
+    counts = Counter(tok.get("source") for tok in tokens)
     n_cycle = len([i for i in in_cycle if 0 <= i < len(tokens)])
     body = "".join(groups) if groups else f'<span class="ss-empty">{esc(empty)}</span>'
     caret = '<span class="ss-caret" aria-hidden="true">▍</span>' if live else ""

@@ -19,6 +19,14 @@ def tree_rounds(trace: dict | None) -> list[int]:
     return [r.get("round") for r in (trace or {}).get("rounds") or [] if r.get("tree")]
 
 
+def picked_tree(trace: dict | None, rnd, id_text=None) -> tuple:
+    """(round, its tree) for a tab's round field: the round asked for when it has a tree, else
+    the first round that has one."""
+    have = tree_rounds(trace)
+    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
+    return rnd, render_tree(trace, rnd, id_text)
+
+
 def _texts(trace: dict, rnd: int) -> dict:
     """node index -> token text, from the round's committed and rejected records."""
     out = {}

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from components import ALL_CSS
 from components.batch_view import checklist_html, results_table
-from components.cards import CARDS_CSS, diagnostics_html, metric_cards, warnings_html
+from components.cards import CARDS_CSS, metric_cards, warnings_html
 from components.compare import char_diff_html, metric_diff_table
+from components.findings import FINDINGS_CSS, findings_html
 from components.config_panel import (DESIGN_KNOBS, KNOB_SPECS, checked_for_widgets, config_to_query,
                                      default_config, query_to_config)
 from components.palette import SOURCE_COLORS, SOURCE_LABELS, SOURCE_TINTS
@@ -261,12 +262,12 @@ def test_metric_cards_values_and_status(trace):
 
 def test_diagnostics_sorted_with_icons_and_escaped(trace):
     findings = trace["diagnostics"] + [{"severity": "error", "title": "<b>leak</b>", "detail": "d", "fix": "f"}]
-    html = diagnostics_html(findings)
+    html = findings_html(findings)
     sev = re.findall(r'data-severity="(\w+)"', html)
     assert sev == ["error", "warning", "info", "ok"]
     assert "&lt;b&gt;leak&lt;/b&gt;" in html and "<b>leak" not in html
     assert "✖" in html and "▲" in html and "Fix:" in html
-    assert "No findings" in diagnostics_html([])
+    assert "No findings" in findings_html([])
 
 
 def test_warnings_html(trace):
@@ -452,7 +453,7 @@ def test_tooltip_appears_on_hover_in_chromium(trace, artifacts):
     from playwright.sync_api import sync_playwright
 
     page_html = standalone_page(render_tokens(trace), metric_cards(trace["metrics"], "detailed"),
-                                diagnostics_html(trace["diagnostics"]), css=CARDS_CSS + ALL_CSS)
+                                findings_html(trace["diagnostics"]), css=CARDS_CSS + ALL_CSS)
     (artifacts / "components_trace.html").write_text(page_html, encoding="utf-8")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
@@ -561,7 +562,6 @@ def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
 
 
 def test_clean_recording_says_nothing_was_found_and_steps_are_named():
-    from components.findings import findings_html
     from components.inspect_view import recording_counts, round_html
 
     assert "No findings yet" in findings_html(None)
@@ -669,23 +669,20 @@ def test_trees_are_judged_by_mean_acceptance_length_on_cards_checklist_and_ab():
 
 
 def test_no_cloud_call_is_not_checked_and_symptoms_fold_on_one_line():
-    from components.cards import CARDS_CSS
-    from components.findings import findings_html
-
-    live = diagnostics_html([], cloud_calls=0)
+    live = findings_html([], cloud_calls=0)
     assert "Not checked by the cloud" in live and "No findings" not in live and "✔" not in live
-    assert "No findings" in diagnostics_html([], cloud_calls=3)
-    rec = findings_html([], None, cloud_forwards=0)
+    assert "No findings" in findings_html([], cloud_calls=3)
+    rec = findings_html([], None, cloud_calls=0)
     assert "Not checked by the cloud" in rec and "No findings" not in rec
-    assert "No findings" in findings_html([], None, cloud_forwards=2)
+    assert "No findings" in findings_html([], None, cloud_calls=2)
     # the folded symptoms sit in the card's wide column, their summary on one line
     root = {"code": "stale_cache", "severity": "error", "title": "t"}
     sym = {"code": "lossless_violation", "severity": "error", "title": "s", "explained_by": "stale_cache"}
-    html = diagnostics_html([sym, root])
+    html = findings_html([sym, root])
     assert html.index('data-code="stale_cache"') < html.index('data-code="lossless_violation"')
     assert "1 symptom(s) explained by this finding" in html
-    assert re.search(r"\.ss-finding-explained \{ grid-column: 2;", CARDS_CSS)
-    assert "white-space: nowrap" in CARDS_CSS.split(".ss-finding-explained > summary")[1].split("}")[0]
+    assert re.search(r"\.ss-finding-explained \{ grid-column: 2;", FINDINGS_CSS)
+    assert "white-space: nowrap" in FINDINGS_CSS.split(".ss-finding-explained > summary")[1].split("}")[0]
 
 
 def test_inspect_shows_the_record_signature_and_a_loop_that_records():
@@ -769,7 +766,7 @@ def test_a_fault_latent_at_the_knobs_is_not_a_clean_bill():
     lines = latent(cfg.to_dict())
     assert lines == ["double temperature is latent at these knobs: dividing the logits twice changes no "
                      "argmax at temperature 0 (greedy)"]
-    html = diagnostics_html([], res["metrics"]["cloud_calls"], lines)
+    html = findings_html([], cloud_calls=res["metrics"]["cloud_calls"], latent=lines)
     assert 'data-latent="1"' in html and "double temperature is latent" in html
     assert "✔" not in html and 'data-clean="1"' not in html
     assert latent(dict(cfg.to_dict(), temperature=0.7)) == [] and latent({"faults": []}) == []

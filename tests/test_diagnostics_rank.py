@@ -141,7 +141,7 @@ def test_the_diagnosis_matches_the_recorders(demo, knobs, code, severity):
 
 
 def test_the_live_tab_shows_the_finding(demo):
-    from components.cards import diagnostics_html
+    from components.findings import findings_html
     from ui.runs import Run
 
     run = Run(demo, HAPPY, DecodeConfig(faults=["lenient_rank"]))
@@ -150,7 +150,7 @@ def test_the_live_tab_shows_the_finding(demo):
     diags = run.live.trace["diagnostics"]
     f = rank_finding(diags)
     assert f is not None and f["code"] == "lossless_violation"
-    html = diagnostics_html(diags)
+    html = findings_html(diags)
     assert 'data-code="lossless_violation"' in html and 'data-severity="error"' in html
     assert "output is not the cloud&#x27;s greedy choice" in html
     assert "no problems found" not in html

@@ -42,7 +42,7 @@ def test_record_example_decoder_shows_findings_trace_and_rounds(page, artifacts)
     pick_option(page, "inspect-sample", "sad_01")
     page.click("#inspect-record")
     assert wait_state(page, "inspect-status", timeout=240_000) == "err", page.inner_text("#inspect-status")
-    cards = page.locator("#inspect-findings .ss-rf-card[data-severity=error]")
+    cards = page.locator("#inspect-findings .ss-finding[data-severity=error]")
     assert cards.count() >= 1
     text = page.inner_text("#inspect-findings")
     assert "Likely cause:" in text and "Fix:" in text and "evidence:" in text

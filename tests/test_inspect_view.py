@@ -338,7 +338,7 @@ def test_status_counts_findings_as_the_cards_show_them(recorded):
     assert f"and {folded} symptom" in findings_count(found)
     assert findings_count([]) == "no findings"
     html = findings_html(found)
-    assert html.count('class="ss-rf-card"') == len(roots) + folded
+    assert html.count('class="ss-finding ss-sev-') == len(roots) + folded
 
 
 def test_the_pages_ten_line_loop_records_without_an_error_finding(tmp_path):

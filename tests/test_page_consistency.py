@@ -98,8 +98,8 @@ def test_speedup_line_says_which_time_it_uses():
 
 
 def test_a_recording_with_an_error_has_no_green_no_findings_card():
-    from components.inspect_view import run_error_html
-    html = run_error_html("the cloud timed out")
+    from components.findings import findings_html
+    html = findings_html([], error="the cloud timed out")
     assert 'data-run-error="1"' in html and "No findings" not in html and "✖" in html
 
 

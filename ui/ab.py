@@ -3,19 +3,18 @@ diff table, the character diff and the cloud-only reference."""
 from __future__ import annotations
 
 import statistics
-import traceback
 
 import gradio as gr
 
-from components.cards import diagnostics_html, findings_summary
+from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
 from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, ordered, speedup_stats, speedup_words
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.errors import ConfigError, UserError
-from specdec_core.decoding.faults import FAULTS, latent
+from specdec_core.errors import ConfigError
+from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
 from .knobs import KnobPanel
@@ -98,12 +97,12 @@ class ABTab:
                 gr.Markdown("#### A", elem_classes="ss-ab-head")
                 self.view_a = TraceView("A", compact=True)
                 gr.Markdown("##### Diagnostics A", elem_classes="ss-h")
-                self.diag_a = gr.HTML(diagnostics_html(None), elem_id="ab-diag-a", js_on_load=None)
+                self.diag_a = gr.HTML(findings_html(None), elem_id="ab-diag-a", js_on_load=None)
             with gr.Column(elem_id="ab-side-b"):
                 gr.Markdown("#### B", elem_classes="ss-ab-head")
                 self.view_b = TraceView("B", compact=True)
                 gr.Markdown("##### Diagnostics B", elem_classes="ss-h")
-                self.diag_b = gr.HTML(diagnostics_html(None), elem_id="ab-diag-b", js_on_load=None)
+                self.diag_b = gr.HTML(findings_html(None), elem_id="ab-diag-b", js_on_load=None)
 
     def _comparison(self):
         """The cloud-only text, the metric table and the text difference."""
@@ -135,7 +134,7 @@ class ABTab:
                        api_visibility="private", show_progress="hidden")
         self.run_btn.click(**waiting)
         self.run_btn.click(gpu(self.run), ins, self.outputs, api_name="ab_run", **run_kw)
-        self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
+        self.stop_btn.click(common.stopper("round"), None, None, queue=False, api_visibility="private")
         self.copy_btn.click(lambda *v: b.updates_for(a.to_config(v)), a.inputs, b.inputs, queue=False,
                             api_visibility="private")
         self.swap_btn.click(self.swap, [*a.inputs, *b.inputs], [*a.inputs, *b.inputs], queue=False,
@@ -146,13 +145,8 @@ class ABTab:
         self.compare.input(self.set_pair, [self.compare, *a.inputs], [*a.inputs, *b.inputs],
                            queue=False, api_visibility="private").then(**waiting).then(
             gpu(self.run), ins, self.outputs, api_name="ab_compare_run", **run_kw)
-        # picking a clip previews it; the prompt type stays the user's choice
-        self.sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(),
-                          self.sample, self.audio, queue=False, api_visibility="private")
-        for ev in (self.audio.upload, self.audio.stop_recording):
-            ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
-        from .live import check_upload_status
-        self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
+        from .live import wire_clip
+        wire_clip(self.sample, self.audio, self.status)
 
     def swap(self, *values):
         n = len(self.panel_a.inputs)
@@ -199,7 +193,7 @@ class ABTab:
             ctx = common.run_context(backend, "", None) + ab_faults(runs[0].cfg, runs[1].cfg)
             yield self._pack(status_html("run", f"Decoding {name} with A and B…", "", ctx), self.view_a.reset(),
                              self.view_b.reset(), "", metric_diff_html(None, None), char_diff_html("", ""),
-                             diagnostics_html(None), diagnostics_html(None))
+                             findings_html(None), findings_html(None))
             yield from self._stream_pair(runs, name, ctx)
             bases = yield from self._references(runs, reference_on, ctx)
             if not (runs[0].stopped or runs[1].stopped):
@@ -208,13 +202,10 @@ class ABTab:
             samples = time_repeats(runs, session, bases)
             yield self._finished(runs, bases, samples, name, ctx)
         except Exception as e:  # noqa: BLE001 - keep the page usable
-            if not isinstance(e, UserError):
-                traceback.print_exc()
-            msg = common.user_message(e)
-            gr.Warning(common.toast_text(msg))
+            msg = common.failure(e, toast=True)
             yield self._pack(status_html("err", "Could not run", msg), self.view_a.cleared(), self.view_b.cleared(),
                              "", metric_diff_html(None, None), char_diff_html("", ""),
-                             diagnostics_html(None), diagnostics_html(None))
+                             findings_html(None), findings_html(None))
 
     def _stream_pair(self, runs, name, ctx):
         """Interleave the two decodes round by round so both stream side by side."""
@@ -259,8 +250,7 @@ class ABTab:
                              extra=rows + baseline_rows(ta, tb, bases), timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
-            *[diagnostics_html(t.get("diagnostics"), (t.get("metrics") or {}).get("cloud_calls"), latent(r.cfg.to_dict()))
-              for t, r in ((ta, runs[0]), (tb, runs[1]))])
+            *[r.findings_html() for r in runs])
 
 
 def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):
@@ -345,7 +335,7 @@ def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:
 
 def _fs(trace: dict) -> str:
     """', ✖ 1 error (cache desync)' for one side of the status line."""
-    return findings_summary(trace.get("diagnostics")).replace(" — see Diagnostics", "").replace(" · ", ", ")
+    return findings_summary(trace.get("diagnostics"), ", ", "")
 
 
 def _sp(sp: dict | None) -> str:
@@ -366,7 +356,3 @@ def text_diffs_html(text_a: str | None, text_b: str | None, bases: list) -> str:
                          + char_diff_html(base["text"], text, names=("cloud-only", side)) + "</div>")
     return "".join(parts)
 
-
-def _stop(request: gr.Request):
-    if common.cancel_session(common.session_of(request)):
-        gr.Info("stopping after the current round")

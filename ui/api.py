@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import traceback
 from pathlib import Path
 
 import anyio
@@ -26,9 +25,7 @@ from .gpu import gpu
 
 
 def _fail(e: Exception):
-    if not isinstance(e, UserError):
-        traceback.print_exc()
-    raise gr.Error(common.toast_text(common.user_message(e)), print_exception=False) from None
+    raise gr.Error(common.toast_text(common.failure(e)), print_exception=False) from None
 
 
 def _cfg(config_json: str | None) -> DecodeConfig:

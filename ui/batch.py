@@ -3,7 +3,6 @@ rows, the source notes' checklist per configuration, distribution plots, JSON/CS
 from __future__ import annotations
 
 import threading
-import traceback
 
 import gradio as gr
 
@@ -106,7 +105,7 @@ class BatchTab:
                                       self.workers], outs,
                            api_visibility="private", api_name="batch_run", concurrency_id="decode", concurrency_limit=limits.ADMIT,
                            trigger_mode="once", show_progress_on=[self.status])
-        self.stop_btn.click(_stop, None, None, queue=False, api_visibility="private")
+        self.stop_btn.click(common.stopper("clip"), None, None, queue=False, api_visibility="private")
 
     def run(self, request: gr.Request, source, limit, manifest, clips, cfg_a, use_b, cfg_b, backend_name,
             engine="local", workers=2, progress=gr.Progress()):
@@ -150,10 +149,7 @@ class BatchTab:
                     gr.update(value=str(paths["json"]), visible=True),
                     gr.update(value=str(paths["csv"]), visible=True)]
         except Exception as e:  # noqa: BLE001 - keep the page usable
-            if not isinstance(e, UserError):
-                traceback.print_exc()
-            msg = common.user_message(e)
-            gr.Warning(common.toast_text(msg))
+            msg = common.failure(e, toast=True)
             return [status_html("err", "Batch not run", msg), sk, sk, sk, sk, sk, sk, sk]
         finally:
             cancel.set()
@@ -212,7 +208,3 @@ def _run_ray(items, configs, backend_name, workers, cancel, progress, total):
         _RAY_LOCK.release()
     return result, out
 
-
-def _stop(request: gr.Request):
-    if common.cancel_session(common.session_of(request)):
-        gr.Info("stopping after the current clip")

@@ -11,7 +11,10 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
+
+import gradio as gr
 
 from specdec_core.backends import available_backends, load_backend
 from specdec_core.decoding.config import DecodeConfig
@@ -121,6 +124,21 @@ def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None)
         pass
     cloud = (cloud_url or "").strip() or "in this process"
     return badges(getattr(backend, "name", "?"), dtype, device, cloud, list(cfg.faults) if cfg else [])
+
+
+def token_texts(tokenizer):
+    """token id -> its text (memoised; "#id" where the tokenizer cannot say): the findings'
+    evidence shows token ids with their text on every tab."""
+    memo: dict = {}
+
+    def text(i):
+        if i not in memo:
+            try:
+                memo[i] = tokenizer.decode([int(i)])
+            except Exception:  # noqa: BLE001
+                memo[i] = f"#{i}"
+        return memo[i]
+    return text
 
 
 def backend_choices() -> list[str]:
@@ -292,6 +310,25 @@ def toast_text(msg) -> str:
     """A message for gr.Warning / gr.Info / gr.Error, which render HTML: escaped, so a value a
     visitor typed (a share link's knob, a file name) shows as text, never as an element."""
     return html.escape(str(msg), quote=False)
+
+
+def failure(e: Exception, toast: bool = False) -> str:
+    """A failed handler's one line (user_message); a bug (anything but a UserError) also leaves
+    its traceback in the log, and `toast` shows the line as a warning toast as well."""
+    if not isinstance(e, UserError):
+        traceback.print_exc()
+    msg = user_message(e)
+    if toast:
+        gr.Warning(toast_text(msg))
+    return msg
+
+
+def stopper(until: str):
+    """A Stop button's handler: every decode and batch of the session stops after `until`."""
+    def stop(request: gr.Request):
+        if cancel_session(session_of(request)):
+            gr.Info(f"stopping after the current {until}")
+    return stop
 
 
 def user_message(e: Exception) -> str:

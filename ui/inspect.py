@@ -15,11 +15,11 @@ import gradio as gr
 from components.divergence import numerics_html
 from components.findings import config_badges, findings_count, findings_html
 from components.inspect_view import (counts_line, record_help_html, pooled_findings_html, pooled_html, pooled_trace, recording_counts,
-                                     round_choices, round_html, run_error_html, step_round)
+                                     round_choices, round_html, step_round)
 from components.plots import accepted_length_figure, entropy_figure, position_acceptance_figure
 from components.timing_plot import timing_figure
 from components.token_view import render_tokens
-from components.tree_view import render_tree, tree_rounds
+from components.tree_view import picked_tree, render_tree
 from specdec_core.errors import UserError
 from specdec_core.recorder.normalize.validate import check_recording, check_size, max_mb, parse_json
 
@@ -210,20 +210,24 @@ def size_guard_js() -> str:
             .replace("@TEMPLATE@", json.dumps(status_html("err", "could not inspect", "-"))))
 
 
-def analyze_upload(raw: str) -> dict:
+def analyzed(rec: dict, name: str = "") -> dict:
+    """One checked recording analysed -> its entry (ok, error, findings, trace, recording); a
+    file that breaks the analysis gets one line saying what is wrong with it (unreadable)."""
     from specdec_core.recorder import analyze
 
-    rec = parse_recording(raw)
-    tok = common.get_backend("demo").tokenizer
     try:
-        trace, findings = analyze(rec, tok)
+        trace, findings = analyze(rec, common.get_backend("demo").tokenizer)
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001
-        raise unreadable(e) from None
-    td = trace.to_dict()
-    return {"audio": None, "ok": not rec.get("error"), "error": rec.get("error"), "text": td.get("text"),
-            "token_ids": td.get("token_ids"), "findings": findings, "trace": td, "recording": rec}
+        raise unreadable(e, name) from None
+    return {"ok": not rec.get("error"), "error": rec.get("error"), "findings": findings,
+            "trace": trace.to_dict(), "recording": rec}
+
+
+def analyze_upload(raw: str) -> dict:
+    res = analyzed(parse_recording(raw))
+    return {"audio": None, "text": res["trace"].get("text"), "token_ids": res["trace"].get("token_ids"), **res}
 
 
 def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
@@ -246,41 +250,15 @@ def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
 
 def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
     """[(label, raw JSON)] -> (one entry per recording, pooled findings of the record CLI)."""
-    from specdec_core.recorder import analyze
     from specdec_core.recorder import pooled_findings
 
-    tok = common.get_backend("demo").tokenizer
-    entries = []
-    for label, raw in files:
-        for name, rec in parse_recordings(raw, label):
-            try:
-                trace, findings = analyze(rec, tok)
-            except UserError:
-                raise
-            except Exception as e:  # noqa: BLE001
-                raise unreadable(e, name) from None
-            entries.append({"label": name, "ok": not rec.get("error"), "error": rec.get("error"), "findings": findings,
-                            "trace": trace.to_dict(), "recording": rec})
+    entries = [{"label": name, **analyzed(rec, name)} for label, raw in files
+               for name, rec in parse_recordings(raw, label)]
     return entries, pooled_findings(entries)
 
 
 def _texts():
-    tok = common.get_backend("demo").tokenizer
-    memo: dict = {}
-
-    def text(i):
-        if i not in memo:
-            try:
-                memo[i] = tok.decode([int(i)])
-            except Exception:  # noqa: BLE001
-                memo[i] = f"#{i}"
-        return memo[i]
-    return text
-
-
-def cloud_forwards(rec: dict | None) -> int:
-    """Forwards of the cloud in a recording (0: the cloud never checked anything)."""
-    return sum(f.get("model") == "cloud" for f in (rec or {}).get("forwards") or [])
+    return common.token_texts(common.get_backend("demo").tokenizer)
 
 
 class InspectTab:
@@ -394,7 +372,7 @@ class InspectTab:
         errs = sum(f.get("severity") == "error" for f in res["findings"])
         kind = "err" if (errs or not res["ok"]) else "ok"
         counts = recording_counts(tr, rec)
-        said = ("not checked by the cloud (no cloud forward)" if not res["findings"] and not cloud_forwards(rec)
+        said = ("not checked by the cloud (no cloud forward)" if not res["findings"] and not counts["calls"]
                 else findings_count(res["findings"]))
         detail = res["error"] or f"{said}; {counts_line(counts)}"
         choices = round_choices(rec)
@@ -402,8 +380,8 @@ class InspectTab:
         texts = _texts()
         return [status_html(kind, f"recorded {label}", detail), config_badges(tr.get("config")),
                 # the root error first; the bug-or-numerics line after the findings, never above them
-                (findings_html(res["findings"], texts, cloud_forwards(rec)) if res["findings"] or res["ok"]
-                 else run_error_html(res["error"] or "unknown error"))
+                findings_html(res["findings"], texts, counts["calls"],
+                              error=None if res["ok"] else res["error"] or "unknown error")
                 + numerics_html(rec.get("numerics"), (res.get("reference") or {}).get("first_divergence")),
                 render_tokens(tr, empty=EMPTY), tr.get("text") or "",
                 entropy_figure(tr), accepted_length_figure(tr),
@@ -414,9 +392,7 @@ class InspectTab:
 
     def _fail(self, e: Exception) -> list:
         """The reason, and every view emptied: no earlier recording's trace under a red status."""
-        if not isinstance(e, UserError):
-            traceback.print_exc()
-        return [status_html("err", "could not inspect", common.user_message(e)), "", findings_html(None),
+        return [status_html("err", "could not inspect", common.failure(e)), "", findings_html(None),
                 render_tokens(None, empty=EMPTY), "", entropy_figure(None), accepted_length_figure(None),
                 gr.update(choices=[], value=None), round_html(None, None), None, None, timing_figure(None),
                 None, render_tree(None, None)]
@@ -457,9 +433,7 @@ class InspectTab:
                     pooled_findings_html(pooled, len(entries)),
                     pooled_html(entries), position_acceptance_figure(pt)]
         except Exception as e:  # noqa: BLE001
-            if not isinstance(e, UserError):
-                traceback.print_exc()
-            return [status_html("err", "could not pool", common.user_message(e))] + [gr.skip()] * 3
+            return [status_html("err", "could not pool", common.failure(e))] + [gr.skip()] * 3
         finally:
             release_memory()
 
@@ -474,10 +448,7 @@ class InspectTab:
 def on_tree(state, rnd):
     """(round, its tree) of the recorded trace: the round asked for when it has a tree, else
     the first round that has one (as the Live tab's tree)."""
-    trace = (state or {}).get("trace")
-    have = tree_rounds(trace)
-    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
-    return rnd, render_tree(trace, rnd, _texts())
+    return picked_tree((state or {}).get("trace"), rnd, _texts())
 
 
 def api_record(decoder: str, sample: str) -> dict:
@@ -486,6 +457,4 @@ def api_record(decoder: str, sample: str) -> dict:
     try:
         return in_slot(record_example, decoder or "correct", sample or common.DEFAULT_SAMPLE)
     except Exception as e:  # noqa: BLE001
-        if not isinstance(e, UserError):
-            traceback.print_exc()
-        raise gr.Error(common.toast_text(common.user_message(e)), print_exception=False) from None
+        raise gr.Error(common.toast_text(common.failure(e)), print_exception=False) from None

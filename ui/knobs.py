@@ -81,8 +81,9 @@ GREYABLE = tuple(n for n in PANEL_GREYABLE if n not in LINK_KNOBS)   # link knob
 class KnobPanel:
     """Builds the widgets inside the current Blocks context; `inputs` is the flat widget list."""
 
-    def __init__(self, side: str = "", prompt_type_widget: gr.components.Component | None = None,
+    def __init__(self, side: str = "", *, prompt_type_widget: gr.components.Component,
                  open_first: bool = True, id_prefix: str = ""):
+        """`prompt_type_widget`: the tab's prompt type picker (it sits with the clip inputs)."""
         self.side = side
         self.prefix = id_prefix or (side.lower() or "knob")
         self.widgets: dict[str, gr.components.Component] = {}
@@ -100,12 +101,7 @@ class KnobPanel:
                 fault_choices(), value=[], label="faults", show_label=False,
                 info="re-create a bug from the source notes to see its symptom",
                 elem_classes="ss-faults")
-        if prompt_type_widget is not None:
-            self.widgets["prompt_type"] = prompt_type_widget
-        else:
-            spec = SPECS_BY_NAME["prompt_type"]
-            self.widgets["prompt_type"] = gr.Radio(list(spec.choices), value=spec.default,
-                                                   label=spec.label, info=spec.help)
+        self.widgets["prompt_type"] = prompt_type_widget
         self.names = [s.name for s in KNOB_SPECS if s.name in self.widgets]
         self.inputs = [self.widgets[n] for n in self.names] + [self.off[n] for n in self.off]
         for name, box in self.off.items():
@@ -161,6 +157,7 @@ class KnobPanel:
 
     def _widget(self, spec) -> None:
         label, info = plain(spec.label), plain(spec.help)
+        why = inactive(default_config()).get(spec.name)    # greyed from the start, with the reason
         if spec.nullable:
             with gr.Group():
                 self.off[spec.name] = gr.Checkbox(value=spec.default is None, label=spec.off_label,
@@ -175,7 +172,6 @@ class KnobPanel:
                                                     interactive=spec.default is not None,
                                                     visible=spec.default is not None or bool(lead),
                                                     elem_id=f"{self.prefix}-{spec.name}")
-                why = inactive(default_config()).get(spec.name)
                 if why:
                     self.off[spec.name].interactive = False
                     self.widgets[spec.name].info = _greyed_info(spec.name, why)
@@ -192,7 +188,6 @@ class KnobPanel:
             w = gr.Checkbox(value=spec.default, label=label, info=info, elem_id=eid)
         else:
             w = gr.Dropdown(list(spec.choices), value=spec.default, label=label, info=info, elem_id=eid)
-        why = inactive(default_config()).get(spec.name)
         if why:
             w.interactive, w.info = False, _greyed_info(spec.name, why)
         self.widgets[spec.name] = w

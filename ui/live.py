@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import json
-import traceback
 from urllib.parse import parse_qsl, urlencode
 
 import gradio as gr
 
-from components.cards import diagnostics_html, findings_summary
+from components.findings import findings_html, findings_summary
 from components.compare import vs_cloud_html
 from components.status import finished_status, prompt_info_md, status_html
 from components.timing_plot import timing_figure
-from components.tree_view import render_tree, tree_rounds
+from components.tree_view import picked_tree, render_tree
 from components.token_view import COLOURINGS
 from components.pair_panel import pair_panel_html
 from components.formatting import ended_by_words
@@ -22,15 +21,14 @@ from specdec_core.evaluation.speedup import speedup_words
 from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.decoding.faults import latent
-from specdec_core.errors import ConfigError, UserError
+from specdec_core.errors import ConfigError
 
 from . import common, limits
 from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel, greyed
 from .runs import Run, vs_cloud
 from .served import ServedPanel
-from .views import Clock, TraceView
+from .views import TraceView
 from .gpu import gpu
 
 # Warnings that arrive while decoding go to the list under the trace and are counted in the
@@ -92,7 +90,7 @@ class LiveTab:
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3):
                         gr.Markdown("### Diagnostics", elem_classes="ss-h")
-                        self.diagnostics = gr.HTML(diagnostics_html(None), elem_id="live-diagnostics",
+                        self.diagnostics = gr.HTML(findings_html(None), elem_id="live-diagnostics",
                                                    js_on_load=None)
                     with gr.Column(scale=2):
                         with gr.Accordion("What the backend read from the clip", open=False):
@@ -145,12 +143,9 @@ class LiveTab:
                                queue=False, api_visibility="private")
         for ev in (self.backend.change, self.run_event.then):   # the pair check's panel
             ev(lambda b: pair_panel_html(*backend_report(b)), self.backend, self.pair, api_visibility="private")
-        self.stop_btn.click(self.stop, None, None, queue=False, api_visibility="undocumented",
+        self.stop_btn.click(common.stopper("round"), None, None, queue=False, api_visibility="undocumented",
                             api_name="live_stop")
-        self.sample.input(self.pick_sample, self.sample, self.audio, queue=False, api_visibility="private")
-        for ev in (self.audio.upload, self.audio.stop_recording):
-            ev(lambda: None, None, self.sample, queue=False, api_visibility="private")
-        self.audio.upload(check_upload_status, self.audio, self.status, queue=False, api_visibility="private")
+        wire_clip(self.sample, self.audio, self.status)
         self.cloud_url.change(link_knobs, self.cloud_url,
                               [self.panel.widgets[n] for n in LINK_KNOBS], queue=False, api_visibility="private")
         self.backend.change(lambda b: gr.update(visible=b == "demo"), self.backend, self.demo_note,
@@ -188,16 +183,6 @@ class LiveTab:
                 shared_status(cfg, sample, cloud_only)]
 
     # ------------------------------------------------------------------ handlers
-    def pick_sample(self, name):
-        """Preview the picked clip; the prompt type stays what the user chose."""
-        if not name:
-            return gr.skip()
-        return str(common.sample_path(name))
-
-    def stop(self, request: gr.Request):
-        if common.cancel_session(common.session_of(request)):
-            gr.Info("stopping after the current round")
-
     def knobs_to_json(self, *values):
         cfg = self.panel.to_config(values)
         try:
@@ -247,7 +232,7 @@ class LiveTab:
             return
         hidden = gr.update(visible=False)
         yield self._pack(status_html("run", "Reading the clip…"), self.view.reset(),
-                         "", diagnostics_html(None), None, hidden, hidden, vs_cloud="")
+                         "", findings_html(None), None, hidden, hidden, vs_cloud="")
         try:
             cloud_url = checked_cloud_url(cloud_url)      # refused here, before any connection
             src, name = common.resolve_audio(sample, audio)
@@ -292,8 +277,7 @@ class LiveTab:
         yield self._pack(
             status_html(kind, head, finished_detail(tr, run.cfg, run.baseline, sp), ctx),
             self.view.values(live, run.cfg.prompt_type, plots=True, speedup=sp),
-            base, diagnostics_html(tr.get("diagnostics"), (tr.get("metrics") or {}).get("cloud_calls"),
-                                   latent(run.cfg.to_dict())),
+            base, run.findings_html(),
             prompt_info_md(tr.get("info")),
             gr.update(value=common.write_json(f"trace-{stem}", tr), visible=True),
             gr.update(value=common.write_json(f"results-{stem}", run.results_file_obj()), visible=True),
@@ -302,13 +286,10 @@ class LiveTab:
     def _failed(self, e: Exception, head: str = "Could not run") -> list:
         """A failed run (bad knobs included): its one-line reason, and every output cleared
         (plots included): nothing of the previous run may stay beside the error."""
-        if not isinstance(e, UserError):
-            traceback.print_exc()
-        msg = common.user_message(e)
-        gr.Warning(common.toast_text(msg))
+        msg = common.failure(e, toast=True)
         hidden = gr.update(visible=False)
         return self._pack(status_html("err", head, msg), self.view.cleared(), "",
-                          diagnostics_html(None), prompt_info_md(None), hidden, hidden, timing_figure(None), "")
+                          findings_html(None), prompt_info_md(None), hidden, hidden, timing_figure(None), "")
 
 
 def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> str:
@@ -361,9 +342,17 @@ def show_tree(rnd, trace_file):
             trace = json.load(f)
     except (OSError, TypeError, ValueError):
         return gr.skip(), render_tree(None, None)
-    have = tree_rounds(trace)
-    rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
-    return rnd, render_tree(trace, rnd)
+    return picked_tree(trace, rnd)
+
+
+def wire_clip(sample, audio, status) -> None:
+    """A clip picker's events (Live, A/B): picking a sample previews it (the prompt type stays
+    the user's choice); an upload or a recording clears the sample."""
+    private = dict(queue=False, api_visibility="private")
+    sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(), sample, audio, **private)
+    for ev in (audio.upload, audio.stop_recording):
+        ev(lambda: None, None, sample, **private)
+    audio.upload(check_upload_status, audio, status, **private)
 
 
 def check_upload_status(path):

@@ -76,16 +76,10 @@ def launch_kwargs() -> dict:
 
     return {"server_name": os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
             "server_port": int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-            "css": ALL_CSS + PAGE_CSS + _inspect_css(), "theme": gr.themes.Default(primary_hue="blue"),
+            "css": ALL_CSS + PAGE_CSS, "theme": gr.themes.Default(primary_hue="blue"),
             "show_error": True, "max_file_size": common.MAX_FILE_SIZE,
             # the guides the page links (Inspect: docs/recorder.md), served from this repository
             "allowed_paths": [str(common.ROOT / "docs")]}
-
-
-def _inspect_css() -> str:
-    from components.findings import FINDINGS_CSS
-    from components.inspect_view import INSPECT_CSS
-    return FINDINGS_CSS + INSPECT_CSS
 
 
 def queued(demo: gr.Blocks) -> gr.Blocks:

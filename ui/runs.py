@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import threading
 
+from components.findings import findings_html
 from specdec_core.api import LiveTrace, prepare, stream_prompt
+from specdec_core.decoding.faults import latent
 from specdec_core.decoding.reference import compare, reference_for
 from specdec_core.decoding.config import DecodeConfig
 
 from specdec_core.caps import note_cuts
 from specdec_core.evaluation.speedup import REPEATS, speedup_stats, time_interleaved
 
-from .common import capped, register, unregister
+from .common import capped, register, token_texts, unregister
 from .limits import in_slot, take_turns
 from .views import Clock
 
@@ -69,6 +71,13 @@ class Run:
             res["metrics"] = {**res["metrics"],
                               "matches_baseline": self.baseline["token_ids"] == tr.get("token_ids")}
         return res
+
+    def findings_html(self) -> str:
+        """The finished run's findings as every tab draws them (components/findings.py): token
+        ids as text, no cloud call or a latent fault never read as a clean bill."""
+        tr = self.live.trace
+        return findings_html(tr.get("diagnostics"), token_texts(self.backend.tokenizer),
+                             (tr.get("metrics") or {}).get("cloud_calls"), latent(self.cfg.to_dict()))
 
     def results_file_obj(self) -> dict:
         return {"backend": self.backend.name, "config": self.cfg.to_dict(), "results": [self.result()]}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from components.cards import diagnostics_html
 from components.compare import char_diff_html
+from components.findings import findings_html
 from components.formatting import esc
 from components.served_plot import acceptance_figure
 from components.status import status_html
@@ -67,7 +67,7 @@ class ServedPanel:
 
 
 def _findings(findings):
-    return diagnostics_html(findings)   # the one call: the findings renderer of every run
+    return findings_html(findings)   # the one call: the findings renderer of every run
 
 
 def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, replay_b="none", knobs=None,

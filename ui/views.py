@@ -3,6 +3,7 @@ streamed updates belongs to each run (`Clock`), never to these page-wide widget 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import gradio as gr
 
@@ -54,35 +55,26 @@ class TraceView:
         if after_text is not None:
             after_text()
         self.cards = gr.HTML(metric_cards(None), elem_classes="ss-cards-panel", js_on_load=None)
-        if compact:
-            self.entropy = gr.Plot(entropy_figure(None), show_label=False)
-            self.acclen = gr.Plot(accepted_length_figure(None), show_label=False)
-            self.position = None
-        else:
-            self.entropy = gr.Plot(entropy_figure(None), show_label=False)
-            with gr.Row(equal_height=True):
-                self.acclen = gr.Plot(accepted_length_figure(None), show_label=False)
-                self.position = gr.Plot(position_acceptance_figure(None), show_label=False)
+        # the figures of a run: compact (A/B) draws two, one under the other; Live three
+        self.figures = [entropy_figure, accepted_length_figure] + ([] if compact else [position_acceptance_figure])
+        self.entropy = gr.Plot(entropy_figure(None), show_label=False)
+        with nullcontext() if compact else gr.Row(equal_height=True):
+            self.plots = [self.entropy] + [gr.Plot(f(None), show_label=False) for f in self.figures[1:]]
 
     @property
     def outputs(self) -> list:
-        outs = [self.tokens, self.warnings, self.text, self.cards, self.entropy, self.acclen]
-        return outs + ([self.position] if self.position is not None else [])
+        return [self.tokens, self.warnings, self.text, self.cards, *self.plots]
 
     def reset(self) -> list:
         """Clear the text panels for a new run. The plots keep the previous run until the first
         plot update: serialising three figures here would delay the first painted token."""
-        n_figs = 2 if self.position is None else 3
         return [render_tokens(None, live=True), warnings_html(None), "", metric_cards(None),
-                *[gr.skip()] * n_figs]
+                *[gr.skip()] * len(self.plots)]
 
     def cleared(self) -> list:
         """Every output emptied, the plots back to their empty figures (as on a fresh page):
         after a failed run nothing of the previous run may stay on the page."""
-        figs = [entropy_figure(None), accepted_length_figure(None)]
-        if self.position is not None:
-            figs.append(position_acceptance_figure(None))
-        return [render_tokens(None), warnings_html(None), "", metric_cards(None), *figs]
+        return [render_tokens(None), warnings_html(None), "", metric_cards(None), *[f(None) for f in self.figures]]
 
     def values(self, live, prompt_type: str | None = None, plots: bool | None = None,
                clock: Clock | None = None, speedup: dict | None = None) -> list:
@@ -97,10 +89,4 @@ class TraceView:
                 metric_cards(tr.get("metrics"), prompt_type or (tr.get("config") or {}).get("prompt_type"),
                              findings=tr.get("diagnostics"), speedup=speedup)
                 if done else gr.skip()]
-        n_figs = 2 if self.position is None else 3
-        if not plots:
-            return outs + [gr.skip()] * n_figs
-        figs = [entropy_figure(tr), accepted_length_figure(tr)]
-        if self.position is not None:
-            figs.append(position_acceptance_figure(tr))
-        return outs + figs
+        return outs + ([f(tr) for f in self.figures] if plots else [gr.skip()] * len(self.plots))
