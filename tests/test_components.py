@@ -486,8 +486,9 @@ def test_ab_table_reads_as_labels_with_units_and_judges_like_for_like():
     b = {"acceptance_rate": None, "cloud_calls": 0, "target_forwards": 0, "bytes_down": 0,
          "mean_accepted_length": None, "punct_density": 0.114, "wall_s": 0.5, "hanzi_count": 38}
     html = metric_diff_html(a, b, same_text=False, prompt_type="detailed",
-                            extra=[("speedup", 1.31, 2.2)])
+                            extra=[("speedup", 1.31, 2.2), ("decode_s", 0.81234, 0.5)])
     text = strip_tags(html)
+    assert 'data-key="wall_s"' not in html      # a streamed run's wall time includes the page's drawing
     assert not re.search(r"\b[a-z]+_[a-z_]+\b", text), text          # no raw snake_case keys
     assert "4.08 tokens/call" in text and "936 bytes" in text and "0.81 s" in text
     assert "4.0769" not in text and "1.31×" in text
