@@ -125,7 +125,7 @@ def test_auto_thresholds_span_the_entropies():
 
 def test_bench_command_ends_with_the_summary(tmp_path, monkeypatch, capsys):
     backend, _ = _pair()
-    monkeypatch.setattr("specdec_core.cli.commands.load_backend", lambda name, **kw: backend)
+    monkeypatch.setattr("specdec_core.cli.bench.load_backend", lambda name, **kw: backend)
     out = tmp_path / "bench.json"
     rc = main(["bench", "--repeats", "1", "--sweep", "--ks", "1,2", "--thresholds", "0.5,inf",
                "--json", str(out)])

@@ -152,7 +152,7 @@ def test_bench_json_carries_the_cost_model_and_the_advice(tmp_path, monkeypatch,
     from test_bench import _pair
 
     backend, _ = _pair()
-    monkeypatch.setattr("specdec_core.cli.commands.load_backend", lambda name, **kw: backend)
+    monkeypatch.setattr("specdec_core.cli.bench.load_backend", lambda name, **kw: backend)
     out = tmp_path / "bench.json"
     rc = main(["bench", "--repeats", "1", "--k", "3", "--ks", "1,2,3", "--thresholds", "0.5,inf",
                "--json", str(out)])
