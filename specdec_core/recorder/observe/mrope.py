@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec_core.recorder.observe import Observer
 
 MM_TOKENS = ("audio_token_index", "audio_token_id", "image_token_index", "image_token_id",
              "video_token_index", "video_token_id")
@@ -110,3 +111,27 @@ def prompt_layout(model, prompt: list[int], mm: dict) -> dict | None:
     span = [runs[0][0], runs[-1][1]] if runs else None
     return {"prompt": [_row(pos[r, 0]) for r in range(3)],
             "rope_delta": int(delta.reshape(-1)[0]), "audio": span}
+
+
+class Multimodal(Observer):
+    """The prefill's audio lengths / vision grids; the recording's `mrope` and `audio`."""
+
+    def __init__(self, recorder):
+        super().__init__(recorder)
+        self.mm: dict = {}
+
+    def pre(self, f, call):
+        if not self.mm and any(call.kwargs.get(k) is not None for k in MM_INPUTS):
+            self.mm = multimodal_kwargs(call.kwargs)
+
+    def finish(self, recording):
+        models = self.r.models
+        model = next((m for m in (models["cloud"], models["edge"]) if is_mrope(m)), None)
+        layout = prompt_layout(model, self.r.prompt_ids, self.mm) if model is not None else None
+        if layout:
+            span = layout.pop("audio")
+            recording["mrope"] = layout
+            prefill = {f["model"]: ("input_features" if f.get("input_features") else "inputs_embeds")
+                       for f in recording["forwards"] if f.get("input_features") or f.get("inputs_embeds")}
+            recording["audio"] = span and {"span": span, "rope_delta": layout["rope_delta"],
+                                           "prefill": prefill}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specdec_core.recorder.observe import Observer
+
 
 class _Out(dict):
     """What the Recorder's post hook reads: `.logits` and the cache (compat.output_cache)."""
@@ -31,9 +33,10 @@ def lm_head(model) -> nn.Module | None:
     return head if isinstance(head, nn.Module) else None
 
 
-class Parts:
-    def __init__(self, recorder, drafter=None):
-        self.r, self.drafter = recorder, drafter
+class Parts(Observer):
+    def __init__(self, recorder):
+        super().__init__(recorder)
+        self.drafter = recorder.drafter
         self.waiting = None          # (role, module, args, kwargs, output) of a direct inner call
         self.skip: list[bool] = []   # per running inner call: inside a top-level forward
 
@@ -55,9 +58,9 @@ class Parts:
         return handles
 
     def _flush_hook(self, *_):
-        self.flush()
+        self.close()
 
-    def flush(self) -> None:
+    def close(self) -> None:
         """Complete a direct inner call whose LM head was not (or not yet) seen: no rows."""
         if self.waiting is not None:
             self._finish(None)
@@ -71,7 +74,7 @@ class Parts:
 
     def _pre(self, role):
         def hook(module, args, kwargs):
-            self.flush()
+            self.close()
             inside = bool(self.r._pending.get(role))       # a top-level forward is running
             self.skip.append(inside)
             if not inside:

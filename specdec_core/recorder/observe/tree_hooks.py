@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from specdec_core.compat import cache_keys
+from specdec_core.recorder.observe import Observer
 
 MAX_CROSS = 128      # nodes per forward for which every token is scored under every row
 
@@ -81,18 +82,21 @@ def sources(old: torch.Tensor, now) -> list[int]:
     return [int(h[0]) if h.numel() else -1 for h in hits]
 
 
-class SlotWatch:
-    """The last layer's keys (one head) of each cache after its latest forward; at the next forward
-    the slots that changed in between are `slot_moves`."""
+class Trees(Observer):
+    """Per forward `mask_rows`, `slot_moves` (the slots of its cache that changed since the
+    cache's latest forward: the last layer's keys (one head) of each cache are kept) and
+    `rows["cross"]`; the recording's `draft_shape`."""
 
-    def __init__(self):
+    def __init__(self, recorder):
+        super().__init__(recorder)
         self.fp: dict = {}
 
-    def before(self, rec: dict, cache) -> None:
+    def pre(self, rec, call):
+        m = mask_rows(call.mask, rec.get("cache_len") or 0, len(rec.get("ids") or []))
+        if m:
+            rec["mask_rows"] = m
         old = self.fp.get(rec.get("cache"))
-        if old is None or cache is None:
-            return
-        cur = _fingerprint(cache)
+        cur = None if old is None or call.cache is None else _fingerprint(call.cache)
         if cur is None:
             return
         n = min(old.shape[0], cur.shape[0], rec.get("cache_len") or 0)
@@ -101,25 +105,17 @@ class SlotWatch:
         if moves:
             rec["slot_moves"] = moves
 
-    def after(self, rec: dict, cache) -> None:
-        if cache is None or rec.get("cache") is None or rec.get("use_cache") is False:
-            return
-        fp = _fingerprint(cache)
-        if fp is not None:
-            self.fp[rec["cache"]] = fp
+    def post(self, rec, call):
+        cache, logits = call.cache, call.logits
+        if cache is not None and rec.get("cache") is not None and rec.get("use_cache") is not False:
+            fp = _fingerprint(cache)
+            if fp is not None:
+                self.fp[rec["cache"]] = fp
+        rows = rec.get("rows")
+        if rows and isinstance(logits, torch.Tensor) and logits.dim() == 3 and is_tree(rec):
+            c = cross(logits[0], rec.get("ids") or [])
+            if c:
+                rows["cross"] = c
 
-
-def pre(rec: dict, mask, cache, watch: SlotWatch) -> None:
-    m = mask_rows(mask, rec.get("cache_len") or 0, len(rec.get("ids") or []))
-    if m:
-        rec["mask_rows"] = m
-    watch.before(rec, cache)
-
-
-def post(rec: dict, logits, cache, watch: SlotWatch) -> None:
-    watch.after(rec, cache)
-    rows = rec.get("rows")
-    if rows and isinstance(logits, torch.Tensor) and logits.dim() == 3 and is_tree(rec):
-        c = cross(logits[0], rec.get("ids") or [])
-        if c:
-            rows["cross"] = c
+    def finish(self, recording):
+        recording["draft_shape"] = "tree" if any(map(is_tree, recording["forwards"])) else "chain"
