@@ -2,8 +2,9 @@
 `hooks.OBSERVERS`; adding an observer is its module (a subclass of `Observer`) plus one entry
 there. For each entry, in list order, the Recorder:
 
-- builds it, `cls(recorder)`, with the recording (`recorder.models`, `.declared`, `.drafter`,
-  `.tokenizer`, `.forwards` are set; a declaration no loop could apply raises UserError here);
+- builds it, `cls(recorder)`, with the recording (`recorder.models`, `.distinct` (each model
+  once, with its role), `.drafter`, `.declared`, `.tokenizer`, `.forwards` are set; a
+  declaration no loop could apply raises UserError here);
 - `attach()`: the hooks of its own (on layers, a head drafter, an inner model) as removable
   handles; the Recorder removes them when the run ends, also on an exception;
 - `pre(f, call)` before each recorded forward: `f` is its record (ids, positions, cache id and
@@ -11,7 +12,8 @@ there. For each entry, in list order, the Recorder:
 - `post(f, call)` after it: `call` has role, `who` (the role the forward played: Depth sets it
   first), module, args, kwargs, output, logits and the cache it returned; the entries before
   have written their fields (Rows: `f["rows"]`, which Trees and Batches complete);
-- `close()` when the run ends, before the hooks come off: complete what is pending;
+- `close()` when the run ends, before the hooks come off (again at finish): complete what is
+  pending;
 - `finish(recording)`: write its fields into the recording, after the core fields.
 
 Fields are JSON-serialisable; docs/recorder.md holds the schema."""

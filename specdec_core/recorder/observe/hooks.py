@@ -123,9 +123,8 @@ class Rows(Observer):
                 "logp": round(float(logp[tok]), 5)}
 
 
-# What a recording keeps besides each forward's inputs, cache and time, in the order the Recorder
-# calls them (the protocol: observe/__init__.py). Depth decides who played a forward before
-# Rows scores it; Trees and Batches complete the rows; the finish order is the fields' order.
+# The observers, in the order the Recorder calls them (the protocol: observe/__init__.py): Depth
+# decides who played a forward before Rows scores it, Trees and Batches complete the rows.
 OBSERVERS = (Depth, Rows, Trees, Batches, HeadWatch, Parts, EdgeVocab, mrope.Multimodal)
 
 
@@ -139,6 +138,7 @@ class Recorder:
 
     def __init__(self, edge, cloud, tokenizer, prompt_ids, stop_ids=(), drafter=None, **declared):
         self.models = {"edge": edge, "cloud": cloud}
+        self.distinct = [(r, m) for r, m in self.models.items() if r == "edge" or m is not edge]
         self.tokenizer, self.drafter = tokenizer, drafter
         self.prompt_ids = _ints(prompt_ids[0] if isinstance(prompt_ids, torch.Tensor)
                                 and prompt_ids.dim() == 2 else prompt_ids)
@@ -154,10 +154,7 @@ class Recorder:
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self):
-        same = self.models["edge"] is self.models["cloud"]
-        for role, m in self.models.items():
-            if same and role == "cloud":
-                break
+        for role, m in self.distinct:
             self._handles.append(m.register_forward_pre_hook(self._pre(role), with_kwargs=True))
             self._handles.append(m.register_forward_hook(self._post(role), with_kwargs=True))
         for o in self.observers:

@@ -36,25 +36,21 @@ def lm_head(model) -> nn.Module | None:
 class Parts(Observer):
     def __init__(self, recorder):
         super().__init__(recorder)
-        self.drafter = recorder.drafter
         self.waiting = None          # (role, module, args, kwargs, output) of a direct inner call
         self.skip: list[bool] = []   # per running inner call: inside a top-level forward
 
     def attach(self) -> list:
-        handles, seen = [], set()
-        for role, m in self.r.models.items():
+        handles = []
+        for role, m in self.r.distinct:
             inner, head = inner_model(m), lm_head(m)
-            if m is None or id(m) in seen:
-                continue
-            seen.add(id(m))
             handles.append(m.register_forward_pre_hook(self._flush_hook, prepend=True))
             if inner is None or head is None:
                 continue
             handles += [inner.register_forward_pre_hook(self._pre(role), with_kwargs=True),
                         inner.register_forward_hook(self._post(role), with_kwargs=True),
                         head.register_forward_hook(self._logits(role))]
-        if self.drafter is not None:
-            handles.append(self.drafter.register_forward_pre_hook(self._flush_hook, prepend=True))
+        if self.r.drafter is not None:
+            handles.append(self.r.drafter.register_forward_pre_hook(self._flush_hook, prepend=True))
         return handles
 
     def _flush_hook(self, *_):
