@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec_core.recorder.observe import Observer
+from specdec_core.recorder.observe import Observer, fed_next
 from specdec_core.recorder.observe.tree_hooks import last_keys, sources
 
 
@@ -128,7 +128,9 @@ class Batches(Observer):
         n = len(rec["ids"] or [])
         for b, row in enumerate(rec["batch_rows"]):
             keep = m[b, m.shape[1] - n:]
-            self._fed_next(who, b, row, rec["i"])
+            held = self.held.pop((who, b), None)
+            if held is not None and row["ids"] and held[1].get("rows"):
+                held[1]["rows"]["fed_next"] = fed_next(held[2], row["ids"][0], rec["i"])
             if isinstance(logits, torch.Tensor) and logits.dim() == 3 and logits.shape[0] > b:
                 t = logits.shape[1]
                 idx = keep.nonzero().reshape(-1)
@@ -142,14 +144,3 @@ class Batches(Observer):
             w = min(cur.shape[1], m.shape[1])
             self.keys[rec.get("cache")] = [cur[b, :w][m[b, :w].to(cur.device)].float().cpu()
                                            for b in range(m.shape[0])]
-
-    def _fed_next(self, who: str, b: int, row: dict, i: int) -> None:
-        held = self.held.pop((who, b), None)
-        if held is None or not row["ids"] or not held[1].get("rows"):
-            return
-        fi, prev, logp = held
-        tok = row["ids"][0]
-        if 0 <= tok < logp.shape[-1]:
-            prev["rows"]["fed_next"] = {"forward": i, "token": tok,
-                                        "rank": int((logp > logp[tok]).sum()) + 1,
-                                        "logp": round(float(logp[tok]), 5)}

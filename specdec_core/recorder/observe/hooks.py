@@ -10,7 +10,7 @@ from types import SimpleNamespace as Call
 import torch
 
 from specdec_core.compat import cache_keys, forward_cache, output_cache, preallocated
-from specdec_core.recorder.observe import Observer, mrope, processing
+from specdec_core.recorder.observe import Observer, fed_next, ints, mrope, processing
 from specdec_core.recorder.observe.batch_hooks import Batches
 from specdec_core.recorder.observe.depth import Depth
 from specdec_core.recorder.observe.edge_vocab import EdgeVocab
@@ -20,14 +20,6 @@ from specdec_core.recorder.observe.tree_hooks import Trees
 
 SCHEMA = "specscope.recording/1"
 TOP = 5
-
-
-def _ints(t) -> list[int] | None:
-    if t is None:
-        return None
-    if isinstance(t, torch.Tensor):
-        return [int(x) for x in t.reshape(-1).tolist()]
-    return [int(x) for x in t]
 
 
 def _cache_len(cache) -> int | None:
@@ -100,7 +92,10 @@ class Rows(Observer):
         self.proc = processing.Watch(recorder.declared)   # declared top-k/top-p/penalty (issue 42)
 
     def post(self, f, call):
-        self._fed_next(call.who, f)
+        # the last forward of the role this one played (a partial-depth cloud forward drafts)
+        held = self.held.pop(call.who, None)
+        if held is not None and f["ids"]:
+            self.r.forwards[held[0]]["rows"]["fed_next"] = fed_next(held[1], f["ids"][0], f["i"])
         logits = call.logits
         if isinstance(logits, torch.Tensor) and logits.dim() == 3:
             scored, extra = self.proc.logits(call.who, f, logits[0])
@@ -108,19 +103,6 @@ class Rows(Observer):
             self.held[call.who] = (f["i"], last)
         else:
             f["rows"] = None
-
-    def _fed_next(self, who: str, rec: dict) -> None:
-        """Resolved after the forward, when its role is known (a partial-depth forward of the
-        cloud is a draft)."""
-        held = self.held.pop(who, None)
-        if held is None or not rec["ids"]:
-            return
-        fi, logp = held
-        tok = rec["ids"][0]
-        if 0 <= tok < logp.shape[-1]:
-            self.r.forwards[fi]["rows"]["fed_next"] = {
-                "forward": rec["i"], "token": tok, "rank": int((logp > logp[tok]).sum()) + 1,
-                "logp": round(float(logp[tok]), 5)}
 
 
 # The observers, in the order the Recorder calls them (the protocol: observe/__init__.py): Depth
@@ -140,8 +122,7 @@ class Recorder:
         self.models = {"edge": edge, "cloud": cloud}
         self.distinct = [(r, m) for r, m in self.models.items() if r == "edge" or m is not edge]
         self.tokenizer, self.drafter = tokenizer, drafter
-        self.prompt_ids = _ints(prompt_ids[0] if isinstance(prompt_ids, torch.Tensor)
-                                and prompt_ids.dim() == 2 else prompt_ids)
+        self.prompt_ids = ints(prompt_ids)
         self.stop_ids = sorted({int(s) for s in (stop_ids or ())})
         self.declared = {k: v for k, v in declared.items() if v is not None}
         self.forwards: list[dict] = []
@@ -189,10 +170,10 @@ class Recorder:
             embeds = kwargs.get("inputs_embeds") if ids is None else None
             text_pos, rows3 = mrope.split_positions(kwargs.get("position_ids"))
             rec = {"i": len(self.forwards), "model": role,
-                   "ids": _ints(ids[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else _ints(ids),
+                   "ids": ints(ids),
                    "batch": int(ids.shape[0]) if isinstance(ids, torch.Tensor) and ids.dim() == 2 else None,
                    "position_ids": text_pos,
-                   "cache_position": _ints(kwargs.get("cache_position")),
+                   "cache_position": ints(kwargs.get("cache_position")),
                    "mask_shape": list(mask.shape) if isinstance(mask, torch.Tensor) else None,
                    "cache_len": _cache_len(cache), "cache": self._keys.key(cache),
                    "use_cache": kwargs.get("use_cache"),
@@ -254,8 +235,7 @@ class Recorder:
     def finish(self, out_ids) -> dict:
         """The recording: JSON-serialisable, schema specscope.recording/1 (docs/recorder.md)."""
         self.close()
-        out = _ints(out_ids[0] if isinstance(out_ids, torch.Tensor) and out_ids.dim() == 2
-                    else out_ids) or []
+        out = ints(out_ids) or []
         vocab = {}
         if self.tokenizer is not None:
             vocab["tokenizer"] = len(self.tokenizer)
