@@ -9,14 +9,14 @@ from types import SimpleNamespace as Call
 
 import torch
 
-from specdec_core.compat import cache_keys, forward_cache, output_cache, preallocated
+from specdec_core.compat import forward_cache, output_cache, preallocated
 from specdec_core.recorder.observe import Observer, fed_next, ints, mrope, processing
 from specdec_core.recorder.observe.batch_hooks import Batches
 from specdec_core.recorder.observe.depth import Depth
 from specdec_core.recorder.observe.edge_vocab import EdgeVocab
 from specdec_core.recorder.observe.head_hooks import HeadWatch
 from specdec_core.recorder.observe.parts import Parts
-from specdec_core.recorder.observe.tree_hooks import Trees
+from specdec_core.recorder.observe.tree_hooks import Trees, fingerprint
 
 SCHEMA = "specscope.recording/1"
 TOP = 5
@@ -38,13 +38,14 @@ class _Keys:
     """Stable small ids for caches, so the tape can follow each cache. A cache object seen
     before keeps its id (weakly held). A NEW object that holds what a cache of this recording
     held (legacy tuples re-wrapped, caches rebuilt by slicing `k[:, :, :n]` or copied into a
-    fresh DynamicCache) gets that cache's id, so its tape continues: layer 0's keys of each
-    cache after its last write are kept (one tensor per id) and compared with the new one's."""
+    fresh DynamicCache) gets that cache's id, so its tape continues: each cache's fingerprint
+    after its last write is kept (tree_hooks.fingerprint, one tensor per id; Trees reads it too)
+    and compared with the new one's."""
 
     def __init__(self):
         self.refs: list = []            # (weak ref to a cache object, key)
         self.n = 0
-        self.held: dict = {}            # key -> layer-0 keys after its latest write
+        self.held: dict = {}            # key -> fingerprint after its latest write
 
     def key(self, cache) -> int | None:
         if cache is None:
@@ -52,7 +53,7 @@ class _Keys:
         for r, k in self.refs:
             if r() is cache:
                 return k
-        k = self._same_content(cache_keys(cache, 0))
+        k = self._same_content(fingerprint(cache))
         if k is None:
             k, self.n = self.n, self.n + 1
         try:
@@ -75,7 +76,7 @@ class _Keys:
         return None
 
     def written(self, cache, k) -> None:
-        t = cache_keys(cache, 0)
+        t = fingerprint(cache)
         if t is not None and k is not None:
             self.held.pop(k, None)
             self.held[k] = t

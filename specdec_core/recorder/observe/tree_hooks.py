@@ -71,9 +71,11 @@ def last_keys(cache) -> torch.Tensor | None:
     return None if t is None else t[:, 0].detach()
 
 
-def _fingerprint(cache) -> torch.Tensor | None:
+def fingerprint(cache) -> torch.Tensor | None:
+    """last_keys on the CPU, copied (a cache may be written in place): what the Recorder keeps
+    of each cache after its latest write (hooks._Keys), which Trees compares at the next one."""
     t = last_keys(cache)
-    return None if t is None else t[0].float().cpu().clone()   # [slots, head_dim]
+    return None if t is None else t.cpu().clone()
 
 
 def sources(old: torch.Tensor, now) -> list[int]:
@@ -84,21 +86,18 @@ def sources(old: torch.Tensor, now) -> list[int]:
 
 class Trees(Observer):
     """Per forward `mask_rows`, `slot_moves` (the slots of its cache that changed since the
-    cache's latest forward: the last layer's keys (one head) of each cache are kept) and
-    `rows["cross"]`; the recording's `draft_shape`."""
-
-    def __init__(self, recorder):
-        super().__init__(recorder)
-        self.fp: dict = {}
+    cache's latest forward: its fingerprint then, kept by hooks._Keys; a head drafter's cache
+    aside) and `rows["cross"]`; the recording's `draft_shape`."""
 
     def pre(self, rec, call):
         m = mask_rows(call.mask, rec.get("cache_len") or 0, len(rec.get("ids") or []))
         if m:
             rec["mask_rows"] = m
-        old = self.fp.get(rec.get("cache"))
-        cur = None if old is None or call.cache is None else _fingerprint(call.cache)
+        old = None if call.role == "head" else self.r._keys.held.get(rec.get("cache"))
+        cur = None if old is None or call.cache is None else fingerprint(call.cache)
         if cur is None:
             return
+        old, cur = old[0].float(), cur[0].float()       # batch row 0: [slots, head_dim]
         n = min(old.shape[0], cur.shape[0], rec.get("cache_len") or 0)
         changed = (cur[:n] != old[:n]).any(-1).nonzero().reshape(-1).tolist()
         moves = [[j, src] for j, src in zip(changed, sources(old, cur[changed]))]
@@ -106,11 +105,7 @@ class Trees(Observer):
             rec["slot_moves"] = moves
 
     def post(self, rec, call):
-        cache, logits = call.cache, call.logits
-        if cache is not None and rec.get("cache") is not None and rec.get("use_cache") is not False:
-            fp = _fingerprint(cache)
-            if fp is not None:
-                self.fp[rec["cache"]] = fp
+        logits = call.logits
         rows = rec.get("rows")
         if rows and isinstance(logits, torch.Tensor) and logits.dim() == 3 and is_tree(rec):
             c = cross(logits[0], rec.get("ids") or [])
