@@ -1,6 +1,7 @@
 """The flight recorder: forward hooks on the two models that log what each forward was fed and
-what it scored, without the user's decoder knowing (docs/recorder.md, "How it records" and
-"Where the time goes"; schema in the same file)."""
+what it scored, without the user's decoder knowing: the Recorder keeps each forward's inputs,
+cache and time, the observers in OBSERVERS the rest (observe/__init__.py; docs/recorder.md,
+"How it records" and "Where the time goes"; schema in the same file)."""
 from __future__ import annotations
 
 import time
