@@ -1,0 +1,52 @@
+"""Observers: each keeps one part of a recording. The Recorder (hooks.py) walks ONE ordered list,
+`hooks.OBSERVERS`: adding an observer is its module (a subclass of `Observer`) plus one entry
+there. Each entry is built with the recording, `cls(recorder)` (`recorder.models`, `.distinct`
+(each model once, with its role), `.drafter`, `.declared`, `.tokenizer`, `.forwards` are set; a
+declaration no loop could apply raises UserError here); then, for every entry in list order,
+the Recorder calls the methods below. Fields are JSON-serialisable (docs/recorder.md, schema)."""
+from __future__ import annotations
+
+import torch
+
+
+def ints(t) -> list[int] | None:
+    """Ids as ints: a sequence, a tensor (row 0 of a [batch, n] one); None for None."""
+    if t is None:
+        return None
+    if isinstance(t, torch.Tensor):
+        return [int(x) for x in (t[0] if t.dim() == 2 else t).reshape(-1).tolist()]
+    return [int(x) for x in t]
+
+
+def fed_next(logp: torch.Tensor, tok: int, i: int) -> dict | None:
+    """`rows["fed_next"]` of a forward whose last row held `logp`: the rank and log-prob under it
+    of the token the same model's next forward (index i) was fed first (what a drafter needs)."""
+    if not 0 <= tok < logp.shape[-1]:
+        return None
+    return {"forward": i, "token": tok, "rank": int((logp > logp[tok]).sum()) + 1,
+            "logp": round(float(logp[tok]), 5)}
+
+
+class Observer:
+    def __init__(self, recorder):
+        self.r = recorder
+
+    def attach(self) -> list:
+        """Hooks of its own (on layers, a head drafter, an inner model) as removable handles: the
+        Recorder removes them when the run ends, also on an exception."""
+        return []
+
+    def pre(self, f: dict, call) -> None:
+        """Before each recorded forward: `f` its record (ids, positions, cache id and length set),
+        `call` has role, module, args, kwargs and the ids, mask and cache passed."""
+
+    def post(self, f: dict, call) -> None:
+        """After it: `call` has role, `who` (the role it played: Depth sets it first), module,
+        args, kwargs, output, logits and the cache returned; the entries before have written
+        their fields (Rows: `f["rows"]`, which Trees and Batches complete)."""
+
+    def close(self) -> None:
+        """The run ended, before the hooks come off (again at finish): complete what is pending."""
+
+    def finish(self, recording: dict) -> None:
+        """Write its fields into the recording, after the core fields."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec_core.recorder.observe import Observer, fed_next
 from specdec_core.recorder.observe.tree_hooks import last_keys, sources
 
 
@@ -23,15 +24,17 @@ def _found(now, seen: set) -> int:
     return sum(k.numpy().tobytes() in seen for k in now)
 
 
-class BatchWatch:
+class Batches(Observer):
     """Per cache, each row's real slots' keys after its latest forward; per (role, row) the last
     scored row's log-probs (the rank of the token the row is fed next)."""
 
-    def __init__(self):
+    def __init__(self, recorder):
+        super().__init__(recorder)
         self.keys: dict = {}
         self.held: dict = {}
 
-    def pre(self, rec: dict, ids, mask, cache, positions) -> None:
+    def pre(self, rec: dict, call) -> None:
+        ids, mask, cache, positions = call.ids, call.mask, call.cache, call.kwargs.get("position_ids")
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] < 2:
             return
         B, n = ids.shape
@@ -117,19 +120,22 @@ class BatchWatch:
                 rec["cache"] = key
                 return
 
-    def post(self, rec: dict, who: str, logits, cache, rows_fn, temperature) -> None:
+    def post(self, rec: dict, call) -> None:
+        who, logits, cache = call.who, call.logits, call.cache
         m = rec.pop("_real", None)
         if m is None or rec.get("batch_rows") is None:
             return
         n = len(rec["ids"] or [])
         for b, row in enumerate(rec["batch_rows"]):
             keep = m[b, m.shape[1] - n:]
-            self._fed_next(who, b, row, rec["i"])
+            held = self.held.pop((who, b), None)
+            if held is not None and row["ids"] and held[1].get("rows"):
+                held[1]["rows"]["fed_next"] = fed_next(held[2], row["ids"][0], rec["i"])
             if isinstance(logits, torch.Tensor) and logits.dim() == 3 and logits.shape[0] > b:
                 t = logits.shape[1]
                 idx = keep.nonzero().reshape(-1)
                 idx = idx[idx >= n - t] - (n - t)
-                row["rows"], last = rows_fn(logits[b, idx.to(logits.device)], row["ids"], temperature)
+                row["rows"], last = self.r.score(logits[b, idx.to(logits.device)], row["ids"])
                 self.held[(who, b)] = (rec["i"], row, last)
             else:
                 row["rows"] = None
@@ -138,14 +144,3 @@ class BatchWatch:
             w = min(cur.shape[1], m.shape[1])
             self.keys[rec.get("cache")] = [cur[b, :w][m[b, :w].to(cur.device)].float().cpu()
                                            for b in range(m.shape[0])]
-
-    def _fed_next(self, who: str, b: int, row: dict, i: int) -> None:
-        held = self.held.pop((who, b), None)
-        if held is None or not row["ids"] or not held[1].get("rows"):
-            return
-        fi, prev, logp = held
-        tok = row["ids"][0]
-        if 0 <= tok < logp.shape[-1]:
-            prev["rows"]["fed_next"] = {"forward": i, "token": tok,
-                                        "rank": int((logp > logp[tok]).sum()) + 1,
-                                        "logp": round(float(logp[tok]), 5)}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import torch.nn as nn
 
+from specdec_core.recorder.observe import Observer
+
 SKIP = ("audio", "visual", "vision", "talker", "token2wav", "encoder")
 
 
@@ -24,12 +26,14 @@ def decoder_layers(model) -> nn.ModuleList | None:
     return best[1] if best else None
 
 
-class Depth:
-    def __init__(self, models: dict):
-        self.models = models
-        self.lists = {r: decoder_layers(m) for r, m in models.items()}
+class Depth(Observer):
+    """Counts each forward's layers; sets `call.who`, and the recording's `layers` and `drafter`."""
+
+    def __init__(self, recorder):
+        super().__init__(recorder)
+        self.lists = {r: decoder_layers(m) for r, m in recorder.models.items()}
         self.total = {r: (len(x) if x is not None else None) for r, x in self.lists.items()}
-        self.count: dict[str, int | None] = {r: None for r in models}
+        self.count: dict[str, int | None] = {r: None for r in recorder.models}
 
     def attach(self) -> list:
         handles = []
@@ -48,28 +52,28 @@ class Depth:
                 self.count[role] += 1
         return hook
 
-    def start(self, role: str) -> None:
-        if self.lists.get(role) is not None:
-            self.count[role] = 0
+    def pre(self, f, call):
+        if self.lists.get(call.role) is not None:
+            self.count[call.role] = 0
 
-    def stop(self, role: str, rec: dict) -> str:
+    def post(self, f, call):
         """The role this forward played: 'edge' for a cloud forward that ran fewer layers."""
+        role = call.role
         n, total = self.count.get(role), self.total.get(role)
         self.count[role] = None
         if n is None or not total or n >= total:
-            return role
-        rec["depth"] = n
+            return
+        f["depth"] = n
         if role == "cloud" and n > 0:
-            rec["module"], rec["model"] = "cloud", "edge"
-            return "edge"
-        return role
+            f["module"], f["model"] = "cloud", "edge"
+            call.who = "edge"
 
-    @staticmethod
-    def drafter(forwards: list[dict]) -> str:
+    def finish(self, recording):
+        forwards = recording["forwards"]
+        recording["layers"] = self.total
         if any(f.get("module") == "head" for f in forwards):
-            return "head"
-        if any(f.get("module") == "cloud" and f["model"] == "edge" for f in forwards):
-            return "self"
-        if any(f["model"] == "edge" for f in forwards):
-            return "model"
-        return "lookup"
+            recording["drafter"] = "head"
+        elif any(f.get("module") == "cloud" and f["model"] == "edge" for f in forwards):
+            recording["drafter"] = "self"
+        else:
+            recording["drafter"] = "model" if any(f["model"] == "edge" for f in forwards) else "lookup"

@@ -4,6 +4,14 @@ when the edge's vocabulary differs from the cloud's, the tokenizer saved with th
 them (`edge_tokenizer`: width, source, texts, specials)."""
 from __future__ import annotations
 
+from specdec_core.recorder.observe import Observer
+
+
+class EdgeVocab(Observer):
+    def finish(self, recording):
+        recording.update(edge_texts(self.r.models["edge"], recording["vocab"], recording["forwards"],
+                                    self.r.tokenizer))
+
 
 def _own_tokenizer(edge):
     from transformers import AutoTokenizer

@@ -8,6 +8,7 @@ import torch
 
 from specdec_core.compat import forward_cache
 from specdec_core.decoding.head import final_norm
+from specdec_core.recorder.observe import Observer
 
 TOL = 1e-3       # cosine distance; the same tensor through a cast differs by ~1e-7
 PROJ = 4
@@ -27,12 +28,13 @@ def _cat(old: torch.Tensor | None, keep: int, new: torch.Tensor) -> torch.Tensor
     return new if old is None else torch.cat([old[:keep], new], dim=0)
 
 
-class HeadWatch:
-    """The Recorder's hooks for a head drafter and the cloud's features (see module doc)."""
+class HeadWatch(Observer):
+    """The Recorder's hooks for a head drafter (`recorder.drafter`) and the cloud's features (see
+    module doc); none without one."""
 
-    def __init__(self, recorder, head, cloud):
-        self.r, self.head, self.cloud = recorder, head, cloud
-        self.r._pending.setdefault("head", [])
+    def __init__(self, recorder):
+        super().__init__(recorder)
+        self.head, self.cloud = recorder.drafter, recorder.models["cloud"]
         self.cloud_ids: list[int] = []
         self.cloud_feats: torch.Tensor | None = None
         self.ids: list[int] = []
@@ -44,6 +46,8 @@ class HeadWatch:
         self.verified = False           # the last head input lies wholly in the cloud's context
 
     def attach(self) -> list:
+        if self.head is None:
+            return []
         return [final_norm(self.cloud).register_forward_hook(self._grab),
                 self.head.register_forward_pre_hook(self._pre, with_kwargs=True),
                 self.head.register_forward_hook(self._post, with_kwargs=True)]

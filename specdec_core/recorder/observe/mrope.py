@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec_core.recorder.observe import Observer, ints
 
 MM_TOKENS = ("audio_token_index", "audio_token_id", "image_token_index", "image_token_id",
              "video_token_index", "video_token_id")
@@ -16,10 +17,6 @@ def is_mrope(model) -> bool:
     return callable(getattr(model, "get_rope_index", None))
 
 
-def _row(t) -> list[int]:
-    return [int(x) for x in t.reshape(-1).tolist()]
-
-
 def split_positions(pos) -> tuple[list | None, list | None]:
     """position_ids as passed -> (text row, three mrope rows), batch row 0. [B, L] and [L] are
     text rows (an mrope model repeats them on its three rows); [3, B, L] are mrope rows;
@@ -27,9 +24,9 @@ def split_positions(pos) -> tuple[list | None, list | None]:
     if not isinstance(pos, torch.Tensor):
         return None, None
     if pos.dim() == 3 and pos.shape[0] in (3, 4):
-        rows = [_row(pos[r, 0]) for r in range(pos.shape[0])]
+        rows = [ints(pos[r, 0]) for r in range(pos.shape[0])]
         return (rows[0], rows[1:]) if len(rows) == 4 else (None, rows)
-    return _row(pos[0] if pos.dim() == 2 else pos), None
+    return ints(pos), None
 
 
 def multimodal_ids(model) -> set[int]:
@@ -108,5 +105,29 @@ def prompt_layout(model, prompt: list[int], mm: dict) -> dict | None:
     except Exception:           # a config or prompt get_rope_index cannot place: not checked
         return None
     span = [runs[0][0], runs[-1][1]] if runs else None
-    return {"prompt": [_row(pos[r, 0]) for r in range(3)],
+    return {"prompt": [ints(pos[r, 0]) for r in range(3)],
             "rope_delta": int(delta.reshape(-1)[0]), "audio": span}
+
+
+class Multimodal(Observer):
+    """The prefill's audio lengths / vision grids; the recording's `mrope` and `audio`."""
+
+    def __init__(self, recorder):
+        super().__init__(recorder)
+        self.mm: dict = {}
+
+    def pre(self, f, call):
+        if not self.mm and any(call.kwargs.get(k) is not None for k in MM_INPUTS):
+            self.mm = multimodal_kwargs(call.kwargs)
+
+    def finish(self, recording):
+        models = self.r.models
+        model = next((m for m in (models["cloud"], models["edge"]) if is_mrope(m)), None)
+        layout = prompt_layout(model, self.r.prompt_ids, self.mm) if model is not None else None
+        if layout:
+            span = layout.pop("audio")
+            recording["mrope"] = layout
+            prefill = {f["model"]: ("input_features" if f.get("input_features") else "inputs_embeds")
+                       for f in recording["forwards"] if f.get("input_features") or f.get("inputs_embeds")}
+            recording["audio"] = span and {"span": span, "rope_delta": layout["rope_delta"],
+                                           "prefill": prefill}

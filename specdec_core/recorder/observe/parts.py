@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specdec_core.recorder.observe import Observer
+
 
 class _Out(dict):
     """What the Recorder's post hook reads: `.logits` and the cache (compat.output_cache)."""
@@ -31,33 +33,30 @@ def lm_head(model) -> nn.Module | None:
     return head if isinstance(head, nn.Module) else None
 
 
-class Parts:
-    def __init__(self, recorder, drafter=None):
-        self.r, self.drafter = recorder, drafter
+class Parts(Observer):
+    def __init__(self, recorder):
+        super().__init__(recorder)
         self.waiting = None          # (role, module, args, kwargs, output) of a direct inner call
         self.skip: list[bool] = []   # per running inner call: inside a top-level forward
 
     def attach(self) -> list:
-        handles, seen = [], set()
-        for role, m in self.r.models.items():
+        handles = []
+        for role, m in self.r.distinct:
             inner, head = inner_model(m), lm_head(m)
-            if m is None or id(m) in seen:
-                continue
-            seen.add(id(m))
             handles.append(m.register_forward_pre_hook(self._flush_hook, prepend=True))
             if inner is None or head is None:
                 continue
             handles += [inner.register_forward_pre_hook(self._pre(role), with_kwargs=True),
                         inner.register_forward_hook(self._post(role), with_kwargs=True),
                         head.register_forward_hook(self._logits(role))]
-        if self.drafter is not None:
-            handles.append(self.drafter.register_forward_pre_hook(self._flush_hook, prepend=True))
+        if self.r.drafter is not None:
+            handles.append(self.r.drafter.register_forward_pre_hook(self._flush_hook, prepend=True))
         return handles
 
     def _flush_hook(self, *_):
-        self.flush()
+        self.close()
 
-    def flush(self) -> None:
+    def close(self) -> None:
         """Complete a direct inner call whose LM head was not (or not yet) seen: no rows."""
         if self.waiting is not None:
             self._finish(None)
@@ -71,7 +70,7 @@ class Parts:
 
     def _pre(self, role):
         def hook(module, args, kwargs):
-            self.flush()
+            self.close()
             inside = bool(self.r._pending.get(role))       # a top-level forward is running
             self.skip.append(inside)
             if not inside:

@@ -28,12 +28,6 @@ ROLE = {"edge": "draft", "cloud": "target"}
 OUT = -1e4        # log-prob of a token the processing removes (finite: JSON, exp() is 0)
 
 
-def validate(declared: dict) -> None:
-    """A one-line UserError for a value no loop could apply."""
-    for name, knob in KNOBS.items():
-        knob.check(declared.get(name))
-
-
 def for_role(declared: dict, role: str) -> dict:
     """{"top_k", "top_p", "penalty"} declared for this model (edge: draft_*, cloud: target_*);
     values that change nothing (top_p 1, penalty 1) are left out."""
@@ -115,7 +109,8 @@ class Watch:
     `penalised_argmax` (a loop may penalise its drafts as generate's assistant does)."""
 
     def __init__(self, declared: dict):
-        validate(declared)
+        for name, knob in KNOBS.items():     # a one-line UserError for a value no loop could apply
+            knob.check(declared.get(name))
         self.T = float(declared.get("temperature") or 0.0)
         self.proc = {role: for_role(declared, role) for role in ROLE}
         self.penalty = self.proc["cloud"].get("penalty")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from specdec_core.compat import cache_keys
+from specdec_core.recorder.observe import Observer
 
 MAX_CROSS = 128      # nodes per forward for which every token is scored under every row
 
@@ -70,9 +71,11 @@ def last_keys(cache) -> torch.Tensor | None:
     return None if t is None else t[:, 0].detach()
 
 
-def _fingerprint(cache) -> torch.Tensor | None:
+def fingerprint(cache) -> torch.Tensor | None:
+    """last_keys on the CPU, copied (a cache may be written in place): what the Recorder keeps
+    of each cache after its latest write (hooks._Keys), which Trees compares at the next one."""
     t = last_keys(cache)
-    return None if t is None else t[0].float().cpu().clone()   # [slots, head_dim]
+    return None if t is None else t.cpu().clone()
 
 
 def sources(old: torch.Tensor, now) -> list[int]:
@@ -81,45 +84,33 @@ def sources(old: torch.Tensor, now) -> list[int]:
     return [int(h[0]) if h.numel() else -1 for h in hits]
 
 
-class SlotWatch:
-    """The last layer's keys (one head) of each cache after its latest forward; at the next forward
-    the slots that changed in between are `slot_moves`."""
+class Trees(Observer):
+    """Per forward `mask_rows`, `slot_moves` (the slots of its cache that changed since the
+    cache's latest forward: its fingerprint then, kept by hooks._Keys; a head drafter's cache
+    aside) and `rows["cross"]`; the recording's `draft_shape`."""
 
-    def __init__(self):
-        self.fp: dict = {}
-
-    def before(self, rec: dict, cache) -> None:
-        old = self.fp.get(rec.get("cache"))
-        if old is None or cache is None:
-            return
-        cur = _fingerprint(cache)
+    def pre(self, rec, call):
+        m = mask_rows(call.mask, rec.get("cache_len") or 0, len(rec.get("ids") or []))
+        if m:
+            rec["mask_rows"] = m
+        old = None if call.role == "head" else self.r._keys.held.get(rec.get("cache"))
+        cur = None if old is None or call.cache is None else fingerprint(call.cache)
         if cur is None:
             return
+        old, cur = old[0].float(), cur[0].float()       # batch row 0: [slots, head_dim]
         n = min(old.shape[0], cur.shape[0], rec.get("cache_len") or 0)
         changed = (cur[:n] != old[:n]).any(-1).nonzero().reshape(-1).tolist()
         moves = [[j, src] for j, src in zip(changed, sources(old, cur[changed]))]
         if moves:
             rec["slot_moves"] = moves
 
-    def after(self, rec: dict, cache) -> None:
-        if cache is None or rec.get("cache") is None or rec.get("use_cache") is False:
-            return
-        fp = _fingerprint(cache)
-        if fp is not None:
-            self.fp[rec["cache"]] = fp
+    def post(self, rec, call):
+        logits = call.logits
+        rows = rec.get("rows")
+        if rows and isinstance(logits, torch.Tensor) and logits.dim() == 3 and is_tree(rec):
+            c = cross(logits[0], rec.get("ids") or [])
+            if c:
+                rows["cross"] = c
 
-
-def pre(rec: dict, mask, cache, watch: SlotWatch) -> None:
-    m = mask_rows(mask, rec.get("cache_len") or 0, len(rec.get("ids") or []))
-    if m:
-        rec["mask_rows"] = m
-    watch.before(rec, cache)
-
-
-def post(rec: dict, logits, cache, watch: SlotWatch) -> None:
-    watch.after(rec, cache)
-    rows = rec.get("rows")
-    if rows and isinstance(logits, torch.Tensor) and logits.dim() == 3 and is_tree(rec):
-        c = cross(logits[0], rec.get("ids") or [])
-        if c:
-            rows["cross"] = c
+    def finish(self, recording):
+        recording["draft_shape"] = "tree" if any(map(is_tree, recording["forwards"])) else "chain"
