@@ -182,16 +182,17 @@ def cloud_loop(backend, prompt, cfg, engine: str) -> dict:
     out = {}
     for _ in range(2):
         runner = engine_runner(backend, backend.cloud, prompt, cfg, engine)
-        nxt, n = [int(prompt.input_ids[0, -1])], cfg.max_new_tokens
+        nxt, n, ids = [int(prompt.input_ids[0, -1])], cfg.max_new_tokens, []
         runner.feed(nxt)                   # prefill + first step, not timed
         sync()
         t0 = time.perf_counter()
         for _ in range(n):
             nxt = [int(runner.feed(nxt)[-1].argmax())]
+            ids.append(nxt[0])
         sync()
         wall = time.perf_counter() - t0
         out = {"tokens": n, "tokens_per_s": round(n / wall, 2), "wall_s": round(wall, 4),
-               "cache_len": runner.seen}
+               "cache_len": runner.seen, "token_ids": ids}
     return out
 
 
@@ -204,7 +205,25 @@ def run_sd(backend, prompt, cfg) -> dict:
     m = tr.metrics
     return {"tokens": len(tr.token_ids), "tokens_per_s": m["tokens_per_s"], "wall_s": m["wall_s"],
             "acceptance_rate": m["acceptance_rate"], "mean_accepted_length": m["mean_accepted_length"],
-            "cloud_calls": m["cloud_calls"], "engine": tr.info.get("engine")}
+            "cloud_calls": m["cloud_calls"], "engine": tr.info.get("engine"),
+            "token_ids": [int(t) for t in tr.token_ids]}
+
+
+def agreement(by_engine: dict) -> dict:
+    """Per decode (cloud loop, each SD run): does every engine emit the first engine's tokens?
+    Greedy on the same weights, so any difference is the engine's numerics or a bug in it: in
+    fp32 it must be none; in bf16 a late divergence between near-tied logits is kernel numerics."""
+    names = list(by_engine)
+    out = {}
+    for run in ("cloud_loop", "sd_draft_eq_cloud", "sd_3b_7b", "sd_head"):
+        ref = by_engine[names[0]][run]["token_ids"]
+        for e in names[1:]:
+            ids = by_engine[e][run]["token_ids"]
+            first = next((i for i, (a, b) in enumerate(zip(ref, ids)) if a != b),
+                         None if len(ref) == len(ids) else min(len(ref), len(ids)))
+            out[f"{run}: {e} vs {names[0]}"] = {"identical": first is None, "first_divergence": first,
+                                                "tokens": [len(ref), len(ids)]}
+    return out
 
 
 def run_cloud_only(backend, prompt, cfg) -> dict:
@@ -384,6 +403,7 @@ def main(argv=None) -> int:
     if len(engines) > 1:
         a, b = (out["by_engine"][e]["cloud_loop"]["tokens_per_s"] for e in engines[:2])
         out[f"cloud_loop_{engines[1]}_over_{engines[0]}"] = round(b / a, 3)
+        out["engine_agreement"] = agreement(out["by_engine"])
     peak_mem = 0 if smoke else torch.cuda.max_memory_allocated(dev)
     free, total = (0, 0) if smoke else torch.cuda.mem_get_info(dev)
     out["gpu_memory_gib"] = {"7B_weights": round(mem7 / GiB, 2), "both_weights": round(mem_both / GiB, 2),
@@ -428,6 +448,9 @@ def markdown(o: dict, k: int) -> str:
     for key in o:
         if key.startswith("cloud_loop_") and "_over_" in key:
             rows.append((key.replace("_", " "), f"{o[key]}×"))
+    for key, a in o.get("engine_agreement", {}).items():
+        rows.append((f"same tokens, {key}", "identical" if a["identical"] else
+                     f"differs from token {a['first_divergence']} (lengths {a['tokens']})"))
     return "\n".join(["| quantity | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows])
 
 

@@ -209,3 +209,21 @@ def test_memory_estimate_from_configs(backend):
     b7 = count_parameters(gpu_check.thinker_config("7B")) / 1e9
     b3 = count_parameters(gpu_check.thinker_config("3B")) / 1e9
     assert 8.5 < b7 < 9.3 and 4.2 < b3 < 5.0, (b7, b3)
+
+
+def test_gpu_check_engine_agreement_names_the_first_divergence():
+    # the GPU check's verdict on graphs vs eager (docs/gpu/): identical, or the first token apart
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    runs = ("cloud_loop", "sd_draft_eq_cloud", "sd_3b_7b", "sd_head")
+    eager = {r: {"token_ids": [5, 6, 7, 8]} for r in runs}
+    graphs = {r: {"token_ids": [5, 6, 7, 8]} for r in runs}
+    graphs["sd_3b_7b"] = {"token_ids": [5, 6, 9, 8]}
+    graphs["sd_head"] = {"token_ids": [5, 6, 7]}
+    got = gpu_check.agreement({"eager": eager, "graphs": graphs})
+    assert got["cloud_loop: graphs vs eager"] == {"identical": True, "first_divergence": None,
+                                                  "tokens": [4, 4]}
+    assert got["sd_3b_7b: graphs vs eager"]["first_divergence"] == 2
+    assert got["sd_head: graphs vs eager"] == {"identical": False, "first_divergence": 3,
+                                               "tokens": [4, 3]}
