@@ -206,7 +206,19 @@ def run_sd(backend, prompt, cfg) -> dict:
     return {"tokens": len(tr.token_ids), "tokens_per_s": m["tokens_per_s"], "wall_s": m["wall_s"],
             "acceptance_rate": m["acceptance_rate"], "mean_accepted_length": m["mean_accepted_length"],
             "cloud_calls": m["cloud_calls"], "engine": tr.info.get("engine"),
-            "token_ids": [int(t) for t in tr.token_ids]}
+            "token_ids": [int(t) for t in tr.token_ids], "rounds": round_times(tr)}
+
+
+def round_times(tr) -> dict:
+    """Where an SD decode's wall time went: the first round (it holds both prefills: a runner
+    prefills on its first feed), the later rounds (median), their sum, and the device time the
+    CUDA events measured inside them (None on a CPU): round_s - device_s is the host's overhead."""
+    rs = [r.round_s for r in tr.rounds]
+    ds = [r.device_s for r in tr.rounds[1:] if r.device_s is not None]
+    return {"n": len(rs), "first_s": round(rs[0], 4) if rs else None,
+            "median_later_s": round(statistics.median(rs[1:]), 4) if len(rs) > 1 else None,
+            "sum_s": round(sum(rs), 4),
+            "median_later_device_s": round(statistics.median(ds), 4) if ds else None}
 
 
 def agreement(by_engine: dict) -> dict:
@@ -417,6 +429,12 @@ def main(argv=None) -> int:
     return 0
 
 
+def _rounds(r: dict) -> str:
+    ms = lambda x: "n/a" if x is None else f"{x * 1e3:.1f} ms"  # noqa: E731
+    return (f"{ms(r['first_s'])} / {ms(r['median_later_s'])} ({ms(r['median_later_device_s'])}), "
+            f"{r['n']} rounds")
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{x:.0%}"
 
@@ -441,6 +459,8 @@ def markdown(o: dict, k: int) -> str:
             (f"[{e}] c = edge/cloud step", f"{f['c']}"),
             (f"[{e}] cloud-only loop", f"{lp['tokens_per_s']} tok/s, {_pct(lp['bandwidth_share'])} of the bandwidth bound"),
             (f"[{e}] SD draft == cloud (acceptance 1)", f"{b['sd_draft_eq_cloud']['tokens_per_s']} tok/s"),
+            (f"[{e}] SD draft == cloud: first round (prefills) / later rounds, median (device)",
+             _rounds(b['sd_draft_eq_cloud']['rounds'])),
             (f"[{e}] SD 3B/7B (random weights)", f"{b['sd_3b_7b']['tokens_per_s']} tok/s, acceptance {b['sd_3b_7b']['acceptance_rate']}"),
             (f"[{e}] SD head drafter (random head)", f"{b['sd_head']['tokens_per_s']} tok/s, acceptance {b['sd_head']['acceptance_rate']}"),
             (f"[{e}] break-even acceptance (k={k})", f"{be['leviathan']} (verify = step), {be['measured_verify']} (measured verify)"),
