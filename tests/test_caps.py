@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from browser_util import app_process, launch_chromium, wait_state
+from poll import wait_until
 from test_recorder_unit import recording, round1
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
@@ -92,15 +93,13 @@ def server():
         yield {"url": url, "pid": proc.pid}
 
 
-def wait_running(jobs, timeout: float = 300.0) -> None:
+def wait_running(jobs) -> None:
     """Poll until every submitted job is queued on or decoding at the server (not a sleep)."""
     from gradio_client.utils import Status
 
     on = {Status.IN_QUEUE, Status.PROCESSING, Status.ITERATING, Status.PROGRESS}
-    deadline = time.monotonic() + timeout
-    while not all(j.status().code in on or j.done() for j in jobs):
-        assert time.monotonic() < deadline, [j.status().code for j in jobs]
-        time.sleep(0.1)
+    wait_until(lambda: all(j.status().code in on or j.done() for j in jobs),
+               "every job queued or running at the server", every=0.1)
 
 
 def test_a_run_at_the_caps_is_cut_with_the_caps_line_beside_an_ordinary_run(server):

@@ -5,19 +5,16 @@ so the order is decided by the scheduler, not by how fast this machine is."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
+from poll import wait_until
 
 from specdec_core.slots import RoundSlots
 
 
-def until(cond, what: str, timeout: float = 60.0) -> None:
-    """Poll for a state (the timeout is only a safety net for a broken scheduler)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.005)
+def until(cond, what: str) -> None:
+    """Poll for a state (a broken scheduler that never reaches it: pytest-timeout ends the test)."""
+    wait_until(cond, what, every=0.005)
 
 
 class GatedRun:
