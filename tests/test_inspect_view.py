@@ -357,7 +357,8 @@ def test_the_pages_ten_line_loop_records_without_an_error_finding(tmp_path):
     res = _json.loads(out.read_text(encoding="utf-8"))["results"][0]
     assert res["ok"] and res["recording"]["out_ids"]
     codes = {f["code"]: f["severity"] for f in res["findings"]}
-    assert "error" not in codes.values() and set(codes) <= {"recomputed_context"}, codes
+    # the timed findings (wall-clock shares) may come on a busy machine; nothing else may
+    assert "error" not in codes.values() and set(codes) <= {"recomputed_context", "loop_overhead"}, codes
 
 
 def test_idle_cloud_calls_say_the_cloud_ran_on_another_context(recorded):

@@ -161,7 +161,10 @@ def test_one_tokenizer_passed_twice_with_a_wider_edge_head_is_only_audio_missing
     res = record_clip(fn, path, backend, str(CLIPS[2]), dict(KNOBS, max_new_tokens=24), reference=True)
     assert res["ok"], res.get("error")
     assert res["reference"]["first_divergence"] is None, res["reference"]
-    loud = [(f["code"], f["severity"]) for f in res["findings"] if f["severity"] != "info"]
+    # loop_overhead / recomputed_context read the wall clock (a busy machine raises them): not
+    # what this test is about
+    loud = [(f["code"], f["severity"]) for f in res["findings"] if f["severity"] != "info"
+            and f["code"] not in {"loop_overhead", "recomputed_context"}]
     assert loud == [("audio_missing", "warning")], res["findings"]
     first_edge = next(f for f in res["recording"]["forwards"] if f["model"] == "edge")
     assert len(first_edge["ids"]) < len(res["recording"]["prompt_ids"])   # really re-tokenized
