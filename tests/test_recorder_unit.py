@@ -178,3 +178,27 @@ def test_mrope_reset_or_dropped_delta_is_a_position_error_naming_forward_and_del
 def test_not_a_recording_is_a_one_line_user_error():
     with pytest.raises(RecordingError, match="not a SpecScope recording"):
         analyze({"schema": "other"}, None)
+
+
+def test_declared_processing_is_generates_own_per_row():
+    """processing.apply: row r is what generate's penalty, temperature, top-k and top-p (in that
+    order) make of it given the context up to its input token; removed tokens sit far below."""
+    import torch
+    from transformers import (LogitsProcessorList, RepetitionPenaltyLogitsProcessor,
+                              TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
+
+    from specdec_core.recorder.observe import processing
+
+    x = torch.randn(3, 12, generator=torch.Generator().manual_seed(0)) * 3
+    ctx, first, T = [4, 7, 4, 1, 9], 2, 0.7
+    got = processing.apply(x, {"penalty": 1.3, "top_k": 5, "top_p": 0.8}, T, ctx, first)
+    hf = LogitsProcessorList([RepetitionPenaltyLogitsProcessor(1.3), TemperatureLogitsWarper(T),
+                              TopKLogitsWarper(5), TopPLogitsWarper(0.8)])
+    for r in range(3):
+        want = hf(torch.tensor([ctx[:first + r + 1]]), x[r:r + 1].clone())[0]
+        kept = torch.isfinite(want)
+        assert torch.equal(got[r] > got[r].min(), kept) and kept.sum() >= 1
+        assert torch.allclose(got[r][kept] / T, want[kept])
+    # greedy: the penalty alone, the row's argmax is the penalised one
+    pen = processing.apply(x, {"penalty": 1.3}, 0, ctx, first)
+    assert torch.equal(pen[0].argmax(), hf[0](torch.tensor([ctx[:3]]), x[:1].clone())[0].argmax())

@@ -60,3 +60,19 @@ def test_masks_only_where_the_model_agrees():
     assert causal_mask(0, 5, "cpu") is None and causal_mask(7, 1, "cpu") is None
     m = causal_mask(3, 2, "cpu")
     assert m.shape == (1, 1, 2, 5) and m[0, 0].tolist() == [[True] * 4 + [False], [True] * 5]
+
+
+def test_one_probe_for_masks_and_the_layer_loop():
+    """lean.same_logits is the one check both paths pass: the layer loop and the prepared masks
+    agree with the model bit for bit, a call that differs by one ulp-sized nudge does not, and a
+    call that raises reads as 'keep the model's own call'."""
+    from specdec_core.compat import with_cache
+    from specdec_core.decoding import lean
+
+    model = tiny_qwen2(40, hidden=32, layers=2, seed=6, init=0.3)
+    assert lean.usable(model, causal_mask) and prepared_masks(model)
+    own = lambda ids, pos, cache, past: model(input_ids=ids, position_ids=pos, use_cache=True,  # noqa: E731
+                                              **with_cache(model, cache)).logits[0]
+    assert lean.same_logits(model, own)
+    assert not lean.same_logits(model, lambda *a: own(*a) + 1e-3)
+    assert not lean.same_logits(model, lambda *a: 1 / 0)

@@ -20,7 +20,6 @@ import os
 import torch
 
 from specdec_core.compat import set_write_position, static_cache
-from specdec_core.decoding.config import ENGINES  # noqa: F401  (the knob's choices)
 from specdec_core.errors import ConfigError
 
 

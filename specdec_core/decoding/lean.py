@@ -48,32 +48,26 @@ def forward(model, ids: torch.Tensor, pos: torch.Tensor, mask, cache, keep: int 
 def usable(model, causal_mask) -> bool:
     """Whether `forward` gives exactly the model's own logits (checked once per model object)."""
     known = _CHECKED.get(model)
-    if known is not None:
-        return known
-    ok = parts(model) is not None
-    if ok:
-        try:
-            ok = _same(model, causal_mask)
-        except Exception:   # noqa: BLE001 - a model the layer loop does not fit keeps its own call
-            ok = False
-    _CHECKED[model] = ok
-    return ok
+    if known is None:
+        known = _CHECKED[model] = parts(model) is not None and same_logits(
+            model, lambda ids, pos, cache, past: forward(model, ids, pos, causal_mask(past, ids.shape[1], pos.device), cache))
+    return known
 
 
-def _same(model, causal_mask) -> bool:
+def same_logits(model, call) -> bool:
+    """Whether `call(ids, pos, cache, past)` gives exactly the model's own logits [n, V] on a
+    prefill, a two-token step and a one-token step, each cache filled by its own calls (the
+    runner's prepared masks and the layer loop are each checked so, once per model object); any
+    exception: False (a model the call does not fit keeps its own)."""
     dev = next(model.parameters()).device
     ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]], device=dev) % int(model.config.vocab_size)
     pos = torch.arange(7, device=dev)[None]
-    got = []
-    with torch.inference_mode():
-        for lean in (False, True):
-            cache, out = DynamicCache(), []
-            for a, b in ((0, 4), (4, 6), (6, 7)):        # prefill, two tokens, one token
-                m = causal_mask(a, b - a, dev)
-                if lean:
-                    out.append(forward(model, ids[:, a:b], pos[:, a:b], m, cache))
-                else:
-                    out.append(model(input_ids=ids[:, a:b], position_ids=pos[:, a:b], use_cache=True,
-                                     attention_mask={"full_attention": m}, **with_cache(model, cache)).logits[0])
-            got.append(out)
-    return all(torch.equal(x, y) for x, y in zip(*got))
+    own = lambda i, p, cache, past: model(input_ids=i, position_ids=p, use_cache=True,  # noqa: E731
+                                          **with_cache(model, cache)).logits[0]
+    try:
+        with torch.inference_mode():
+            got = [[fn(ids[:, a:b], pos[:, a:b], cache, a) for a, b in ((0, 4), (4, 6), (6, 7))]
+                   for fn, cache in ((own, DynamicCache()), (call, DynamicCache()))]
+        return all(torch.equal(x, y) for x, y in zip(*got))
+    except Exception:   # noqa: BLE001
+        return False

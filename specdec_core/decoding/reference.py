@@ -32,8 +32,7 @@ def compare(backend, prompt, cfg, trace: dict, probe: bool = True, reference=Non
         from specdec_core.recorder.driver.numerics import probe as run_probe
 
         trace["numerics"] = run_probe(backend, prompt, trace.get("token_ids") or [], k=cfg.k)
-    fd = first_divergence(trace, base["token_ids"], logits, backend.tokenizer,
-                          trace.get("numerics"), backend)
+    fd = first_divergence(trace, base["token_ids"], logits, backend.tokenizer, trace.get("numerics"))
     base["first_divergence"] = fd
     trace["reference"] = {"matches": fd is None, "first_divergence": fd}   # the token view's marker
     if fd is not None and fd["cause"] == "numerics":
@@ -43,25 +42,31 @@ def compare(backend, prompt, cfg, trace: dict, probe: bool = True, reference=Non
     return base
 
 
-def first_divergence(trace: dict, ref: list[int], ref_logits, tokenizer, numerics=None,
-                     backend=None) -> dict | None:
+def first_divergence(trace: dict, ref: list[int], ref_logits, tokenizer, numerics=None) -> dict | None:
     """reference.first_divergence for a built-in trace (None when the outputs agree)."""
-    user = list(trace.get("token_ids") or [])
+    def side(i, u, r):
+        rec = trace["tokens"][i] if i < len(trace.get("tokens") or []) else None
+        return rec and rec.get("round"), _decoder_row(trace, rec, r)
+    return diverge(list(trace.get("token_ids") or []), ref, ref_logits, tokenizer,
+                   int(trace.get("prompt_len") or 0), side, numerics, trace.get("diagnostics") or [],
+                   (trace.get("info") or {}).get("dtype"))
+
+
+def diverge(user: list[int], ref: list[int], ref_logits, tokenizer, prompt_len: int, side,
+            numerics, findings: list, dtype) -> dict | None:
+    """Where `user` first leaves the cloud-only `ref` and why (analysis/divergence.verdict; None
+    when they agree), for the built-in trace and a recording (`record --reference`) alike:
+    `side(i, u, r)` -> (the user's round at i, the user's row: what its cloud said there)."""
     i = divergence.first_index(user, ref)
     if i is None:
         return None
     tok = lambda x: None if x is None else {"id": x, "text": tokenizer.decode([x])}  # noqa: E731
     u = user[i] if i < len(user) else None
     r = ref[i] if i < len(ref) else None
-    rec = trace["tokens"][i] if i < len(trace.get("tokens") or []) else None
-    ref_row = {}
-    if i < len(ref_logits):
-        ref_row = divergence.reference_row(ref_logits[i], u, r)
-    ref_row["width"] = int(trace.get("prompt_len") or 0) if i == 0 else 1
-    mine = _decoder_row(trace, rec, r)
-    return divergence.verdict(i, tok(u), tok(r), rec and rec.get("round"), ref_row, mine,
-                              numerics, trace.get("diagnostics") or [],
-                              dtype=(trace.get("info") or {}).get("dtype"))
+    ref_row = divergence.reference_row(ref_logits[i], u, r) if i < len(ref_logits) else {}
+    ref_row["width"] = prompt_len if i == 0 else 1
+    rnd, mine = side(i, u, r)
+    return divergence.verdict(i, tok(u), tok(r), rnd, ref_row, mine, numerics, findings, dtype=dtype)
 
 
 def _decoder_row(trace: dict, rec: dict | None, ref_tok) -> dict:

@@ -266,25 +266,8 @@ def prepared_masks(model) -> bool:
     elif model._forward_hooks or model._forward_pre_hooks:
         return False
     else:
-        ok = _same_logits(model)
+        ok = lean.same_logits(model, lambda ids, pos, cache, past: model(
+            input_ids=ids, position_ids=pos, use_cache=True, **with_cache(model, cache),
+            attention_mask={"full_attention": causal_mask(past, ids.shape[1], pos.device)}).logits[0])
     _PREPARED[model] = (impl, ok)
     return ok
-
-
-def _same_logits(model) -> bool:
-    dev = next(model.parameters()).device
-    ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]], device=dev) % int(model.config.vocab_size)
-    pos = torch.arange(7, device=dev)[None]
-    try:
-        with torch.inference_mode():
-            got = []
-            for mine in (False, True):
-                cache, out = DynamicCache(), []
-                for a, b in ((0, 4), (4, 6), (6, 7)):     # prefill, two tokens, one token
-                    kw = {"attention_mask": {"full_attention": causal_mask(a, b - a, dev)}} if mine else {}
-                    out.append(model(input_ids=ids[:, a:b], position_ids=pos[:, a:b],
-                                     use_cache=True, **with_cache(model, cache), **kw).logits)
-                got.append(out)
-        return all(torch.equal(x, y) for x, y in zip(*got))
-    except Exception:   # noqa: BLE001 - any model that does not take the mapping keeps its own
-        return False

@@ -183,11 +183,9 @@ def track_cycle(run, r: TokenRecord) -> Stop | None:
         return None
     for t in run.trace.tokens[cur.start: cur.end]:
         t.cycle = True
-    text = "".join(run.text[i] for i in new.pattern_ids)
-    c = {"start": new.start, "end": new.end, "period": new.period, "text": text}
-    run.trace.cycles.append(c)
-    run.warn({"kind": "cycle", "message": f"cycle of period {new.period} at tokens "
-              f"{new.start}-{new.end - 1} ({text!r})", **c})
+    w = new.warning("".join(run.text[i] for i in new.pattern_ids))
+    run.trace.cycles.append({k: w[k] for k in ("start", "end", "period", "text")})
+    run.warn(w)
     return Stop.CYCLE if run.cfg.cycle_action == "stop" else None
 
 

@@ -151,7 +151,7 @@ def tree_dict(nodes, order, v: tree.TreeVerdict, logits) -> dict:
 def play_round(run) -> RoundRecord | None:
     """One tree round. None when cancelled or out of time before the cloud was asked."""
     run.round += 1
-    old, t0 = len(run.seq), time.perf_counter()
+    t0 = time.perf_counter()
     nodes = draft_tree(run)
     if (stop := run.interrupted()) is not None:
         run.end(stop)

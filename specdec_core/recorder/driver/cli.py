@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib.util
+import inspect
 import sys
 import threading
 from pathlib import Path
@@ -74,12 +75,7 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
     input_features, feature_attention_mask), each only when there is one, and `seed` where the
     signature names one (each clip its own: pooled runs must be independent, issue 36); each
     declared processing knob (draft_top_p, target_repetition_penalty, ...) the signature names."""
-    import inspect
-
-    try:
-        ps = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return {}
+    ps = _params(fn)
     anything = any(p.kind is p.VAR_KEYWORD for p in ps.values())
     extra = {}
     if ("temperature" in ps or anything) and knobs.get("temperature"):
@@ -90,6 +86,14 @@ def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | 
         extra["seed"] = seed
     extra.update({k: knobs[k] for k in PROCESSING if k in ps and knobs.get(k) is not None})
     return extra
+
+
+def _params(fn) -> dict:
+    """fn's parameters by name ({} where there is no signature to read: a builtin)."""
+    try:
+        return dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return {}
 
 
 def call_kwargs(fn, knobs: dict, stops: tuple, extra: dict, head=None) -> dict:
@@ -104,12 +108,7 @@ def call_kwargs(fn, knobs: dict, stops: tuple, extra: dict, head=None) -> dict:
 def head_drafter(fn, backend):
     """A decoder whose signature names `drafter` drafts with the backend's head (a module fed
     the cloud's hidden states, issue 35): it is handed the head, and the Recorder hooks it."""
-    import inspect
-
-    try:
-        wants = "drafter" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return None
+    wants = "drafter" in _params(fn)
     head = getattr(backend, "head", None) if wants else None
     if wants and head is None:
         raise UserError(f"the decoder takes a head drafter; the {backend.name} backend has none")

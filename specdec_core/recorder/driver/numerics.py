@@ -8,13 +8,6 @@ import torch
 WINDOWS = 6
 
 
-def _model_dtype(model) -> str | None:
-    try:
-        return str(next(model.parameters()).dtype).removeprefix("torch.")
-    except (AttributeError, StopIteration, TypeError):
-        return None
-
-
 def window_starts(prompt_len: int, n_out: int, width: int, windows: int = WINDOWS) -> list[int]:
     """Positions s (absolute, >= prompt_len) whose window full[s:s+width] lies in the output."""
     first, last = prompt_len, prompt_len + n_out - width
@@ -33,6 +26,8 @@ def probe(backend, prompt, out_ids, k: int = 4, windows: int = WINDOWS) -> dict 
     arithmetic) or the output is too short for one window.
     `at`: output index where the largest difference was seen; `flips`: positions whose argmax
     differs between the two widths."""
+    from specdec_core.decoding.decoder import model_dtype
+
     cloud = getattr(backend, "cloud", None)
     if cloud is None or not hasattr(cloud, "parameters") or not hasattr(backend, "make_runner"):
         return None
@@ -60,7 +55,7 @@ def probe(backend, prompt, out_ids, k: int = 4, windows: int = WINDOWS) -> dict 
             worst, at = float(diff[j]), s + j + 1 - P
         flips += int((wide.argmax(-1) != narrow.argmax(-1)).sum())
         n += width
-    return {"dtype": _model_dtype(cloud), "decode_width": 1, "verify_width": width,
+    return {"dtype": model_dtype(backend), "decode_width": 1, "verify_width": width,
             "positions": n, "max_logit_diff": round(worst, 5), "at": at, "flips": flips}
 
 

@@ -5,7 +5,7 @@ comes from the recording: the cloud forward whose row decided the divergent posi
 log-probs: log-prob differences are logit differences), its width and its context."""
 from __future__ import annotations
 
-from specdec_core.analysis import divergence
+from specdec_core.decoding.reference import diverge
 
 
 def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recording: dict,
@@ -17,22 +17,12 @@ def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recordin
                        min_new_tokens=0, prompt_type=knobs["prompt_type"])
     base, logits = cloud_only(backend, prompt, cfg, keep_logits=True,       # as generate would
                               repetition_penalty=knobs.get("target_repetition_penalty"))
-    ref = base["token_ids"]
-    i = divergence.first_index(out, ref)
-    d = {"token_ids": ref, "text": base["text"], "matches": i is None, "first_divergence": None}
-    if i is None:
-        return d
-    tok = lambda x: None if x is None else {"id": x, "text": backend.tokenizer.decode([x])}  # noqa: E731
-    u = out[i] if i < len(out) else None
-    r = ref[i] if i < len(ref) else None
-    ref_row = divergence.reference_row(logits[i], u, r) if i < len(logits) else {}
-    ref_row["width"] = prompt.length if i == 0 else 1
-    mine = user_row(recording, len(recording.get("prompt_ids") or []) + i, u, r)
-    rnd = trace.tokens[i].round if i < len(trace.tokens) else None
-    d["first_divergence"] = divergence.verdict(i, tok(u), tok(r), rnd, ref_row, mine,
-                                               recording.get("numerics"), findings,
-                                               dtype=(recording.get("numerics") or {}).get("dtype"))
-    return d
+    side = lambda i, u, r: (trace.tokens[i].round if i < len(trace.tokens) else None,  # noqa: E731
+                            user_row(recording, len(recording.get("prompt_ids") or []) + i, u, r))
+    fd = diverge(out, base["token_ids"], logits, backend.tokenizer, prompt.length, side,
+                 recording.get("numerics"), findings, (recording.get("numerics") or {}).get("dtype"))
+    return {"token_ids": base["token_ids"], "text": base["text"], "matches": fd is None,
+            "first_divergence": fd}
 
 
 def user_row(recording: dict, p: int, u: int | None, r: int | None) -> dict:

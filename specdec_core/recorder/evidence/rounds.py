@@ -86,12 +86,3 @@ def build_rounds(t: Tapes) -> list[Round]:
         if cur.edge or cur.block:
             rounds.append(cur)
     return rounds
-
-
-def cuts(rec: dict) -> dict:
-    """{verify forward i: the position where the loop resumed} of a (canonical) recording."""
-    from specdec_core.recorder.evidence.tape import build_tapes
-
-    t = build_tapes(rec)
-    build_rounds(t)
-    return t.resumed

@@ -44,25 +44,23 @@ class Fwd:
 
     def rank_of(self, r: int, token: int) -> int | None:
         """Rank of `token` under row r, from what the recorder kept (None: not known, > 5)."""
-        rows, q = self.rows, self.first_q + r
-        if q + 1 < len(self.ctx) and self.ctx[q + 1] == token and r < len(rows["next_rank"]):
-            return rows["next_rank"][r]
-        fed = rows.get("fed_next")
-        if fed and r == len(rows["argmax"]) - 1 and fed["token"] == token:
-            return fed["rank"]
-        if token in rows["top_ids"][r]:
-            return rows["top_ids"][r].index(token) + 1
-        return None
+        return self._kept(r, token, "rank")
 
     def logp_of(self, r: int, token: int) -> float | None:
+        return self._kept(r, token, "logp")
+
+    def _kept(self, r: int, token: int, key: str):
+        """`token`'s "rank" or "logp" under row r: the next fed id's, the next forward's first
+        fed id's (fed_next), else the top-5's (None: not kept)."""
         rows, q = self.rows, self.first_q + r
-        if q + 1 < len(self.ctx) and self.ctx[q + 1] == token and r < len(rows["next_logp"]):
-            return rows["next_logp"][r]
+        if q + 1 < len(self.ctx) and self.ctx[q + 1] == token and r < len(rows["next_" + key]):
+            return rows["next_" + key][r]
         fed = rows.get("fed_next")
         if fed and r == len(rows["argmax"]) - 1 and fed["token"] == token:
-            return fed["logp"]
+            return fed[key]
         if token in rows["top_ids"][r]:
-            return rows["top_logp"][r][rows["top_ids"][r].index(token)]
+            k = rows["top_ids"][r].index(token)
+            return k + 1 if key == "rank" else rows["top_logp"][r][k]
         return None
 
     def top(self, r: int, texts) -> list[dict]:
@@ -91,6 +89,16 @@ class Tapes:
     @property
     def C(self) -> list[int]:
         return self.prompt + self.out
+
+    def decisions(self) -> list[tuple]:
+        """(position, cloud Fwd, row) of every output position a cloud row decided, in order."""
+        fw = {f.i: f for f in self.fwds}
+        return [(p, fw[self.decided[p][0]], self.decided[p][1]) for p in range(self.P, len(self.C))
+                if p in self.decided]
+
+    def not_argmax(self) -> list[tuple]:
+        """decisions() where the committed token is not the deciding row's argmax."""
+        return [(p, f, r) for p, f, r in self.decisions() if f.rows["argmax"][r] != self.C[p]]
 
     @property
     def P(self) -> int:

@@ -130,10 +130,8 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
 
 def _cycles(tr: Trace, texts) -> None:
     for c in CycleDetector().detect(tr.token_ids):
-        text = "".join(texts(i) for i in c.pattern_ids)
-        tr.cycles.append({"start": c.start, "end": c.end, "period": c.period, "text": text})
+        w = c.warning("".join(texts(i) for i in c.pattern_ids))
+        tr.cycles.append({k: w[k] for k in ("start", "end", "period", "text")})
         for x in tr.tokens[c.start:c.end]:
             x.cycle = True
-        tr.warnings.append({"kind": "cycle", "message": f"cycle of period {c.period} at tokens "
-                            f"{c.start}-{c.end - 1} ({text!r})", "start": c.start, "end": c.end,
-                            "period": c.period, "text": text})
+        tr.warnings.append(w)

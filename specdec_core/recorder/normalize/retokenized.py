@@ -4,6 +4,7 @@ built (docs/recorder.md, "Drafters with their own tokenizer")."""
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import accumulate
 
 from specdec_core.analysis.divergence import common_prefix
 from specdec_core.recorder.evidence.tape import replay
@@ -13,12 +14,8 @@ CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
 
 # -- analysis side -------------------------------------------------------------------------------
-def _ends(pieces: list[str], start: int = 0) -> list[int]:
-    out, n = [], start
-    for p in pieces:
-        n += len(p)
-        out.append(n)
-    return out
+def _ends(pieces: list[str]) -> list[int]:
+    return list(accumulate(map(len, pieces)))
 
 
 def _cover(ends: list[int], pieces: list[str], m: int) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 
+from specdec_core.analysis.divergence import common_prefix
+
 KEYS = ("ids", "cache_len", "position_ids", "cache_position", "mask_shape", "mask_rows",
         "slot_moves")
 
@@ -41,13 +43,6 @@ def _one(f: dict, first: int) -> None:
         f["slot_moves"] = [[a + 1, b + 1 if b >= 0 else b] for a, b in f["slot_moves"]]
 
 
-def _prefix(a: list, b: list) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
 def _shifted(group: list[dict], C: list[int]) -> bool:
     """A head: the hooks' verdict (ids and features). Any other drafter (an edge model fed what
     EAGLE feeds its head): its first forward's ids are C[1:] rather than C, by 2+ ids."""
@@ -58,7 +53,7 @@ def _shifted(group: list[dict], C: list[int]) -> bool:
     if first.get("cache_len"):
         return False
     ids = first.get("ids") or []
-    a0, a1 = _prefix(ids, C), _prefix(ids, C[1:])
+    a0, a1 = common_prefix(ids, C), common_prefix(ids, C[1:])
     return a1 >= max(a0 + 2, 4)
 
 

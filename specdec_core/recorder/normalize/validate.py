@@ -32,14 +32,6 @@ def max_mb() -> float:
     return cap("recording_mb")
 
 
-def max_forwards() -> int:
-    return cap("recording_forwards")
-
-
-def max_ids() -> int:
-    return cap("recording_ids")
-
-
 def check_size(n_bytes: int) -> None:
     if n_bytes > max_mb() * 1e6:
         raise RecordingRefused(f"recording too large: {n_bytes / 1e6:.1f} MB "
@@ -176,26 +168,26 @@ def check_recording(rec: dict) -> None:
         raise RecordingRefused("not a SpecScope recording: expected a JSON object with schema "
                                "'specscope.recording/1' and a 'forwards' list")
     fwds = rec["forwards"]
-    if len(fwds) > max_forwards():
+    if len(fwds) > cap("recording_forwards"):
         raise RecordingRefused(f"recording too large: {len(fwds)} forwards (the limit is "
-                               f"{max_forwards()}); {raise_hint('recording_forwards')}")
+                               f"{cap('recording_forwards')}); {raise_hint('recording_forwards')}")
     for key in ("prompt_ids", "out_ids"):
         if rec.get(key) is not None and not _int_list(rec[key]):
             raise RecordingRefused(f"not a usable recording (malformed): {key} are not token ids")
     fed = 0
     for j, f in enumerate(fwds):
         fed += _check_forward(j, f)
-        if fed > max_ids():
+        if fed > cap("recording_ids"):
             _too_many_ids()
     n_out = len(rec.get("out_ids") or [])
     if n_out > fed + len(fwds) + UNFED_SLACK:
         raise RecordingRefused(
             f"not a usable recording (inconsistent): {n_out:,} output ids, but its {len(fwds):,} "
             f"forwards were fed only {fed:,} ids: {n_out - fed:,} ids no model was fed")
-    if fed + n_out + len(rec.get("prompt_ids") or []) > max_ids():
+    if fed + n_out + len(rec.get("prompt_ids") or []) > cap("recording_ids"):
         _too_many_ids()
 
 
 def _too_many_ids():
-    raise RecordingRefused(f"recording too large: more than {max_ids():,} token ids; "
+    raise RecordingRefused(f"recording too large: more than {cap('recording_ids'):,} token ids; "
                            f"{raise_hint('recording_ids')}")

@@ -4,6 +4,8 @@ The prompt's positions are recomputed with the model's own `get_rope_index`; omn
 checks every forward against them (docs/recorder.md, "Qwen2.5-Omni thinkers")."""
 from __future__ import annotations
 
+from itertools import groupby
+
 import torch
 
 from specdec_core.recorder.observe import Observer, ints
@@ -73,17 +75,14 @@ def multimodal_kwargs(kwargs: dict) -> dict:
 
 
 def _runs(ids: list[int], token: int) -> list[tuple[int, int]]:
-    runs, i = [], 0
-    while i < len(ids):
-        if ids[i] == token:
-            j = i
-            while j < len(ids) and ids[j] == token:
-                j += 1
-            runs.append((i, j))
-            i = j
-        else:
-            i += 1
-    return runs
+    """[start, end) of every run of `token` in ids."""
+    out, i = [], 0
+    for v, g in groupby(ids):
+        n = len(list(g))
+        if v == token:
+            out.append((i, i + n))
+        i += n
+    return out
 
 
 def prompt_layout(model, prompt: list[int], mm: dict) -> dict | None:

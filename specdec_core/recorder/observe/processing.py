@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import torch
+from transformers import RepetitionPenaltyLogitsProcessor, TopKLogitsWarper, TopPLogitsWarper
 
 from specdec_core.decoding.knobs import Knob
 
@@ -60,46 +61,26 @@ class Contexts:
         return ctx
 
 
-def _penalty_mask(ctx: list[int], first: int, t: int, V: int) -> torch.Tensor:
-    """[t, V] bool: row r's context ctx[:first + r + 1] holds the token."""
-    m = torch.zeros(t, V, dtype=torch.bool)
-    base = [x for x in ctx[:first + 1] if 0 <= x < V]
-    if base:
-        m[:, torch.tensor(sorted(set(base)))] = True
-    for r in range(1, t):
-        x = ctx[first + r] if first + r < len(ctx) else -1
-        if 0 <= x < V:
-            m[r:, x] = True
-    return m
-
-
 @torch.no_grad()
 def apply(logits: torch.Tensor, proc: dict, T: float | None, ctx: list[int] | None,
           first: int) -> torch.Tensor:
-    """[t, V] processed logits (removed tokens at OUT below the row's minimum). `first`: the
-    index in ctx of row 0's input token. Top-k/top-p apply only at T > 0 (argmax unchanged)."""
+    """[t, V] processed logits (removed tokens at OUT below the row's minimum), by transformers'
+    own processors in generate's order. `first`: the index in ctx of row 0's input token (row r
+    is penalised on ctx[:first + r + 1]). Top-k/top-p apply only at T > 0 (argmax unchanged)."""
     x = logits.float().clone()
-    t, V = x.shape
     if proc.get("penalty") and ctx is not None:
-        m = _penalty_mask(ctx, first, t, V)
-        pen = torch.where(x < 0, x * proc["penalty"], x / proc["penalty"])
-        x = torch.where(m, pen, x)
+        pen = RepetitionPenaltyLogitsProcessor(proc["penalty"])
+        x = torch.cat([pen(torch.tensor([ctx[:first + r + 1]], dtype=torch.long), x[r:r + 1])
+                       for r in range(x.shape[0])])
     if not T or T <= 0:
         return x
-    keep = torch.ones_like(x, dtype=torch.bool)
     z = x / T
     if proc.get("top_k"):
-        kth = torch.topk(z, min(int(proc["top_k"]), V), -1).values[:, -1:]
-        keep &= z >= kth
+        z = TopKLogitsWarper(int(proc["top_k"]))(None, z)
     if proc.get("top_p"):
-        zz = z.masked_fill(~keep, float("-inf"))
-        s, idx = torch.sort(zz, descending=False)
-        cum = s.softmax(-1).cumsum(-1)
-        drop = cum <= 1 - proc["top_p"]
-        drop[:, -1] = False
-        keep &= ~torch.zeros_like(drop).scatter(1, idx, drop)
+        z = TopPLogitsWarper(proc["top_p"])(None, z)
     low = x.min(-1, keepdim=True).values + OUT * max(1.0, T)
-    return torch.where(keep, x, low)
+    return torch.where(torch.isneginf(z), low, x)
 
 
 class Watch:

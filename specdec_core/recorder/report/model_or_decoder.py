@@ -47,12 +47,9 @@ def model_or_decoder(f: dict, recording: dict, reference: dict | None,
         return f
     ev = dict(f.get("evidence") or {}, model_or_decoder="model" if why else "text only",
               decoder_error=f["cause"])
-    if why is None:
-        return finding(f["code"], f"{f['title']} (text only)", f["detail"],
-                       ALONE_CAUSE.format(was=f["cause"]), MODEL_FIX, ev, severity="warning",
-                       explained_by=f.get("explained_by"))
-    return finding(f["code"], f"{f['title']} (the cloud alone does this too)", f["detail"],
-                   MODEL_CAUSE.format(why=why), MODEL_FIX, ev, severity="warning",
+    title, cause = ((f"{f['title']} (text only)", ALONE_CAUSE.format(was=f["cause"])) if why is None
+                    else (f"{f['title']} (the cloud alone does this too)", MODEL_CAUSE.format(why=why)))
+    return finding(f["code"], title, f["detail"], cause, MODEL_FIX, ev, severity="warning",
                    explained_by=f.get("explained_by"))
 
 

@@ -7,18 +7,6 @@ from __future__ import annotations
 from specdec_core.findings import finding
 
 
-def _bad(t) -> list:
-    fw = {f.i: f for f in t.fwds}
-    out = []
-    for p in range(t.P, len(t.C)):
-        if p in t.decided:
-            f = fw[t.decided[p][0]]
-            r = t.decided[p][1]
-            if f.rows["argmax"][r] != t.C[p]:
-                out.append((p, f, r))
-    return out
-
-
 def penalty_cause(t, rounds, declared: dict, bad) -> str | None:
     R = declared.get("target_repetition_penalty")
     if not R or not bad or not all("raw_argmax" in f.rows for _, f, _ in bad):
@@ -63,7 +51,7 @@ def name(found: list, t, rounds, declared: dict) -> list:
     """lossless_violation findings with the named cause when the evidence fits one."""
     if not any(f["code"] == "lossless_violation" for f in found):
         return found
-    bad = _bad(t)
+    bad = t.not_argmax()
     cause, fix = penalty_cause(t, rounds, declared, bad), FIXES["penalty"]
     if cause is None:
         cause, fix = first_draft_cause(t, rounds, bad), FIXES["first"]

@@ -9,7 +9,6 @@ import torch
 
 from specdec_core.findings import finding
 from specdec_core.recorder.checks.chain import causes
-from specdec_core.recorder.evidence.rounds import Round
 from specdec_core.recorder.evidence.tape import Fwd, Tapes
 from specdec_core.recorder.checks.registry import check
 

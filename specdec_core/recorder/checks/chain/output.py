@@ -7,7 +7,6 @@ from specdec_core.analysis.acceptance import NOT_GREEDY_FIX, not_greedy_cause, r
 from specdec_core.recorder.checks.chain import causes
 from specdec_core.findings import finding
 from specdec_core.recorder.checks.chain.context import _ev, _greedy
-from specdec_core.recorder.evidence.tape import Tapes
 from specdec_core.recorder.checks.registry import check
 
 
@@ -16,14 +15,7 @@ def check_lossless(e) -> list[dict]:
     t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
     if not _greedy(declared):
         return []
-    C, fw = t.C, {f.i: f for f in t.fwds}
-    bad = []
-    for p in range(t.P, len(C)):
-        if p in t.decided:
-            fi, r = t.decided[p]
-            f = fw[fi]
-            if f.rows["argmax"][r] != C[p]:
-                bad.append((p, f, r))
+    C, bad = t.C, t.not_argmax()
     if not bad:
         return []
     p, f, r = bad[0]
@@ -74,7 +66,6 @@ def check_stops(e) -> list[dict]:
             why,
             "after committing each token, stop if its id is in stop_ids",
             _ev(None, t.P + i, [gen[i]], index=i)))
-    fw = {f.i: f for f in t.fwds}
     # a declared entropy gate lets confident blocks through unverified, the end included
     # (a cloud whose logits were never seen verified nothing visible: not_judged says so)
     used_cloud = any(f.model == "cloud" and f.rows for f in t.fwds) and d.get("entropy_threshold") is None
@@ -102,7 +93,6 @@ def check_stops(e) -> list[dict]:
             causes.unverified(t, tail if used_cloud else 0, gen, texts),
             "stop on token ids only, after verification", _ev(None, len(t.C) - 1, gen[-tail:] if tail else gen[-1:],
                                                              unverified=tail)))
-    del fw
     return out
 
 

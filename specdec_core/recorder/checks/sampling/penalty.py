@@ -10,8 +10,8 @@ import math
 
 from specdec_core.findings import finding
 from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.sampling.argmax_rule import LLR
 
-LLR = math.log(1000)
 FLOOR = 1e-4        # "anything else" mass below the stored rounding: not evidence
 
 
@@ -21,12 +21,8 @@ def _other(lps) -> float:
 
 def evidence(t) -> tuple[float, int, int | None]:
     """(log LR raw : penalised, committed tokens read, first position)."""
-    fw = {f.i: f for f in t.fwds}
     s, n, first = 0.0, 0, None
-    for p in range(t.P, len(t.C)):
-        if p not in t.decided:
-            continue
-        f, r = fw[t.decided[p][0]], t.decided[p][1]
+    for p, f, r in t.decisions():
         rows = f.rows.get("penalty_rows")
         if not rows or r >= len(rows) or f.ctx[:p] != t.C[:p]:
             continue

@@ -8,10 +8,7 @@ from __future__ import annotations
 import math
 
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.sampling.argmax_rule import bernoulli_llr
-
-LLR = math.log(1000)
-A_MAX = 1 - 1e-3
+from specdec_core.recorder.checks.sampling.argmax_rule import A_MAX, LLR, bernoulli_llr
 
 
 def _a(lp: float, lq: float) -> float:

@@ -3,6 +3,7 @@ pooled likelihood ratio of at least LR_POOLED over the distinct runs, confirmed 
 independent halves (docs/recorder.md, "Seeds and the pooled temperature check")."""
 from __future__ import annotations
 
+from specdec_core.recorder.checks.chain.context import estimate_temperature, temperature_finding
 from specdec_core.recorder.checks.registry import pooled_check
 
 LR_POOLED = 2.5     # pooled log-likelihood ratio (2*LR ~ chi2(1): p ~ 0.025 per pooled test)
@@ -15,8 +16,6 @@ def _samples(evidences: list) -> list:
 
 def _side(samples, T: float) -> int:
     """-1 sharper, +1 flatter than T, 0 when too few drafts to tell."""
-    from specdec_core.recorder.checks.chain.context import estimate_temperature
-
     est, n, *_ = estimate_temperature(samples)
     if est is None or n < MIN_DRAFTS // 2:
         return 0
@@ -24,8 +23,6 @@ def _side(samples, T: float) -> int:
 
 
 def _pooled_lr(samples, T: float) -> float:
-    from specdec_core.recorder.checks.chain.context import estimate_temperature
-
     est, n, _, ll, grid = estimate_temperature(samples)
     if est is None or n < MIN_DRAFTS:
         return 0.0
@@ -36,8 +33,6 @@ def _pooled_lr(samples, T: float) -> float:
 def pooled_temperature(runs: list) -> list[dict]:
     """hidden_draft_processing over the distinct runs (their Evidence), when the evidence holds
     in both halves."""
-    from specdec_core.recorder.checks.chain.context import temperature_finding
-
     T = max((float(e.declared.get("temperature") or 0.0) for e in runs), default=0.0)
     if not T or len(runs) < 2:
         return []
