@@ -382,15 +382,5 @@ def _round_group(rnd, fragments: list[str], parity: int) -> str:
     return f'<span class="{cls}" data-round="{esc(rnd)}">' + "".join(fragments) + "</span>"
 
 
-def standalone_page(*fragments: str, css: str = "", title: str = "SpecScope trace") -> str:
-    """A full HTML document (for exports and screenshots); CSS from the component modules."""
-    return (
-        f'<!doctype html><html><head><meta charset="utf-8"><title>{esc(title)}</title>'
-        f"<style>body{{margin:16px;background:#fff}}{TOKEN_CSS}{css}</style></head><body>"
-        + "".join(fragments)
-        + "</body></html>"
-    )
-
-
 # the colour toggle's rules travel with the token view's CSS (ALL_CSS picks them up)
 TOKEN_CSS += colour_radio_css()

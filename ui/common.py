@@ -78,13 +78,6 @@ def sample_path(name: str) -> Path:
     raise AudioError(f"unknown sample {short(name, 40)}; choose one of {', '.join(sample_names())}")
 
 
-def sample_prompt_type(name: str | None) -> str | None:
-    for r in sample_rows():
-        if r["name"] == name:
-            return r.get("prompt_type") or None
-    return None
-
-
 def resolve_audio(sample: str | None, upload) -> tuple[object, str]:
     """(audio source for specdec_core.api, display name). A picked sample wins: uploading or
     recording clears the sample dropdown, and picking a sample only previews it in the player."""
@@ -291,19 +284,19 @@ def safe_stem(stem: str) -> str:
     return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
 
 
-def write_json(stem: str, obj) -> str:
-    _OUT.mkdir(parents=True, exist_ok=True)
+def export_dir(stem: str, suffix: str = "") -> Path:
+    """A new export path named by `stem` and the time to the millisecond (older exports pruned
+    first): a folder, made here, or with `suffix` a file's path (the caller writes it)."""
     prune_exports()
-    path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}.json"
+    path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}{suffix}"
+    (path.parent if suffix else path).mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_json(stem: str, obj) -> str:
+    path = export_dir(stem, ".json")
     path.write_text(json.dumps(obj, ensure_ascii=False, indent=1), encoding="utf-8")
     return str(path)
-
-
-def export_dir(stem: str) -> Path:
-    prune_exports()
-    d = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 def toast_text(msg) -> str:
