@@ -10,6 +10,7 @@ from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
 from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, ordered, speedup_stats, speedup_words
+from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
@@ -55,7 +56,7 @@ class ABTab:
                                       label="or upload / record a clip", elem_id="ab-audio")
             with gr.Column(scale=2, min_width=320):
                 with gr.Row():
-                    self.backend = gr.Dropdown(common.backend_choices(), value="demo", label="backend")
+                    self.backend = gr.Dropdown(available_backends(), value="demo", label="backend")
                     spec = SPECS_BY_NAME["prompt_type"]
                     self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
                                                 label="prompt type (both sides)")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specdec_core.backends import available_backends, load_backend
+from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.knobs import short
 from specdec_core.errors import AudioError, UserError
@@ -106,17 +106,15 @@ def check_upload(path) -> str | None:
 
 def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None) -> list[tuple[str, str]]:
     """The status line's badges for a run on `backend`: its name, dtype and device, the cloud
-    (a server URL or this process) and the faults that are on."""
-    from components.status import run_context as badges
-
-    dtype = device = ""
+    (a server URL or this process) and the faults that are on; a fault's badge stands out."""
+    out = [("backend", getattr(backend, "name", "?"))]
     try:
         p = next((backend.cloud or backend.edge).parameters())
-        dtype, device = str(p.dtype).replace("torch.", ""), str(p.device)
+        out.append(("dtype", f"{str(p.dtype).replace('torch.', '')} on {p.device}"))
     except Exception:  # noqa: BLE001 - a remote cloud has no local parameters
         pass
-    cloud = (cloud_url or "").strip() or "in this process"
-    return badges(getattr(backend, "name", "?"), dtype, device, cloud, list(cfg.faults) if cfg else [])
+    out.append(("cloud", (cloud_url or "").strip() or "in this process"))
+    return out + [("fault", f) for f in (cfg.faults if cfg else ())]
 
 
 def token_texts(tokenizer):
@@ -132,10 +130,6 @@ def token_texts(tokenizer):
                 memo[i] = f"#{i}"
         return memo[i]
     return text
-
-
-def backend_choices() -> list[str]:
-    return available_backends()
 
 
 _WARMED = threading.Event()      # cleared while the start-up warm-up runs (app.py: warm_up())
@@ -156,7 +150,6 @@ def warm_up(name: str = "demo") -> None:
     def load():
         try:
             from specdec_core.api import prepare, stream_prompt
-            from specdec_core.decoding.config import DecodeConfig
 
             backend = get_backend(name)
             if DEFAULT_SAMPLE in sample_names():  # also imports and warms the audio/prosody stack
@@ -182,14 +175,6 @@ def _env_float(name: str, default: float) -> float:
 MAX_FILE_SIZE = os.environ.get("SPECSCOPE_MAX_FILE_SIZE", "20mb")      # per uploaded file
 CACHE_EVERY_S = _env_float("SPECSCOPE_CACHE_EVERY_S", 600.0)           # clean-up period
 CACHE_MAX_AGE_S = _env_float("SPECSCOPE_CACHE_MAX_AGE_S", 3600.0)      # files older are deleted
-
-
-def capped(cfg: DecodeConfig) -> DecodeConfig:
-    """The config with the server's caps on max new tokens and decode time applied
-    (specdec_core/caps.py: SPECSCOPE_MAX_NEW_TOKENS, SPECSCOPE_TIME_LIMIT_S)."""
-    from specdec_core.caps import cap_config
-
-    return cap_config(cfg)
 
 
 # ---- Stop buttons: the cancel Events of each browser session's running work ------------------
