@@ -356,12 +356,7 @@ class InspectTab:
                           api_visibility="private")
         self.tree_round.submit(on_tree, [self.state, self.tree_round], [self.tree_round, self.tree],
                                queue=False, api_visibility="private")
-        with gr.Column(visible=False):
-            api_dec, api_sample = gr.Textbox(label="decoder"), gr.Textbox(label="sample")
-            api_out = gr.JSON(label="result")
-            api_btn = gr.Button()
-        api_btn.click(api_record, [api_dec, api_sample], api_out, api_name="record",
-                      concurrency_id="decode", concurrency_limit=ADMIT)
+        gr.api(api_record, api_name="record", concurrency_id="decode", concurrency_limit=ADMIT)
 
     def _show(self, res: dict, label: str) -> list:
         tr, rec = res["trace"], res["recording"]
