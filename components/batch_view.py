@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from specdec_core.analysis.glossary import term
+from specdec_core.analysis.glossary import hover, term
 from specdec_core.evaluation.checklist import checklist_head
 
 from .formatting import ended_by_words, esc, fmt, is_number
@@ -245,8 +245,6 @@ def label_matrix_html(by_label: dict | None) -> str:
     """results.json["by_label"] as a table: one row per label and configuration (A and B in their
     colours), each acceptance with its denominator in the header, the glossary's definition on
     hover, and a note on why the draft acceptance rate reads lower than its per-judged halves."""
-    from specdec_core.analysis.glossary import hover, term
-
     if not by_label:
         return '<div class="ss-none">No acceptance by label yet: run a batch first.</div>'
     head = "".join(f'<th title="{esc(hover(c))}">{esc(term(c).label)}'

@@ -43,14 +43,10 @@ def divergence_marker(fd: dict | None) -> str:
             f'title="{escape(divergence_title(fd))}">⟂ {cause}</span>')
 
 
-def numerics_line(num: dict | None) -> str:
-    """'ties closer than X logits can flip' from a numerics probe (recording or run trace)."""
-    return probe_line(num) or ""
-
-
 def numerics_html(num: dict | None, fd: dict | None = None) -> str:
-    """Inspect's block: the probe's line and, with a reference, the divergence verdict."""
-    parts = [escape(t) for t in (numerics_line(num), divergence_title(fd) if fd else "") if t]
+    """Inspect's block: the probe's line ('ties closer than X logits can flip', from a recording
+    or a run trace) and, with a reference, the divergence verdict."""
+    parts = [escape(t) for t in (probe_line(num), divergence_title(fd) if fd else "") if t]
     if not parts:
         return ""
     return ('<div class="ss-numerics" data-section="numerics"><b>bug or numerics?</b> '

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 DASH = "—"
 
@@ -85,8 +86,6 @@ def ended_by_words(value) -> str:
 
 def words(name: str) -> str:
     """A snake_case name read as words: 'seed000_fixed' -> 'seed 000 fixed'."""
-    import re
-
     return re.sub(r"(?<=[a-z])(?=\d)", " ", str(name).replace("_", " ")).strip()
 
 
@@ -108,8 +107,6 @@ PLAIN_WORDS = (
 
 def plain(text: str) -> str:
     """A help line, label or preset note with its formulas and knob names in words."""
-    import re
-
     out = str(text or "")
     for raw, said in PLAIN_WORDS:
         out = out.replace(raw, said)
@@ -121,8 +118,6 @@ def snake_words(text) -> str:
     """The snake_case names inside a line read as words ('stale_cache; runs to max_new_tokens'
     -> 'stale cache; runs to max new tokens'); the rest of the line as it is. For the page only:
     JSON and the CLI keep the names."""
-    import re
-
     return re.sub(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", lambda m: m.group(0).replace("_", " "), str(text or ""))
 
 

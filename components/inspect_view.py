@@ -52,10 +52,6 @@ INSPECT_CSS = """
 Texts = Callable[[int], str]
 
 
-def _default_text(i: int) -> str:
-    return f"#{i}"
-
-
 def split_rounds(recording: dict | None) -> list[list[dict]]:
     """Forwards grouped into rounds: edge forwards up to and including the next cloud forward."""
     groups, cur = [], []
@@ -277,7 +273,7 @@ def round_html(recording: dict | None, n: int | None, texts: Texts | None = None
     if not groups:
         return '<div class="ss-rd"><p>No recording loaded.</p></div>'
     n = max(1, min(int(n or 1), len(groups)))
-    texts = texts or _default_text
+    texts = texts or "#{}".format      # an id without a tokenizer: "#42"
     last_after: dict = {}
     for g in groups[: n - 1]:
         for f in g:

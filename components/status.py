@@ -8,8 +8,9 @@ from .formatting import snake_words
 
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
-    """kind: idle | run | ok | warn | err. `context`: (what, value) badges after the text (run_context):
-    which backend, dtype, cloud and faults the run used; a fault badge stands out."""
+    """kind: idle | run | ok | warn | err. `context`: (what, value) badges after the text
+    (ui/common.run_context): which backend, dtype, cloud and faults the run used; a fault badge
+    stands out."""
     icon = {"idle": "●", "run": "◌", "ok": "✔", "warn": "▲", "err": "✖"}.get(kind, "●")
     d = f'<span class="ss-status-detail">{html.escape(detail)}</span>' if detail else ""
     ctx = "".join(
@@ -32,17 +33,6 @@ def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]
     if "warning" in sev:
         return "warn", f"Done, with warnings: {name}"
     return "ok", f"Done: {name}"
-
-
-def run_context(backend: str, dtype: str = "", device: str = "", cloud: str = "",
-                faults: list[str] | tuple = ()) -> list[tuple[str, str]]:
-    """The status line's badges: backend, dtype (and device), cloud, and each fault that is on."""
-    out = [("backend", backend)]
-    if dtype:
-        out.append(("dtype", dtype + (f" on {device}" if device else "")))
-    out.append(("cloud", cloud or "in this process"))
-    out += [("fault", f) for f in faults or ()]
-    return out
 
 
 STATUS_CSS = """

@@ -8,6 +8,7 @@ shown on :hover / :focus) so they work inside gr.HTML, which does not run script
 from __future__ import annotations
 
 from collections import Counter
+from itertools import groupby
 
 from .divergence import DIVERGENCE_CSS, divergence_marker
 from .formatting import DASH, esc, num, visible
@@ -300,18 +301,8 @@ def fold_span(rnd, rejs: list[dict]) -> str:
 
 def _round_groups(items: list[tuple[object, str]]) -> list[str]:
     """Consecutive items of one round wrapped together, alternating underlines."""
-    groups: list[str] = []
-    current, buf, parity = object(), [], 0
-    for rnd, frag in items:
-        if rnd != current and buf:
-            groups.append(_round_group(current, buf, parity))
-            parity ^= 1
-            buf = []
-        current = rnd
-        buf.append(frag)
-    if buf:
-        groups.append(_round_group(current, buf, parity))
-    return groups
+    return [_round_group(rnd, [frag for _, frag in run], n % 2)
+            for n, (rnd, run) in enumerate(groupby(items, key=lambda item: item[0]))]
 
 
 # ---- the colourings: by source (default), by audio dependence, by cloud rank (GLTR) ----------
@@ -389,16 +380,6 @@ def colour_radio_css(radio_class: str = "ss-colour-radio") -> str:
 def _round_group(rnd, fragments: list[str], parity: int) -> str:
     cls = "ss-round ss-round-odd" if parity else "ss-round ss-round-even"
     return f'<span class="{cls}" data-round="{esc(rnd)}">' + "".join(fragments) + "</span>"
-
-
-def standalone_page(*fragments: str, css: str = "", title: str = "SpecScope trace") -> str:
-    """A full HTML document (for exports and screenshots); CSS from the component modules."""
-    return (
-        f'<!doctype html><html><head><meta charset="utf-8"><title>{esc(title)}</title>'
-        f"<style>body{{margin:16px;background:#fff}}{TOKEN_CSS}{css}</style></head><body>"
-        + "".join(fragments)
-        + "</body></html>"
-    )
 
 
 # the colour toggle's rules travel with the token view's CSS (ALL_CSS picks them up)

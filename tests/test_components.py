@@ -27,7 +27,7 @@ from components.plots import (
     entropy_figure,
     position_acceptance_figure,
 )
-from components.token_view import TOKEN_CSS, render_tokens, standalone_page
+from components.token_view import TOKEN_CSS, render_tokens
 from specdec_core.errors import ConfigError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "trace_small.json"
@@ -443,6 +443,13 @@ def test_share_link_and_cli_share_one_parser():
 
 
 # --- in a real browser -------------------------------------------------------------------
+
+
+def standalone_page(*fragments: str, css: str = "", title: str = "SpecScope trace") -> str:
+    """A full HTML document of component fragments (the browser test's page)."""
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>'
+            f"<style>body{{margin:16px;background:#fff}}{TOKEN_CSS}{css}</style></head><body>"
+            + "".join(fragments) + "</body></html>")
 
 
 @pytest.mark.browser

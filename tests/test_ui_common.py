@@ -20,7 +20,7 @@ def test_unheard_clips_are_listed_after_the_samples_and_open_by_default():
     assert not any("detailed" in k or "concise" in k for k in labels.values())
     assert common.manifest_size() == 18
     assert common.sample_path(common.DEFAULT_SAMPLE).parent.name == "unheard"
-    assert common.sample_prompt_type(common.DEFAULT_SAMPLE) == "detailed"
+    assert next(r for r in common.sample_rows() if r["name"] == common.DEFAULT_SAMPLE)["prompt_type"] == "detailed"
 
 
 @pytest.mark.parametrize("bad", ["../sample_audio/angry_01", "unheard/../../README", "/etc/passwd"])

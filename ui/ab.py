@@ -10,6 +10,7 @@ from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
 from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, ordered, speedup_stats, speedup_words
+from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
 from specdec_core.decoding.config import DecodeConfig
@@ -55,7 +56,7 @@ class ABTab:
                                       label="or upload / record a clip", elem_id="ab-audio")
             with gr.Column(scale=2, min_width=320):
                 with gr.Row():
-                    self.backend = gr.Dropdown(common.backend_choices(), value="demo", label="backend")
+                    self.backend = gr.Dropdown(available_backends(), value="demo", label="backend")
                     spec = SPECS_BY_NAME["prompt_type"]
                     self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
                                                 label="prompt type (both sides)")
@@ -79,30 +80,29 @@ class ABTab:
                     self.stop_btn = gr.Button("■ Stop", variant="stop", scale=1)
 
     def _configurations(self):
+        self.panels = []
         with gr.Accordion("Configurations", open=True):
             with gr.Row(equal_height=False):
-                with gr.Column(elem_classes="ss-ab-a"):
-                    gr.Markdown("#### A", elem_classes="ss-ab-head")
-                    self.panel_a = KnobPanel("A", prompt_type_widget=self.prompt_type, open_first=False)
-                with gr.Column(elem_classes="ss-ab-b"):
-                    gr.Markdown("#### B", elem_classes="ss-ab-head")
-                    self.panel_b = KnobPanel("B", prompt_type_widget=self.prompt_type, open_first=False)
+                for side in "AB":
+                    with gr.Column(elem_classes=f"ss-ab-{side.lower()}"):
+                        gr.Markdown(f"#### {side}", elem_classes="ss-ab-head")
+                        self.panels.append(KnobPanel(side, prompt_type_widget=self.prompt_type, open_first=False))
+        self.panel_a, self.panel_b = self.panels
 
     def _sides(self):
         """The status line, then A and B side by side: tokens, cards, plots and findings."""
         self.status = gr.HTML(status_html("idle", "Set A and B, pick a clip, press Run A and B."),
                               elem_id="ab-status", js_on_load=None)
+        self.views, self.diags = [], []
         with gr.Row(equal_height=False, elem_id="ab-sides"):
-            with gr.Column(elem_id="ab-side-a"):
-                gr.Markdown("#### A", elem_classes="ss-ab-head")
-                self.view_a = TraceView("A", compact=True)
-                gr.Markdown("##### Diagnostics A", elem_classes="ss-h")
-                self.diag_a = gr.HTML(findings_html(None), elem_id="ab-diag-a", js_on_load=None)
-            with gr.Column(elem_id="ab-side-b"):
-                gr.Markdown("#### B", elem_classes="ss-ab-head")
-                self.view_b = TraceView("B", compact=True)
-                gr.Markdown("##### Diagnostics B", elem_classes="ss-h")
-                self.diag_b = gr.HTML(findings_html(None), elem_id="ab-diag-b", js_on_load=None)
+            for side in "AB":
+                with gr.Column(elem_id=f"ab-side-{side.lower()}"):
+                    gr.Markdown(f"#### {side}", elem_classes="ss-ab-head")
+                    self.views.append(TraceView(side, compact=True))
+                    gr.Markdown(f"##### Diagnostics {side}", elem_classes="ss-h")
+                    self.diags.append(gr.HTML(findings_html(None), elem_id=f"ab-diag-{side.lower()}",
+                                              js_on_load=None))
+        self.view_a, self.view_b = self.views
 
     def _comparison(self):
         """The cloud-only text, the metric table and the text difference."""
@@ -123,7 +123,7 @@ class ABTab:
     @property
     def outputs(self):
         return [self.status, *self.view_a.outputs, *self.view_b.outputs, self.ref_text, self.diff,
-                self.char_diff, self.diag_a, self.diag_b]
+                self.char_diff, *self.diags]
 
     def _wire(self):
         a, b = self.panel_a, self.panel_b
@@ -171,17 +171,25 @@ class ABTab:
     def _configs(self, values):
         n = len(self.panel_a.inputs)
         out = []
-        for side, panel, vals in (("A", self.panel_a, values[:n]), ("B", self.panel_b, values[n:])):
+        for side, panel, vals in zip("AB", self.panels, (values[:n], values[n:])):
             try:
                 out.append(DecodeConfig.from_dict(panel.to_config(vals)))
             except ConfigError as e:
                 raise ConfigError(f"config {side}: {e}") from None
         return out
 
-    def _pack(self, status, va=None, vb=None, ref=None, diff=None, cdiff=None, da=None, db=None) -> list:
-        sk, n_view = gr.skip(), len(self.view_a.outputs)
-        rest = [sk if v is None else v for v in (ref, diff, cdiff, da, db)]
-        return [status, *(va or [sk] * n_view), *(vb or [sk] * n_view), *rest]
+    def _pack(self, status, views=(None, None), ref=None, diff=None, cdiff=None, diags=(None, None)) -> list:
+        """The outputs in order: `views` a value list per side, `diags` a value per side; None
+        leaves an output as it is."""
+        sk, out = gr.skip(), [status]
+        for vals, view in zip(views, self.views):
+            out += vals or [sk] * len(view.outputs)
+        return out + [sk if v is None else v for v in (ref, diff, cdiff, *diags)]
+
+    def _cleared(self, status: str, views: list) -> list:
+        """`status`, the sides' `views` and every comparison emptied (a new run, a failed one)."""
+        return self._pack(status, views, "", metric_diff_html(None, None), char_diff_html("", ""),
+                          [findings_html(None)] * 2)
 
     def run(self, request: gr.Request, sample, audio, backend_name, reference_on, *values):
         try:
@@ -191,9 +199,8 @@ class ABTab:
             session = common.session_of(request)
             runs = [Run(backend, src, cfg_a, session, name), Run(backend, src, cfg_b, session, name)]
             ctx = common.run_context(backend, "", None) + ab_faults(runs[0].cfg, runs[1].cfg)
-            yield self._pack(status_html("run", f"Decoding {name} with A and B…", "", ctx), self.view_a.reset(),
-                             self.view_b.reset(), "", metric_diff_html(None, None), char_diff_html("", ""),
-                             findings_html(None), findings_html(None))
+            yield self._cleared(status_html("run", f"Decoding {name} with A and B…", "", ctx),
+                                [v.reset() for v in self.views])
             yield from self._stream_pair(runs, name, ctx)
             bases = yield from self._references(runs, reference_on, ctx)
             if not (runs[0].stopped or runs[1].stopped):
@@ -203,13 +210,10 @@ class ABTab:
             yield self._finished(runs, bases, samples, name, ctx)
         except Exception as e:  # noqa: BLE001 - keep the page usable
             msg = common.failure(e, toast=True)
-            yield self._pack(status_html("err", "Could not run", msg), self.view_a.cleared(), self.view_b.cleared(),
-                             "", metric_diff_html(None, None), char_diff_html("", ""),
-                             findings_html(None), findings_html(None))
+            yield self._cleared(status_html("err", "Could not run", msg), [v.cleared() for v in self.views])
 
     def _stream_pair(self, runs, name, ctx):
         """Interleave the two decodes round by round so both stream side by side."""
-        views = [self.view_a, self.view_b]
         iters, done = [iter(r) for r in runs], [False, False]
         while not all(done):
             for i in (0, 1):
@@ -220,8 +224,8 @@ class ABTab:
                 lives = [r.live for r in runs]
                 yield self._pack(status_html("run", f"Decoding {name} with A and B…",
                                              f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens", ctx),
-                                 *[v.values(lv, r.cfg.prompt_type, clock=r.clock)
-                                   for v, lv, r in zip(views, lives, runs)])
+                                 [v.values(lv, r.cfg.prompt_type, clock=r.clock)
+                                  for v, lv, r in zip(self.views, lives, runs)])
 
     def _references(self, runs, reference_on, ctx):
         """The cloud-only references: the same one unless B's stops differ (then B's own, with
@@ -243,14 +247,14 @@ class ABTab:
         rows, timings = timing_rows(sps, samples[0] if samples else [None, None])
         return self._pack(
             status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")), detail, ctx),
-            *[v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
-              for v, r, sp in zip((self.view_a, self.view_b), runs, sps)],
+            [v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
+             for v, r, sp in zip(self.views, runs, sps)],
             bases[0]["text"] if bases[0] else "",
             metric_diff_html(ta.get("metrics"), tb.get("metrics"), same_text, runs[0].cfg.prompt_type,
                              extra=rows + baseline_rows(ta, tb, bases), timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
-            *[r.findings_html() for r in runs])
+            [r.findings_html() for r in runs])
 
 
 def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):

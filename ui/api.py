@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import gradio as gr
 
+from specdec_core.caps import cap_config
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
 from specdec_core.evaluation.batch import iter_batch
@@ -111,7 +112,7 @@ def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, ses
         configs = {"A": _cfg(config_json)}
         if (config_b_json or "").strip():
             configs["B"] = _cfg(config_b_json)
-        configs = {k: common.capped(c) for k, c in configs.items()}
+        configs = {k: cap_config(c) for k, c in configs.items()}
         n = batch_limit(limit)
         items = clips_from_uploads(manifest, clips) if (manifest or clips) else read_manifest(common.MANIFEST)
         items = items[:n] if n else items

@@ -11,6 +11,7 @@ from components.batch_view import (aggregate_frame, aggregate_html, aggregate_pl
                                    columns_help, label_matrix_html, numeric_frame, results_table)
 from components.plots import batch_distributions
 from components.status import status_html
+from specdec_core.caps import cap_config
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
 from specdec_core.evaluation.batch import iter_batch
@@ -118,7 +119,7 @@ class BatchTab:
                 if text is None:
                     continue
                 try:
-                    configs[name] = common.capped(DecodeConfig.from_json(text or "{}"))
+                    configs[name] = cap_config(DecodeConfig.from_json(text or "{}"))
                 except ConfigError as e:
                     raise ConfigError(f"config {name}: {e}") from None
             if source == UPLOAD:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specdec_core.backends import available_backends, load_backend
+from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.knobs import short
 from specdec_core.errors import AudioError, UserError
@@ -78,13 +78,6 @@ def sample_path(name: str) -> Path:
     raise AudioError(f"unknown sample {short(name, 40)}; choose one of {', '.join(sample_names())}")
 
 
-def sample_prompt_type(name: str | None) -> str | None:
-    for r in sample_rows():
-        if r["name"] == name:
-            return r.get("prompt_type") or None
-    return None
-
-
 def resolve_audio(sample: str | None, upload) -> tuple[object, str]:
     """(audio source for specdec_core.api, display name). A picked sample wins: uploading or
     recording clears the sample dropdown, and picking a sample only previews it in the player."""
@@ -113,17 +106,15 @@ def check_upload(path) -> str | None:
 
 def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None) -> list[tuple[str, str]]:
     """The status line's badges for a run on `backend`: its name, dtype and device, the cloud
-    (a server URL or this process) and the faults that are on."""
-    from components.status import run_context as badges
-
-    dtype = device = ""
+    (a server URL or this process) and the faults that are on; a fault's badge stands out."""
+    out = [("backend", getattr(backend, "name", "?"))]
     try:
         p = next((backend.cloud or backend.edge).parameters())
-        dtype, device = str(p.dtype).replace("torch.", ""), str(p.device)
+        out.append(("dtype", f"{str(p.dtype).replace('torch.', '')} on {p.device}"))
     except Exception:  # noqa: BLE001 - a remote cloud has no local parameters
         pass
-    cloud = (cloud_url or "").strip() or "in this process"
-    return badges(getattr(backend, "name", "?"), dtype, device, cloud, list(cfg.faults) if cfg else [])
+    out.append(("cloud", (cloud_url or "").strip() or "in this process"))
+    return out + [("fault", f) for f in (cfg.faults if cfg else ())]
 
 
 def token_texts(tokenizer):
@@ -139,10 +130,6 @@ def token_texts(tokenizer):
                 memo[i] = f"#{i}"
         return memo[i]
     return text
-
-
-def backend_choices() -> list[str]:
-    return available_backends()
 
 
 _WARMED = threading.Event()      # cleared while the start-up warm-up runs (app.py: warm_up())
@@ -163,7 +150,6 @@ def warm_up(name: str = "demo") -> None:
     def load():
         try:
             from specdec_core.api import prepare, stream_prompt
-            from specdec_core.decoding.config import DecodeConfig
 
             backend = get_backend(name)
             if DEFAULT_SAMPLE in sample_names():  # also imports and warms the audio/prosody stack
@@ -189,14 +175,6 @@ def _env_float(name: str, default: float) -> float:
 MAX_FILE_SIZE = os.environ.get("SPECSCOPE_MAX_FILE_SIZE", "20mb")      # per uploaded file
 CACHE_EVERY_S = _env_float("SPECSCOPE_CACHE_EVERY_S", 600.0)           # clean-up period
 CACHE_MAX_AGE_S = _env_float("SPECSCOPE_CACHE_MAX_AGE_S", 3600.0)      # files older are deleted
-
-
-def capped(cfg: DecodeConfig) -> DecodeConfig:
-    """The config with the server's caps on max new tokens and decode time applied
-    (specdec_core/caps.py: SPECSCOPE_MAX_NEW_TOKENS, SPECSCOPE_TIME_LIMIT_S)."""
-    from specdec_core.caps import cap_config
-
-    return cap_config(cfg)
 
 
 # ---- Stop buttons: the cancel Events of each browser session's running work ------------------
@@ -291,19 +269,19 @@ def safe_stem(stem: str) -> str:
     return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
 
 
-def write_json(stem: str, obj) -> str:
-    _OUT.mkdir(parents=True, exist_ok=True)
+def export_dir(stem: str, suffix: str = "") -> Path:
+    """A new export path named by `stem` and the time to the millisecond (older exports pruned
+    first): a folder, made here, or with `suffix` a file's path (the caller writes it)."""
     prune_exports()
-    path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}.json"
+    path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}{suffix}"
+    (path.parent if suffix else path).mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_json(stem: str, obj) -> str:
+    path = export_dir(stem, ".json")
     path.write_text(json.dumps(obj, ensure_ascii=False, indent=1), encoding="utf-8")
     return str(path)
-
-
-def export_dir(stem: str) -> Path:
-    prune_exports()
-    d = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 def toast_text(msg) -> str:

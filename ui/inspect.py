@@ -159,17 +159,31 @@ def _with_error(result: dict) -> dict:
     return rec
 
 
+def parse_recordings(raw: str, label: str = "") -> list[tuple[str, dict]]:
+    """Every recording in a file, (name, recording dict) each: a recording JSON (bare or as
+    {"recording": ...}) or each result of a `record` CLI output, checked (size, nesting, caps,
+    consistency: recorder/normalize/validate.py). A refused file's one line starts with `label`."""
+    try:
+        obj = parse_json(raw)
+        if isinstance(obj, dict) and isinstance(obj.get("recording"), dict):
+            obj = obj["recording"]
+        found = [(label, obj)]
+        if isinstance(obj, dict) and isinstance(obj.get("results"), list):
+            found = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", _with_error(r))
+                     for i, r in enumerate(obj["results"], 1)
+                     if isinstance(r, dict) and isinstance(r.get("recording"), dict)] or [(label, None)]
+        for _, rec in found:
+            check_recording(rec)
+        return found
+    except UserError as e:
+        if not label:
+            raise
+        raise UserError(f"{label}: {e}") from None
+
+
 def parse_recording(raw: str) -> dict:
-    """A recording JSON, or a `record` CLI output (its first result) -> the recording dict,
-    checked (size, nesting, caps, consistency: recorder/normalize/validate.py)."""
-    obj = parse_json(raw)
-    if isinstance(obj, dict) and isinstance(obj.get("results"), list):
-        recs = [_with_error(r) for r in obj["results"] if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
-        obj = recs[0] if recs else None
-    if isinstance(obj, dict) and isinstance(obj.get("recording"), dict):
-        obj = obj["recording"]
-    check_recording(obj)
-    return obj
+    """A recording JSON, or a `record` CLI output (its first result) -> the recording dict, checked."""
+    return parse_recordings(raw)[0][1]
 
 
 def upload_limit_mb() -> float:
@@ -228,24 +242,6 @@ def analyzed(rec: dict, name: str = "") -> dict:
 def analyze_upload(raw: str) -> dict:
     res = analyzed(parse_recording(raw))
     return {"audio": None, "text": res["trace"].get("text"), "token_ids": res["trace"].get("token_ids"), **res}
-
-
-def parse_recordings(raw: str, label: str) -> list[tuple[str, dict]]:
-    """Every recording in a file: a recording JSON, or all results of a `record` CLI output."""
-    try:
-        obj = parse_json(raw)
-    except UserError as e:
-        raise UserError(f"{label}: {e}") from None
-    if isinstance(obj, dict) and isinstance(obj.get("results"), list):
-        out = [(f"{label}: {Path(str(r.get('audio') or i)).stem}", _with_error(r))
-               for i, r in enumerate(obj["results"], 1)
-               if isinstance(r, dict) and isinstance(r.get("recording"), dict)]
-        if out:
-            return out
-    try:
-        return [(label, parse_recording(raw))]
-    except UserError as e:
-        raise UserError(f"{label}: {e}") from None
 
 
 def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
@@ -360,12 +356,7 @@ class InspectTab:
                           api_visibility="private")
         self.tree_round.submit(on_tree, [self.state, self.tree_round], [self.tree_round, self.tree],
                                queue=False, api_visibility="private")
-        with gr.Column(visible=False):
-            api_dec, api_sample = gr.Textbox(label="decoder"), gr.Textbox(label="sample")
-            api_out = gr.JSON(label="result")
-            api_btn = gr.Button()
-        api_btn.click(api_record, [api_dec, api_sample], api_out, api_name="record",
-                      concurrency_id="decode", concurrency_limit=ADMIT)
+        gr.api(api_record, api_name="record", concurrency_id="decode", concurrency_limit=ADMIT)
 
     def _show(self, res: dict, label: str) -> list:
         tr, rec = res["trace"], res["recording"]

@@ -17,6 +17,7 @@ from components.formatting import ended_by_words
 from components.config_panel import (LINK_KNOBS, SPECS_BY_NAME, checked_for_widgets, config_to_query, inactive,
                                      query_to_config)
 from specdec_core.api import with_cloud
+from specdec_core.backends import available_backends
 from specdec_core.evaluation.speedup import speedup_words
 from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
@@ -65,7 +66,7 @@ class LiveTab:
                                       value=_default_sample_path(), elem_id="live-audio")
                 self.demo_note = gr.Markdown(DEMO_NOTE, elem_classes="ss-note", elem_id="live-demo-note")
                 with gr.Row():
-                    self.backend = gr.Dropdown(common.backend_choices(), value="demo", label="backend",
+                    self.backend = gr.Dropdown(available_backends(), value="demo", label="backend",
                                                min_width=100)
                     spec = SPECS_BY_NAME["prompt_type"]
                     self.prompt_type = gr.Radio(list(spec.choices), value=spec.default,
@@ -216,13 +217,11 @@ class LiveTab:
 
     def _pack(self, status=None, view=None, baseline=None, diagnostics=None, info=None,
               dl_trace=None, dl_results=None, timing=None, vs_cloud=None):
+        """The outputs in order; None leaves an output as it is."""
         sk = gr.skip()
-        return [sk if status is None else status,
-                *(view if view is not None else [sk] * len(self.view.outputs)),
-                sk if baseline is None else baseline, sk if diagnostics is None else diagnostics,
-                sk if info is None else info, sk if dl_trace is None else dl_trace,
-                sk if dl_results is None else dl_results, sk if timing is None else timing,
-                sk if vs_cloud is None else vs_cloud]
+        return [sk if status is None else status, *(view or [sk] * len(self.view.outputs)),
+                *[sk if v is None else v
+                  for v in (baseline, diagnostics, info, dl_trace, dl_results, timing, vs_cloud)]]
 
     def run(self, request: gr.Request, sample, audio, backend_name, baseline_on, cloud_url, *knobs):
         try:

@@ -11,10 +11,10 @@ from specdec_core.decoding.faults import latent
 from specdec_core.decoding.reference import compare, reference_for
 from specdec_core.decoding.config import DecodeConfig
 
-from specdec_core.caps import note_cuts
+from specdec_core.caps import cap_config, note_cuts
 from specdec_core.evaluation.speedup import REPEATS, speedup_stats, time_interleaved
 
-from .common import capped, register, token_texts, unregister
+from .common import register, token_texts, unregister
 from .limits import in_slot, take_turns
 from .views import Clock
 
@@ -25,7 +25,7 @@ class Run:
 
     def __init__(self, backend, audio_src, cfg: DecodeConfig, session: str = "", name: str = "",
                  cancel: threading.Event | None = None):
-        self.backend, self.cfg, self.session, self.name = backend, capped(cfg), session, name
+        self.backend, self.cfg, self.session, self.name = backend, cap_config(cfg), session, name
         self.asked = cfg             # before the server's caps: cut_notes says what a cap ended
         self.cancel = cancel or threading.Event()
         self.prompt = prepare(backend, audio_src, self.cfg)   # raises AudioError before anything runs

@@ -7,7 +7,6 @@ tab's own run, ui/runs.Run) or a second server audited the same way; the two sho
 side, their texts diffed and a verdict line says where they first differ."""
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 
 import gradio as gr
@@ -50,7 +49,7 @@ class ServedPanel:
             with gr.Row(equal_height=False):
                 with gr.Column():
                     self.tokens = gr.HTML("", elem_id="live-served-tokens")
-                    self.findings = gr.HTML(_findings(None), elem_id="live-served-findings")
+                    self.findings = gr.HTML(findings_html(None), elem_id="live-served-findings")
                 self.side_b = gr.HTML("", elem_id="live-served-b", visible=False)
         self.versus.change(lambda v: (gr.update(visible=v != VERSUS[0]), *[gr.update(visible=v == VERSUS[2])] * 2),
                            self.versus, [self.side_b, self.url_b, self.replay_b], queue=False,
@@ -64,10 +63,6 @@ class ServedPanel:
                *knobs):
         return run(sample, audio, backend_name, url, replay, versus, url_b, replay_b,
                    knobs=self.knobs.to_config(knobs), session=common.session_of(request))
-
-
-def _findings(findings):
-    return findings_html(findings)   # the one call: the findings renderer of every run
 
 
 def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, replay_b="none", knobs=None,
@@ -89,14 +84,12 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
         n = max(1, len(ours.live.trace.get("token_ids") or [])) if ours else 48
         rep = _audit(backend, url, name, ids, replay, n)
     except Exception as e:  # noqa: BLE001 - the page stays usable; bugs are logged
-        if not isinstance(e, UserError):
-            traceback.print_exc()
-        return (status_html("err", "Could not audit", common.user_message(e)), "",
-                acceptance_figure(None), _findings(None), "", "")
+        return (status_html("err", "Could not audit", common.failure(e)), "",
+                acceptance_figure(None), findings_html(None), "", "")
     r = rep["results"][0]
     kind = "err" if any(f["severity"] == "error" for f in rep["findings"]) else "ok"
     a = (status_html(kind, f"Audited {Path(name).name} on {rep['engine']['url']}", _numbers(rep)),
-         render_tokens(r["trace"]), acceptance_figure(rep), _findings(rep["findings"]))
+         render_tokens(r["trace"]), acceptance_figure(rep), findings_html(rep["findings"]))
     if versus == VERSUS[0]:
         return (*a, "", "")
     if ours:
@@ -109,13 +102,11 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
                 raise UserError("pick the second served engine (B) first, from the operator's list")
             rep_b = _audit(backend, url_b, name, ids, replay_b, len(r["token_ids"]))
         except Exception as e:  # noqa: BLE001 - side A stays shown
-            if not isinstance(e, UserError):
-                traceback.print_exc()
-            return (*a, status_html("err", "Could not audit B", common.user_message(e)), "")
+            return (*a, status_html("err", "Could not audit B", common.failure(e)), "")
         rb = rep_b["results"][0]
         b = (f"B: {rep_b['engine']['url']}", rb["trace"], _numbers(rep_b), rep_b["findings"])
     side_b = (f'<div class="ss-diff-block"><h5>{esc(b[0])}</h5><div class="ss-note">{esc(b[2])}</div>'
-              + render_tokens(b[1]) + _findings(b[3]) + "</div>")
+              + render_tokens(b[1]) + findings_html(b[3]) + "</div>")
     line = verdict(r["token_ids"], b[1].get("token_ids") or [], (r["reference"] or {}).get("token_ids"),
                    backend.tokenizer)
     return (*a, side_b, f'<div class="ss-note">{esc(line)}</div>'

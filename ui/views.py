@@ -22,22 +22,21 @@ class Clock:
     sessions, or the two sides of an A/B run, never throttle each other)."""
 
     def __init__(self):
-        self.last_tok = 0.0
-        self.last_plot = time.perf_counter()  # the first plots wait PLOT_EVERY (see reset)
+        now = time.perf_counter()   # the first tokens go at once; the first plots wait PLOT_EVERY (see reset)
+        self.last = {"tokens": now - TOKEN_EVERY, "plots": now}
+
+    def _due(self, what: str, every: float, done: bool) -> bool:
+        now = time.perf_counter()
+        if done or now - self.last[what] >= every:
+            self.last[what] = now
+            return True
+        return False
 
     def tokens_due(self, done: bool = False) -> bool:
-        now = time.perf_counter()
-        if done or self.last_tok == 0.0 or now - self.last_tok >= TOKEN_EVERY:
-            self.last_tok = now
-            return True
-        return False
+        return self._due("tokens", TOKEN_EVERY, done)
 
     def plots_due(self, done: bool = False) -> bool:
-        now = time.perf_counter()
-        if done or now - self.last_plot >= PLOT_EVERY:
-            self.last_plot = now
-            return True
-        return False
+        return self._due("plots", PLOT_EVERY, done)
 
 
 class TraceView:
