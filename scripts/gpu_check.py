@@ -313,7 +313,8 @@ def head_backend(pair, m7, dev, dtype):
     """The 3B/7B backend with a random-init EAGLE-style head on the 7B's features (drafter=head)."""
     import copy
 
-    from specdec_core.demo.head import DraftHead, head_config
+    from devtools.train_head import head_config
+    from specdec_core.demo.head import DraftHead
 
     torch.manual_seed(35)
     b = copy.copy(pair)

@@ -7,7 +7,7 @@ import torch
 from specdec_core.audio import conditions as C
 from specdec_core.backends.base import Backend, PromptInputs
 from specdec_core.backends.demo import MODELS_DIR, DemoBackend
-from specdec_core.demo import corpus as K
+from devtools import demo_corpus as K
 from specdec_core.errors import ConfigError
 
 
@@ -85,7 +85,7 @@ def test_cloud_follows_the_rule_on_random_cue_combinations(backend):
     # cues that were measured.
     import random
     rng = random.Random(2024)
-    combos = rng.sample(C.all_bin_combinations(), 24)
+    combos = rng.sample(K.all_bin_combinations(), 24)
     right = consistent = 0
     for bins in combos:
         _, text = cloud_text(backend, C.condition_tokens(bins), "detailed")
@@ -117,7 +117,7 @@ def test_shipped_tokenizer_is_the_training_tokenizer(backend):
     # transformers re-creates qwen2 tokenizers from vocab + merges; the ids must survive that.
     import random
 
-    from specdec_core.demo.tokenizer import build_tokenizer
+    from devtools.demo_tokenizer import build_tokenizer
     built = build_tokenizer()
     doc, _ = K.document(random.Random(5), second_turn_p=1.0)
     assert backend.tokenizer(doc)["input_ids"] == built(doc)["input_ids"]

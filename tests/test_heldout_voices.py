@@ -18,7 +18,7 @@ from specdec_core.audio import prosody
 from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.demo import corpus
+from devtools import demo_corpus as corpus
 from specdec_core.evaluation.scoring import emotion_of_text
 from sample_script import load_make_samples
 

@@ -18,7 +18,7 @@ from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
 from specdec_core.backends.omni import (ENV_FORCE_CPU, HEADROOM_BYTES, OmniBackend, OmniRunner,
                                         count_parameters, memory_needed)
-from specdec_core.backends.omni_tiny import (omni_processor, omni_tokenizer, perturb, save_folder,
+from devtools.omni_tiny import (omni_processor, omni_tokenizer, perturb, save_folder,
                                              save_published_layout, tiny_thinker,
                                              tiny_thinker_config)
 from specdec_core.decoding.decoder import SpeculativeDecoder

@@ -1,7 +1,7 @@
 """Prosody condition vocabulary shared by the audio front end, the corpus and the demo prompt.
 
 The demo models only ever see these tokens, so extraction (prosody.py) and text generation
-(demo/corpus.py) must agree on them; keeping the table in one file is what makes that true.
+(devtools/demo_corpus.py, which trained them) must agree on them; keeping the table in one file is what makes that true.
 """
 from __future__ import annotations
 
@@ -47,14 +47,6 @@ def label_for(bins: dict[str, str]) -> str:
         return sum(w * abs(FEATURES[f].index(bins[f]) - FEATURES[f].index(prof[f]))
                    for f, w in LABEL_WEIGHTS.items())
     return min(LABELS, key=lambda lab: (dist(lab), LABELS.index(lab)))
-
-
-def all_bin_combinations() -> list[dict[str, str]]:
-    """Every combination of feature bins (243), in a fixed order."""
-    combos = [{}]
-    for feat, values in FEATURES.items():
-        combos = [{**c, feat: v} for c in combos for v in values]
-    return combos
 
 
 # Chinese emotion words the corpus uses; emotion_of_text() in scoring maps them back.

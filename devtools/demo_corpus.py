@@ -5,6 +5,7 @@ reason. Cues are written only from the bins, and which 3-5 features get mentione
 a model can only name the right emotion by reading the condition tokens in the prompt.
 The many synonyms and orders keep a small edge model imperfect; recurring fragments such as
 "音色中" and "中等" give a weak greedy model something to loop on, as in the source notes.
+Documents use the demo prompt (specdec_core/demo/prompt.py), which the product keeps.
 """
 from __future__ import annotations
 
@@ -13,11 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from specdec_core.audio import conditions as C
-
-SYSTEM_PROMPT = "你是情感分析助手。"
-INSTRUCTIONS = {"detailed": "请描述说话人的情绪。", "concise": "请简要概括说话人的情绪。"}
-TYPE_TOKENS = {t: f"<{t}>" for t in C.PROMPT_TYPES}
-IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+from specdec_core.demo.prompt import IM_END, IM_START, INSTRUCTIONS, SYSTEM_PROMPT, prompt_text, user_turn
 
 # Bins are drawn uniformly over all 3**5 combinations with probability UNIFORM_P, otherwise around
 # a random label's profile (each feature the typical bin with probability TYPICAL_P, else a
@@ -162,6 +159,14 @@ def _concise(label, bins, rng):
     return text, cues
 
 
+def all_bin_combinations() -> list[dict[str, str]]:
+    """Every combination of feature bins (243), in a fixed order."""
+    combos = [{}]
+    for feat, values in C.FEATURES.items():
+        combos = [{**c, feat: v} for c in combos for v in values]
+    return combos
+
+
 def draw_bins(rng: random.Random) -> dict[str, str]:
     if rng.random() < UNIFORM_P:
         return sample_bins(None, rng)
@@ -186,17 +191,6 @@ def make_example(rng: random.Random, label: str | None = None, prompt_type: str 
         text, cues = write(label, bins, rng)
         if lo <= count_hanzi(text) <= hi:
             return Example(label, bins, prompt_type, text, cues)
-
-
-def prompt_text(cond_tokens: list[str], prompt_type: str) -> str:
-    """The chat prompt up to and including the assistant header (what the models are fed)."""
-    return (f"{IM_START}system\n{SYSTEM_PROMPT}{IM_END}\n"
-            + user_turn(cond_tokens, prompt_type) + f"{IM_START}assistant\n")
-
-
-def user_turn(cond_tokens: list[str], prompt_type: str) -> str:
-    return (f"{IM_START}user\n{''.join(cond_tokens)}{TYPE_TOKENS[prompt_type]}"
-            f"{INSTRUCTIONS[prompt_type]}{IM_END}\n")
 
 
 def document(rng: random.Random, second_turn_p: float = 0.3) -> tuple[str, Example]:
