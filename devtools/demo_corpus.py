@@ -16,11 +16,44 @@ from dataclasses import dataclass, field
 from specdec_core.audio import conditions as C
 from specdec_core.demo.prompt import IM_END, IM_START, INSTRUCTIONS, SYSTEM_PROMPT, prompt_text, user_turn
 
+# The label rule. The typical bins for each label: the corpus samples around these, and the
+# sample clips (scripts/make_samples.py) are synthesised so that extraction lands on them.
+PROFILES = {
+    "neutral": {"pitch": "mid", "pvar": "flat", "energy": "mid", "rate": "mid", "pause": "few"},
+    "angry": {"pitch": "high", "pvar": "wide", "energy": "high", "rate": "fast", "pause": "few"},
+    "happy": {"pitch": "high", "pvar": "wide", "energy": "mid", "rate": "mid", "pause": "few"},
+    "sad": {"pitch": "low", "pvar": "flat", "energy": "low", "rate": "slow", "pause": "many"},
+    "worried": {"pitch": "mid", "pvar": "mid", "energy": "low", "rate": "slow", "pause": "some"},
+    "surprise": {"pitch": "high", "pvar": "wide", "energy": "high", "rate": "mid", "pause": "some"},
+}
+
+# Arousal of each label: loud / fast / wide-ranging speech reads as aroused.
+AROUSAL = {"neutral": "low", "angry": "high", "happy": "high", "sad": "low", "worried": "low",
+           "surprise": "high"}
+
+# How much each feature counts when a bin combination is matched to a profile. Pitch level
+# counts least: it is the feature that depends most on the speaker (prosody.py estimates the
+# voice's register, and that estimate can be off for a very low female or a very high male
+# voice). Unequal weights also break ties between equally distant profiles.
+LABEL_WEIGHTS = {"pitch": 0.7, "pvar": 1.0, "energy": 1.25, "rate": 1.1, "pause": 0.9}
+
+
+def label_for(bins: dict[str, str]) -> str:
+    """The emotion a bin combination implies: the nearest PROFILES entry (weighted distance over
+    the ordinal bins). Defined for all 3**5 combinations; the corpus labels every description
+    with it, so what the demo models learn to say is consistent with the cues they describe."""
+    def dist(label):
+        prof = PROFILES[label]
+        return sum(w * abs(C.FEATURES[f].index(bins[f]) - C.FEATURES[f].index(prof[f]))
+                   for f, w in LABEL_WEIGHTS.items())
+    return min(C.LABELS, key=lambda lab: (dist(lab), C.LABELS.index(lab)))
+
+
 # Bins are drawn uniformly over all 3**5 combinations with probability UNIFORM_P, otherwise around
 # a random label's profile (each feature the typical bin with probability TYPICAL_P, else a
 # neighbour): every cue combination a clip can produce is covered, and the typical ones, which
 # real clips produce most, are seen more often. The label is never drawn on its own: it is
-# conditions.label_for(bins), so the emotion a description names always agrees with its cues.
+# label_for(bins), so the emotion a description names always agrees with its cues.
 UNIFORM_P = 0.5
 TYPICAL_P = 0.75
 
@@ -129,7 +162,7 @@ def sample_bins(label: str | None, rng: random.Random) -> dict[str, str]:
         return {feat: rng.choice(values) for feat, values in C.FEATURES.items()}
     bins = {}
     for feat, values in C.FEATURES.items():
-        i = values.index(C.PROFILES[label][feat])
+        i = values.index(PROFILES[label][feat])
         if rng.random() >= TYPICAL_P:
             i = rng.choice([j for j in (i - 1, i + 1) if 0 <= j < len(values)])
         bins[feat] = values[i]
@@ -175,16 +208,16 @@ def draw_bins(rng: random.Random) -> dict[str, str]:
 
 def make_example(rng: random.Random, label: str | None = None, prompt_type: str | None = None,
                  bins: dict | None = None) -> Example:
-    """One description. Given bins, the label is the rule's (conditions.label_for); given only a
+    """One description. Given bins, the label is the rule's (label_for); given only a
     label, bins are drawn around its profile until the rule agrees; given neither, both are
     drawn (draw_bins). An explicit label AND bins is taken as it is (for tests)."""
     prompt_type = prompt_type or rng.choice(C.PROMPT_TYPES)
     if bins is None and label is not None:
         bins = sample_bins(label, rng)
-        while C.label_for(bins) != label:
+        while label_for(bins) != label:
             bins = sample_bins(label, rng)
     bins = bins or draw_bins(rng)
-    label = label or C.label_for(bins)
+    label = label or label_for(bins)
     lo, hi = C.LENGTH_BANDS[prompt_type]
     write = _detailed if prompt_type == "detailed" else _concise
     while True:  # rejection keeps every description inside its band

@@ -53,7 +53,7 @@ def test_backend_shape(backend):
 
 
 def test_prompt_inputs(backend):
-    cond = C.condition_tokens(C.PROFILES["sad"])
+    cond = C.condition_tokens(K.PROFILES["sad"])
     inp = backend.build_inputs_from_tokens(cond, "concise")
     assert isinstance(inp, PromptInputs) and inp.input_ids.dtype == torch.long
     text = backend.tokenizer.decode(inp.input_ids[0])
@@ -70,7 +70,7 @@ def test_cloud_greedy_names_each_profile_emotion(backend, prompt_type):
     lo, hi = C.LENGTH_BANDS[prompt_type]
     right = 0
     for label in C.LABELS:
-        ids, text = cloud_text(backend, C.condition_tokens(C.PROFILES[label]), prompt_type)
+        ids, text = cloud_text(backend, C.condition_tokens(K.PROFILES[label]), prompt_type)
         assert ids[-1] in backend.stop_ids, text          # stops by itself, on an id
         assert text.endswith("。") and text.count("。") == 1, text
         assert lo <= K.count_hanzi(text) <= hi, text
@@ -90,7 +90,7 @@ def test_cloud_follows_the_rule_on_random_cue_combinations(backend):
     for bins in combos:
         _, text = cloud_text(backend, C.condition_tokens(bins), "detailed")
         words = K.emotion_words_in(text)
-        right += bool(words) and words[0][0] == C.label_for(bins)
+        right += bool(words) and words[0][0] == K.label_for(bins)
         consistent += all(bins[f] == b for f, b, _ in K.cue_hits(text))
     assert right >= 20, right
     assert consistent >= 22, consistent
@@ -99,14 +99,14 @@ def test_cloud_follows_the_rule_on_random_cue_combinations(backend):
 def test_changing_only_condition_tokens_changes_the_emotion(backend):
     named = {}
     for label in ("angry", "sad"):
-        _, text = cloud_text(backend, C.condition_tokens(C.PROFILES[label]), "detailed")
+        _, text = cloud_text(backend, C.condition_tokens(K.PROFILES[label]), "detailed")
         named[label] = K.emotion_words_in(text)[0][0]
     assert named == {"angry": "angry", "sad": "sad"}
 
 
 def test_cloud_continues_into_template_when_not_stopped(backend):
     # The fault the tool demonstrates: ignore the stop id and the next user turn leaks out.
-    inp = backend.build_inputs_from_tokens(C.condition_tokens(C.PROFILES["happy"]), "concise")
+    inp = backend.build_inputs_from_tokens(C.condition_tokens(K.PROFILES["happy"]), "concise")
     out = backend.cloud.generate(inp.input_ids, max_new_tokens=40, do_sample=False,
                                  eos_token_id=None, pad_token_id=backend.tokenizer.pad_token_id)
     text = backend.tokenizer.decode(out[0, inp.length:], skip_special_tokens=True)

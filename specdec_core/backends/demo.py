@@ -82,8 +82,8 @@ class DemoBackend(Backend):
 
     def counterfactual_inputs(self, prompt: PromptInputs) -> PromptInputs:
         """The prompt with every prosody condition token set to its feature's middle bin (the
-        clip tells nothing: label_for reads those bins as neutral). Same ids otherwise, so the
-        same length: the two rows go through the cloud as one batched forward."""
+        clip tells nothing: the corpus' label_for reads those bins as neutral). Same ids
+        otherwise, so the same length: the two rows go through the cloud as one batched forward."""
         conv = self.tokenizer.convert_tokens_to_ids
         ids = prompt.input_ids.clone()
         for feat, values in conditions.FEATURES.items():
