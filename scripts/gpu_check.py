@@ -369,8 +369,8 @@ def main(argv=None) -> int:
 
     from specdec_core import DecodeConfig
     from specdec_core.audio.loading import load_audio
-    from specdec_core.backends.omni import (OmniBackend, audio_only_processor, check_gpu_memory,
-                                            memory_needed)
+    from specdec_core.backends.omni import OmniBackend
+    from specdec_core.backends.omni_loading import audio_only_processor, check_gpu_memory, memory_needed
     from transformers import WhisperFeatureExtractor
 
     torch.set_num_threads(1 if smoke else 4)

@@ -176,7 +176,7 @@ def test_omni_counterfactual_silences_features_in_one_batched_forward():
     from specdec_core.audio.loading import load_audio
     from specdec_core.backends.omni import OmniBackend
     from devtools.omni_tiny import (omni_processor, omni_tokenizer, perturb, tiny_thinker,
-                                                 tiny_thinker_config)
+                                    tiny_thinker_config)
 
     tok = omni_tokenizer()
     proc = omni_processor(tok)
