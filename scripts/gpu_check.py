@@ -313,7 +313,8 @@ def head_backend(pair, m7, dev, dtype):
     """The 3B/7B backend with a random-init EAGLE-style head on the 7B's features (drafter=head)."""
     import copy
 
-    from specdec_core.demo.head import DraftHead, head_config
+    from devtools.train_head import head_config
+    from specdec_core.demo.head import DraftHead
 
     torch.manual_seed(35)
     b = copy.copy(pair)
@@ -368,8 +369,8 @@ def main(argv=None) -> int:
 
     from specdec_core import DecodeConfig
     from specdec_core.audio.loading import load_audio
-    from specdec_core.backends.omni import (OmniBackend, audio_only_processor, check_gpu_memory,
-                                            memory_needed)
+    from specdec_core.backends.omni import OmniBackend
+    from specdec_core.backends.omni_loading import audio_only_processor, check_gpu_memory, memory_needed
     from transformers import WhisperFeatureExtractor
 
     torch.set_num_threads(1 if smoke else 4)

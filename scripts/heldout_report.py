@@ -16,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from devtools import demo_corpus  # noqa: E402
 from specdec_core import api  # noqa: E402
 from specdec_core.audio import conditions as C, prosody  # noqa: E402
 from specdec_core.audio.loading import load_audio  # noqa: E402
@@ -37,7 +38,7 @@ def report(manifest: str, by_speaker: bool) -> list[dict]:
         res = api.run_clip(backend, c.path, cfg, speaker=st)
         named = emotion_of_text(res["text"]) if res["ok"] else None
         out.append({"name": c.name, "label": c.label, "kind": c.extra.get("kind", ""), "bins": p.bins,
-                    "rule": C.label_for(p.bins), "named": named, "text": res.get("text") or res.get("error"),
+                    "rule": demo_corpus.label_for(p.bins), "named": named, "text": res.get("text") or res.get("error"),
                     "norm": p.normalisation})
     return out
 
@@ -52,13 +53,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         ok = r["named"] == r["label"]
-        ar = r["named"] is not None and C.AROUSAL[r["named"]] == C.AROUSAL[r["label"]]
+        ar = r["named"] is not None and demo_corpus.AROUSAL[r["named"]] == demo_corpus.AROUSAL[r["label"]]
         bins = "/".join(r["bins"][f] for f in C.FEATURES)
         print(f"| {r['name']} | {r['kind']} | {r['label']} | {bins} | {r['norm']} | {r['named']} | "
               f"{'yes' if ok else 'no'} | {'yes' if ar else 'no'} |")
     n = len(rows)
     right = sum(r["named"] == r["label"] for r in rows)
-    aro = sum(r["named"] is not None and C.AROUSAL[r["named"]] == C.AROUSAL[r["label"]] for r in rows)
+    aro = sum(r["named"] is not None and demo_corpus.AROUSAL[r["named"]] == demo_corpus.AROUSAL[r["label"]] for r in rows)
     print(f"\nemotion right {right}/{n}, arousal right {aro}/{n}, "
           f"distinct emotions named {len({r['named'] for r in rows} - {None})}")
 

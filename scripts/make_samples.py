@@ -5,7 +5,7 @@
 
 Each emotion gets its own pitch, pitch range, speed, amplitude and pauses, chosen (together with
 the thresholds in specdec_core/audio/prosody.py) so that prosody.extract() lands on the label's
-conditions.PROFILES entry: that is what lets the demo model "hear" the emotion.
+PROFILES entry (devtools/demo_corpus.py): that is what lets the demo model "hear" the emotion.
 
 Each phrase is synthesised on its own (own -p base pitch, SSML pitch range) and the phrases are
 joined with explicit silences. espeak-ng's Mandarin contours are nearly flat within a phrase and
@@ -28,6 +28,7 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from devtools import demo_corpus  # noqa: E402
 from specdec_core.audio import conditions
 
 from specdec_core.audio import prosody
@@ -212,7 +213,7 @@ def write_set(clips: list[Clip], out_dir: Path, write: bool) -> tuple[int, int]:
             sf.write(out_dir / f"{clip.name}.wav", pcm, TARGET_SR, subtype="PCM_16")
         audio = load_audio((TARGET_SR, pcm))
         measured = prosody.extract(audio)
-        said = conditions.label_for(measured.bins)
+        said = demo_corpus.label_for(measured.bins)
         right += said == clip.label
         print(f"{clip.name:15s} {clip.voice:11s} {audio.duration:4.1f}s -> {said:8s} "
               f"{'ok ' if said == clip.label else 'BAD'} {prosody.describe(measured)}")

@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     if len(args) != 1 or args[0].startswith("-"):
         print("usage: python scripts/make_tiny_omni.py OUT_DIR", file=sys.stderr)
         return 2
-    from specdec_core.backends.omni_tiny import make_tiny_pair   # torch + transformers: slow
+    from devtools.omni_tiny import make_tiny_pair   # torch + transformers: slow
 
     try:
         paths = make_tiny_pair(args[0])

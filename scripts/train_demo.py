@@ -1,4 +1,4 @@
-"""Reproduce the shipped demo models: see specdec_core/demo/train.py."""
+"""Reproduce the shipped demo models: see devtools/train_demo.py."""
 import os
 import sys
 from pathlib import Path
@@ -8,7 +8,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.demo.train import main  # noqa: E402
+from devtools.train_demo import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from specdec_core.demo.train_head import main  # noqa: E402
+from devtools.train_head import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

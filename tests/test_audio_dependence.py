@@ -175,8 +175,8 @@ def test_views_colour_by_dependence_and_rank(angry):
 def test_omni_counterfactual_silences_features_in_one_batched_forward():
     from specdec_core.audio.loading import load_audio
     from specdec_core.backends.omni import OmniBackend
-    from specdec_core.backends.omni_tiny import (omni_processor, omni_tokenizer, perturb, tiny_thinker,
-                                                 tiny_thinker_config)
+    from devtools.omni_tiny import (omni_processor, omni_tokenizer, perturb, tiny_thinker,
+                                    tiny_thinker_config)
 
     tok = omni_tokenizer()
     proc = omni_processor(tok)

@@ -15,7 +15,7 @@ import pytest
 from specdec_core.findings import KEYS
 from specdec_core.backends import load_backend
 from specdec_core.backends.demo import MODELS_DIR
-from specdec_core.backends.omni_tiny import make_tiny_pair, omni_tokenizer
+from devtools.omni_tiny import make_tiny_pair, omni_tokenizer
 from specdec_core.errors import BackendError
 from specdec_core.pairs import check_folders, error_message, versions
 from specdec_core.pairs.checks import CHECKS

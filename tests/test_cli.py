@@ -43,6 +43,7 @@ def test_run_hf_writes_the_contract_json(pair, tmp_path):
     (r,) = data["results"]
     assert r["ok"] is True and {"audio", "text", "token_ids", "metrics", "trace", "baseline"} <= set(r)
     assert r["baseline"]["token_ids"] == r["token_ids"]  # greedy SD is lossless
+    assert "cloud-only: matches the reference token for token" in p.stderr   # the --baseline line
     assert r["trace"]["token_ids"] == r["token_ids"]
     for key in ("acceptance_rate", "mean_accepted_length", "per_position_acceptance", "cloud_calls",
                 "cloud_call_rate", "target_forwards", "draft_forwards", "corrections", "tokens_per_s",

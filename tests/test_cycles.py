@@ -126,7 +126,7 @@ def test_no_false_alarm_on_any_sample_clip_reference():
 
 
 def test_no_false_alarm_on_demo_corpus_descriptions():
-    from specdec_core.demo.corpus import make_example
+    from devtools.demo_corpus import make_example
 
     rnd = random.Random(0)
     texts = [make_example(rnd).text for _ in range(1000)]

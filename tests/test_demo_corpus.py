@@ -5,8 +5,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from specdec_core.audio import conditions as C
-from specdec_core.demo import corpus as K
-from specdec_core.demo.tokenizer import save_tokenizer
+from devtools import demo_corpus as K
+from devtools.demo_tokenizer import save_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -64,23 +64,23 @@ def test_every_cue_combination_is_covered_and_labelled_by_the_rule():
     seen = {}
     for _ in range(6000):
         ex = K.make_example(rng)
-        assert ex.label == C.label_for(ex.bins), (ex.bins, ex.label)
+        assert ex.label == K.label_for(ex.bins), (ex.bins, ex.label)
         seen.setdefault(tuple(ex.bins[f] for f in C.FEATURES), set()).add(ex.label)
-    assert len(seen) == 3 ** 5 == len(C.all_bin_combinations())
+    assert len(seen) == 3 ** 5 == len(K.all_bin_combinations())
     assert all(len(labels) == 1 for labels in seen.values())  # one emotion per cue combination
 
 
 def test_label_rule_follows_arousal():
     # Loud, fast, wide-ranging speech is an aroused emotion; quiet, slow, flat speech is not.
-    for combo in C.all_bin_combinations():
+    for combo in K.all_bin_combinations():
         loud_fast_wide = (combo["energy"], combo["rate"], combo["pvar"]) == ("high", "fast", "wide")
         quiet_slow_flat = (combo["energy"], combo["rate"], combo["pvar"]) == ("low", "slow", "flat")
         if loud_fast_wide:
-            assert C.AROUSAL[C.label_for(combo)] == "high", combo
+            assert K.AROUSAL[K.label_for(combo)] == "high", combo
         if quiet_slow_flat:
-            assert C.AROUSAL[C.label_for(combo)] == "low", combo
-    for label, profile in C.PROFILES.items():
-        assert C.label_for(profile) == label
+            assert K.AROUSAL[K.label_for(combo)] == "low", combo
+    for label, profile in K.PROFILES.items():
+        assert K.label_for(profile) == label
 
 
 def test_given_label_the_bins_agree_with_it():
@@ -88,7 +88,7 @@ def test_given_label_the_bins_agree_with_it():
     for label in C.LABELS:
         for _ in range(50):
             ex = K.make_example(rng, label=label)
-            assert ex.label == label == C.label_for(ex.bins)
+            assert ex.label == label == K.label_for(ex.bins)
 
 
 def test_bins_sampled_around_profiles():
@@ -138,7 +138,7 @@ def test_special_and_condition_tokens_are_single_ids(tok):
 
 
 def test_skip_special_tokens_drops_markers_and_conditions(tok):
-    prompt = K.prompt_text(C.condition_tokens(C.PROFILES["angry"]), "detailed")
+    prompt = K.prompt_text(C.condition_tokens(K.PROFILES["angry"]), "detailed")
     text = tok.decode(tok(prompt + "语速快。<|im_end|>")["input_ids"], skip_special_tokens=True)
     assert text == "system\n你是情感分析助手。\nuser\n请描述说话人的情绪。\nassistant\n语速快。"
 

@@ -7,7 +7,7 @@ import torch
 from specdec_core.audio import conditions as C
 from specdec_core.backends.base import Backend, PromptInputs
 from specdec_core.backends.demo import MODELS_DIR, DemoBackend
-from specdec_core.demo import corpus as K
+from devtools import demo_corpus as K
 from specdec_core.errors import ConfigError
 
 
@@ -53,7 +53,7 @@ def test_backend_shape(backend):
 
 
 def test_prompt_inputs(backend):
-    cond = C.condition_tokens(C.PROFILES["sad"])
+    cond = C.condition_tokens(K.PROFILES["sad"])
     inp = backend.build_inputs_from_tokens(cond, "concise")
     assert isinstance(inp, PromptInputs) and inp.input_ids.dtype == torch.long
     text = backend.tokenizer.decode(inp.input_ids[0])
@@ -70,7 +70,7 @@ def test_cloud_greedy_names_each_profile_emotion(backend, prompt_type):
     lo, hi = C.LENGTH_BANDS[prompt_type]
     right = 0
     for label in C.LABELS:
-        ids, text = cloud_text(backend, C.condition_tokens(C.PROFILES[label]), prompt_type)
+        ids, text = cloud_text(backend, C.condition_tokens(K.PROFILES[label]), prompt_type)
         assert ids[-1] in backend.stop_ids, text          # stops by itself, on an id
         assert text.endswith("。") and text.count("。") == 1, text
         assert lo <= K.count_hanzi(text) <= hi, text
@@ -85,12 +85,12 @@ def test_cloud_follows_the_rule_on_random_cue_combinations(backend):
     # cues that were measured.
     import random
     rng = random.Random(2024)
-    combos = rng.sample(C.all_bin_combinations(), 24)
+    combos = rng.sample(K.all_bin_combinations(), 24)
     right = consistent = 0
     for bins in combos:
         _, text = cloud_text(backend, C.condition_tokens(bins), "detailed")
         words = K.emotion_words_in(text)
-        right += bool(words) and words[0][0] == C.label_for(bins)
+        right += bool(words) and words[0][0] == K.label_for(bins)
         consistent += all(bins[f] == b for f, b, _ in K.cue_hits(text))
     assert right >= 20, right
     assert consistent >= 22, consistent
@@ -99,14 +99,14 @@ def test_cloud_follows_the_rule_on_random_cue_combinations(backend):
 def test_changing_only_condition_tokens_changes_the_emotion(backend):
     named = {}
     for label in ("angry", "sad"):
-        _, text = cloud_text(backend, C.condition_tokens(C.PROFILES[label]), "detailed")
+        _, text = cloud_text(backend, C.condition_tokens(K.PROFILES[label]), "detailed")
         named[label] = K.emotion_words_in(text)[0][0]
     assert named == {"angry": "angry", "sad": "sad"}
 
 
 def test_cloud_continues_into_template_when_not_stopped(backend):
     # The fault the tool demonstrates: ignore the stop id and the next user turn leaks out.
-    inp = backend.build_inputs_from_tokens(C.condition_tokens(C.PROFILES["happy"]), "concise")
+    inp = backend.build_inputs_from_tokens(C.condition_tokens(K.PROFILES["happy"]), "concise")
     out = backend.cloud.generate(inp.input_ids, max_new_tokens=40, do_sample=False,
                                  eos_token_id=None, pad_token_id=backend.tokenizer.pad_token_id)
     text = backend.tokenizer.decode(out[0, inp.length:], skip_special_tokens=True)
@@ -117,7 +117,7 @@ def test_shipped_tokenizer_is_the_training_tokenizer(backend):
     # transformers re-creates qwen2 tokenizers from vocab + merges; the ids must survive that.
     import random
 
-    from specdec_core.demo.tokenizer import build_tokenizer
+    from devtools.demo_tokenizer import build_tokenizer
     built = build_tokenizer()
     doc, _ = K.document(random.Random(5), second_turn_p=1.0)
     assert backend.tokenizer(doc)["input_ids"] == built(doc)["input_ids"]

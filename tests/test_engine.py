@@ -136,8 +136,8 @@ def test_static_on_tiny_omni_thinkers_matches_eager_and_generate():
     """Omni: the audio prefill runs eager into the static cache, the steps carry 3-row mrope
     positions (text position + rope_delta); greedy equals eager and the thinker's generate."""
     from specdec_core.backends.omni import OmniBackend
-    from specdec_core.backends.omni_tiny import (omni_processor, omni_tokenizer, perturb, tiny_thinker,
-                                                 tiny_thinker_config)
+    from devtools.omni_tiny import (omni_processor, omni_tokenizer, perturb, tiny_thinker,
+                                    tiny_thinker_config)
 
     tok = omni_tokenizer()
     cfg = tiny_thinker_config(tok, 160, hidden=64, layers=2, init=0.3)

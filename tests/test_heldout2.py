@@ -23,7 +23,7 @@ from specdec_core.audio import prosody
 from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.demo import corpus
+from devtools import demo_corpus as corpus
 from specdec_core.evaluation.scoring import emotion_of_text
 from sample_script import load_make_samples
 
@@ -88,9 +88,9 @@ def measured():
 
 def test_prosody_alone_on_espeak_clips(measured):
     espeak = [r for r in rows() if r["kind"].startswith("espeak")]
-    said = {r["name"]: C.label_for(measured[r["name"]].bins) for r in espeak}
+    said = {r["name"]: corpus.label_for(measured[r["name"]].bins) for r in espeak}
     right = sum(said[r["name"]] == r["label"] for r in espeak)
-    aroused = sum(C.AROUSAL[said[r["name"]]] == C.AROUSAL[r["label"]] for r in espeak)
+    aroused = sum(corpus.AROUSAL[said[r["name"]]] == corpus.AROUSAL[r["label"]] for r in espeak)
     assert right >= 12 and aroused >= 17, said
 
 
@@ -125,7 +125,7 @@ def test_every_description_is_one_sentence_in_the_band(described):
 def test_the_cloud_on_clips_rendered_in_one_call(described):
     one = [r for r in rows() if r["kind"] == "espeak-ng one call"]
     named = {r["name"]: emotion_of_text(described[r["name"]]) for r in one}
-    aroused = sum(named[r["name"]] is not None and C.AROUSAL[named[r["name"]]] == C.AROUSAL[r["label"]]
+    aroused = sum(named[r["name"]] is not None and corpus.AROUSAL[named[r["name"]]] == corpus.AROUSAL[r["label"]]
                   for r in one)
     right = sum(named[r["name"]] == r["label"] for r in one)
     assert len(set(named.values()) - {None}) >= 3, named

@@ -18,7 +18,7 @@ from specdec_core.audio import prosody
 from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.demo import corpus
+from devtools import demo_corpus as corpus
 from specdec_core.evaluation.scoring import emotion_of_text
 from sample_script import load_make_samples
 
@@ -50,9 +50,9 @@ def measured():
 
 
 def test_prosody_alone_names_the_emotion_of_unheard_voices(measured):
-    said = {r["name"]: C.label_for(measured[r["name"]].bins) for r in rows()}
+    said = {r["name"]: corpus.label_for(measured[r["name"]].bins) for r in rows()}
     right = sum(said[r["name"]] == r["label"] for r in rows())
-    aroused = sum(C.AROUSAL[said[r["name"]]] == C.AROUSAL[r["label"]] for r in rows())
+    aroused = sum(corpus.AROUSAL[said[r["name"]]] == corpus.AROUSAL[r["label"]] for r in rows())
     assert right >= 4, said
     assert aroused >= 5, said
 
@@ -73,7 +73,7 @@ def test_the_demo_pair_describes_unheard_voices_with_the_right_emotion(described
     named = {n: emotion_of_text(t) for n, t in described.items()}
     truth = {r["name"]: r["label"] for r in rows()}
     right = sum(named[n] == truth[n] for n in truth)
-    aroused = sum(named[n] is not None and C.AROUSAL[named[n]] == C.AROUSAL[truth[n]]
+    aroused = sum(named[n] is not None and corpus.AROUSAL[named[n]] == corpus.AROUSAL[truth[n]]
                   for n in truth)
     assert right >= 4, (named, described)
     assert aroused >= 5, (named, described)

@@ -1,6 +1,7 @@
 """No import cycles: the import graph of specdec_core is acyclic (every import counts, also the
-ones inside functions), and every module of specdec_core, components and ui imports in a fresh
-interpreter whatever the order."""
+ones inside functions), and every module of specdec_core, components, ui and devtools imports in a
+fresh interpreter whatever the order; the product (app.py, specdec_core, components, ui) never
+imports devtools, the build and test tooling outside it."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("specdec_core", "components", "ui")
+PACKAGES = ("specdec_core", "components", "ui", "devtools")
 
 
 def modules(pkg: str) -> dict[str, Path]:
@@ -88,6 +89,15 @@ def test_graph_reads_relative_and_function_level_imports():
 def test_no_import_cycle(pkg):
     cycle = find_cycle(import_graph(modules(pkg)))
     assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_product_never_imports_devtools():
+    dev = modules("devtools")
+    g = import_graph({**dev, "app": ROOT / "app.py",
+                      **{n: p for pkg in PACKAGES[:3] for n, p in modules(pkg).items()}})
+    assert {n: d & set(dev) for n, d in g.items() if n not in dev and d & set(dev)} == {}
+    assert "devtools.train_demo" in g["devtools.train_head"]      # the graph sees devtools' imports
+    assert "specdec_core.demo.prompt" in g["devtools.demo_corpus"]
 
 
 def test_no_module_over_300_lines():

@@ -16,11 +16,10 @@ import torch
 from specdec_core import DecodeConfig
 from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
-from specdec_core.backends.omni import (ENV_FORCE_CPU, HEADROOM_BYTES, OmniBackend, OmniRunner,
-                                        count_parameters, memory_needed)
-from specdec_core.backends.omni_tiny import (omni_processor, omni_tokenizer, perturb, save_folder,
-                                             save_published_layout, tiny_thinker,
-                                             tiny_thinker_config)
+from specdec_core.backends.omni import OmniBackend, OmniRunner
+from specdec_core.backends.omni_loading import ENV_FORCE_CPU, HEADROOM_BYTES, count_parameters, memory_needed
+from devtools.omni_tiny import (omni_processor, omni_tokenizer, perturb, save_folder,
+                                save_published_layout, tiny_thinker, tiny_thinker_config)
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.errors import BackendError, ConfigError
 from tiny import tiny_qwen2

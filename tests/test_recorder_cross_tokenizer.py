@@ -1,6 +1,6 @@
 """Issue 36 item 5: a drafter with its own tokenizer. transformers' universal assisted generation
 (examples/decoders/hf_universal_assisted.py) with the demo cloud and an edge whose vocabulary
-is its own (specdec_core/demo/own_vocab.py: every id moved, 755 ids vs the cloud's 772), recorded
+is its own (devtools/own_vocab.py: every id moved, 755 ids vs the cloud's 772), recorded
 blind: its forwards are read through text in the cloud's ids, the rounds keep their drafts and
 rejections, no error on the correct loop, a warning for the condition tokens it lost."""
 from __future__ import annotations
@@ -26,7 +26,7 @@ KNOBS = {"k": 4, "max_new_tokens": 48, "temperature": 0.0, "verify": "greedy",
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
-    from specdec_core.demo import own_vocab
+    from devtools import own_vocab
     folder = own_vocab.save(tmp_path_factory.mktemp("own_vocab_edge"))
     return load_backend("demo", edge_model=str(folder))
 

@@ -86,7 +86,7 @@ def test_range_script_picks_the_median_release_between_the_ends(tmp_path):
 def test_audio_only_processor_gets_stand_ins_only_where_transformers_reads_them():
     """compat.audio_only_processor: before 5.23 the Omni processor reads image/video merge_size
     for audio-only prompts too; newer processors are left untouched."""
-    from specdec_core.backends.omni_tiny import omni_processor
+    from devtools.omni_tiny import omni_processor
 
     p = omni_processor()
     old_api = hasattr(type(p), "replace_multimodal_special_tokens")

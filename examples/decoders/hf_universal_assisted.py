@@ -7,7 +7,7 @@ in its own vocabulary and maps the drafts back to the cloud's ids through text:
 The edge's tokenizer is the one saved with its weights (`edge.name_or_path`). transformers
 refuses `assistant_tokenizer` for two models of the same vocabulary width, so on the shipped demo
 pair this is plain assisted generation; with an edge of its own vocabulary
-(`python -m specdec_core.demo.own_vocab DIR`, then `record ... --edge-model DIR`) it is UAG.
+(`python -m devtools.own_vocab DIR` from the repository root, then `record ... --edge-model DIR`) it is UAG.
 `k` is ignored: transformers' schedule decides. Exact at greedy: the output equals the cloud's greedy
 decode; the edge drafts without the audio condition tokens (a warning, not an error)."""
 import torch

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from specdec_core.audio import conditions
-from specdec_core.demo import corpus
+from specdec_core.demo import prompt
 from specdec_core.errors import BackendError, ConfigError
 from specdec_core.backends.base import Backend, PromptInputs
 
@@ -43,7 +43,7 @@ class DemoBackend(Backend):
     needs_audio = True
 
     def __init__(self, models_dir: str | Path = MODELS_DIR, dtype=None, edge_model=None):
-        """edge_model: another edge's folder (e.g. one with its own tokenizer, demo/own_vocab.py)."""
+        """edge_model: another edge's folder (e.g. one with its own tokenizer, devtools/own_vocab.py)."""
         models_dir = Path(models_dir)
         # float32 unless asked: bfloat16 is the CPU stand-in for a GPU deployment (docs/recorder.md)
         self.dtype = dtype or torch.float32
@@ -54,7 +54,7 @@ class DemoBackend(Backend):
         self.tokenizer = AutoTokenizer.from_pretrained(str(models_dir / "cloud"),
                                                        local_files_only=True)
         # Stop by id: <|im_end|> ends the assistant turn, <|endoftext|> ends a document.
-        self.stop_ids = [self.tokenizer.convert_tokens_to_ids(corpus.IM_END),
+        self.stop_ids = [self.tokenizer.convert_tokens_to_ids(prompt.IM_END),
                          self.tokenizer.eos_token_id]
         self.shared_vocab = len(self.tokenizer)
 
@@ -75,15 +75,15 @@ class DemoBackend(Backend):
         unknown = [t for t in cond_tokens if t not in known]
         if unknown:
             raise ConfigError(f"unknown condition token {unknown[0]!r}")
-        text = corpus.prompt_text(list(cond_tokens), prompt_type)
+        text = prompt.prompt_text(list(cond_tokens), prompt_type)
         ids = self.tokenizer(text, return_tensors="pt").input_ids
         return PromptInputs(ids, info={"prompt": text, "prompt_type": prompt_type,
                                        "condition_tokens": list(cond_tokens)})
 
     def counterfactual_inputs(self, prompt: PromptInputs) -> PromptInputs:
         """The prompt with every prosody condition token set to its feature's middle bin (the
-        clip tells nothing: label_for reads those bins as neutral). Same ids otherwise, so the
-        same length: the two rows go through the cloud as one batched forward."""
+        clip tells nothing: the corpus' label_for reads those bins as neutral). Same ids
+        otherwise, so the same length: the two rows go through the cloud as one batched forward."""
         conv = self.tokenizer.convert_tokens_to_ids
         ids = prompt.input_ids.clone()
         for feat, values in conditions.FEATURES.items():

@@ -13,9 +13,8 @@ import torch
 
 from specdec_core.backends import omni_prompts
 from specdec_core.backends.base import Backend, PromptInputs
-from specdec_core.backends.omni_loading import (  # noqa: F401  (re-exported for callers)
-    ENV_FORCE_CPU, HEADROOM_BYTES, audio_only_processor, check_config_ids, check_gpu_memory,
-    check_same_tokenizer, count_parameters, load_processor, load_thinker, memory_needed,
+from specdec_core.backends.omni_loading import (
+    check_config_ids, check_gpu_memory, check_same_tokenizer, load_processor, load_thinker,
     pick_device, read_thinker_config, resolve_path)
 from specdec_core.compat import output_cache, with_cache
 from specdec_core.decoding.runner import ModelRunner, tree_mask

@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from specdec_core.cli.bench import cmd_bench
-from specdec_core.cli.commands import COMMANDS as _COMMANDS, backend_options, load_config  # noqa: F401
+from specdec_core.cli.commands import COMMANDS as _COMMANDS
 from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS

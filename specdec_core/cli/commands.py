@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from specdec_core.analysis.metrics import time_line
 from specdec_core.api import open_backend, run_clip
 from specdec_core.audit.cli import cmd_audit
 from specdec_core.cli import reports
@@ -72,12 +73,14 @@ def cmd_run(args) -> int:
             recorded.append({"ok": True, "recording": got[0], "trace": res.get("trace")})
         status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
         print(f"{res['audio']}: {status}", file=sys.stderr)
-        if res["ok"] and (line := reports.time_line(res["metrics"].get("time_split"))):
+        if res["ok"] and (line := time_line(res["metrics"].get("time_split"))):
             print(f"  {line}", file=sys.stderr)
         for line in reports.finding_lines((res.get("trace") or {}).get("diagnostics") or []):
             print(f"  {line}", file=sys.stderr)
-        for line in reports.reference_lines(res):
-            print(f"  {line}", file=sys.stderr)
+        if res["ok"] and res.get("baseline"):
+            for line in reports.numerics_lines((res.get("trace") or {}).get("numerics"), "cloud-only",
+                                               res["baseline"]):
+                print(f"  {line}", file=sys.stderr)
     pooled = run_pooled(recorded, len(results))
     # the contract's keys: each result's trace.info.dtype says which dtype ran
     out = {"backend": args.backend, "config": cfg.to_dict(), "results": results,
@@ -206,7 +209,8 @@ def cmd_record(args) -> int:
         results.append(res)
         print(f"{res['audio'] or 'prompt'}: " + (f"recorded; {reports.by_severity(res.get('findings', []))}"
                                                  if res["ok"] else f"error: {res['error']}"), file=sys.stderr)
-        for line in [reports.time_line(res.get("time_split")), *reports.numerics_lines(res)]:
+        for line in [time_line(res.get("time_split")), *reports.numerics_lines(
+                (res.get("recording") or {}).get("numerics"), "reference", res.get("reference"))]:
             if line:
                 print(f"  {line}", file=sys.stderr)
     pooled = run_pooled(results, len(results))

@@ -1,7 +1,6 @@
 """Plain-text reports the CLI prints (batch summary + checklist, benchmark ratios)."""
 from __future__ import annotations
 
-from specdec_core.analysis.metrics import time_line  # noqa: F401  (the run/record `time:` line)
 from specdec_core.evaluation.batch import KEY_METRICS, BatchResult
 from specdec_core.evaluation.bench import METHODS
 
@@ -203,18 +202,6 @@ def check_report(report: dict) -> str:
     return "\n".join(out)
 
 
-def reference_lines(res: dict) -> list[str]:
-    """`run --baseline`: the numerics probe ('ties closer than X logits can flip') and where
-    the output leaves the cloud-only reference, numerics or decoder (analysis/divergence.py)."""
-    from specdec_core.analysis.divergence import summary
-    from specdec_core.recorder.driver.numerics import probe_line
-
-    if not res.get("ok") or not res.get("baseline"):
-        return []
-    out = [x for x in [probe_line((res.get("trace") or {}).get("numerics"))] if x]
-    return out + ["cloud-only: " + summary(res["baseline"].get("first_divergence"))]
-
-
 def folded_codes(root: dict, findings: list[dict]) -> str:
     """'stale_cache (explains context_mismatch, unverified_end)'."""
     under = [f["code"] for f in findings if f.get("explained_by") == root["code"]]
@@ -254,12 +241,14 @@ def by_severity(findings: list[dict]) -> str:
     return " · ".join(parts)
 
 
-def numerics_lines(res: dict) -> list[str]:
-    """`record`: the 'ties closer than X logits can flip' line and the divergence verdict."""
+def numerics_lines(numerics: dict | None, label: str, reference: dict | None) -> list[str]:
+    """The numerics probe ('ties closer than X logits can flip') and where the output leaves the
+    reference, numerics or decoder (analysis/divergence.py): `run --baseline` (label cloud-only)
+    and `record --reference` (label reference)."""
     from specdec_core.analysis.divergence import summary
     from specdec_core.recorder.driver.numerics import probe_line
 
-    out = [x for x in [probe_line((res.get("recording") or {}).get("numerics"))] if x]
-    if res.get("reference"):
-        out.append("reference: " + summary(res["reference"]["first_divergence"]))
+    out = [x for x in [probe_line(numerics)] if x]
+    if reference:
+        out.append(f"{label}: " + summary(reference.get("first_divergence")))
     return out

@@ -1,1 +1,2 @@
-"""Embedded demo model pair: corpus grammar, char-level tokenizer, trainer, shipped weights."""
+"""The embedded demo pair: its chat prompt, the draft head and the shipped weights (models/).
+The corpus, tokenizer builder and trainers that made the weights live in devtools/."""

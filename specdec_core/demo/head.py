@@ -19,15 +19,6 @@ from transformers import Qwen2Config, Qwen2Model
 from specdec_core.compat import with_cache
 
 
-def head_config(cloud_config) -> Qwen2Config:
-    c = cloud_config
-    return Qwen2Config(
-        vocab_size=8, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
-        num_hidden_layers=1, num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_key_value_heads, max_position_embeddings=c.max_position_embeddings,
-        rope_theta=10000.0, rms_norm_eps=c.rms_norm_eps, use_cache=True)
-
-
 class DraftHead(nn.Module):
     """fc + one decoder layer; forward(features, token_embeds) -> predicted features."""
 

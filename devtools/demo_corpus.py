@@ -5,6 +5,7 @@ reason. Cues are written only from the bins, and which 3-5 features get mentione
 a model can only name the right emotion by reading the condition tokens in the prompt.
 The many synonyms and orders keep a small edge model imperfect; recurring fragments such as
 "音色中" and "中等" give a weak greedy model something to loop on, as in the source notes.
+Documents use the demo prompt (specdec_core/demo/prompt.py), which the product keeps.
 """
 from __future__ import annotations
 
@@ -13,17 +14,46 @@ import re
 from dataclasses import dataclass, field
 
 from specdec_core.audio import conditions as C
+from specdec_core.demo.prompt import IM_END, IM_START, INSTRUCTIONS, SYSTEM_PROMPT, prompt_text, user_turn
 
-SYSTEM_PROMPT = "你是情感分析助手。"
-INSTRUCTIONS = {"detailed": "请描述说话人的情绪。", "concise": "请简要概括说话人的情绪。"}
-TYPE_TOKENS = {t: f"<{t}>" for t in C.PROMPT_TYPES}
-IM_START, IM_END, EOT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+# The label rule. The typical bins for each label: the corpus samples around these, and the
+# sample clips (scripts/make_samples.py) are synthesised so that extraction lands on them.
+PROFILES = {
+    "neutral": {"pitch": "mid", "pvar": "flat", "energy": "mid", "rate": "mid", "pause": "few"},
+    "angry": {"pitch": "high", "pvar": "wide", "energy": "high", "rate": "fast", "pause": "few"},
+    "happy": {"pitch": "high", "pvar": "wide", "energy": "mid", "rate": "mid", "pause": "few"},
+    "sad": {"pitch": "low", "pvar": "flat", "energy": "low", "rate": "slow", "pause": "many"},
+    "worried": {"pitch": "mid", "pvar": "mid", "energy": "low", "rate": "slow", "pause": "some"},
+    "surprise": {"pitch": "high", "pvar": "wide", "energy": "high", "rate": "mid", "pause": "some"},
+}
+
+# Arousal of each label: loud / fast / wide-ranging speech reads as aroused.
+AROUSAL = {"neutral": "low", "angry": "high", "happy": "high", "sad": "low", "worried": "low",
+           "surprise": "high"}
+
+# How much each feature counts when a bin combination is matched to a profile. Pitch level
+# counts least: it is the feature that depends most on the speaker (prosody.py estimates the
+# voice's register, and that estimate can be off for a very low female or a very high male
+# voice). Unequal weights also break ties between equally distant profiles.
+LABEL_WEIGHTS = {"pitch": 0.7, "pvar": 1.0, "energy": 1.25, "rate": 1.1, "pause": 0.9}
+
+
+def label_for(bins: dict[str, str]) -> str:
+    """The emotion a bin combination implies: the nearest PROFILES entry (weighted distance over
+    the ordinal bins). Defined for all 3**5 combinations; the corpus labels every description
+    with it, so what the demo models learn to say is consistent with the cues they describe."""
+    def dist(label):
+        prof = PROFILES[label]
+        return sum(w * abs(C.FEATURES[f].index(bins[f]) - C.FEATURES[f].index(prof[f]))
+                   for f, w in LABEL_WEIGHTS.items())
+    return min(C.LABELS, key=lambda lab: (dist(lab), C.LABELS.index(lab)))
+
 
 # Bins are drawn uniformly over all 3**5 combinations with probability UNIFORM_P, otherwise around
 # a random label's profile (each feature the typical bin with probability TYPICAL_P, else a
 # neighbour): every cue combination a clip can produce is covered, and the typical ones, which
 # real clips produce most, are seen more often. The label is never drawn on its own: it is
-# conditions.label_for(bins), so the emotion a description names always agrees with its cues.
+# label_for(bins), so the emotion a description names always agrees with its cues.
 UNIFORM_P = 0.5
 TYPICAL_P = 0.75
 
@@ -132,7 +162,7 @@ def sample_bins(label: str | None, rng: random.Random) -> dict[str, str]:
         return {feat: rng.choice(values) for feat, values in C.FEATURES.items()}
     bins = {}
     for feat, values in C.FEATURES.items():
-        i = values.index(C.PROFILES[label][feat])
+        i = values.index(PROFILES[label][feat])
         if rng.random() >= TYPICAL_P:
             i = rng.choice([j for j in (i - 1, i + 1) if 0 <= j < len(values)])
         bins[feat] = values[i]
@@ -162,6 +192,14 @@ def _concise(label, bins, rng):
     return text, cues
 
 
+def all_bin_combinations() -> list[dict[str, str]]:
+    """Every combination of feature bins (243), in a fixed order."""
+    combos = [{}]
+    for feat, values in C.FEATURES.items():
+        combos = [{**c, feat: v} for c in combos for v in values]
+    return combos
+
+
 def draw_bins(rng: random.Random) -> dict[str, str]:
     if rng.random() < UNIFORM_P:
         return sample_bins(None, rng)
@@ -170,33 +208,22 @@ def draw_bins(rng: random.Random) -> dict[str, str]:
 
 def make_example(rng: random.Random, label: str | None = None, prompt_type: str | None = None,
                  bins: dict | None = None) -> Example:
-    """One description. Given bins, the label is the rule's (conditions.label_for); given only a
+    """One description. Given bins, the label is the rule's (label_for); given only a
     label, bins are drawn around its profile until the rule agrees; given neither, both are
     drawn (draw_bins). An explicit label AND bins is taken as it is (for tests)."""
     prompt_type = prompt_type or rng.choice(C.PROMPT_TYPES)
     if bins is None and label is not None:
         bins = sample_bins(label, rng)
-        while C.label_for(bins) != label:
+        while label_for(bins) != label:
             bins = sample_bins(label, rng)
     bins = bins or draw_bins(rng)
-    label = label or C.label_for(bins)
+    label = label or label_for(bins)
     lo, hi = C.LENGTH_BANDS[prompt_type]
     write = _detailed if prompt_type == "detailed" else _concise
     while True:  # rejection keeps every description inside its band
         text, cues = write(label, bins, rng)
         if lo <= count_hanzi(text) <= hi:
             return Example(label, bins, prompt_type, text, cues)
-
-
-def prompt_text(cond_tokens: list[str], prompt_type: str) -> str:
-    """The chat prompt up to and including the assistant header (what the models are fed)."""
-    return (f"{IM_START}system\n{SYSTEM_PROMPT}{IM_END}\n"
-            + user_turn(cond_tokens, prompt_type) + f"{IM_START}assistant\n")
-
-
-def user_turn(cond_tokens: list[str], prompt_type: str) -> str:
-    return (f"{IM_START}user\n{''.join(cond_tokens)}{TYPE_TOKENS[prompt_type]}"
-            f"{INSTRUCTIONS[prompt_type]}{IM_END}\n")
 
 
 def document(rng: random.Random, second_turn_p: float = 0.3) -> tuple[str, Example]:

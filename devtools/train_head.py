@@ -12,17 +12,29 @@ import json
 import math
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, Qwen2Config
 
-from specdec_core.demo.head import DraftHead, head_config
-from specdec_core.demo.train import MODELS_DIR, SEED, Recipe, batches
+from devtools.demo_tokenizer import build_tokenizer
+from devtools.train_demo import MODELS_DIR, SEED, Recipe, batches
+from specdec_core.demo.head import DraftHead
 
 RECIPE = Recipe(hidden=128, layers=1, heads=4, kv_heads=1, ffn=384, steps=300, batch=16,
                 lr=3e-3, warmup=30)
 NOISE = 0.2   # EAGLE's feature noise, relative to the features' RMS
+
+
+def head_config(cloud_config) -> Qwen2Config:
+    """The head's one layer, shaped like the cloud's (saved as head/config.json)."""
+    c = cloud_config
+    return Qwen2Config(
+        vocab_size=8, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+        num_hidden_layers=1, num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=c.num_key_value_heads, max_position_embeddings=c.max_position_embeddings,
+        rope_theta=10000.0, rms_norm_eps=c.rms_norm_eps, use_cache=True)
 
 
 def head_loss(head, cloud, ids, labels, gen):
@@ -79,9 +91,6 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
-    from pathlib import Path
-
-    from specdec_core.demo.tokenizer import build_tokenizer
     out = Path(args.out)
     cloud = AutoModelForCausalLM.from_pretrained(str(out / "cloud")).eval()
     head, entry = train(cloud, build_tokenizer(), args.steps)

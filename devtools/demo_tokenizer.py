@@ -19,9 +19,8 @@ from transformers import AddedToken
 from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
 from specdec_core.audio import conditions as C
-from specdec_core.demo import corpus
-
-EOT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+from devtools import demo_corpus as corpus
+from specdec_core.demo.prompt import EOT, IM_END, IM_START, TYPE_TOKENS
 EXTRA_PUNCT = "，。、；：？！“”‘’（）《》【】—…·～"
 
 CHAT_TEMPLATE = (
@@ -31,7 +30,7 @@ CHAT_TEMPLATE = (
 
 
 def special_tokens() -> list[str]:
-    return [EOT, IM_START, IM_END, *C.all_condition_tokens(), *corpus.TYPE_TOKENS.values()]
+    return [EOT, IM_START, IM_END, *C.all_condition_tokens(), *TYPE_TOKENS.values()]
 
 
 def _bytes_to_unicode() -> dict[int, str]:

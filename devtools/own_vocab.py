@@ -2,7 +2,7 @@
 the demo edge with every id moved and the condition tokens left out (docs/recorder.md,
 "Drafters with their own tokenizer").
 
-    python -m specdec_core.demo.own_vocab OUT_DIR
+    python -m devtools.own_vocab OUT_DIR      (from the repository root)
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
-from specdec_core.demo import tokenizer as demo_tok
+from devtools import demo_tokenizer as demo_tok
+from specdec_core.backends.demo import MODELS_DIR
 
 KEPT_SPECIALS = [demo_tok.EOT, demo_tok.IM_START, demo_tok.IM_END]
 
@@ -61,9 +62,8 @@ def save(folder: str | Path, edge=None, demo_tokenizer=None) -> Path:
     unless one is given)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    models = Path(__file__).parent / "models"
-    edge = edge or AutoModelForCausalLM.from_pretrained(models / "edge")
-    demo_tokenizer = demo_tokenizer or AutoTokenizer.from_pretrained(models / "cloud")
+    edge = edge or AutoModelForCausalLM.from_pretrained(MODELS_DIR / "edge")
+    demo_tokenizer = demo_tokenizer or AutoTokenizer.from_pretrained(MODELS_DIR / "cloud")
     folder = Path(folder)
     build_edge(edge, demo_tokenizer).save_pretrained(folder)
     build_tokenizer().save_pretrained(folder)

@@ -18,7 +18,7 @@ from transformers import (PreTrainedTokenizerFast, Qwen2_5OmniThinkerConfig,
                           WhisperFeatureExtractor)
 
 from specdec_core.backends import omni_prompts
-from specdec_core.backends.omni import audio_only_processor
+from specdec_core.backends.omni_loading import audio_only_processor
 
 # Same order as the real Qwen2.5 vocabulary's added tokens (ids differ: ours are small).
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>",

@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from specdec_core.demo import corpus
-from specdec_core.demo.tokenizer import save_tokenizer
-
-MODELS_DIR = Path(__file__).resolve().parent / "models"
+from devtools import demo_corpus
+from devtools.demo_tokenizer import build_tokenizer, save_tokenizer
+from specdec_core.backends.demo import MODELS_DIR
+from specdec_core.demo import prompt
 SEED = 20240
 MAX_LEN = 176          # longest first turn is ~140 tokens; second turns are cut here
 BUCKET = 16            # batches per length-sorted pool (less padding, same data)
@@ -59,8 +59,8 @@ def make_config(r: Recipe, tok) -> Qwen2Config:
         vocab_size=len(tok), hidden_size=r.hidden, intermediate_size=r.ffn,
         num_hidden_layers=r.layers, num_attention_heads=r.heads, num_key_value_heads=r.kv_heads,
         max_position_embeddings=512, tie_word_embeddings=True, rope_theta=10000.0,
-        bos_token_id=tok.convert_tokens_to_ids(corpus.IM_START),
-        eos_token_id=[tok.convert_tokens_to_ids(corpus.IM_END), tok.eos_token_id],
+        bos_token_id=tok.convert_tokens_to_ids(prompt.IM_START),
+        eos_token_id=[tok.convert_tokens_to_ids(prompt.IM_END), tok.eos_token_id],
         pad_token_id=tok.pad_token_id, use_cache=True,
     )
 
@@ -71,7 +71,7 @@ def batches(tok, recipe: Recipe, seed: int):
     rng = random.Random(seed)
     pad = tok.pad_token_id
     while True:
-        pool = [tok(corpus.document(rng)[0])["input_ids"][:MAX_LEN]
+        pool = [tok(demo_corpus.document(rng)[0])["input_ids"][:MAX_LEN]
                 for _ in range(recipe.batch * BUCKET)]
         pool.sort(key=len)
         chunks = [pool[i:i + recipe.batch] for i in range(0, len(pool), recipe.batch)]
@@ -138,7 +138,6 @@ def main(argv=None) -> dict:
 
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
-    from specdec_core.demo.tokenizer import build_tokenizer
     tok = build_tokenizer()
     report_path = args.out / "train_report.json"
     report = {"seed": SEED, "threads": args.threads, "torch": torch.__version__, "models": {}}
