@@ -49,14 +49,6 @@ def label_for(bins: dict[str, str]) -> str:
     return min(LABELS, key=lambda lab: (dist(lab), LABELS.index(lab)))
 
 
-def all_bin_combinations() -> list[dict[str, str]]:
-    """Every combination of feature bins (243), in a fixed order."""
-    combos = [{}]
-    for feat, values in FEATURES.items():
-        combos = [{**c, feat: v} for c in combos for v in values]
-    return combos
-
-
 # Chinese emotion words the corpus uses; emotion_of_text() in scoring maps them back.
 EMOTION_WORDS = {
     "neutral": ("平静", "中性"),

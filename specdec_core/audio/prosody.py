@@ -2,7 +2,7 @@
 
 F0, loudness, speech rate (syllable nuclei) and pauses are Praat's measurements; the bin
 thresholds are the calibrated meaning of the condition tokens the demo models were trained on.
-Pitch is speaker-relative (audio/speakers.py, or register_of for a single clip). Why Praat, the
+Pitch is speaker-relative (audio/speakers.py, or low_register_probability for a single clip). Why Praat, the
 measurements and the calibration: docs/listening.md."""
 from __future__ import annotations
 
@@ -148,11 +148,6 @@ def reference_hz(p_low: float) -> float:
     return float(np.exp(p_low * np.log(lo) + (1.0 - p_low) * np.log(hi)))
 
 
-def register_of(median_hz: float, floor_hz: float) -> str:
-    """'low' or 'high': the more likely voice register."""
-    return "low" if low_register_probability(median_hz, floor_hz) >= 0.5 else "high"
-
-
 def bin_values(values: dict[str, float]) -> dict[str, str]:
     out = {}
     for feat, names in conditions.FEATURES.items():
@@ -160,10 +155,6 @@ def bin_values(values: dict[str, float]) -> dict[str, str]:
         v = values[feat]
         out[feat] = names[0] if v < lo else names[2] if v >= hi else names[1]
     return out
-
-
-def condition_tokens_for(audio: Audio) -> list[str]:
-    return conditions.condition_tokens(extract(audio).bins)
 
 
 def describe(p: Prosody, note: bool = True) -> str:
