@@ -15,8 +15,7 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from specdec_core.backends import MAX_SECONDS, load_backend, prepare  # noqa: F401  (re-exported)
-from specdec_core.decoding.baseline import cloud_only  # noqa: F401  (re-exported)
+from specdec_core.backends import load_backend, prepare  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)

@@ -163,7 +163,8 @@ def test_bins_use_the_shared_vocabulary():
     p = feats(voice(150.0))
     for f, v in p.bins.items():
         assert v in conditions.FEATURES[f]
-    toks = conditions.condition_tokens(prosody.extract(load_audio((SR, voice(150.0)))).bins)   # backends/demo.py
+    # the demo backend's prompt tokens (backends/demo.py build_inputs)
+    toks = conditions.condition_tokens(prosody.extract(load_audio((SR, voice(150.0)))).bins)
     assert toks == conditions.condition_tokens(p.bins)
     assert len(toks) == 5 and set(toks) <= set(conditions.all_condition_tokens())
     assert list(prosody.THRESHOLDS) == list(conditions.FEATURES)
