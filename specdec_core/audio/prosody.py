@@ -7,7 +7,7 @@ measurements and the calibration: docs/listening.md."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import parselmouth
@@ -56,7 +56,6 @@ class Prosody:
     bins: dict[str, str]
     normalisation: str = "clip"          # "clip" (register estimate) or "speaker"
     note: str = ""                       # how pitch was made speaker-relative, for the UI
-    raw: dict[str, float] = field(default_factory=dict)   # speaker-independent measurements
 
 
 def measure(audio: Audio) -> dict[str, float]:
@@ -108,7 +107,7 @@ def extract(audio: Audio, speaker: speakers.SpeakerStats | None = None) -> Proso
     bins = bin_values(values)
     if not raw["f0_hz"]:
         bins["pitch"], bins["pvar"] = "mid", "flat"  # nothing voiced: no evidence either way
-    return Prosody(values, bins, norm, note, raw)
+    return Prosody(values, bins, norm, note)   # values keep the raw measurements too
 
 
 def speaker_stats(items) -> dict[str, speakers.SpeakerStats]:
