@@ -52,9 +52,9 @@ def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecode
                   trace: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
     """Events of one speculative decode (see docs/architecture.md) of a prompt that `prepare`
     built (audio errors come first). Setting `cancel` (or calling decoder.cancel()) from another
-    thread stops it within one round. The run is
-    recorded (on private copies of the models: other sessions may decode on them) and judged by
-    the recorder's checks; a `decoder` given is streamed as it is, unjudged."""
+    thread stops it within one round. The run is recorded (on private copies of the models:
+    other sessions may decode on them) and judged by the recorder's checks; a `decoder` given
+    is streamed as it is, unjudged."""
     from specdec_core.recorder.driver.builtin import judged_stream
 
     if decoder is not None:
