@@ -1,7 +1,8 @@
 """The engine facade: what the app, the CLI and batch call. One clip in, events or a result out.
 
     backend = load_backend("demo")
-    for ev in stream_clip(backend, "sample_audio/angry_01.wav", DecodeConfig(), cancel=stop):
+    prompt = prepare(backend, "sample_audio/angry_01.wav", cfg)   # audio errors come here
+    for ev in stream_prompt(backend, prompt, cfg, cancel=stop):
         live.add(ev)                      # LiveTrace: the events folded into a partial trace
     res = run_clip(backend, path, cfg)    # the CLI's per-clip result entry
 
@@ -14,8 +15,7 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from specdec_core.backends import MAX_SECONDS, load_backend, prepare  # noqa: F401  (re-exported)
-from specdec_core.decoding.baseline import cloud_only  # noqa: F401  (re-exported)
+from specdec_core.backends import load_backend, prepare  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
@@ -48,18 +48,13 @@ def open_backend(opts, *cfgs: DecodeConfig):
     return with_cloud(backend, url, *cfgs, model=getattr(opts, "cloud_model", None) if url else None)
 
 
-def stream_clip(backend, audio_src, cfg: DecodeConfig, decoder: SpeculativeDecoder | None = None,
-                trace: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
-    """Events of one speculative decode (see docs/architecture.md). Setting `cancel` (or
-    calling decoder.cancel()) from another thread stops it within one round."""
-    yield from stream_prompt(backend, prepare(backend, audio_src, cfg), cfg, decoder, trace, cancel)
-
-
 def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecoder | None = None,
                   trace: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
-    """stream_clip for a prompt that `prepare` already built (audio errors come first). The run is
-    recorded (on private copies of the models: other sessions may decode on them) and judged by
-    the recorder's checks; a `decoder` given is streamed as it is, unjudged."""
+    """Events of one speculative decode (see docs/architecture.md) of a prompt that `prepare`
+    built (audio errors come first). Setting `cancel` (or calling decoder.cancel()) from another
+    thread stops it within one round. The run is recorded (on private copies of the models:
+    other sessions may decode on them) and judged by the recorder's checks; a `decoder` given
+    is streamed as it is, unjudged."""
     from specdec_core.recorder.driver.builtin import judged_stream
 
     if decoder is not None:

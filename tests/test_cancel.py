@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_core.api import LiveTrace, load_backend, run_clip, stream_clip
+from specdec_core.api import LiveTrace, load_backend, prepare, run_clip, stream_prompt
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.evaluation.batch import iter_batch
 from specdec_core.evaluation.manifest import read_manifest
@@ -52,7 +52,8 @@ def test_cancel_from_another_thread_stops_within_one_round(demo):
     live = LiveTrace()
 
     def decode():
-        for ev in stream_clip(demo, CLIP, DecodeConfig(**LONG), cancel=cancel):
+        cfg = DecodeConfig(**LONG)
+        for ev in stream_prompt(demo, prepare(demo, CLIP, cfg), cfg, cancel=cancel):
             live.add(ev)
             if ev["type"] == "round":
                 rounds.append(ev["round"]["round"])

@@ -143,8 +143,7 @@ def test_trace_is_consistent(tok):
         assert tr.tokens[-1].id in backend.stop_ids
     d = tr.to_dict()
     assert d["token_ids"] == tr.token_ids and len(d["tokens"]) == len(tr.tokens)
-    df = tr.to_dataframe()
-    assert list(df["source"]) == [t.source for t in tr.tokens]
+    assert [t["source"] for t in d["tokens"]] == [t.source for t in tr.tokens]
 
 
 def test_stops_on_eos_id(tok):

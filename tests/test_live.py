@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdec_core.api import LiveTrace, load_backend, stream_clip
+from specdec_core.api import LiveTrace, load_backend, prepare, stream_prompt
 from specdec_core.decoding.config import DecodeConfig
 
 CLIP = str(Path(__file__).resolve().parents[1] / "sample_audio" / "happy_01.wav")
@@ -15,7 +15,7 @@ def test_live_trace_matches_the_final_trace_and_text_rule():
     # special_text_stop decodes past <|im_end|> into the next chat turn
     cfg = DecodeConfig(faults=["special_text_stop"], max_new_tokens=60)
     live, plain, texts = LiveTrace(cfg.to_dict(), demo.tokenizer), LiveTrace(cfg.to_dict()), []
-    for ev in stream_clip(demo, CLIP, cfg):
+    for ev in stream_prompt(demo, prepare(demo, CLIP, cfg), cfg):
         if ev["type"] == "done":
             partial = {k: list(live.trace[k]) for k in ("tokens", "rejected", "rounds", "warnings")}
         live.add(ev)

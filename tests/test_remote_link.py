@@ -45,7 +45,7 @@ def test_link_seconds_is_rtt_plus_uplink_transfer():
     assert up == FRAME_BYTES + 10 * ID_BYTES
     assert m.seconds(up) == pytest.approx(0.040 + up * 8 / 64_000)
     assert LinkModel(rtt_ms=40).seconds(10_000) == pytest.approx(0.040)   # rate 0 = unlimited
-    assert not LinkModel().enabled and LinkModel(uplink_kbps=1).enabled
+    assert LinkModel().seconds(10_000) == 0 and LinkModel(uplink_kbps=1).seconds(1) > 0
     assert uplink_bytes(3, with_probs=True) == FRAME_BYTES + 3 * (ID_BYTES + PROB_BYTES)
 
 

@@ -18,7 +18,7 @@ from components.config_panel import (checked_for_widgets, query_to_config, widge
                                      widget_value)
 from components.plots import entropy_figure
 from specdec_core import DecodeConfig
-from specdec_core.api import LiveTrace, load_backend, prepare, run_clip, stream_clip
+from specdec_core.api import LiveTrace, load_backend, prepare, run_clip, stream_prompt
 from specdec_core.decoding.config import KNOBS, PRESET_HELP, PRESETS, preset
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.run import logits_width
@@ -237,7 +237,7 @@ def test_entropy_plot_while_streaming_reads_the_threshold_from_the_start_event(d
     frac = mixed[0]
     cfg = DecodeConfig(k=4, entropy_unit="frac", entropy_threshold=frac)
     live, checked = LiveTrace(cfg.to_dict(), demo.tokenizer), False
-    for ev in stream_clip(demo, CLIP, cfg):
+    for ev in stream_prompt(demo, prepare(demo, CLIP, cfg), cfg):
         live.add(ev)
         if ev["type"] == "round" and not checked and _drafted(live.trace):
             fig = entropy_figure(live.trace)

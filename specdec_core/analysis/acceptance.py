@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from specdec_core.analysis.audio_dependence import _get
+from specdec_core.decoding.config import KNOBS
 from specdec_core.findings import finding
 
-DEFAULT_RANK_THRESHOLD = 5   # DecodeConfig.rank_threshold's default, for declarations without it
 TOP = 5                      # beyond the cloud's top-5: the seed's incoherent-tail range
 SHOWN = 10                   # positions listed in the detail
 
@@ -34,7 +34,7 @@ def rank_window(declared: dict) -> int | None:
     if verify == "sampling":
         return None if temperature > 0 else 1
     if verify == "rank":
-        return max(1, int(declared.get("rank_threshold") or DEFAULT_RANK_THRESHOLD))
+        return max(1, int(declared.get("rank_threshold") or KNOBS["rank_threshold"].default))
     return 1
 
 

@@ -30,12 +30,8 @@ def _get(obj, key, default=None):
     return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
 
 
-def dependence_values(trace) -> list[float | None]:
-    return [_get(t, "audio_dependence") for t in _get(trace, "tokens") or []]
-
-
 def has_dependence(trace) -> bool:
-    return any(v is not None for v in dependence_values(trace))
+    return any(_get(t, "audio_dependence") is not None for t in _get(trace, "tokens") or [])
 
 
 def attach(trace, dep: dict | None) -> None:

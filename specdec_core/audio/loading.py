@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass, field
-from math import gcd
 from pathlib import Path
 from typing import Union
 
@@ -175,8 +174,7 @@ def _clean(data: np.ndarray, sr: int, name: str, max_seconds: float) -> Audio:
         mono = mono / peak
         warnings.append(f"samples exceeded [-1, 1] (peak {peak:.2f}); peak-normalised")
     if sr != TARGET_SR:
-        g = gcd(sr, TARGET_SR)
-        mono = resample_poly(mono, TARGET_SR // g, sr // g)
+        mono = resample_poly(mono, TARGET_SR, sr)      # scipy reduces the ratio by its gcd
         # The anti-alias filter can overshoot a full-scale input slightly; not the user's fault.
         overshoot = float(np.max(np.abs(mono)))
         if overshoot > 1.0:

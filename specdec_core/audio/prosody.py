@@ -2,12 +2,12 @@
 
 F0, loudness, speech rate (syllable nuclei) and pauses are Praat's measurements; the bin
 thresholds are the calibrated meaning of the condition tokens the demo models were trained on.
-Pitch is speaker-relative (audio/speakers.py, or register_of for a single clip). Why Praat, the
-measurements and the calibration: docs/listening.md."""
+Pitch is speaker-relative (audio/speakers.py, or low_register_probability for a single clip).
+Why Praat, the measurements and the calibration: docs/listening.md."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import parselmouth
@@ -56,7 +56,6 @@ class Prosody:
     bins: dict[str, str]
     normalisation: str = "clip"          # "clip" (register estimate) or "speaker"
     note: str = ""                       # how pitch was made speaker-relative, for the UI
-    raw: dict[str, float] = field(default_factory=dict)   # speaker-independent measurements
 
 
 def measure(audio: Audio) -> dict[str, float]:
@@ -108,7 +107,7 @@ def extract(audio: Audio, speaker: speakers.SpeakerStats | None = None) -> Proso
     bins = bin_values(values)
     if not raw["f0_hz"]:
         bins["pitch"], bins["pvar"] = "mid", "flat"  # nothing voiced: no evidence either way
-    return Prosody(values, bins, norm, note, raw)
+    return Prosody(values, bins, norm, note)   # values keep the raw measurements too
 
 
 def speaker_stats(items) -> dict[str, speakers.SpeakerStats]:
@@ -148,11 +147,6 @@ def reference_hz(p_low: float) -> float:
     return float(np.exp(p_low * np.log(lo) + (1.0 - p_low) * np.log(hi)))
 
 
-def register_of(median_hz: float, floor_hz: float) -> str:
-    """'low' or 'high': the more likely voice register."""
-    return "low" if low_register_probability(median_hz, floor_hz) >= 0.5 else "high"
-
-
 def bin_values(values: dict[str, float]) -> dict[str, str]:
     out = {}
     for feat, names in conditions.FEATURES.items():
@@ -160,10 +154,6 @@ def bin_values(values: dict[str, float]) -> dict[str, str]:
         v = values[feat]
         out[feat] = names[0] if v < lo else names[2] if v >= hi else names[1]
     return out
-
-
-def condition_tokens_for(audio: Audio) -> list[str]:
-    return conditions.condition_tokens(extract(audio).bins)
 
 
 def describe(p: Prosody, note: bool = True) -> str:

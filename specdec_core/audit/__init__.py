@@ -8,19 +8,15 @@ from specdec_core.audit import checks
 from specdec_core.audit.checks import Run
 from specdec_core.audit.served import Engine, Replay, reference_local, reference_served
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
-from specdec_core.errors import UserError
 from specdec_core.findings import finding
 
 
 def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | None = None,
-          reference: str = "local", replay: str | None = None, max_tokens: int = 48, n: int = 1,
+          reference: str = "local", replay: str | None = None, max_tokens: int = 48,
           stream: str | None = None) -> dict:
     """{"engine", "results": [{audio, ok, token_ids, text, reference, steps, trace}],
-    "acceptance": {by_draft_position, by_context}, "findings"}."""
-    if n != 1:
-        raise UserError(f"n = {n}: a greedy audit asks one sequence per request (vLLM refuses n > 1 "
-                        "at temperature 0 and sends speculative metrics for n = 1 only); nothing "
-                        "was judged: audit with -n 1")
+    "acceptance": {by_draft_position, by_context}, "findings"}. One greedy sequence per request
+    (the CLI refuses -n other than 1: vLLM sends speculative metrics for n = 1 only)."""
     engine = Engine(url, model)
     try:
         rep = Replay(replay, max_model_len=engine.max_model_len) if replay else None

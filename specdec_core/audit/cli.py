@@ -55,7 +55,7 @@ def cmd_audit(args) -> int:
     else:
         raise UserError("give audio files or --prompt TEXT")
     rep = audit(backend, args.url, inputs, model=args.model, reference=args.reference,
-                replay=args.replay, max_tokens=args.max_tokens, n=args.n, stream=args.stream)
+                replay=args.replay, max_tokens=args.max_tokens, stream=args.stream)
     for r in rep["results"]:
         ref = r["reference"] or {}
         print(f"{r['audio']}: ok: {r['text']}" + ("" if ref.get("matches", True) else

@@ -31,26 +31,11 @@ class Cycle:
     period: int
     pattern_ids: list[int] = field(default_factory=list)
 
-    @property
-    def repeats(self) -> float:
-        return (self.end - self.start) / self.period
-
-    def text(self, texts: Sequence[str]) -> str:
-        """The pattern as text, given the vocabulary's texts (TokenClasses.texts)."""
-        return "".join(texts[i] if 0 <= i < len(texts) else "" for i in self.pattern_ids)
-
     def warning(self, text: str) -> dict:
         """The trace's warning for it (its start, end, period and text are trace.cycles' entry)."""
         return {"kind": "cycle", "message": f"cycle of period {self.period} at tokens {self.start}-"
                 f"{self.end - 1} ({text!r})", "start": self.start, "end": self.end,
                 "period": self.period, "text": text}
-
-    def to_dict(self, texts: Sequence[str] | None = None) -> dict:
-        d = {"start": self.start, "end": self.end, "period": self.period,
-             "pattern_ids": list(self.pattern_ids)}
-        if texts is not None:
-            d["text"] = self.text(texts)
-        return d
 
 
 class CycleDetector:

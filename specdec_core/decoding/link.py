@@ -36,10 +36,6 @@ class LinkModel:
         return cls(float(getattr(cfg, "link_rtt_ms", 0.0) or 0.0),
                    float(getattr(cfg, "link_uplink_kbps", 0.0) or 0.0))
 
-    @property
-    def enabled(self) -> bool:
-        return self.rtt_ms > 0 or self.uplink_kbps > 0
-
     def seconds(self, bytes_up: int) -> float:
         """Modelled time of one call: a round trip plus the uplink transfer (0 = off each)."""
         t = self.rtt_ms / 1000.0

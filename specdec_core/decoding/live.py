@@ -1,4 +1,4 @@
-"""Fold streaming decoder events (decoder.stream / api.stream_clip) into a partial trace dict,
+"""Fold streaming decoder events (decoder.stream / api.stream_prompt) into a partial trace dict,
 the shape the views read, so a UI can redraw after every round. The event schema is in
 docs/architecture.md; this module is its one reader."""
 from __future__ import annotations

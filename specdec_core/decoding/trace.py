@@ -127,13 +127,6 @@ class Trace:
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, **kw)
 
-    def to_dataframe(self):
-        import pandas as pd
-
-        cols = ["i", "id", "text", "source", "round", "entropy", "draft_prob", "target_prob",
-                "target_rank", "cycle", "audio_dependence"]
-        return pd.DataFrame([{c: getattr(t, c) for c in cols} for t in self.tokens], columns=cols)
-
 
 def _finite(obj):
     """JSON has no NaN/inf: write them as strings so the file stays standard JSON."""

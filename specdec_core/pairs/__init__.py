@@ -10,19 +10,17 @@ import time
 
 from specdec_core.errors import BackendError
 from specdec_core.pairs import versions
-from specdec_core.findings import finding
+from specdec_core.findings import SEVERITIES, finding
 from specdec_core.pairs.checks import CHECKS
 from specdec_core.pairs.sides import Side, backend_paths, load_side
-
-ORDER = {"error": 0, "warning": 1, "info": 2}
 
 __all__ = ["CHECKS", "Side", "check_backend", "check_folders", "error_message", "run_checks"]
 
 
-def run_checks(edge: Side, cloud: Side, checks=None) -> dict:
+def run_checks(edge: Side, cloud: Side) -> dict:
     found, passed = [], []
     t0 = time.perf_counter()
-    for check in checks or CHECKS:
+    for check in CHECKS:
         try:
             f = check(edge, cloud)
         except Exception as e:  # noqa: BLE001 - a check that cannot run never blocks a load
@@ -30,7 +28,7 @@ def run_checks(edge: Side, cloud: Side, checks=None) -> dict:
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
                         fix="report this pair to the SpecScope maintainers")
         (found.append(f) if f else passed.append(check.__name__))
-    found.sort(key=lambda f: ORDER.get(f["severity"], 9))
+    found.sort(key=lambda f: SEVERITIES.index(f["severity"]))
     return {"checks": found, "passed": passed, "versions": versions.versions(),
             "device": versions.device(), "edge": edge.path, "cloud": cloud.path,
             "usable": not any(f["severity"] == "error" for f in found),

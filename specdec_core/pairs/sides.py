@@ -40,8 +40,8 @@ def _json(path: Path) -> dict | None:
         return None
 
 
-def _configs(path: str, role: str) -> tuple[str, dict, dict, dict | None]:
-    """(model_type, top-level dtype holder, text config, audio config) of a folder/hub id."""
+def _configs(path: str, role: str) -> tuple[str, dict, dict | None]:
+    """(model_type, text config, audio config) of a folder/hub id."""
     from transformers import PretrainedConfig
 
     try:
@@ -55,7 +55,7 @@ def _configs(path: str, role: str) -> tuple[str, dict, dict, dict | None]:
     for k in ("dtype", "torch_dtype"):          # the dtype often sits on the outer config only
         if k in cfg and k not in text:
             text[k] = cfg[k]
-    return kind, cfg, text, cfg.get("audio_config")
+    return kind, text, cfg.get("audio_config")
 
 
 def _tokenizer(path: str, role: str):
@@ -91,7 +91,7 @@ def _chat_template(path: str, tokenizer) -> str | None:
 
 def load_side(path: str, role: str) -> Side:
     path = str(path)
-    kind, _, text, audio = _configs(path, role)
+    kind, text, audio = _configs(path, role)
     tok = _tokenizer(path, role)
     gen = _json(Path(path) / "generation_config.json") or {}
     return Side(role=role, path=path, config=text, tokenizer=tok, model_type=kind,

@@ -39,7 +39,3 @@ def link(found: list) -> list:
                     r["severity"] == "error" or f["severity"] != "error"):
                 f["explained_by"] = root.code
     return found
-
-
-def top_level(found: list, severity: str = "error") -> list:
-    return [f for f in found if f["severity"] == severity and not f.get("explained_by")]
