@@ -76,8 +76,11 @@ def test_a_sampled_correction_equal_to_its_draft_is_no_context_error(demo):
     cfg = DecodeConfig(temperature=0.7)
     rec, trace, found, own = record_builtin(demo, prepare(demo, CLIPS[1], cfg), cfg)
     assert codes(found, "error") == set(), found
-    from specdec_core.recorder.evidence.rounds import cuts
-    assert cuts(rec), "the loop's next round resumed before the committed text's end of the round"
+    from specdec_core.recorder.evidence.rounds import build_rounds
+    from specdec_core.recorder.evidence.tape import build_tapes
+    t = build_tapes(rec)
+    build_rounds(t)     # {verify forward i: the position where the loop resumed}
+    assert t.resumed, "the loop's next round resumed before the committed text's end of the round"
     corrected = [t["i"] for t in own.to_dict()["tokens"] if t["source"] == "corrected"]
     assert corrected == [t["i"] for t in trace.to_dict()["tokens"] if t["source"] == "corrected"]
 
