@@ -70,3 +70,19 @@ def test_the_first_run_waits_for_the_warm_up_instead_of_decoding_beside_it():
         builtin.judged_stream = real
     assert backend is not None and common._WARMED.is_set()
     assert seen == ["specscope-warmup"]
+
+
+def test_served_ab_verdict_names_the_first_difference_and_the_reference_side():
+    from ui.served import verdict
+
+    class Chars:     # token id -> one character
+        def decode(self, ids):
+            return "".join(chr(0x4e00 + i) for i in ids)
+
+    t = Chars()
+    assert verdict([1, 2, 3], [1, 2, 3], None, t) == "Same output: A and B give the same 3 tokens."
+    line = verdict([1, 2, 3], [1, 2, 4], [1, 2, 4], t)
+    assert line.startswith("A and B first differ at token 2: ") and line.endswith("B matches it.")
+    assert verdict([1, 2], [1, 2, 5], [1, 9], t).endswith(
+        "A the end, B '" + t.decode([5]) + "'.")    # the reference is shorter than the difference
+    assert "neither matches it" in verdict([7, 1], [7, 2], [7, 3], t)

@@ -17,6 +17,7 @@ from components.formatting import esc
 from components.served_plot import acceptance_figure
 from components.status import status_html
 from components.token_view import render_tokens
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.errors import UserError
 
 from . import common
@@ -151,7 +152,7 @@ def _numbers(rep, trace=None) -> str:
 
 def verdict(a: list[int], b: list[int], ref: list[int] | None, tokenizer) -> str:
     """Same output, or the first token where A and B differ and which side the reference has there."""
-    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    i = common_prefix(a, b)
     if a == b:
         return f"Same output: A and B give the same {len(a)} tokens."
 
