@@ -226,3 +226,24 @@ def test_gpu_check_engine_agreement_names_the_first_divergence():
     assert got["sd_3b_7b: graphs vs eager"]["first_divergence"] == 2
     assert got["sd_head: graphs vs eager"] == {"identical": False, "first_divergence": 3,
                                                "tokens": [4, 3]}
+
+
+def test_gpu_record_check_compares_each_verdict_with_the_first_run():
+    # scripts/gpu_record_check.py (docs/gpu/gpu_record_*): a run keeps the first run's verdict
+    # only when it ran as the first did and raised the same ERROR codes (warnings may differ:
+    # wall-clock findings on another machine)
+    spec = importlib.util.spec_from_file_location("grc", ROOT / "scripts" / "gpu_record_check.py")
+    grc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grc)
+    finding = lambda code, sev: {"code": code, "severity": sev}           # noqa: E731
+    ok = {"ok": True, "token_ids": [1, 2], "findings": [finding("vocab_widths", "info")]}
+    stale = {"ok": True, "token_ids": [1, 2], "findings": [finding("stale_cache", "error"),
+                                                           finding("loop_overhead", "warning")]}
+    row = lambda run, dec, res: grc.summary(run, dec, "a.wav", res, 1.0)  # noqa: E731
+    rows = grc.compare([row("cpu:float32", "good.py", ok), row("cpu:float32", "bad.py", stale),
+                        row("cuda:bfloat16", "good.py", {**ok, "findings": [finding("loop_overhead", "warning")]}),
+                        row("cuda:bfloat16", "bad.py", {"ok": False, "error": "decoder failed: OOM"})])
+    key = "same_errors_as_cpu:float32"
+    assert [r[key] for r in rows] == [True, True, True, False]
+    assert rows[1]["errors"] == ["stale_cache"] and rows[1]["warnings"] == ["loop_overhead"]
+    assert rows[3]["tokens"] == 0 and rows[3]["error"] == "decoder failed: OOM"

@@ -205,7 +205,9 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     sys.path.insert(0, str(path.parent))
     with lock, recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
         try:
-            out = fn(backend.edge, backend.cloud, backend.tokenizer, prompt.input_ids.clone(), **kwargs)
+            # on the cloud's device, as HF code moves a processor's output (`.to(model.device)`)
+            ids = prompt.input_ids.to(next(backend.cloud.parameters()).device, copy=True)
+            out = fn(backend.edge, backend.cloud, backend.tokenizer, ids, **kwargs)
             got["out"] = [int(x) for x in (out.reshape(-1).tolist() if isinstance(out, torch.Tensor) else out)]
         except Exception as e:                    # the user's code failed: nothing to analyse
             got["error"] = failed(fn, e)

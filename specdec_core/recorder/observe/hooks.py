@@ -279,7 +279,7 @@ def _rows(logits: torch.Tensor, extra: dict, ids: list[int], temperature=None):
     ranks, lps = [], []
     if nxt:
         n = len(nxt)
-        idx = torch.tensor(nxt, dtype=torch.long).clamp(0, logp.shape[-1] - 1)
+        idx = torch.tensor(nxt, dtype=torch.long, device=logp.device).clamp(0, logp.shape[-1] - 1)
         sub = logp[:n]
         v = sub.gather(1, idx[:, None])
         ranks = ((sub > v).sum(-1) + 1).tolist()

@@ -70,7 +70,7 @@ def apply(logits: torch.Tensor, proc: dict, T: float | None, ctx: list[int] | No
     x = logits.float().clone()
     if proc.get("penalty") and ctx is not None:
         pen = RepetitionPenaltyLogitsProcessor(proc["penalty"])
-        x = torch.cat([pen(torch.tensor([ctx[:first + r + 1]], dtype=torch.long), x[r:r + 1])
+        x = torch.cat([pen(torch.tensor([ctx[:first + r + 1]], dtype=torch.long, device=x.device), x[r:r + 1])
                        for r in range(x.shape[0])])
     if not T or T <= 0:
         return x
@@ -126,7 +126,7 @@ def penalty_rows(raw: torch.Tensor, proc: torch.Tensor, T: float) -> list:
     out = []
     for r in range(raw.shape[0]):
         s = sorted(set(ids[r].tolist()))
-        ix = torch.tensor(s)
+        ix = torch.tensor(s, device=a.device)
         out.append([s, [round(x, 5) for x in a[r, ix].tolist()],
                     [round(max(x, OUT), 5) for x in b[r, ix].tolist()]])
     return out
