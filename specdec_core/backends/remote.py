@@ -11,7 +11,7 @@ import os
 from specdec_core.analysis.divergence import common_prefix
 from specdec_core.backends.openai_client import CompletionsClient, RemoteError
 from specdec_core.decoding.link import LinkCost
-from specdec_core.decoding.verifier import Checked
+from specdec_core.decoding.sampling import Verdict
 from specdec_core.errors import ConfigError
 
 DEFAULT_TIMEOUT = float(os.environ.get("SPECSCOPE_CLOUD_TIMEOUT", "30"))
@@ -99,7 +99,7 @@ class RemoteVerifier:
     def __init__(self, runner: RemoteRunner, cfg):
         self.runner, self.cfg = runner, cfg
 
-    def __call__(self, full: list[int], block: list[int], q) -> Checked:
+    def __call__(self, full: list[int], block: list[int], q) -> Verdict:
         r, cfg, n = self.runner, self.cfg, len(block)
         ids = list(full) + list(block)
         limit = r.remote.max_model_len
@@ -119,7 +119,7 @@ class RemoteVerifier:
         a = ok.index(False) if False in ok else n
         checked = rows[: min(a + 1, n)]
         nxt, nxt_lp = (rows[a].top_id, rows[a].top_logprob) if a < n else (bonus, bonus_lp)
-        return Checked(a, nxt, [row.rank for row in checked],
+        return Verdict(a, nxt, [row.rank for row in checked],
                        [math.exp(row.logprob) for row in checked],
                        next_prob=math.exp(nxt_lp), next_rank=1, cloud_fed=len(ids),
                        cost=LinkCost(reply.bytes_up, reply.bytes_down, 0.0, reply.seconds))

@@ -20,7 +20,7 @@ from specdec_core.decoding.engine import apply_engine
 from specdec_core.decoding.faults import FaultSet
 from specdec_core.decoding.gates import build_gates
 from specdec_core.decoding.runner import ModelRunner
-from specdec_core.decoding.head import head_findings, head_runners
+from specdec_core.decoding.head import head_runners
 from specdec_core.decoding.run import Run, TextLookup, TokenSeq, logits_width
 from specdec_core.decoding.stopping import build_stopper
 from specdec_core.decoding.trace import Trace
@@ -44,10 +44,6 @@ class SpeculativeDecoder:
     def cancel(self) -> None:
         """Stop the running decode within one round (from any thread)."""
         self.cancel_event.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.cancel_event.is_set()
 
     # ------------------------------------------------------------------ public API
     def stream(self, prompt, events: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
@@ -125,8 +121,7 @@ class SpeculativeDecoder:
             # the draft loop needs each token's distribution (not only for the trace) to sample,
             # for the entropy gate and for cycle resampling
             need_p=(cfg.temperature > 0 or gate is not None
-                    or cfg.cycle_action == "resample"))
-        run.faults = frozenset(f.names)
+                    or cfg.cycle_action == "resample"), faults=frozenset(f.names))
         if cfg.draft_tree != "chain" and (why := tree_unsupported(cloud, edge)):
             run.cfg = cfg.replace(draft_tree="chain")
             run.warn({"kind": "tree_unsupported", "message": f"draft_tree={cfg.draft_tree}: {why}; "
@@ -155,8 +150,8 @@ class SpeculativeDecoder:
         if dep:
             tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         # findings come from the one check list, on a recording of this run (recorder/driver/builtin.py);
-        # the head drafter's own checks (decoding/head.py) are joined to them there
-        tr.diagnostics = head_findings(run, [])
+        # the decoder's own (checks.py) are joined to them there
+        tr.diagnostics = checks.q_mismatch_findings(tr.warnings)
         return tr
 
 

@@ -9,25 +9,11 @@ import time
 import torch
 
 
-def counterfactual(backend, prompt):
-    """The backend's prompt without the audio, or None where it cannot build one."""
-    fn = getattr(backend, "counterfactual_inputs", None)
-    try:
-        return fn(prompt) if fn is not None else None
-    except NotImplementedError:
-        return None
-
-
 def _batch_kwargs(a: dict, b: dict) -> dict:
     """Stack two prompts' extra model inputs (Omni: input_features, feature_attention_mask)."""
-    out = {}
-    for key, va in a.items():
-        vb = b.get(key)
-        if isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor) and va.shape == vb.shape:
-            out[key] = torch.cat([va, vb], dim=0)
-        else:
-            return {}
-    return out
+    ok = all(isinstance(va, torch.Tensor) and isinstance(b.get(k), torch.Tensor) and va.shape == b[k].shape
+             for k, va in a.items())
+    return {k: torch.cat([va, b[k]], dim=0) for k, va in a.items()} if ok else {}
 
 
 def _logits(model, rows: list[tuple[torch.Tensor, dict]], width: int | None) -> list[torch.Tensor]:
@@ -38,12 +24,10 @@ def _logits(model, rows: list[tuple[torch.Tensor, dict]], width: int | None) -> 
     if len(rows) == 2 and ids[0].shape == ids[1].shape and (extra or not rows[0][1]):
         x = torch.cat(ids, dim=0)
         out = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **extra)
-        logits = [out.logits[0], out.logits[1]]
+        logits = list(out.logits)
     else:
-        logits = []
-        for x, kw in zip(ids, (r[1] for r in rows)):
-            out = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **kw)
-            logits.append(out.logits[0])
+        logits = [model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **r[1]).logits[0]
+                  for x, r in zip(ids, rows)]
     return [lg[:, :width].float() if width else lg.float() for lg in logits]
 
 
@@ -56,7 +40,10 @@ def audio_dependence(backend, prompt, token_ids: list[int]) -> dict | None:
         token_ids = token_ids.reshape(-1).tolist()
     if not token_ids or getattr(backend, "cloud", None) is None:
         return None
-    cf = counterfactual(backend, prompt)
+    try:                     # the backend's prompt without the audio
+        cf = backend.counterfactual_inputs(prompt) if hasattr(backend, "counterfactual_inputs") else None
+    except NotImplementedError:
+        return None
     if cf is None:
         return None
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from specdec_core.compat import set_write_position, static_cache
+from specdec_core.compat import set_write_position
 from specdec_core.errors import ConfigError
 
 
@@ -52,9 +52,6 @@ class StaticPlan:
         self.pad = True          # False under a recorder: each step at its own width
         self.captured: dict = {}
         self.pad_id = 0
-
-    def new_cache(self, model):
-        return static_cache(model, self.kv_len)
 
     def width(self, n: int) -> int:
         """The fixed width a step of n tokens runs at (n itself past the widest: a prefill)."""
@@ -133,25 +130,23 @@ def apply_engine(cfg, prompt_len: int, *runners) -> tuple[dict, str | None]:
     a model): graphs fall back to eager (hooks never run inside a captured graph), and static
     steps run at their own widths (a padding row would read as a fed token)."""
     local = [r for r in runners if getattr(r, "static", "absent") != "absent"]   # not a remote cloud
-    recorded = any(_hooked(r.model) for r in local)
-    info, warn = {"engine": cfg.engine}, None
+    recorded = any(hooked(r.model) for r in local)
     if cfg.engine == "eager" or not local:
-        return info, warn
+        return {"engine": cfg.engine}, None
     for r in local:
         check_engine(cfg.engine, r.device)
-    if cfg.engine == "graphs" and recorded:
-        info["engine"] = "eager"
-        return info, "engine=graphs: this run is recorded and hooks never run inside a CUDA graph: it runs eager"
-    if cfg.engine == "graphs" and os.environ.get("SPACES_ZERO_GPU"):
-        info["engine"] = "eager"
-        return info, "engine=graphs: on ZeroGPU the steps are not AOT-compiled here: it runs eager"
+    why = ("this run is recorded and hooks never run inside a CUDA graph" if recorded else
+           "on ZeroGPU the steps are not AOT-compiled here" if os.environ.get("SPACES_ZERO_GPU") else None)
+    if cfg.engine == "graphs" and why:
+        return {"engine": "eager"}, f"engine=graphs: {why}: it runs eager"
     for r in local:
         r.static = StaticPlan(cfg, prompt_len, graphs=cfg.engine == "graphs")
         r.static.pad = not recorded
     plan = local[0].static
-    info.update(kv_len=plan.kv_len, widths=list(plan.widths) if plan.pad else [], recorded=recorded)
-    return info, warn
+    return {"engine": cfg.engine, "kv_len": plan.kv_len, "widths": list(plan.widths) if plan.pad else [],
+            "recorded": recorded}, None
 
 
-def _hooked(model) -> bool:
+def hooked(model) -> bool:
+    """A model with forward hooks (a recording, the cost probe's timer) sees its own forward."""
     return bool(getattr(model, "_forward_hooks", None) or getattr(model, "_forward_pre_hooks", None))

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import torch
-from transformers import LogitsProcessor
+from transformers import LogitsProcessor, TemperatureLogitsWarper
 
 from specdec_core.decoding.stopping import Stop
 
@@ -21,7 +21,6 @@ class FaultInfo:
     seed: str
     bug: str
     symptom: str
-    hook: str
     # what a user sees on the demo pair with the default knobs (greedy, verify every block),
     # measured on the shipped clips: the cloud's verification often hides the text symptom
     seen: str = ""
@@ -32,57 +31,54 @@ class FaultInfo:
 FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("string_stop", "000 A", "stop when the decoded text (draft included) contains 。, a "
               "newline or 'Please', ignoring min_new_tokens", "premature truncation",
-              "stopper, verify",
               seen="ends on a stop string before the cloud verified the block: unverified_end; text often unchanged"),
     FaultInfo("special_text_stop", "000 A", "look for '<|im_end|>' in text decoded with "
               "skip_special_tokens=True instead of stopping on ids", "never stops, template leakage",
-              "stopper",
               seen="never stops: missed_eos; runs to max_new_tokens, the next chat turns (user/assistant) leak into the text"),
     FaultInfo("draft_penalties", "000 B", "hand-made penalties on frequent CJK tokens and a custom "
-              "top-p in the draft", "fragments, low acceptance", "draft_processors",
+              "top-p in the draft", "fragments, low acceptance",
               seen="text unchanged (the cloud corrects every draft), acceptance collapses to ~2%, hidden_draft_processing"),
     FaultInfo("lenient_rank", "000 C", "rank acceptance with threshold 20", "incoherent tail",
-              "configure",
               seen="lossy: 100% acceptance of drafts the cloud ranked up to 20th, text departs from cloud-only"),
     FaultInfo("no_resync", "000 D / 002", "no cache rollback after a correction: rejected drafts "
-              "stay in the edge's KV cache", "fractured/repeated text, stale cache", "runner",
+              "stay in the edge's KV cache", "fractured/repeated text, stale cache",
               seen="text often identical; acceptance drops (to 40–75%), stale_cache"),
     FaultInfo("double_temperature", "001 A", "logits divided by 0.7 and then by the temperature",
-              "over-sharp draft, fewer cloud calls, punctuation wins", "draft_processors",
+              "over-sharp draft, fewer cloud calls, punctuation wins",
               seen="at temperature 0 latent (greedy drafts unchanged); at temperature > 0 over-sharp drafts: hidden_draft_processing"),
     FaultInfo("mask_1x1", "001 B", "1x1 attention mask on incremental draft steps: positions reset",
-              "filler punctuation, acceptance collapse, position errors", "runner",
+              "filler punctuation, acceptance collapse, position errors",
               seen="text unchanged; acceptance collapses (~35%), position_error"),
     FaultInfo("input_corruption", "004", "draft tokens appended to the shared input across "
-              "iterations", "'HelloHello' doubling", "commit",
+              "iterations", "'HelloHello' doubling",
               seen="'HelloHello' doubling: phrases written twice in a row, context_mismatch"),
     # tree faults (issue 34): they act only with draft_tree = static | dynamic (tree_round.py)
     FaultInfo("tree_parent_slots", "sglang #8228", "tree drafting row r attends to the r-th draft slot "
               "of each earlier depth, not its own ancestors", "lower acceptance, "
-              "lossless", "tree",
+              "lossless",
               seen="trees only: lossless; mean acceptance length 3.96 -> 3.91 with static trees on the "
                    "six *_01 clips (dynamic: unchanged there), draft_context when recorded"),
     FaultInfo("no_compaction", "sglang #26982", "after tree verification the cloud cache keeps "
               "the first slots instead of gathering the accepted path", "stale cache, text drifts",
-              "tree", seen="trees only: the cloud decodes on rejected nodes' keys: text differs from "
+              seen="trees only: the cloud decodes on rejected nodes' keys: text differs from "
                            "cloud-only on 6/6 clips, acceptance length 4.23 -> 3.38 (dynamic)"),
     FaultInfo("linear_positions", "tree masks", "tree positions by slot, not prefix + depth",
-              "wrong positions in the verify forward", "tree",
+              "wrong positions in the verify forward",
               seen="trees only: 6/6 clips differ from cloud-only, acceptance length 4.23 -> 3.42 "
                    "(dynamic)"),
     FaultInfo("sibling_mask", "tree masks", "each tree node also sees its siblings in the verify "
-              "mask (a block per parent instead of ancestors only)", "wrong context for nodes", "tree",
+              "mask (a block per parent instead of ancestors only)", "wrong context for nodes",
               seen="trees only: 3/6 clips differ from cloud-only (dynamic), acceptance length "
                    "4.23 -> 4.10"),
     FaultInfo("stale_features", "vllm #14649", "drafter=head: accepted tokens keep the head's "
               "own predicted features instead of the cloud's (its KV entries are not re-fed)",
-              "lossless, lower acceptance", "runner (decoding/head.py)",
+              "lossless, lower acceptance",
               seen="text unchanged; mean acceptance length 2.76 -> 1.87 at k=4 on the six *_01 "
                    "clips; stale_features warning with the first-draft acceptance it costs",
               needs=(("drafter", "head"),)),
     FaultInfo("raw_q", "transformers #47932", "sampling: q taken from the raw draft logits while "
               "the drafts were sampled from the processed (temperature) ones", "not lossless with "
-              "sampling; invisible with greedy", "verify",
+              "sampling; invisible with greedy",
               seen="greedy unchanged; T=0.8: acceptance 59.3% -> 54.7% on the six *_01 clips, "
                    "acceptance_rule error (q off by TV up to ~0.3)",
               needs=(("drafter", "head"), ("verify", "sampling"), ("temperature", 0.8))),
@@ -133,29 +129,33 @@ class FaultSet:
         if "draft_penalties" in self:
             out.append(HandPenalties(classes))
         if "double_temperature" in self:
-            out.append(ExtraTemperature(0.7))
+            out.append(TemperatureLogitsWarper(0.7))   # then the decoder's own temperature
         return out
 
     def wrap_stopper(self, stopper, tokenizer):
         if "special_text_stop" in self:
-            return TextImEndStop(tokenizer, stopper)
+            cap = stopper.max_new_tokens
+            return TextStop(tokenizer, ("<|im_end|>",), lambda seq: Stop.MAX_TOKENS if seq.n_gen >= cap else None)
         if "string_stop" in self:
-            return StringStop(tokenizer, stopper)
+            return TextStop(tokenizer, ("。", "\n", "Please"), stopper)
         return stopper
 
     def wrap_verify(self, verify):
-        if "raw_q" in self:
-            verify = with_raw_q(verify)
-        if "string_stop" not in self:
+        raw_q, text_stop = "raw_q" in self, "string_stop" in self
+        if not (raw_q or text_stop):
             return verify
 
-        def verify_unless_text_stopped(run, d, q):
-            # the string stop fired while drafting: the run ends there, the block unverified
-            if getattr(run.stopper, "fired", False):
+        def faulty_verify(run, d, q):
+            # string_stop fired while drafting: the run ends there, the block unverified
+            if text_stop and getattr(run.stopper, "fired", False):
                 run.end(Stop.EOS)
                 return None
+            # raw_q, transformers #47932: the sampling rule gets q from the raw logits (temperature
+            # 1, no processing) although the drafts were drawn from the processed distribution
+            if raw_q and q is not None and d.rows:
+                q = torch.softmax(torch.stack(d.rows).float(), dim=-1)
             return verify(run, d, q)
-        return verify_unless_text_stopped
+        return faulty_verify
 
     def wrap_commit(self, commit):
         if "input_corruption" not in self:
@@ -167,16 +167,6 @@ class FaultSet:
                       for r in records if r.source in ("accepted", "draft")]
             return commit(run, copies + records)
         return corrupting_commit
-
-
-def with_raw_q(verify):
-    """transformers #47932: the sampling rule gets q from the raw logits (temperature 1, no
-    processing) although the drafts were drawn from the processed distribution."""
-    def verify_with_raw_q(run, d, q):
-        if q is not None and d.rows:
-            q = torch.softmax(torch.stack(d.rows).float(), dim=-1)
-        return verify(run, d, q)
-    return verify_with_raw_q
 
 
 def _with(mixin, base):
@@ -222,41 +212,21 @@ class HandPenalties(LogitsProcessor):
         return scores.masked_fill(~keep, float("-inf"))
 
 
-class ExtraTemperature(LogitsProcessor):
-    def __init__(self, t: float):
-        self.t = t
-
-    def __call__(self, input_ids, scores):
-        return scores / self.t
-
-
 # --- stopper faults ---------------------------------------------------------------------------
-class StringStop:
-    """Seed 000 A: stop as soon as the decoded text, draft included, contains an 'EOS-like'
-    string. It fires during drafting, before the cloud has seen the block (see wrap_verify)."""
+class TextStop:
+    """Seed 000 A: stop when the generated text decoded with skip_special_tokens (draft
+    included) contains one of `strings`, else ask `rest`. string_stop: 。, a newline or 'Please'
+    ("EOS-like"): it fires during drafting, before the cloud has seen the block (see
+    wrap_verify). special_text_stop: '<|im_end|>', never in that text, so only `rest` (the
+    max_new_tokens cap) is left."""
 
-    STRINGS = ("。", "\n", "Please")
-
-    def __init__(self, tokenizer, fixed):
-        self.tok, self.fixed = tokenizer, fixed
+    def __init__(self, tokenizer, strings: tuple, rest):
+        self.tok, self.strings, self.rest = tokenizer, strings, rest
         self.fired = False
 
     def __call__(self, seq) -> Stop | None:
         text = self.tok.decode(seq.generated(), skip_special_tokens=True)
-        if any(s in text for s in self.STRINGS):   # the buggy code believes it saw the end
+        if any(s in text for s in self.strings):   # the buggy code believes it saw the end
             self.fired = True
             return Stop.EOS
-        return self.fixed(seq)
-
-
-class TextImEndStop:
-    """Seed 000 A: look for '<|im_end|>' in skip_special_tokens text (never there), so the only
-    stop left is max_new_tokens."""
-
-    def __init__(self, tokenizer, fixed):
-        self.tok, self.max_new = tokenizer, fixed.max_new_tokens
-
-    def __call__(self, seq) -> Stop | None:
-        if "<|im_end|>" in self.tok.decode(seq.generated(), skip_special_tokens=True):
-            return Stop.EOS
-        return Stop.MAX_TOKENS if seq.n_gen >= self.max_new else None
+        return self.rest(seq)

@@ -60,7 +60,6 @@ class PunctuationGate(_Gate):
             raise ConfigError(f"PunctuationGate min_chars must be >= 0, got {min_chars}")
         self.min_chars = int(min_chars)
         self.which = which
-        self.table_name = "comma_like" if which == "comma" else "period_like"
 
     def chars_since_punct(self, input_ids: torch.Tensor) -> torch.Tensor:
         """[B] CJK content chars since the last punctuation token of the history."""
@@ -80,7 +79,7 @@ class PunctuationGate(_Gate):
         if self.min_chars == 0:
             return scores
         blocked = self.chars_since_punct(input_ids) < self.min_chars  # [B]
-        mask = self.classes.table(self.table_name, scores.shape[-1], scores.device)
+        mask = self.classes.table(f"{self.which}_like", scores.shape[-1], scores.device)
         return _ban(scores, blocked.unsqueeze(1) & mask.unsqueeze(0))
 
 
@@ -162,12 +161,6 @@ class CjkRepetitionPenalty(_Gate):
         return ext.scatter(1, col, torch.where(hit, new, old))[:, :v]
 
 
-def _knob(cfg, name: str, default):
-    if isinstance(cfg, Mapping):
-        return cfg.get(name, default)
-    return getattr(cfg, name, default)
-
-
 def build_gates(cfg, tokenizer, start: int = 0) -> LogitsProcessorList:
     """The gates the config switches on, in a fixed order (penalty first, bans after).
 
@@ -175,11 +168,12 @@ def build_gates(cfg, tokenizer, start: int = 0) -> LogitsProcessorList:
     or ready TokenClasses. Off = 0 / False / None, and 1.0 for repetition_penalty. With every
     gate off the list is empty and the vocabulary is never decoded.
     """
-    comma = int(_knob(cfg, "comma_gate", 0) or 0)
-    period = int(_knob(cfg, "period_gate", 0) or 0)
-    adjacent = bool(_knob(cfg, "ban_adjacent_repeat", False))
-    ngram = int(_knob(cfg, "no_repeat_ngram", 0) or 0)
-    penalty = float(_knob(cfg, "repetition_penalty", 1.0) or 1.0)
+    knob = cfg.get if isinstance(cfg, Mapping) else (lambda name, default: getattr(cfg, name, default))
+    comma = int(knob("comma_gate", 0) or 0)
+    period = int(knob("period_gate", 0) or 0)
+    adjacent = bool(knob("ban_adjacent_repeat", False))
+    ngram = int(knob("no_repeat_ngram", 0) or 0)
+    penalty = float(knob("repetition_penalty", 1.0) or 1.0)
     gates = LogitsProcessorList()
     if not (comma or period or adjacent or ngram or penalty != 1.0):
         return gates

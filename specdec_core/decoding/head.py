@@ -9,14 +9,16 @@ position p is the cloud's feature at p-1 when the cloud has verified p-1, else t
 prediction for p-1 (a token it drafted itself). After a verify, `crop` also drops the head's
 KV entries that were computed from its own features, so the accepted tokens are re-fed with
 the cloud's (EAGLE). The `stale_features` fault skips that (vllm #14649); the Recorder finds it
-blind (recorder/observe/head_hooks.py, head_checks.py).
+blind (recorder/observe/head_hooks.py, checks.py).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
-from specdec_core.decoding.head_checks import q_mismatch_finding
 from specdec_core.decoding.runner import ModelRunner, tree_mask
+from specdec_core.errors import ConfigError
 
 
 def final_norm(model):
@@ -36,8 +38,7 @@ class FeatureRunner:
             logits = super()._forward(ids, start, prefill, keep, mask=mask)
             new = self.step_features.detach().float()
         else:
-            grabbed = []
-            with _grab(self.model, grabbed):
+            with _grab(self.model) as grabbed:
                 logits = super()._forward(ids, start, prefill, keep, mask=mask)
             new = grabbed[-1][0].detach().float()
         slot = start if isinstance(start, int) else self._len      # tree rows: cache slots
@@ -49,8 +50,7 @@ class FeatureRunner:
         base = super()._static_call(extra)
 
         def call(*args):       # under a CUDA graph the hook fires at capture only: its tensor
-            grabbed = []       # is returned, and every replay rewrites it
-            with _grab(self.model, grabbed):
+            with _grab(self.model) as grabbed:       # is returned, and every replay rewrites it
                 logits = base(*args)
             return logits, grabbed[-1][0]
         return call
@@ -71,9 +71,7 @@ class FeatureRunner:
         """The head needs the prompt's features before it drafts: feed the prompt now (one
         forward, as EAGLE's target prefill) instead of merging it into the first verify."""
         if self._pending:
-            self._pending = False
-            self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True, keep=1)
-            self._len = self.seen
+            self.prefill_alone()
 
 
 class HeadRunner(ModelRunner):
@@ -128,18 +126,15 @@ class HeadRunner(ModelRunner):
         n = ids.shape[1]
         if mask is None:
             feats, all_cloud = self.input_features(start, n)
-            pos, extra = self.positions(start, n), {}
+            pos = self.positions(start, n)
         else:                   # a tree: rows fed with their parents' features, slots from _len
             feats, all_cloud = self.own[[p for (p,) in self.tree_parents]], False
             pos, start = start, self._len
-            extra = {"attention_mask": tree_mask(mask, False, self.model, self.device)}
-        dtype = next(self.model.parameters()).dtype
-        feats = feats.to(dtype=dtype, device=self.device)
+        feats = feats.to(dtype=next(self.model.parameters()).dtype, device=self.device)
         if self.static:
             out = self.static.step(self, ids, pos, mask, self._head_call, eager=prefill, rows=(feats,))
         else:
-            emb = self.cloud_model.get_input_embeddings()(ids)
-            out = self.model(feats[None], emb, cache=self.cache, position_ids=pos, **extra)[0]
+            out = self._head_call(ids, pos, mask, feats)
         self.own = torch.cat([self.own[:start], out.detach().float()], dim=0)
         self.used = torch.cat([self.used[:start], feats.float()], dim=0)
         if all_cloud and self.trusted == start:
@@ -148,10 +143,11 @@ class HeadRunner(ModelRunner):
         return self._cut(self.cloud_model.get_output_embeddings()(rows))
 
     def _head_call(self, ids, pos, vis, feats):
-        """engine=static: the head's step at a fixed width (features padded with zeros)."""
+        """The head's step on its cache; `vis` a tree's (or engine=static's: the step at a fixed
+        width, features padded with zeros) visibility, else causal."""
+        mask = {} if vis is None else {"attention_mask": tree_mask(vis, False, self.model, self.device)}
         emb = self.cloud_model.get_input_embeddings()(ids)
-        return self.model(feats[None], emb, cache=self.cache, position_ids=pos,
-                          attention_mask=tree_mask(vis, False, self.model, self.device))[0]
+        return self.model(feats[None], emb, cache=self.cache, position_ids=pos, **mask)[0]
 
     @torch.inference_mode()
     def recompute_last(self, generated):
@@ -167,26 +163,22 @@ class HeadRunner(ModelRunner):
         return self._cut(self.cloud_model.get_output_embeddings()(out))[0]
 
 
-class _grab:
-    """Collect what the model's final norm outputs while inside the `with`."""
-
-    def __init__(self, model, into: list):
-        self.norm, self.into = final_norm(model), into
-
-    def __enter__(self):
-        self.hook = self.norm.register_forward_hook(
-            lambda _m, _i, out: self.into.append(out[0] if isinstance(out, tuple) else out))
-
-    def __exit__(self, *exc):
-        self.hook.remove()
+@contextmanager
+def _grab(model):
+    """What the model's final norm outputs while inside the `with` (a list)."""
+    into: list = []
+    hook = final_norm(model).register_forward_hook(
+        lambda _m, _i, out: into.append(out[0] if isinstance(out, tuple) else out))
+    try:
+        yield into
+    finally:
+        hook.remove()
 
 
 def head_runners(backend, cloud_runner, stale: bool = False, sampled_tree: bool = False):
     """(cloud runner that keeps its features, head runner) for drafter=head; with a draft tree
     (EAGLE-2) greedy only: the recorder reads a sampled tree's drafts from the re-fed path's
     rows, which a head computes from the cloud's features (not the rows it drafted from)."""
-    from specdec_core.errors import ConfigError
-
     head = getattr(backend, "head", None)
     if head is None:
         raise ConfigError(f"drafter=head: the {backend.name} backend has no draft head")
@@ -198,12 +190,3 @@ def head_runners(backend, cloud_runner, stale: bool = False, sampled_tree: bool 
     head_runner = HeadRunner(head, cloud_runner, backend.cloud,
                              vocab_size=backend.shared_vocab, stale=stale)
     return cloud_runner, head_runner
-
-
-def head_findings(run, diagnostics: list) -> list:
-    """The built-in decoder's diagnostics plus a sampling rule fed a q other than the drafts'
-    distribution. (Stale features are the recorder's finding: recorder/checks/heads/stale_features.py.)"""
-    extra = [f for f in [q_mismatch_finding(run.trace.warnings)] if f is not None]
-    if not extra:
-        return diagnostics
-    return [d for d in diagnostics if (d.get("code") or d.get("key")) != "clean"] + extra

@@ -95,24 +95,16 @@ class Knob:
         """Legal choices of a choice/faults knob."""
         return tuple(self.choices)
 
-    def range_text(self) -> str:
-        return f"[{self.minimum}, {self.maximum}]"
-
     # ---- units ------------------------------------------------------------------------------
-    def unit(self, name) -> Unit | None:
-        return next((u for u in self.units if u.name == name), None)
-
-    def in_unit(self, name) -> "Knob":
-        """This knob with the range, step and label of unit `name` (itself when it has no such
-        unit: an unknown unit is refused by the unit knob's own check)."""
-        u = self.unit(name)
-        return self if u is None else dataclasses.replace(self, **_unit_fields(u, self.unit_knob))
-
     def resolve(self, values) -> "Knob":
-        """This knob as the other knob values in `values` (a mapping) say to read it."""
+        """This knob as the other knob values in `values` (a mapping) say to read it: with the
+        range, step and label of the unit its unit knob picks (itself for an unknown unit: the
+        unit knob's own check refuses that)."""
         if not self.unit_knob:
             return self
-        return self.in_unit(values.get(self.unit_knob, self.units[0].name if self.units else None))
+        name = values.get(self.unit_knob, self.units[0].name if self.units else None)
+        u = next((u for u in self.units if u.name == name), None)
+        return self if u is None else dataclasses.replace(self, **_unit_fields(u, self.unit_knob))
 
     # ---- string forms -> typed values (CLI --set, share links, JSON strings) --------------
     def parse(self, raw):
@@ -211,7 +203,7 @@ class Knob:
         """Why a valid value cannot be shown on this knob's widget (None when it can)."""
         if isinstance(v, float) and math.isinf(v):
             return (f"{self.name}=inf (never call the cloud) has no slider position; "
-                    f"use a value in {self.range_text()} or set it through the API/CLI")
+                    f"use a value in [{self.minimum}, {self.maximum}] or set it through the API/CLI")
         return None
 
 

@@ -4,7 +4,7 @@ this process; a remote cloud (backends/remote.py) measures the same fields (docs
 "The link model")."""
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 # Framing of one message: IPv4 + TCP headers (40 bytes) and a 24-byte application header
 # (session id, round number, token count). One message per direction per call.
@@ -22,19 +22,11 @@ class LinkCost:
     link_s: float = 0.0
     request_s: float | None = None
 
-    def astuple(self) -> tuple:
-        return astuple(self)
-
 
 @dataclass(frozen=True)
 class LinkModel:
     rtt_ms: float = 0.0
     uplink_kbps: float = 0.0
-
-    @classmethod
-    def from_config(cls, cfg) -> "LinkModel":
-        return cls(float(getattr(cfg, "link_rtt_ms", 0.0) or 0.0),
-                   float(getattr(cfg, "link_uplink_kbps", 0.0) or 0.0))
 
     def seconds(self, bytes_up: int) -> float:
         """Modelled time of one call: a round trip plus the uplink transfer (0 = off each)."""
@@ -44,18 +36,14 @@ class LinkModel:
         return t
 
     def call(self, n_ids: int, with_probs: bool = False) -> LinkCost:
+        """Down: one message with the accepted count and the correction or bonus token."""
         up = uplink_bytes(n_ids, with_probs)
-        return LinkCost(up, downlink_bytes(), self.seconds(up))
+        return LinkCost(up, FRAME_BYTES + 2 * ID_BYTES, self.seconds(up))
 
 
 def uplink_bytes(n_ids: int, with_probs: bool = False) -> int:
     """One uplink message carrying n_ids token ids (and their draft probabilities)."""
     return FRAME_BYTES + n_ids * (ID_BYTES + (PROB_BYTES if with_probs else 0))
-
-
-def downlink_bytes() -> int:
-    """One downlink message: the accepted count and the correction or bonus token."""
-    return FRAME_BYTES + 2 * ID_BYTES
 
 
 def link_metrics(trace, wall_s: float) -> dict:

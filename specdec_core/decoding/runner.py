@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import time
 import weakref
+from contextlib import contextmanager
 
 import torch
 from transformers import DynamicCache
 
-from specdec_core.compat import cache_gather, output_cache, with_cache
+from specdec_core.compat import cache_gather, output_cache, static_cache, with_cache
 from specdec_core.decoding import lean
 from specdec_core.decoding.device_time import DeviceClock
+from specdec_core.decoding.engine import hooked
 
 
 class ModelRunner:
@@ -47,7 +49,7 @@ class ModelRunner:
         the first feed(), so a model that is never consulted costs nothing."""
         self._prompt_ids = prompt.input_ids.to(self.device)
         self._prefill_kwargs = dict(prompt.prefill_kwargs)
-        self.cache = self.static.new_cache(self.model) if self.static else DynamicCache()
+        self.cache = static_cache(self.model, self.static.kv_len) if self.static else DynamicCache()
         self._len = 0
         self.seen = self._prompt_ids.shape[1] - 1
         self.history = self._prompt_ids[0, : self.seen].tolist()
@@ -60,40 +62,43 @@ class ModelRunner:
         if not torch.is_inference_mode_enabled():   # the decoder enters it once per round
             with torch.inference_mode():
                 return self.feed(ids, last_only)
+        with self._timed():
+            t = torch.tensor([ids], dtype=torch.long, device=self.device)
+            if self._pending and not self.merge_prefill:
+                self.prefill_alone()
+            prefill, self._pending = self._pending, False
+            if prefill:
+                t = torch.cat([self._prompt_ids[:, : self.seen], t], dim=1)
+            logits = self._forward(t, self._len, prefill=prefill, keep=1 if last_only else len(ids))
+            self._len += t.shape[1]
+            self.seen += len(ids)
+            self.history.extend(ids)
+        return logits
+
+    def prefill_alone(self) -> None:
+        """The pending prompt in a forward of its own (not counted as a decode forward)."""
+        self._pending = False
+        self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True, keep=1)
+        self._len = self.seen
+
+    @contextmanager
+    def _timed(self):
+        """Around one decode forward: counted, its wall time (GPU work included) in busy_s
+        (the run's time split), its device time on the clock (device_time.py)."""
         t0 = time.perf_counter()
         ev = self.device_clock.start() if self.device_clock else None
-        n = len(ids)
-        keep = 1 if last_only else n
-        t = torch.tensor([ids], dtype=torch.long, device=self.device)
-        if self._pending:
-            self._pending = False
-            if self.merge_prefill:
-                t = torch.cat([self._prompt_ids[:, : self.seen], t], dim=1)
-                logits = self._forward(t, 0, prefill=True, keep=keep)
-            else:
-                self._forward(self._prompt_ids[:, : self.seen], 0, prefill=True, keep=1)
-                self._len = self.seen
-                logits = self._forward(t, self._len, prefill=False, keep=keep)
-        else:
-            logits = self._forward(t, self._len, prefill=False, keep=keep)
-        self._len += t.shape[1]
-        self.forwards += 1        # decode forwards: a prompt-only prefill is not counted
-        self.seen += n
-        self.history.extend(ids)
+        yield
         if ev is not None:
             self.device_clock.stop(ev)
-        if logits.is_cuda:      # the forward's GPU time belongs here, not to the next .item()
-            torch.cuda.synchronize(logits.device)
+            torch.cuda.synchronize(self.device)   # the GPU time belongs here, not to the next .item()
+        self.forwards += 1        # decode forwards: a prompt-only prefill is not counted
         self.busy_s += time.perf_counter() - t0
-        return logits
 
     def crop(self, n: int) -> None:
         """Keep only the first n positions of the cache (transformers 5 crop takes -removed)."""
-        drop = self._len - n
-        if drop > 0 and self.static:        # rollback by write position (slots stay, masked)
-            self._len = n
-        elif drop > 0:
-            self.cache.crop(-drop)
+        if self._len > n:
+            if not self.static:             # static: rollback by write position (slots stay, masked)
+                self.cache.crop(n - self._len)
             self._len = n
         self.seen = n
         del self.history[n:]
@@ -108,23 +113,18 @@ class ModelRunner:
         if not torch.is_inference_mode_enabled():
             with torch.inference_mode():
                 return self.feed_tree(ids, pos, sees, base)
-        t0 = time.perf_counter()
-        ev = self.device_clock.start() if self.device_clock else None
-        t, p = torch.tensor([ids], device=self.device), torch.tensor([pos], device=self.device)
-        pre = self._prompt_ids[:, : self.seen] if self._pending else t[:, :0]
-        self._pending, m, past = False, pre.shape[1], self._len
-        vis = torch.zeros(m + len(ids), past + m + len(ids), dtype=torch.bool)
-        vis[:m, past: past + m] = torch.ones(m, m, dtype=torch.bool).tril()
-        vis[m:, :base] = True
-        for r, cols in enumerate(sees):
-            vis[m + r, cols] = True
-        t, p = torch.cat([pre, t], 1), torch.cat([self.positions(0, m), p], 1)
-        logits = self._forward(t, p, prefill=m > 0, keep=len(ids), mask=vis)
-        if ev is not None:
-            self.device_clock.stop(ev)
-        self._len += t.shape[1]
-        self.forwards += 1
-        self.busy_s += time.perf_counter() - t0
+        with self._timed():
+            t, p = torch.tensor([ids], device=self.device), torch.tensor([pos], device=self.device)
+            pre = self._prompt_ids[:, : self.seen] if self._pending else t[:, :0]
+            self._pending, m, past = False, pre.shape[1], self._len
+            vis = torch.zeros(m + len(ids), past + m + len(ids), dtype=torch.bool)
+            vis[:m, past: past + m] = torch.ones(m, m, dtype=torch.bool).tril()
+            vis[m:, :base] = True
+            for r, cols in enumerate(sees):
+                vis[m + r, cols] = True
+            t, p = torch.cat([pre, t], 1), torch.cat([self.positions(0, m), p], 1)
+            logits = self._forward(t, p, prefill=m > 0, keep=len(ids), mask=vis)
+            self._len += t.shape[1]
         return logits
 
     def compact(self, slots: list[int], ids: list[int], gather: bool = True) -> None:
@@ -133,13 +133,8 @@ class ModelRunner:
         len(slots) slots instead: the no_compaction fault), the rest is cropped."""
         if gather and slots:
             cache_gather(self.cache, self.seen, slots)
-        self._len = self.seen
-        n = self.seen + len(slots)
-        drop = self.cache.get_seq_length() - n
-        if drop > 0 and not self.static:
-            self.cache.crop(-drop)
-        self._len = self.seen = n
         self.history.extend(ids)
+        ModelRunner.crop(self, self.seen + len(slots))   # this runner's own crop, not a fault's
 
     # -- introspection ------------------------------------------------------------------------
     def cache_len(self) -> int:
@@ -183,37 +178,31 @@ class ModelRunner:
             rows = self.static.step(self, ids, pos, mask, self._static_call(extra), eager=prefill)
             rows, self.step_features = rows if isinstance(rows, tuple) else (rows, None)
             return self._cut(rows[-keep:] if keep else rows)
-        if keep:
-            extra["logits_to_keep"] = keep
         if mask is not None:
             extra["attention_mask"] = tree_mask(mask, self._masks, self.model, self.device)
         elif self._masks and "attention_mask" not in extra:
             extra["attention_mask"] = {"full_attention": causal_mask(self._len, ids.shape[1], self.device)}
+        return self._cut(self._call(ids, pos, extra, keep))
+
+    def _call(self, ids: torch.Tensor, pos: torch.Tensor, extra: dict, keep: int = 0) -> torch.Tensor:
+        """The model on its cache (or its layer loop, decoding/lean.py: a prepared mask, no
+        prompt kwargs such as audio, no hooks on the model: a recording sees its own forward);
+        [n, V] logits of the last `keep` positions (0 = all)."""
         if self._lean_ok(extra):
-            return self._cut(lean.forward(self.model, ids, pos, extra["attention_mask"]["full_attention"],
-                                          self.cache, keep))
-        out = self.model(input_ids=ids, position_ids=pos,
-                         use_cache=True, **with_cache(self.model, self.cache), **extra)
+            return lean.forward(self.model, ids, pos, extra["attention_mask"]["full_attention"], self.cache, keep)
+        out = self.model(input_ids=ids, position_ids=pos, use_cache=True, **with_cache(self.model, self.cache),
+                         **extra, **({"logits_to_keep": keep} if keep else {}))
         self.cache = output_cache(out)
-        return self._cut(out.logits[0])
+        return out.logits[0]
 
     def _lean_ok(self, extra: dict) -> bool:
-        """The layer loop (decoding/lean.py) instead of the model's call: a prepared mask, no
-        prompt kwargs (audio), no hooks on the model (a recording sees its own forward)."""
-        m = self.model
-        return (bool(self._masks) and set(extra) <= {"attention_mask", "logits_to_keep"}
-                and not (m._forward_hooks or m._forward_pre_hooks) and lean.usable(m, causal_mask))
+        return (bool(self._masks) and set(extra) <= {"attention_mask"}
+                and not hooked(self.model) and lean.usable(self.model, causal_mask))
 
     def _static_call(self, extra: dict):
         """engine=static: the model call at a fixed width, with the plan's [w, kv_len] mask."""
-        def call(ids, pos, vis):
-            mask = tree_mask(vis, self._masks, self.model, self.device)
-            if self._lean_ok({**extra, "attention_mask": mask}):
-                return lean.forward(self.model, ids, pos, mask["full_attention"], self.cache)
-            out = self.model(input_ids=ids, position_ids=pos, use_cache=True, attention_mask=mask,
-                             **with_cache(self.model, self.cache), **extra)
-            return out.logits[0]
-        return call
+        return lambda ids, pos, vis: self._call(
+            ids, pos, {**extra, "attention_mask": tree_mask(vis, self._masks, self.model, self.device)})
 
     def _cut(self, logits: torch.Tensor) -> torch.Tensor:
         if self.vocab_size is not None and logits.shape[-1] > self.vocab_size:
@@ -263,7 +252,7 @@ def prepared_masks(model) -> bool:
     if (impl != "sdpa" or not getattr(cfg, "is_causal", True)
             or set(getattr(cfg, "layer_types", None) or ()) != {"full_attention"}):
         ok = False
-    elif model._forward_hooks or model._forward_pre_hooks:
+    elif hooked(model):
         return False
     else:
         ok = lean.same_logits(model, lambda ids, pos, cache, past: model(

@@ -1,9 +1,11 @@
 """Distributions and acceptance rules. Pure tensor math, no model, no state but a Generator."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+from specdec_core.decoding.link import LinkCost
 
 
 def probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -32,13 +34,18 @@ def rank_of(logits: torch.Tensor, token: int) -> int:
 
 @dataclass
 class Verdict:
+    """A verifier's answer on one drafted block (decoding/verifier.py; backends/remote.py)."""
     accepted: int        # how many draft tokens were accepted
     next_token: int      # correction (if accepted < n) or bonus token
     ranks: list[int]     # cloud rank of each checked draft token
-    target_probs: list[float]
+    target_probs: list[float]   # cloud probability of each checked draft token
     next_prob: float = 0.0   # the cloud's probability of next_token (at the temperature)
     next_rank: int = 1       # its rank under the cloud's logits
-    cloud_fed: int = 0       # tokens the cloud consumed for this verdict (set by the caller)
+    cloud_fed: int = 0       # positions the cloud computed for this call (set by the verifier)
+    cost: LinkCost = field(default_factory=LinkCost)   # what the call cost on the link
+    # per committed row (accepted drafts, then the correction/bonus): the cloud's [top-1 id,
+    # top-2 id, top-1 - top-2 logit margin], what the bug-or-numerics verdict needs (None: unknown)
+    top2: list | None = None
 
 
 def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Tensor,
@@ -54,29 +61,24 @@ def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Te
     p = probs(logits, temperature)
     d = torch.tensor(draft, dtype=torch.long)
     p_d = p[torch.arange(n), d] if n else p.new_zeros(0)
-    top1 = logits[:n].argmax(-1) if n else d
     ranks = ((logits[:n] > logits[torch.arange(n), d].unsqueeze(1)).sum(-1) + 1) if n else d
-    greedy = temperature <= 0
-
-    if rule == "sampling" and not greedy:
-        q_d = q[torch.arange(n), d]
+    # here the temperature is > 0, except for the rank rule
+    if rule == "sampling":
         u = torch.rand(n, generator=gen)
-        ok = u <= (p_d / q_d.clamp_min(1e-30)).clamp(max=1.0)
+        ok = u <= (p_d / q[torch.arange(n), d].clamp_min(1e-30)).clamp(max=1.0)
     elif rule == "rank":
         ok = ranks <= rank_threshold
-    else:  # greedy rule, or sampling at temperature 0 (both distributions are one-hot)
-        ok = d == top1
+    else:  # the greedy rule at a temperature: accept while the draft is the cloud's argmax
+        ok = d == (logits[:n].argmax(-1) if n else d)
     bad = (~ok).nonzero()
     a = int(bad[0]) if len(bad) else n
 
-    if a < n and rule == "sampling" and not greedy:
+    if a < n and rule == "sampling":
         residual = (p[a] - q[a]).clamp_min(0)
         s = residual.sum()
         nxt = int(torch.multinomial(residual / s, 1, generator=gen)) if s > 0 else int(p[a].argmax())
-    elif greedy:
-        nxt = int(logits[a].argmax())
     else:
-        nxt = int(torch.multinomial(p[a], 1, generator=gen))
+        nxt = pick(p[a], logits[a], temperature, gen)
     checked = min(a + 1, n)
     return Verdict(a, nxt, ranks[:checked].tolist(), p_d[:checked].tolist(),
                    next_prob=float(p[a, nxt]), next_rank=rank_of(logits[a], nxt))

@@ -7,13 +7,12 @@ processors and stopper inside the Run), never a line here.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 import torch
 
 from specdec_core.analysis.divergence import common_prefix
 from specdec_core.decoding import checks, sampling
-from specdec_core.decoding.head_checks import q_matches_draft
 from specdec_core.decoding.stopping import Stop
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, TopK
 from specdec_core.slots import pass_turn
@@ -89,7 +88,7 @@ def draft_records(run, d: Draft) -> tuple[torch.Tensor | None, list[TokenRecord]
 def verify(run, d: Draft, q):
     """One cloud call over what it has not seen yet plus the block, and the acceptance rule
     (decoding/verifier.py: a local forward on the logits, or one request to a remote cloud)."""
-    q_matches_draft(run, d, q)                          # the q the rule gets (issue 35)
+    checks.q_matches_draft(run, d, q)                   # the q the rule gets (issue 35)
     committed = run.seq.ids[: len(run.seq)]            # the drafted block sits past the mark
     return run.verifier(committed, d.block, q)
 
@@ -107,7 +106,7 @@ def judge(run, recs: list[TokenRecord], v: sampling.Verdict) -> list[TokenRecord
     extra = TokenRecord(-1, v.next_token, run.text[v.next_token], fix, run.round,
                         target_prob=v.next_prob, target_rank=v.next_rank)
     out = recs[: v.accepted] + [extra]
-    for r, t2 in zip(out, getattr(v, "top2", None) or ()):
+    for r, t2 in zip(out, v.top2 or ()):
         r.cloud_top2 = t2
     return out
 
@@ -126,16 +125,12 @@ def commit(run, records: list[TokenRecord]) -> int:
 
 
 def resync(run, old: int, block: list[int]) -> None:
-    """Both caches keep only what they saw of the new committed sequence."""
+    """Both caches keep only what they saw of the new committed sequence: of what a runner
+    has seen (old committed ids, then drafts), what is still a prefix of it."""
     full = run.seq.ids
-    for runner in (run.edge, run.cloud):
-        runner.crop(min(_still_committed(runner.seen, full, old, block), len(full) - 1))
-
-
-def _still_committed(seen: int, full: list[int], old: int, block: list[int]) -> int:
-    """How much of what a runner has seen (old committed ids, then drafts) is still a prefix
-    of the committed sequence."""
-    return seen if seen <= old else old + common_prefix(block[: seen - old], full[old:])
+    for r in (run.edge, run.cloud):
+        kept = r.seen if r.seen <= old else old + common_prefix(block[: r.seen - old], full[old:])
+        r.crop(min(kept, len(full) - 1))
 
 
 def play_round(run) -> RoundRecord | None:
@@ -155,7 +150,7 @@ def play_round(run) -> RoundRecord | None:
         if v is not None:
             recs = judge(run, recs, v)
             rnd.verified, rnd.accepted, rnd.cloud_fed = True, v.accepted, v.cloud_fed
-            rnd.bytes_up, rnd.bytes_down, rnd.link_s, rnd.request_s = v.cost.astuple()
+            rnd.bytes_up, rnd.bytes_down, rnd.link_s, rnd.request_s = astuple(v.cost)
             rnd.verify_s = time.perf_counter() - t1
     rnd.committed = run.commit(run, recs)
     resync(run, old, d.block)

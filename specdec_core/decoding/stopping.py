@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Protocol
 
 import torch
-from transformers import MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
+from transformers import EosTokenCriteria, MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
 
 from specdec_core.errors import ConfigError
 from specdec_core.decoding.vocab import TokenClasses
@@ -39,31 +39,22 @@ def _id_set(ids, what: str) -> frozenset[int]:
     if isinstance(ids, int) or (isinstance(ids, torch.Tensor) and ids.dim() == 0):
         ids = [int(ids)]
     try:
-        out = frozenset(int(i) for i in ids)
+        return frozenset(int(i) for i in ids)
     except (TypeError, ValueError):
         raise ConfigError(f"{what} must be a list of token ids, got {ids!r}") from None
-    return out
 
 
-def _last_in(input_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    return torch.isin(input_ids[:, -1], ids.to(input_ids.device))
+class EosIdStop(EosTokenCriteria):
+    """Stop a row when its last token is one of `eos_ids` (any id form, checked here).
 
-
-class EosIdStop(StoppingCriteria):
-    """Stop a row when its last token is one of `eos_ids`.
-
-    It carries `eos_token_id` because that attribute is how `generate` knows to fill rows that
+    transformers' own criterion: its `eos_token_id` is how `generate` knows to fill rows that
     already stopped with pad_token_id (so batched rows stop separately); generate then needs a
     pad_token_id (given, or taken from the model's eos).
     """
 
     def __init__(self, eos_ids: Iterable[int]):
         self.eos_ids = _id_set(eos_ids, "eos_ids")
-        self._t = torch.tensor(sorted(self.eos_ids), dtype=torch.long)
-        self.eos_token_id = self._t
-
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        return _last_in(input_ids, self._t)
+        super().__init__(torch.tensor(sorted(self.eos_ids), dtype=torch.long))
 
 
 class FirstSentenceStop(StoppingCriteria):
@@ -83,7 +74,7 @@ class FirstSentenceStop(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         if input_ids.shape[1] - self.prompt_len < self.min_new_tokens:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        return _last_in(input_ids, self._t)
+        return torch.isin(input_ids[:, -1], self._t.to(input_ids.device))
 
 
 class StopChecker:

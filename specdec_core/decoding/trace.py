@@ -1,7 +1,6 @@
 """The trace: the one data structure every view reads (token records, rounds, warnings)."""
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -123,9 +122,6 @@ class Trace:
             "cycles": self.cycles, "warnings": self.warnings,
             "metrics": self.metrics, "diagnostics": self.diagnostics,
         })
-
-    def to_json(self, **kw) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, **kw)
 
 
 def _finite(obj):

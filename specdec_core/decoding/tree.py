@@ -33,11 +33,10 @@ def children(nodes: list[Node], parent: int | None, logits: torch.Tensor, branch
     depth = nodes[parent].depth + 1 if parent is not None else 1
     top = torch.topk(logq, min(branch, logq.shape[-1]))
     ent = float(sampling.entropy(logq.exp()))          # the draft entropy plots show for trees too
-    out = []
-    for r, (lp, tok) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-        out.append(len(nodes))
-        nodes.append(Node(tok, parent, depth, lp, base + lp, r, ent))
-    return out
+    first = len(nodes)
+    nodes += [Node(tok, parent, depth, lp, base + lp, r, ent)
+              for r, (lp, tok) in enumerate(zip(top.values.tolist(), top.indices.tolist()))]
+    return list(range(first, len(nodes)))
 
 
 # -- shapes --------------------------------------------------------------------------------
@@ -55,12 +54,9 @@ def static_paths(branch: int, k: int, n: int) -> set[tuple]:
     return set(paths)
 
 
-def rank_path(nodes: list[Node], i: int) -> tuple:
-    out = []
-    while i is not None:
-        out.append(nodes[i].rank)
-        i = nodes[i].parent
-    return tuple(reversed(out))
+def rank_path(nodes: list[Node], i: int | None) -> tuple:
+    """Node i's ranks among its siblings, from the root's child down (() for the root)."""
+    return tuple(nodes[a].rank for a in reversed(ancestors(nodes, i)))
 
 
 def to_expand(nodes: list[Node], frontier: list[int], cfg, shape: set | None) -> list[int]:
@@ -133,8 +129,7 @@ def _step(rule, nodes, kids, lg, cfg, gen):
         best = min(ranks, default=None)
         if best is not None and best[0] <= cfg.rank_threshold:
             return best[1], None
-        p = sampling.probs(lg, cfg.temperature)
-        return None, int(lg.argmax()) if greedy else int(torch.multinomial(p, 1, generator=gen))
+        return None, sampling.pick(sampling.probs(lg, cfg.temperature), lg, cfg.temperature, gen)
     top = int(lg.argmax())
     return next((i for i in kids if nodes[i].id == top), None), top
 

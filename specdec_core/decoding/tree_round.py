@@ -4,6 +4,7 @@ cloud forward with a tree mask, commit the accepted path, keep only that path in
 from __future__ import annotations
 
 import time
+from dataclasses import astuple
 
 import torch
 
@@ -16,10 +17,10 @@ from specdec_core.decoding.verifier import top2_rows
 COMPACTION = "gather"
 
 
-def draft_tree(run) -> list[tree.Node]:
-    """The drafted tree (all nodes; `tree.select` picks the verified ones)."""
+def draft_tree(run, shape: set | None) -> list[tree.Node]:
+    """The drafted tree (all nodes; `tree.select` picks the verified ones); `shape`: a static
+    tree's rank paths (None: dynamic)."""
     cfg, edge, seq = run.cfg, run.edge, run.seq
-    shape = tree.static_paths(cfg.tree_branch, cfg.k, cfg.tree_nodes) if cfg.draft_tree == "static" else None
     nodes: list[tree.Node] = []
     raw = edge.feed(seq.ids[edge.seen:], last_only=True)[-1]
     frontier = tree.children(nodes, None, _processed(run, nodes, None, raw), _width(cfg, shape, nodes, None), cfg.temperature)
@@ -47,8 +48,7 @@ def _width(cfg, shape, nodes, i) -> int:
     """Children to draft at node i: tree_branch, or as many as the static shape has there."""
     if shape is None:
         return cfg.tree_branch
-    base = tree.rank_path(nodes, i) if i is not None else ()
-    return sum(base + (r,) in shape for r in range(cfg.tree_branch))
+    return sum(tree.rank_path(nodes, i) + (r,) in shape for r in range(cfg.tree_branch))
 
 
 def _edge_sees(run, nodes, i, r, slot_of) -> list[int]:
@@ -104,20 +104,26 @@ def compact(run, nodes, catch, base, order, path) -> None:
     run.cloud.compact(slots, ids, gather="no_compaction" not in run.faults)
 
 
-def records(run, nodes, order, v: tree.TreeVerdict, logits) -> list[TokenRecord]:
+def records(run, nodes, order, v: tree.TreeVerdict, logits) -> tuple[list[TokenRecord], dict]:
     """Accepted path nodes, then the correction or bonus token; rejected nodes go to
-    trace.rejected with their node index."""
+    trace.rejected with their node index. And round["tree"]: nodes in verify order, parents as
+    node indices (None: a child of the root), depth 1 = the root's children, the path as node
+    indices."""
     logp = torch.log_softmax(logits, -1)
-    row = {i: r + 1 for r, i in enumerate(order)}
-    at0, out = len(run.trace.tokens), []
+    idx = {i: r for r, i in enumerate(order)}
+    at0, out, shown = len(run.trace.tokens), [], []
     for i in order:
         n = nodes[i]
-        par = row[n.parent] if n.parent is not None else 0
-        r = TokenRecord(-1, n.id, run.text[n.id], "accepted" if i in v.path else "rejected",
-                        run.round, draft_prob=float(torch.exp(torch.tensor(n.draft_logp))),
+        par = idx[n.parent] + 1 if n.parent is not None else 0
+        status = "accepted" if i in v.path else "rejected"
+        r = TokenRecord(-1, n.id, run.text[n.id], status, run.round,
+                        draft_prob=float(torch.exp(torch.tensor(n.draft_logp))),
                         target_prob=float(logp[par, n.id].exp()),
-                        target_rank=int((logits[par] > logits[par, n.id]).sum()) + 1, node=order.index(i),
+                        target_rank=int((logits[par] > logits[par, n.id]).sum()) + 1, node=idx[i],
                         entropy=n.entropy)
+        shown.append({"id": n.id, "parent": idx.get(n.parent), "depth": n.depth,
+                      "draft_logp": round(n.draft_logp, 5), "cloud_logp": round(float(logp[par, n.id]), 5),
+                      "status": status})
         if i in v.path:
             out.append(r)
         else:
@@ -127,53 +133,35 @@ def records(run, nodes, order, v: tree.TreeVerdict, logits) -> list[TokenRecord]
     leaf = not any(nodes[i].parent == (v.path[-1] if v.path else None) for i in order)
     out.append(TokenRecord(-1, v.next_token, run.text[v.next_token], "bonus" if leaf else "corrected",
                            run.round, target_prob=v.next_prob, target_rank=v.next_rank))
-    rows = [0] + [row[i] for i in v.path]
-    for r, t2 in zip(out, top2_rows(logits[rows])):
+    for r, t2 in zip(out, top2_rows(logits[[0] + [idx[i] + 1 for i in v.path]])):
         r.cloud_top2 = t2
-    return out
-
-
-def tree_dict(nodes, order, v: tree.TreeVerdict, logits) -> dict:
-    """round["tree"]: nodes in verify order, parents as node indices (None: a child of the
-    root), depth 1 = the root's children, the path as node indices."""
-    idx = {i: r for r, i in enumerate(order)}
-    logp = torch.log_softmax(logits, -1)
-    out = []
-    for i in order:
-        n = nodes[i]
-        par = idx[n.parent] + 1 if n.parent is not None else 0
-        out.append({"id": n.id, "parent": idx.get(n.parent), "depth": n.depth,
-                    "draft_logp": round(n.draft_logp, 5), "cloud_logp": round(float(logp[par, n.id]), 5),
-                    "status": "accepted" if i in v.path else "rejected"})
-    return {"nodes": out, "path": [idx[i] for i in v.path]}
+    return out, {"nodes": shown, "path": [idx[i] for i in v.path]}
 
 
 def play_round(run) -> RoundRecord | None:
     """One tree round. None when cancelled or out of time before the cloud was asked."""
     run.round += 1
-    t0 = time.perf_counter()
-    nodes = draft_tree(run)
+    t0, cfg = time.perf_counter(), run.cfg
+    shape = tree.static_paths(cfg.tree_branch, cfg.k, cfg.tree_nodes) if cfg.draft_tree == "static" else None
+    nodes = draft_tree(run, shape)
     if (stop := run.interrupted()) is not None:
         run.end(stop)
         return None
-    shape = tree.static_paths(run.cfg.tree_branch, run.cfg.k, run.cfg.tree_nodes) if run.cfg.draft_tree == "static" else None
-    order = tree.select(nodes, run.cfg, shape)
+    order = tree.select(nodes, cfg, shape)
     rnd = RoundRecord(run.round, start=len(run.trace.tokens), drafted=len(order), verified=True,
                       draft_s=time.perf_counter() - t0)
     t1 = time.perf_counter()
     logits, catch, base = verify_tree(run, nodes, order)
     v = tree.accept(run.cfg.verify, nodes, order, logits, run.cfg, run.gen)
     compact(run, nodes, catch, base, order, v.path)
-    recs = records(run, nodes, order, v, logits)
+    recs, rnd.tree = records(run, nodes, order, v, logits)
     rnd.accepted, rnd.cloud_fed = len(v.path), len(catch) + len(order)
-    rnd.tree = tree_dict(nodes, order, v, logits)
     link = getattr(run.verifier, "link", None)
     if link is not None:
-        rnd.bytes_up, rnd.bytes_down, rnd.link_s, rnd.request_s = link.call(rnd.cloud_fed, False).astuple()
+        rnd.bytes_up, rnd.bytes_down, rnd.link_s, rnd.request_s = astuple(link.call(rnd.cloud_fed))
     rnd.verify_s = time.perf_counter() - t1
     rnd.committed = run.commit(run, recs)
-    full = run.seq.ids
     for runner in (run.edge, run.cloud):
-        runner.crop(min(runner.seen, len(full) - 1))
+        runner.crop(min(runner.seen, len(run.seq.ids) - 1))
     run.trace.rounds.append(rnd)
     return rnd

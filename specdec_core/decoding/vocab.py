@@ -15,11 +15,8 @@ import torch
 CJK_LO, CJK_HI = "\u4e00", "\u9fff"
 PUNCT_CHARS = "，。、：:；！？,.!?;"
 COMMA_CHARS = "，、：:,"  # the half-width comma too, else a gated model switches to it
-PERIOD_CHARS = "。."
-SENTENCE_END_CHARS = "。."
+PERIOD_CHARS = "。."     # also the sentence ends (the first-sentence stop)
 
-_BOOL_TABLES = ("cjk", "punct", "comma_like", "period_like", "sentence_end", "content")
-_INT_TABLES = ("cjk_chars", "cjk_tail", "first_cjk", "last_cjk")
 # What an id outside the tokenizer's vocabulary reads as (model heads are often padded wider).
 _FILL = {"first_cjk": -1, "last_cjk": -1}
 
@@ -71,16 +68,12 @@ class TokenClasses:
         """Table `name` resized to `size` entries on `device` (ids past the vocabulary read as
         False / 0 / -1), cached: gates call this every step."""
         key = (name, size, str(device))
-        t = self._tables.get(key)
-        if t is None:
+        if key not in self._tables:
             base = getattr(self, name)
-            fill = _FILL.get(name, 0)
-            t = torch.full((size,), fill, dtype=base.dtype)
-            m = min(size, len(base))
-            t[:m] = base[:m]
-            t = t.to(device)
-            self._tables[key] = t
-        return t
+            t = torch.full((size,), _FILL.get(name, 0), dtype=base.dtype)
+            t[: len(base)] = base[:size]
+            self._tables[key] = t.to(device)
+        return self._tables[key]
 
     def lookup(self, name: str, ids: torch.Tensor) -> torch.Tensor:
         """Table `name` at `ids` (any shape); ids outside the vocabulary read as the fill."""
@@ -148,6 +141,7 @@ def _classify(texts: list[str]) -> dict[str, np.ndarray]:
     run_cjk = np.concatenate([[0], np.cumsum(cjk_f)])
     n_cjk = run_cjk[hi] - run_cjk[lo]
     has_punct = count(punct_f) > 0
+    period = count(np.isin(cp, _codes(PERIOD_CHARS))) > 0
 
     # CJK chars after the token's last punctuation char.
     lp = np.maximum.accumulate(np.where(punct_f, idx, -1))[last]
@@ -163,8 +157,8 @@ def _classify(texts: list[str]) -> dict[str, np.ndarray]:
         "cjk": n_cjk > 0,
         "punct": has_punct,
         "comma_like": count(np.isin(cp, _codes(COMMA_CHARS))) > 0,
-        "period_like": count(np.isin(cp, _codes(PERIOD_CHARS))) > 0,
-        "sentence_end": count(np.isin(cp, _codes(SENTENCE_END_CHARS))) > 0,
+        "period_like": period,
+        "sentence_end": period,
         "content": (n_cjk > 0) & ~has_punct,
         "cjk_chars": n_cjk,
         "cjk_tail": tail.astype(np.int64),
