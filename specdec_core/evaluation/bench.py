@@ -94,13 +94,15 @@ def cloud_loop(backend, prompt, cfg) -> list[int]:
         nxt = [tok]
 
 
-def ours(traced: bool, compaction: str = "gather"):
-    """Our decoder as a bench runner; `compaction`: how a tree round keeps the accepted path in
-    the cloud's cache (tree_round.COMPACTION; bench_trees compares "refeed")."""
+def ours(traced: bool, compaction: str = "gather", whole: bool = False):
+    """Our decoder as a bench runner, returning the token ids (whole: the trace); `compaction`:
+    how a tree round keeps the accepted path in the cloud's cache (tree_round.COMPACTION;
+    bench_trees compares "refeed")."""
     def run(backend, prompt, cfg):
         tree_round.COMPACTION = compaction
         try:
-            return SpeculativeDecoder(backend, cfg, trace=traced, dependence=False).run(prompt).token_ids
+            tr = SpeculativeDecoder(backend, cfg, trace=traced, dependence=False).run(prompt)
+            return tr if whole else tr.token_ids
         finally:
             tree_round.COMPACTION = "gather"
     return run
@@ -171,29 +173,6 @@ def decode_stats(backend, prompts, cfg: DecodeConfig, traces: list | None = None
     return s
 
 
-@torch.inference_mode()
-def forward_cost_ratio(backend, prompt, n: int = 200) -> dict:
-    """c = time of one edge forward / one cloud forward: 1 token with a warm cache at the
-    prompt's length, edge and cloud interleaved so that machine noise hits both, medians of n."""
-    runners = {}
-    for role, model in (("edge", backend.edge), ("cloud", backend.cloud)):
-        r = backend.make_runner(model, role)
-        r.prefill(prompt)
-        r.feed([int(prompt.input_ids[0, -1])])
-        runners[role] = r
-    last = [int(prompt.input_ids[0, -1])]
-    times = {"edge": [], "cloud": []}
-    for _ in range(n):
-        for role, r in runners.items():
-            r.crop(prompt.length - 1)
-            t0 = time.perf_counter()
-            r.feed(last)
-            times[role].append(time.perf_counter() - t0)
-    out = {role: statistics.median(v) for role, v in times.items()}
-    out["c"] = out["edge"] / out["cloud"]
-    return out
-
-
 def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, widths=None,
               clock: str = "wall", knobs: dict | None = None) -> dict:
     """The five methods at one k; speedups are medians of per-repeat ratios, with ranges. A cost
@@ -210,7 +189,10 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
     jobs["cost_probe"] = (probe, cfg)
     times, _ = time_jobs(backend, prompts, jobs, repeats, log,
                          clock=time.process_time if clock == "cpu" else time.perf_counter)
-    cost = forward_cost_ratio(backend, prompts[0])
+    # c = e(1) / v(1): the cost probe's one-token forwards, on its clock, medians over repeats
+    costs = probe.median_costs(k)
+    cost = {"edge": costs.forward("edge", 1), "cloud": costs.forward("cloud", 1)}
+    cost["c"] = cost["edge"] / cost["cloud"]
     pred = predicted_speedup(st["alpha_leviathan"], k, cost["c"])
     res = {"k": k, "repeats": repeats, "clips": len(prompts), "clock": clock, "knobs": knobs or {},
            "tokens": sum(len(o["cloud_only"]) for o in outputs),

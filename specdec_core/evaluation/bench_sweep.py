@@ -7,10 +7,9 @@ import statistics
 from pathlib import Path
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation.cost_model import trace_speedup
 from specdec_core.evaluation.bench import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
-                                           decode_stats, predicted_speedup, ratio, time_jobs)
+                                           decode_stats, ours, predicted_speedup, ratio, time_jobs)
 
 DEFAULT_KS = tuple(range(1, 9))
 # Auto thresholds: these quantiles of each block's highest draft entropy (nats; what the gate
@@ -62,11 +61,6 @@ def _row(st: dict, ref: list, times: dict, label: str, c: float) -> dict:
     return row
 
 
-def _trace(backend, prompt, cfg):
-    """Our decoder with its full trace (as `ours_traced`), returning the trace."""
-    return SpeculativeDecoder(backend, cfg, dependence=False).run(prompt)
-
-
 def _nats(t: float):
     return t if math.isfinite(t) else "inf"   # JSON has no Infinity
 
@@ -74,9 +68,9 @@ def _nats(t: float):
 def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thresholds=None,
                repeats: int = 3, log=print, costs=None) -> dict:
     """k sweep (classic greedy SD, k in `ks`) and threshold sweep at k (classic, then each
-    threshold in nats; None = auto_thresholds). `c` is bench.forward_cost_ratio's; with `costs`
-    (cost_model.Costs, measured by the main run) every row also gets `cost_model`, the measured
-    model's prediction from that row's own traces."""
+    threshold in nats; None = auto_thresholds). `c`: the bench result's (its cost probe's
+    e(1) / v(1)); with `costs` (cost_model.Costs, measured by the main run) every row also gets
+    `cost_model`, the measured model's prediction from that row's own traces."""
     base, classic = bench_config(k=k), f"k={k}"
     configs = {f"k={x}": bench_config(k=x) for x in ks}
     configs.setdefault(classic, base)
@@ -89,7 +83,7 @@ def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thre
             points[float(t)] = lab = f"t={t:g}"
             configs[lab] = bench_config(k=k, entropy_threshold=float(t))
     jobs = {"cloud_only": (RUNNERS["cloud_only"], base), "cloud_loop": (cloud_loop, base)}
-    jobs.update({lab: (_trace, cfg) for lab, cfg in configs.items()})
+    jobs.update({lab: (ours(True, whole=True), cfg) for lab, cfg in configs.items()})
     times, first = time_jobs(backend, prompts, jobs, repeats, log, tag="sweep ")
     ref = first["cloud_only"]    # the cloud's greedy output, HF generate
     # counts from the traces of the first timed repeat (greedy decoding is deterministic)

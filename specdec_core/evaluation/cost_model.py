@@ -15,14 +15,10 @@ FORMULA = ("speedup = (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round/E_tok); 
 def fit_line(xs, ys) -> tuple[float, float]:
     """Least-squares a, b of y = a + b·x (b = 0 with fewer than two distinct x)."""
     xs, ys = list(xs), list(ys)
-    if not xs:
-        return 0.0, 0.0
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        return my, 0.0
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return my - b * mx, b
+    if len(set(xs)) < 2:
+        return (statistics.fmean(ys) if ys else 0.0), 0.0
+    b, a = statistics.linear_regression(xs, ys)
+    return a, b
 
 
 @dataclass

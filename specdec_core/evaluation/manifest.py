@@ -125,8 +125,6 @@ def _read_csv(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
     return records, [h for h in header if h]
 
 
-
-
 def spread_labels(clips: list[Clip]) -> list[Clip]:
     """The clips reordered one label after another (each label's first clip, then each label's
     second, …; labels in first-seen order), so that the first N span every label as soon as N

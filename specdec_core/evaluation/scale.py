@@ -11,9 +11,9 @@ from contextlib import ExitStack, closing
 
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
-from specdec_core.evaluation.batch import BatchResult, speaker_stats_for
+from specdec_core.evaluation.batch import BatchResult, failed_row, speaker_stats_for
 from specdec_core.evaluation.clouds import CloudPool
-from specdec_core.evaluation.edges import EdgeSession, failed_row
+from specdec_core.evaluation.edges import EdgeSession
 from specdec_core.evaluation.journal import Journal, row_key
 
 ENGINES = ("local", "ray")
@@ -78,16 +78,15 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
                 on_row({"type": "progress", "done": state["done"], "total": len(jobs),
                         "failed": state["failed"], "resumed": resumed, "row": row})
 
+        pool = CloudPool(urls) if todo else None
         if not todo:
             start()
         elif engine == "local":
-            pool = CloudPool(urls)
             session = EdgeSession(spec, raw)
             session.warm(pool.up())
             start()
             _run_local(session, todo, pool, emit, raw, speakers, cancel)
         else:
-            pool = CloudPool(urls)
             with ExitStack() as stack:
                 if edges is None:
                     from specdec_core.evaluation.ray_engine import RayEdges
