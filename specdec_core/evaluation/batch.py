@@ -13,6 +13,7 @@ import threading
 import traceback
 from collections import Counter
 from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 from statistics import mean, median
 from typing import Iterator
@@ -51,8 +52,7 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
         raise UserError("no clips to run")
     rows, total = [], len(clips) * len(configs)
     norms = speaker_stats_for(backend, clips)
-    jobs = ((clip, cname, cfg) for clip in clips for cname, cfg in configs.items())
-    for clip, cname, cfg in jobs:
+    for clip, (cname, cfg) in product(clips, configs.items()):
         if cancel is not None and cancel.is_set():
             break
         row = _run_one(backend, clip, cname, cfg, cancel, norms.get(clip.speaker))
@@ -162,10 +162,8 @@ class BatchResult:
         List-valued metrics are JSON strings, so the frame survives a CSV round trip."""
         import pandas as pd
 
-        metric_cols: list[str] = []
-        for r in self.rows:
-            metric_cols += [k for k in r["metrics"] if k not in metric_cols]
-        metric_cols = [c for c in metric_cols if c not in ROW_COLUMNS and c not in SCORE_COLUMNS]
+        metric_cols = [c for c in dict.fromkeys(k for r in self.rows for k in r["metrics"])
+                       if c not in ROW_COLUMNS + SCORE_COLUMNS]
         records = []
         for r in self.rows:
             rec = {c: r.get(c) for c in ROW_COLUMNS}

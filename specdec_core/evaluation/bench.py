@@ -209,9 +209,8 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
               "hf_assisted_speedup": ("cloud_only", "hf_assisted")}
     for key, (num, den) in ratios.items():
         res[key], res[key + "_range"] = ratio(times[num], times[den])
-    over, res["tracing_overhead_range"] = ratio(times["ours_traced"], times["ours_untraced"])
-    res["tracing_overhead"] = round(over - 1, 4)
-    res["tracing_overhead_range"] = [round(x - 1, 4) for x in res["tracing_overhead_range"]]
+    over, rng = ratio(times["ours_traced"], times["ours_untraced"])
+    res["tracing_overhead"], res["tracing_overhead_range"] = round(over - 1, 4), [round(x - 1, 4) for x in rng]
     res.update({
         "alpha": round(st["alpha"], 4), "alpha_leviathan": round(st["alpha_leviathan"], 4),
         "mean_accepted_length": round(st["committed"] / max(1, st["calls"]), 4),
@@ -226,9 +225,8 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
     achieved = [a / b for a, b in zip(times["cloud_loop"], times["ours_traced"])]
     model = probe.summary(k, achieved)
     res["cost_model"] = model
-    res["predicted_speedup"] = model["predicted_speedup"]
-    res["achieved_over_predicted"], res["achieved_over_predicted_range"] = (
-        model["achieved_over_predicted"], model["achieved_over_predicted_range"])
+    res.update({key: model[key] for key in ("predicted_speedup", "achieved_over_predicted",
+                                            "achieved_over_predicted_range")})
     res["achieved_over_leviathan"] = round(res["achieved_speedup_vs_loop"] / pred, 4)
     res["achieved_over_leviathan_range"] = [round(x / pred, 4) for x in res["achieved_speedup_vs_loop_range"]]
     return res

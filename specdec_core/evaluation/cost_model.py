@@ -128,10 +128,9 @@ def advise_k(profile, costs: Costs, ks, tokens_per_decode: float | None = None) 
     """The k of `ks` with the highest predicted speedup (greedy verification gives the same
     tokens at every k, so this is pure speed), and the prediction at every k. `profile`: one
     acceptance profile for every k, or {k: profile} (each k's own, measured at that k)."""
-    def prof(k):
-        return profile[k] if isinstance(profile, dict) else profile
-    table = [{"k": k, "predicted": round(predict_speedup(prof(k), k, costs, tokens_per_decode), 4),
-              "tokens_per_round": round(tokens_per_round(prof(k), k), 4)} for k in ks]
+    prof = profile if isinstance(profile, dict) else dict.fromkeys(ks, profile)
+    table = [{"k": k, "predicted": round(predict_speedup(prof[k], k, costs, tokens_per_decode), 4),
+              "tokens_per_round": round(tokens_per_round(prof[k], k), 4)} for k in ks]
     best = max(table, key=lambda r: r["predicted"])
     return {"k": best["k"], "predicted": best["predicted"], "by_k": table}
 

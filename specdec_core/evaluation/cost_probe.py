@@ -202,13 +202,12 @@ class CostProbe:
     def median_costs(self, k: int) -> Costs:
         """Costs from all repeats: medians of the per-repeat (mean) values."""
         per = [self.costs_of(s, k) for s in self.samples]
-        med = lambda f: statistics.median(f(c) for c in per)  # noqa: E731
-        roles = {role: {w: med(lambda c, w=w, role=role: getattr(c, role)[w]) for w in getattr(per[0], role)}
-                 for role in ("edge", "cloud")}
-        return Costs(edge=roles["edge"], cloud=roles["cloud"], k_ref=k,
-                     round_overhead=med(lambda c: c.round_overhead), token_overhead=med(lambda c: c.token_overhead),
-                     decode_sd=med(lambda c: c.decode_sd), decode_loop=med(lambda c: c.decode_loop),
-                     edge_warm=None if per[0].edge_warm is None else med(lambda c: c.edge_warm))
+        kw = {f: statistics.median(getattr(c, f) for c in per)
+              for f in ("round_overhead", "token_overhead", "decode_sd", "decode_loop", "edge_warm")
+              if getattr(per[0], f) is not None}
+        kw.update({role: {w: statistics.median(getattr(c, role)[w] for c in per) for w in getattr(per[0], role)}
+                   for role in ("edge", "cloud")})
+        return Costs(k_ref=k, **kw)
 
     def in_run_forwards(self) -> dict:
         """Forward time by width as the traced decodes really ran them, pooled over

@@ -8,15 +8,13 @@ from __future__ import annotations
 import csv
 import io
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from specdec_core.audio.conditions import LABELS, PROMPT_TYPES
 from specdec_core.errors import UserError
 
 MANIFEST_COLUMNS = ("name", "path", "label", "prompt_type", "reference")
-# Known optional columns: `speaker` groups clips for per-speaker prosody normalisation.
-OPTIONAL_COLUMNS = ("speaker",)
 
 
 @dataclass
@@ -26,8 +24,7 @@ class Clip:
     label: str | None = None            # one of LABELS, or None
     prompt_type: str | None = None      # None = the configuration's
     reference: str = ""
-    speaker: str | None = None          # clips of one speaker are normalised together
-    extra: dict = field(default_factory=dict)   # unknown manifest columns, kept and ignored
+    speaker: str | None = None          # optional column: clips of one speaker are normalised together
     error: str | None = None            # a manifest problem: the clip becomes a failing row
 
 
@@ -76,27 +73,24 @@ def clips_from_uploads(csv_path, files) -> list[Clip]:
 
 
 def _clips(path: Path, locate) -> list[Clip]:
-    records, header = _read_csv(path)
     clips = []
-    for line, rec in records:
+    for line, rec in _read_csv(path):     # columns other than these and `speaker` are ignored
         raw = rec.get("path", "")
         name = rec.get("name") or (Path(raw).stem if raw else f"row {line}")
         label = rec.get("label", "").lower() or None
         ptype = rec.get("prompt_type", "").lower() or None
-        extra = {k: rec[k] for k in header if k not in MANIFEST_COLUMNS + OPTIONAL_COLUMNS}
         abs_path, err = locate(raw) if raw else ("", f"row {line}: empty path")
         if label is not None and label not in LABELS:
             err = f"invalid label {label!r} (row {line}); choose from {', '.join(LABELS)} or leave it empty"
         elif ptype is not None and ptype not in PROMPT_TYPES:
             err = f"invalid prompt_type {ptype!r} (row {line}); choose from {', '.join(PROMPT_TYPES)} or leave it empty"
         clips.append(Clip(name=name, path=abs_path, label=label, prompt_type=ptype,
-                          reference=rec.get("reference", ""), speaker=rec.get("speaker") or None,
-                          extra=extra, error=err))
+                          reference=rec.get("reference", ""), speaker=rec.get("speaker") or None, error=err))
     return clips
 
 
-def _read_csv(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
-    """(line number, {column: stripped value}) per non-empty row, and the header."""
+def _read_csv(path: Path) -> list[tuple[int, dict]]:
+    """(line number, {column: stripped value}) per non-empty row."""
     if not path.is_file():
         raise UserError(f"manifest not found: {path}")
     data = path.read_bytes()
@@ -117,12 +111,11 @@ def _read_csv(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
     if "path" not in header:
         raise UserError(f"manifest {path.name} has no 'path' column in its header; "
                         f"expected {','.join(MANIFEST_COLUMNS)}")
-    records = []
-    for line, r in rows[1:]:
-        records.append((line, {h: (r[i].strip() if i < len(r) else "") for i, h in enumerate(header) if h}))
+    records = [(line, {h: (r[i].strip() if i < len(r) else "") for i, h in enumerate(header) if h})
+               for line, r in rows[1:]]
     if not records:
         raise UserError(f"manifest {path.name} lists no clips")
-    return records, [h for h in header if h]
+    return records
 
 
 def spread_labels(clips: list[Clip]) -> list[Clip]:

@@ -60,9 +60,6 @@ class RayEdges:
             ray.init(address="local", num_cpus=workers, _node_ip_address="127.0.0.1", **quiet)
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        if workers < 1:
-            self.close()
-            raise UserError(f"--workers must be >= 1, got {workers}")
         cls = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=0)(EdgeActor)
         self.configs = configs
         self.actors = [cls.remote(spec, configs) for _ in range(workers)]
@@ -141,8 +138,7 @@ class RayEdges:
         except ray.exceptions.RayError as e:
             row = failed_row(*job, self.configs[job[1]], f"internal error: {first_line(e)[:300]}")
             idle.append(a)
-        if pool.done(url, row):
-            row["retry"] = True
+        pool.done(url, row)
         emit(job, row)
 
     def _drop(self, inflight: dict) -> None:

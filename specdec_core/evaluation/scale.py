@@ -65,18 +65,18 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
         state = {"done": resumed, "failed": sum(not journal.rows[_key(j)]["ok"]
                                                 for j in jobs if _key(j) in journal.rows)}
 
+        tell = on_row or (lambda event: None)
+
         def start():   # after the workers are up: the bar's rate is the decoding's
-            if on_row:
-                on_row({"type": "start", "done": resumed, "total": len(jobs),
-                        "failed": state["failed"], "resumed": resumed, "engine": engine})
+            tell({"type": "start", "done": resumed, "total": len(jobs), "failed": state["failed"],
+                  "resumed": resumed, "engine": engine})
 
         def emit(job, row):
             journal.append(row)
             state["done"] += 1
             state["failed"] += not row["ok"]
-            if on_row:
-                on_row({"type": "progress", "done": state["done"], "total": len(jobs),
-                        "failed": state["failed"], "resumed": resumed, "row": row})
+            tell({"type": "progress", "done": state["done"], "total": len(jobs),
+                  "failed": state["failed"], "resumed": resumed, "row": row})
 
         pool = CloudPool(urls) if todo else None
         if not todo:
@@ -111,8 +111,7 @@ def _run_local(session: EdgeSession, jobs, pool: CloudPool, emit, raw, speakers,
         row = session.run(job, url, speakers.get(job[0].speaker), cancel=cancel)
         if cancel is not None and cancel.is_set():
             return                # the row was cut short: not a result
-        if pool.done(url, row):
-            row["retry"] = True
+        pool.done(url, row)
         emit(job, row)
 
 
