@@ -185,15 +185,13 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
     st = decode_stats(backend, prompts, cfg)
     mismatches = [(i, m) for i, o in enumerate(outputs) for m in METHODS if o[m] != o["cloud_only"]]
     probe = CostProbe(prompts, [o["cloud_only"] for o in outputs], widths or range(1, k + 2), cloud_loop)
-    jobs = {m: (RUNNERS[m], cfg) for m in METHODS}
-    jobs["cost_probe"] = (probe, cfg)
+    jobs = {**{m: (RUNNERS[m], cfg) for m in METHODS}, "cost_probe": (probe, cfg)}
     times, _ = time_jobs(backend, prompts, jobs, repeats, log,
                          clock=time.process_time if clock == "cpu" else time.perf_counter)
     # c = e(1) / v(1): the cost probe's one-token forwards, on its clock, medians over repeats
     costs = probe.median_costs(k)
-    cost = {"edge": costs.forward("edge", 1), "cloud": costs.forward("cloud", 1)}
-    cost["c"] = cost["edge"] / cost["cloud"]
-    pred = predicted_speedup(st["alpha_leviathan"], k, cost["c"])
+    e1, v1 = costs.forward("edge", 1), costs.forward("cloud", 1)
+    pred = predicted_speedup(st["alpha_leviathan"], k, e1 / v1)
     res = {"k": k, "repeats": repeats, "clips": len(prompts), "clock": clock, "knobs": knobs or {},
            "tokens": sum(len(o["cloud_only"]) for o in outputs),
            "identical_outputs": not mismatches, "mismatches": mismatches,
@@ -216,10 +214,10 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
         "mean_accepted_length": round(st["committed"] / max(1, st["calls"]), 4),
         "cloud_calls_per_token": round(st["calls"] / max(1, st["tokens"]), 4),
         "target_forwards": st["target_forwards"], "draft_forwards": st["draft_forwards"],
-        "edge_forward_s": cost["edge"], "cloud_forward_s": cost["cloud"], "c": round(cost["c"], 4),
+        "edge_forward_s": e1, "cloud_forward_s": v1, "c": round(e1 / v1, 4),
         "leviathan_predicted": round(pred, 4),
         "predicted_from_forwards": round(cost_model_speedup(
-            st["tokens"], st["target_forwards"], st["draft_forwards"], cost["c"]), 4)})
+            st["tokens"], st["target_forwards"], st["draft_forwards"], e1 / v1), 4)})
     # the measured cost model: one prediction per repeat from that repeat's costs, compared with
     # that repeat's achieved speedup over the cloud loop (both sides of every ratio timed together)
     achieved = [a / b for a, b in zip(times["cloud_loop"], times["ours_traced"])]

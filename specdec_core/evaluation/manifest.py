@@ -8,13 +8,15 @@ from __future__ import annotations
 import csv
 import io
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec_core.audio.conditions import LABELS, PROMPT_TYPES
 from specdec_core.errors import UserError
 
 MANIFEST_COLUMNS = ("name", "path", "label", "prompt_type", "reference")
+# Known optional columns: `speaker` groups clips for per-speaker prosody normalisation.
+OPTIONAL_COLUMNS = ("speaker",)
 
 
 @dataclass
@@ -24,7 +26,8 @@ class Clip:
     label: str | None = None            # one of LABELS, or None
     prompt_type: str | None = None      # None = the configuration's
     reference: str = ""
-    speaker: str | None = None          # optional column: clips of one speaker are normalised together
+    speaker: str | None = None          # clips of one speaker are normalised together
+    extra: dict = field(default_factory=dict)   # unknown manifest columns, kept and ignored
     error: str | None = None            # a manifest problem: the clip becomes a failing row
 
 
@@ -74,18 +77,20 @@ def clips_from_uploads(csv_path, files) -> list[Clip]:
 
 def _clips(path: Path, locate) -> list[Clip]:
     clips = []
-    for line, rec in _read_csv(path):     # columns other than these and `speaker` are ignored
+    for line, rec in _read_csv(path):
         raw = rec.get("path", "")
         name = rec.get("name") or (Path(raw).stem if raw else f"row {line}")
         label = rec.get("label", "").lower() or None
         ptype = rec.get("prompt_type", "").lower() or None
+        extra = {k: v for k, v in rec.items() if k not in MANIFEST_COLUMNS + OPTIONAL_COLUMNS}
         abs_path, err = locate(raw) if raw else ("", f"row {line}: empty path")
         if label is not None and label not in LABELS:
             err = f"invalid label {label!r} (row {line}); choose from {', '.join(LABELS)} or leave it empty"
         elif ptype is not None and ptype not in PROMPT_TYPES:
             err = f"invalid prompt_type {ptype!r} (row {line}); choose from {', '.join(PROMPT_TYPES)} or leave it empty"
         clips.append(Clip(name=name, path=abs_path, label=label, prompt_type=ptype,
-                          reference=rec.get("reference", ""), speaker=rec.get("speaker") or None, error=err))
+                          reference=rec.get("reference", ""), speaker=rec.get("speaker") or None,
+                          extra=extra, error=err))
     return clips
 
 

@@ -43,9 +43,9 @@ def run_remote_bench(local, remote, prompts: list, k: int = 4, repeats: int = 3,
         return run
     walls, _ = time_jobs(local, prompts, {m: (decode(m), cfg) for m in METHODS}, repeats, log)
     req, up, down = ([getattr(r, a) for r in calls] for a in ("request_s", "bytes_up", "bytes_down"))
-    model_up = [r.bytes_up for o in outs.values() for r in o["local"].rounds if r.verified]
-    model_down = [r.bytes_down for o in outs.values() for r in o["local"].rounds if r.verified]
-    res = {
+    model_up, model_down = ([getattr(r, a) for o in outs.values() for r in o["local"].rounds if r.verified]
+                            for a in ("bytes_up", "bytes_down"))     # the link model's count
+    return {
         "k": k, "repeats": repeats, "clips": len(prompts), "tokens": tokens,
         "identical_outputs": not mismatches, "mismatches": mismatches,
         "cloud": getattr(remote, "model", None), "url": getattr(remote, "url", None),
@@ -58,7 +58,6 @@ def run_remote_bench(local, remote, prompts: list, k: int = 4, repeats: int = 3,
         "modelled_bytes_up_per_call": statistics.median(model_up),
         "modelled_bytes_down_per_call": statistics.median(model_down),
     }
-    return res
 
 
 def format_report(r: dict) -> str:
