@@ -32,10 +32,6 @@ def metric_values(rows, key) -> list:
             if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
-def _pct(x: float) -> str:
-    return f"{x:.1%}"
-
-
 def premature_stop(metrics: dict, min_new_tokens: int) -> bool:
     """A clip that did not end cleanly: a stop from a fault (string match) or a cycle, no stop
     before max_new_tokens, or a stop before min_new_tokens that was not the model's own EOS or
@@ -96,7 +92,7 @@ def _band_item(ok: list, metrics: list, prompt_type: str) -> dict:
         parts[pt] += 1
         in_band += lo <= (m.get("hanzi_count") or 0) <= hi
     bands = ", ".join(f"{pt} {LENGTH_BANDS[pt][0]}-{LENGTH_BANDS[pt][1]}" for pt in LENGTH_BANDS if pt in parts)
-    return _item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({_pct(in_band / n)})",
+    return _item("length within band", in_band / n >= BAND_SHARE, f"{in_band} of {n} clips ({in_band / n:.1%})",
                  f">= {BAND_SHARE:.0%} of clips in band ({bands} 汉字)")
 
 
@@ -106,10 +102,10 @@ def _text_items(ok: list) -> list:
     rep, adj = median(metric_values(ok, "repeat_rate")), mean(metric_values(ok, "adjacent_repeats"))
     loops = sum(bool((r.get("metrics") or {}).get("cycles")) for r in ok)   # a median hides them
     return [_item("punctuation density", PUNCT_RANGE[0] <= med_d <= PUNCT_RANGE[1] and floods == 0,
-                  f"median {_pct(med_d)}, {floods} clips > {PUNCT_FLOOD:.0%}",
+                  f"median {med_d:.1%}, {floods} clips > {PUNCT_FLOOD:.0%}",
                   f"median {PUNCT_RANGE[0]:.0%}-{PUNCT_RANGE[1]:.0%}, no clip > {PUNCT_FLOOD:.0%}"),
             _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT and not loops,
-                  f"median {_pct(rep)}, {loops} of {len(ok)} clips loop",
+                  f"median {rep:.1%}, {loops} of {len(ok)} clips loop",
                   f"median <= {MAX_MEDIAN_REPEAT:.0%} (repeated CJK 2/3-grams), no clip in a cycle"),
             _item("adjacent repeats near zero", adj <= MAX_MEAN_ADJACENT, f"mean {adj:.2f} per clip",
                   f"mean <= {MAX_MEAN_ADJACENT:g} per clip")]
@@ -136,10 +132,10 @@ def _acceptance_items(ok: list) -> list:
     if metric_values(ok, "nodes_per_call"):
         first = _tree_item(ok)
     elif acc:
-        first = _item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {_pct(mean(acc))}",
+        first = _item("acceptance rate", mean(acc) > MIN_ACCEPTANCE, f"mean {mean(acc):.1%}",
                       f"> {MIN_ACCEPTANCE:.0%} (accepted / drafted, verified rounds; chains)")
     else:
         first = _item("acceptance rate", None, "no cloud calls", f"> {MIN_ACCEPTANCE:.0%}")
     return [first, _item("cloud call rate", None,
-                         f"mean {_pct(mean(rate))} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
+                         f"mean {mean(rate):.1%} of rounds, {mean(calls):.1f} calls per clip" if rate else "n/a",
                          "reported (lower = fewer cloud calls)")]

@@ -64,6 +64,7 @@ class RayEdges:
         self.configs = configs
         self.actors = [cls.remote(spec, configs) for _ in range(workers)]
         self.where: list[str | None] = [None] * workers
+        self.in_flight: dict[int, object] = {}     # actor index -> job it is running
 
     def warm(self, urls=()) -> None:
         """Start every actor and load its backend (and its wrapper per server up); a backend
@@ -96,6 +97,7 @@ class RayEdges:
                     continue
                 a = idle.popleft()
                 inflight[self.actors[a].run.remote(job, url, (speakers or {}).get(job[0].speaker))] = (a, job, url)
+                self.in_flight[a] = job
             if not pending and not inflight:
                 break
             now = time.monotonic()
@@ -128,6 +130,7 @@ class RayEdges:
             except ray.exceptions.RayActorError:
                 restarting[a] = time.monotonic() + PING_S
             return
+        self.in_flight.pop(a, None)
         try:
             row, self.where[a] = ray.get(ref)
             idle.append(a)
@@ -146,6 +149,7 @@ class RayEdges:
         for a in {a for a, job, _ in inflight.values() if job is not None}:
             with suppress(Exception):   # already gone
                 self.ray.kill(self.actors[a], no_restart=False)
+            self.in_flight.pop(a, None)
 
     def close(self) -> None:
         for a in getattr(self, "actors", []):
