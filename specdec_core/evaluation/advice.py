@@ -7,7 +7,7 @@ import math
 
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation import cost_model as cm
-from specdec_core.evaluation.cost_probe import decode_overheads, default_clock, forward_timer, mean
+from specdec_core.evaluation.cost_probe import default_clock, mean, timed
 from specdec_core.evaluation.bench import RUNNERS, bench_config, cloud_loop, ratio, time_jobs
 from specdec_core.evaluation.bench_sweep import auto_thresholds, prefix_quality
 
@@ -25,13 +25,10 @@ def _pass(backend, prompts, cfg) -> dict:
     rounds, outputs, spans = [], [], []
     clock = default_clock(backend)[0]
     for p in prompts:
-        with forward_timer(backend, clock) as ev:
-            t0 = clock()
-            tr = SpeculativeDecoder(backend, cfg).run(p)
-            t1 = clock()
+        tr, _, over = timed(backend, clock, lambda: SpeculativeDecoder(backend, cfg).run(p))
         rounds.append(tr.rounds)
         outputs.append(tr.token_ids)
-        spans += decode_overheads(ev, t0, t1)["rounds"]
+        spans += over["rounds"]
     return {"rounds": rounds, "outputs": outputs, "overhead": mean(spans)}
 
 

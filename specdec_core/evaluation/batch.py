@@ -11,15 +11,17 @@ from __future__ import annotations
 import json
 import threading
 import traceback
+from collections import Counter
 from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 from statistics import mean, median
 from typing import Iterator
 
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.trace import _finite
-from specdec_core.errors import UserError
-from specdec_core.evaluation.checklist import checklist
+from specdec_core.errors import UserError, first_line
+from specdec_core.evaluation.checklist import checklist, metric_values
 from specdec_core.evaluation.manifest import Clip
 from specdec_core.evaluation.scoring import per_label_accuracy, score_text, weighted_f1
 
@@ -34,7 +36,7 @@ SCORE_COLUMNS = ("chrf", "emotion", "emotion_hit")
 # --- running ---------------------------------------------------------------------------------
 
 def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
-               baseline: bool = False, cancel: threading.Event | None = None) -> Iterator[dict]:
+               cancel: threading.Event | None = None) -> Iterator[dict]:
     """Decode every clip with every configuration (clip-major, so A/B pairs arrive together).
 
     Yields {"type": "progress", "done", "total", "row"} after each clip x config, then
@@ -43,8 +45,6 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
     so far (the interrupted clip is dropped) and `cancelled` is True. Stopping the iteration
     also ends it, between clips.
     """
-    if isinstance(configs, DecodeConfig):
-        configs = {"A": configs}
     if not configs:
         raise UserError("no configuration to run")
     clips = list(clips)
@@ -52,11 +52,10 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
         raise UserError("no clips to run")
     rows, total = [], len(clips) * len(configs)
     norms = speaker_stats_for(backend, clips)
-    jobs = ((clip, cname, cfg) for clip in clips for cname, cfg in configs.items())
-    for clip, cname, cfg in jobs:
+    for clip, (cname, cfg) in product(clips, configs.items()):
         if cancel is not None and cancel.is_set():
             break
-        row = _run_one(backend, clip, cname, cfg, baseline, cancel, norms.get(clip.speaker))
+        row = _run_one(backend, clip, cname, cfg, cancel, norms.get(clip.speaker))
         if cancel is not None and cancel.is_set():
             break                 # the clip was cut short: not a result
         rows.append(row)
@@ -80,41 +79,41 @@ def speaker_stats_for(backend, clips: list[Clip]) -> dict:
     return speaker_stats(named)
 
 
-def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, baseline: bool, cancel,
-             speaker=None) -> dict:
+def failed_row(clip, cname: str, cfg: dict, error: str | None, retry: bool = False) -> dict:
+    """A batch row that did not run (bad manifest row, worker died, no server up), with the
+    fields of every row; `error` is cut to its first line. _run_one fills one in."""
+    row = {"config": cname, "name": clip.name, "audio": clip.path, "label": clip.label,
+           "prompt_type": clip.prompt_type or cfg.get("prompt_type"), "reference": clip.reference,
+           "ok": False, "error": error and first_line(error), "text": None, "metrics": {},
+           "scores": dict.fromkeys(SCORE_COLUMNS), "trace": None}
+    if retry:
+        row["retry"] = True
+    return row
+
+
+def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, cancel, speaker=None) -> dict:
     from specdec_core.api import run_clip
 
-    row = {"config": cname, "name": clip.name, "audio": clip.path, "label": clip.label,
-           "prompt_type": clip.prompt_type or cfg.prompt_type, "reference": clip.reference,
-           "ok": False, "error": clip.error, "text": None, "metrics": {},
-           "scores": dict.fromkeys(SCORE_COLUMNS), "trace": None}
+    row = failed_row(clip, cname, {"prompt_type": cfg.prompt_type}, clip.error)
     if clip.error:
         return row
     try:
         if clip.prompt_type and clip.prompt_type != cfg.prompt_type:
             cfg = cfg.replace(prompt_type=clip.prompt_type)
-        res = run_clip(backend, clip.path, cfg, baseline=baseline, name=clip.name, cancel=cancel,
-                       speaker=speaker)
+        res = run_clip(backend, clip.path, cfg, name=clip.name, cancel=cancel, speaker=speaker)
     except UserError as e:
-        row["error"] = _one_line(str(e))
+        row["error"] = first_line(e)
         return row
     except Exception as e:  # a bug, but the batch must complete: keep the evidence in the row
-        row["error"] = _one_line(f"internal error: {type(e).__name__}: {e}")
+        row["error"] = first_line(f"internal error: {type(e).__name__}: {e}")
         row["traceback"] = traceback.format_exc()
         return row
     if not res["ok"]:
-        row["error"] = _one_line(res["error"])
+        row["error"] = first_line(res["error"])
         return row
     row.update(ok=True, text=res["text"], token_ids=res["token_ids"], metrics=res["metrics"],
                trace=res["trace"], scores=score_text(res["text"], clip.reference, clip.label))
-    if "baseline" in res:
-        row["baseline"] = res["baseline"]
     return row
-
-
-def _one_line(msg: str) -> str:
-    lines = [ln.strip() for ln in str(msg).splitlines() if ln.strip()]
-    return lines[0] if lines else "unknown error"
 
 
 # --- results ---------------------------------------------------------------------------------
@@ -163,10 +162,8 @@ class BatchResult:
         List-valued metrics are JSON strings, so the frame survives a CSV round trip."""
         import pandas as pd
 
-        metric_cols: list[str] = []
-        for r in self.rows:
-            metric_cols += [k for k in r["metrics"] if k not in metric_cols]
-        metric_cols = [c for c in metric_cols if c not in ROW_COLUMNS and c not in SCORE_COLUMNS]
+        metric_cols = [c for c in dict.fromkeys(k for r in self.rows for k in r["metrics"])
+                       if c not in ROW_COLUMNS + SCORE_COLUMNS]
         records = []
         for r in self.rows:
             rec = {c: r.get(c) for c in ROW_COLUMNS}
@@ -200,14 +197,12 @@ def summarize(rows: list[dict]) -> dict:
     ok = [r for r in rows if r["ok"]]
     s = {"n": len(rows), "ok": len(ok), "failed": len(rows) - len(ok),
          "errors": [{"name": r["name"], "error": r["error"]} for r in rows if not r["ok"]],
-         "mean": {}, "median": {}, "ended_by": {}}
+         "mean": {}, "median": {}}
     for key in KEY_METRICS:
-        vals = [r["metrics"][key] for r in ok if _is_num(r["metrics"].get(key))]
+        vals = metric_values(ok, key)
         s["mean"][key] = round(mean(vals), 4) if vals else None
         s["median"][key] = round(median(vals), 4) if vals else None
-    for r in ok:
-        e = r["metrics"].get("ended_by") or "?"
-        s["ended_by"][e] = s["ended_by"].get(e, 0) + 1
+    s["ended_by"] = dict(Counter(r["metrics"].get("ended_by") or "?" for r in ok))
     chrfs = [r["scores"]["chrf"] for r in ok if r["scores"].get("chrf") is not None]
     s["chrf_mean"] = round(mean(chrfs), 2) if chrfs else None
     s["n_reference"] = len(chrfs)
@@ -222,7 +217,3 @@ def summarize(rows: list[dict]) -> dict:
     f1 = weighted_f1(labels, preds)
     s["weighted_f1"] = round(f1, 4) if f1 is not None else None
     return s
-
-
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)

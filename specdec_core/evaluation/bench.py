@@ -94,13 +94,15 @@ def cloud_loop(backend, prompt, cfg) -> list[int]:
         nxt = [tok]
 
 
-def ours(traced: bool, compaction: str = "gather"):
-    """Our decoder as a bench runner; `compaction`: how a tree round keeps the accepted path in
-    the cloud's cache (tree_round.COMPACTION; bench_trees compares "refeed")."""
+def ours(traced: bool, compaction: str = "gather", whole: bool = False):
+    """Our decoder as a bench runner, returning the token ids (whole: the trace); `compaction`:
+    how a tree round keeps the accepted path in the cloud's cache (tree_round.COMPACTION;
+    bench_trees compares "refeed")."""
     def run(backend, prompt, cfg):
         tree_round.COMPACTION = compaction
         try:
-            return SpeculativeDecoder(backend, cfg, trace=traced, dependence=False).run(prompt).token_ids
+            tr = SpeculativeDecoder(backend, cfg, trace=traced, dependence=False).run(prompt)
+            return tr if whole else tr.token_ids
         finally:
             tree_round.COMPACTION = "gather"
     return run
@@ -171,29 +173,6 @@ def decode_stats(backend, prompts, cfg: DecodeConfig, traces: list | None = None
     return s
 
 
-@torch.inference_mode()
-def forward_cost_ratio(backend, prompt, n: int = 200) -> dict:
-    """c = time of one edge forward / one cloud forward: 1 token with a warm cache at the
-    prompt's length, edge and cloud interleaved so that machine noise hits both, medians of n."""
-    runners = {}
-    for role, model in (("edge", backend.edge), ("cloud", backend.cloud)):
-        r = backend.make_runner(model, role)
-        r.prefill(prompt)
-        r.feed([int(prompt.input_ids[0, -1])])
-        runners[role] = r
-    last = [int(prompt.input_ids[0, -1])]
-    times = {"edge": [], "cloud": []}
-    for _ in range(n):
-        for role, r in runners.items():
-            r.crop(prompt.length - 1)
-            t0 = time.perf_counter()
-            r.feed(last)
-            times[role].append(time.perf_counter() - t0)
-    out = {role: statistics.median(v) for role, v in times.items()}
-    out["c"] = out["edge"] / out["cloud"]
-    return out
-
-
 def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, widths=None,
               clock: str = "wall", knobs: dict | None = None) -> dict:
     """The five methods at one k; speedups are medians of per-repeat ratios, with ranges. A cost
@@ -206,12 +185,13 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
     st = decode_stats(backend, prompts, cfg)
     mismatches = [(i, m) for i, o in enumerate(outputs) for m in METHODS if o[m] != o["cloud_only"]]
     probe = CostProbe(prompts, [o["cloud_only"] for o in outputs], widths or range(1, k + 2), cloud_loop)
-    jobs = {m: (RUNNERS[m], cfg) for m in METHODS}
-    jobs["cost_probe"] = (probe, cfg)
+    jobs = {**{m: (RUNNERS[m], cfg) for m in METHODS}, "cost_probe": (probe, cfg)}
     times, _ = time_jobs(backend, prompts, jobs, repeats, log,
                          clock=time.process_time if clock == "cpu" else time.perf_counter)
-    cost = forward_cost_ratio(backend, prompts[0])
-    pred = predicted_speedup(st["alpha_leviathan"], k, cost["c"])
+    # c = e(1) / v(1): the cost probe's one-token forwards, on its clock, medians over repeats
+    costs = probe.median_costs(k)
+    e1, v1 = costs.forward("edge", 1), costs.forward("cloud", 1)
+    pred = predicted_speedup(st["alpha_leviathan"], k, e1 / v1)
     res = {"k": k, "repeats": repeats, "clips": len(prompts), "clock": clock, "knobs": knobs or {},
            "tokens": sum(len(o["cloud_only"]) for o in outputs),
            "identical_outputs": not mismatches, "mismatches": mismatches,
@@ -227,26 +207,24 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
               "hf_assisted_speedup": ("cloud_only", "hf_assisted")}
     for key, (num, den) in ratios.items():
         res[key], res[key + "_range"] = ratio(times[num], times[den])
-    over, res["tracing_overhead_range"] = ratio(times["ours_traced"], times["ours_untraced"])
-    res["tracing_overhead"] = round(over - 1, 4)
-    res["tracing_overhead_range"] = [round(x - 1, 4) for x in res["tracing_overhead_range"]]
+    over, rng = ratio(times["ours_traced"], times["ours_untraced"])
+    res["tracing_overhead"], res["tracing_overhead_range"] = round(over - 1, 4), [round(x - 1, 4) for x in rng]
     res.update({
         "alpha": round(st["alpha"], 4), "alpha_leviathan": round(st["alpha_leviathan"], 4),
         "mean_accepted_length": round(st["committed"] / max(1, st["calls"]), 4),
         "cloud_calls_per_token": round(st["calls"] / max(1, st["tokens"]), 4),
         "target_forwards": st["target_forwards"], "draft_forwards": st["draft_forwards"],
-        "edge_forward_s": cost["edge"], "cloud_forward_s": cost["cloud"], "c": round(cost["c"], 4),
+        "edge_forward_s": e1, "cloud_forward_s": v1, "c": round(e1 / v1, 4),
         "leviathan_predicted": round(pred, 4),
         "predicted_from_forwards": round(cost_model_speedup(
-            st["tokens"], st["target_forwards"], st["draft_forwards"], cost["c"]), 4)})
+            st["tokens"], st["target_forwards"], st["draft_forwards"], e1 / v1), 4)})
     # the measured cost model: one prediction per repeat from that repeat's costs, compared with
     # that repeat's achieved speedup over the cloud loop (both sides of every ratio timed together)
     achieved = [a / b for a, b in zip(times["cloud_loop"], times["ours_traced"])]
     model = probe.summary(k, achieved)
     res["cost_model"] = model
-    res["predicted_speedup"] = model["predicted_speedup"]
-    res["achieved_over_predicted"], res["achieved_over_predicted_range"] = (
-        model["achieved_over_predicted"], model["achieved_over_predicted_range"])
+    res.update({key: model[key] for key in ("predicted_speedup", "achieved_over_predicted",
+                                            "achieved_over_predicted_range")})
     res["achieved_over_leviathan"] = round(res["achieved_speedup_vs_loop"] / pred, 4)
     res["achieved_over_leviathan_range"] = [round(x / pred, 4) for x in res["achieved_speedup_vs_loop_range"]]
     return res

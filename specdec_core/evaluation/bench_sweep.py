@@ -7,10 +7,9 @@ import statistics
 from pathlib import Path
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation.cost_model import trace_speedup
 from specdec_core.evaluation.bench import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
-                                           decode_stats, predicted_speedup, ratio, time_jobs)
+                                           decode_stats, ours, predicted_speedup, ratio, time_jobs)
 
 DEFAULT_KS = tuple(range(1, 9))
 # Auto thresholds: these quantiles of each block's highest draft entropy (nats; what the gate
@@ -28,43 +27,13 @@ def auto_thresholds(entropies: list[float], quantiles=QUANTILES) -> list[float]:
     return sorted({round(xs[min(len(xs) - 1, int(q * len(xs)))], 2) for q in quantiles})
 
 
-def ln_vocab(backend) -> float | None:
-    """ln |V| of the vocabulary the entropy is computed on (the maximum possible entropy)."""
-    v = backend.shared_vocab
-    if not v:
-        emb = backend.edge.get_output_embeddings()
-        v = emb.weight.shape[0] if emb is not None else None
-    return math.log(v) if v else None
-
-
 def prefix_quality(outputs: list, ref: list) -> dict:
     """Token-identical clips vs the cloud's greedy output, and the mean share of the cloud's
     output reproduced before the first differing token."""
     same = [o == r for o, r in zip(outputs, ref)]
-
-    def prefix(o, r):
-        return common_prefix(o, r) / max(1, len(r))
+    agree = statistics.mean(common_prefix(o, r) / max(1, len(r)) for o, r in zip(outputs, ref))
     return {"identical_clips": sum(same), "identical_share": round(sum(same) / max(1, len(same)), 4),
-            "prefix_agreement": round(statistics.mean(prefix(o, r) for o, r in zip(outputs, ref)), 4)}
-
-
-def _row(st: dict, ref: list, times: dict, label: str, c: float) -> dict:
-    row = {"alpha": round(st["alpha"], 4), "alpha_leviathan": round(st["alpha_leviathan"], 4),
-           "tokens": st["tokens"],
-           "cloud_calls_per_token": round(st["calls"] / max(1, st["tokens"]), 4),
-           "edge_only_share": round(st["edge_only"] / max(1, st["tokens"]), 4),
-           "target_forwards": st["target_forwards"], "draft_forwards": st["draft_forwards"],
-           "predicted": round(cost_model_speedup(st["tokens"], st["target_forwards"],
-                                                 st["draft_forwards"], c), 4)}
-    row["achieved_vs_loop"], row["achieved_vs_loop_range"] = ratio(times["cloud_loop"], times[label])
-    row["achieved_vs_cloud_only"], row["achieved_vs_cloud_only_range"] = ratio(times["cloud_only"], times[label])
-    row.update(prefix_quality(st["outputs"], ref))
-    return row
-
-
-def _trace(backend, prompt, cfg):
-    """Our decoder with its full trace (as `ours_traced`), returning the trace."""
-    return SpeculativeDecoder(backend, cfg, dependence=False).run(prompt)
+            "prefix_agreement": round(agree, 4)}
 
 
 def _nats(t: float):
@@ -74,9 +43,9 @@ def _nats(t: float):
 def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thresholds=None,
                repeats: int = 3, log=print, costs=None) -> dict:
     """k sweep (classic greedy SD, k in `ks`) and threshold sweep at k (classic, then each
-    threshold in nats; None = auto_thresholds). `c` is bench.forward_cost_ratio's; with `costs`
-    (cost_model.Costs, measured by the main run) every row also gets `cost_model`, the measured
-    model's prediction from that row's own traces."""
+    threshold in nats; None = auto_thresholds). `c`: the bench result's (its cost probe's
+    e(1) / v(1)); with `costs` (cost_model.Costs, measured by the main run) every row also gets
+    `cost_model`, the measured model's prediction from that row's own traces."""
     base, classic = bench_config(k=k), f"k={k}"
     configs = {f"k={x}": bench_config(k=x) for x in ks}
     configs.setdefault(classic, base)
@@ -89,38 +58,40 @@ def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thre
             points[float(t)] = lab = f"t={t:g}"
             configs[lab] = bench_config(k=k, entropy_threshold=float(t))
     jobs = {"cloud_only": (RUNNERS["cloud_only"], base), "cloud_loop": (cloud_loop, base)}
-    jobs.update({lab: (_trace, cfg) for lab, cfg in configs.items()})
+    jobs.update({lab: (ours(True, whole=True), cfg) for lab, cfg in configs.items()})
     times, first = time_jobs(backend, prompts, jobs, repeats, log, tag="sweep ")
     ref = first["cloud_only"]    # the cloud's greedy output, HF generate
     # counts from the traces of the first timed repeat (greedy decoding is deterministic)
     stats = {lab: decode_stats(backend, prompts, cfg, first[lab]) for lab, cfg in configs.items()}
-    lnv = ln_vocab(backend)
+    v = first[classic][0].info.get("vocab_size")    # |V| the decoder computed entropies on
+    lnv = math.log(v) if v else None                 # (the maximum possible entropy)
 
-    def measured(lab, x):
-        if costs is None:
-            return None
-        return round(trace_speedup([tr.rounds for tr in first[lab]], ref, costs, x), 4)
-    k_rows = []
-    for x in ks:
-        st = stats[f"k={x}"]
-        row = {"k": x, **_row(st, ref, times, f"k={x}", c),
-               "leviathan": round(predicted_speedup(st["alpha_leviathan"], x, c), 4),
-               "cost_model": measured(f"k={x}", x)}
-        k_rows.append(row)
-        log(f"k={x}: alpha={row['alpha']:.3f} alpha_leviathan={row['alpha_leviathan']:.3f} "
-            f"leviathan={row['leviathan']:.3f} predicted={row['predicted']:.3f} achieved={row['achieved_vs_loop']:.3f}")
-    t_rows = []
-    for t, lab in points.items():
+    def row(lab: str, x: int, leviathan: bool = True) -> dict:
+        """One point of a sweep: config `lab` at k = x."""
         st = stats[lab]
-        row = {"threshold": None if t is None else _nats(t),
+        r = {"alpha": round(st["alpha"], 4), "alpha_leviathan": round(st["alpha_leviathan"], 4),
+             "tokens": st["tokens"], "cloud_calls_per_token": round(st["calls"] / max(1, st["tokens"]), 4),
+             "edge_only_share": round(st["edge_only"] / max(1, st["tokens"]), 4),
+             "target_forwards": st["target_forwards"], "draft_forwards": st["draft_forwards"],
+             "predicted": round(cost_model_speedup(st["tokens"], st["target_forwards"], st["draft_forwards"], c), 4)}
+        r["achieved_vs_loop"], r["achieved_vs_loop_range"] = ratio(times["cloud_loop"], times[lab])
+        r["achieved_vs_cloud_only"], r["achieved_vs_cloud_only_range"] = ratio(times["cloud_only"], times[lab])
+        r.update(prefix_quality(st["outputs"], ref))
+        r["leviathan"] = round(predicted_speedup(st["alpha_leviathan"], x, c), 4) if leviathan else None
+        r["cost_model"] = (None if costs is None else   # the measured model on this row's own traces
+                           round(trace_speedup([tr.rounds for tr in first[lab]], ref, costs, x), 4))
+        return r
+    k_rows = [{"k": x, **row(f"k={x}", x)} for x in ks]
+    for r in k_rows:
+        log(f"k={r['k']}: alpha={r['alpha']:.3f} alpha_leviathan={r['alpha_leviathan']:.3f} "
+            f"leviathan={r['leviathan']:.3f} predicted={r['predicted']:.3f} achieved={r['achieved_vs_loop']:.3f}")
+    t_rows = [{"threshold": None if t is None else _nats(t),
                "threshold_frac": None if t is None or lnv is None else _nats(round(t / lnv, 4)),
-               **_row(st, ref, times, lab, c),
-               "leviathan": round(predicted_speedup(st["alpha_leviathan"], k, c), 4) if t is None else None,
-               "cost_model": measured(lab, k)}
-        t_rows.append(row)
-        log(f"threshold={row['threshold']}: calls/token={row['cloud_calls_per_token']:.3f} "
-            f"predicted={row['predicted']:.3f} achieved={row['achieved_vs_loop']:.3f} "
-            f"identical={row['identical_clips']}/{len(prompts)}")
+               **row(lab, k, leviathan=t is None)} for t, lab in points.items()]
+    for r in t_rows:
+        log(f"threshold={r['threshold']}: calls/token={r['cloud_calls_per_token']:.3f} "
+            f"predicted={r['predicted']:.3f} achieved={r['achieved_vs_loop']:.3f} "
+            f"identical={r['identical_clips']}/{len(prompts)}")
     return {"k_sweep": k_rows, "threshold_sweep": t_rows, "sweep_repeats": repeats,
             "ln_vocab": None if lnv is None else round(lnv, 4),
             "thresholds_from": (f"auto: quantiles {list(QUANTILES)} of the blocks' highest draft "

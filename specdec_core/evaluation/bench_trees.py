@@ -6,23 +6,9 @@ gather its slots (the decoder's way) or crop to the prefix and feed the path aga
 """
 from __future__ import annotations
 
-from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.bench import RUNNERS, bench_config, ours, ratio, spread, time_jobs
+from specdec_core.evaluation.bench import RUNNERS, bench_config, decode_stats, ours, ratio, spread, time_jobs
 
 SHAPES = ("chain", "static", "dynamic")
-
-
-def _mal(backend, prompts, cfg) -> dict:
-    """Mean acceptance length, nodes per call and cloud calls over the clips (traced decodes)."""
-    calls = committed = nodes = 0
-    for p in prompts:
-        tr = SpeculativeDecoder(backend, cfg, dependence=False).run(p)
-        v = [r for r in tr.rounds if r.verified]
-        calls += len(v)
-        committed += sum(r.committed for r in v)
-        nodes += sum(r.drafted for r in v)
-    return {"mean_accepted_length": round(committed / max(1, calls), 4),
-            "nodes_per_call": round(nodes / max(1, calls), 4), "cloud_calls": calls}
 
 
 def run_tree_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print) -> dict:
@@ -45,7 +31,12 @@ def run_tree_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=pri
         if j != "cloud_only":
             res["speedup"][j], res["speedup_range"][j] = ratio(times["cloud_only"], times[j])
     res["refeed_over_gather"], res["refeed_over_gather_range"] = ratio(times["dynamic_refeed"], times["dynamic"])
-    res["acceptance"] = {s: _mal(backend, prompts, cfgs[s]) for s in SHAPES}
+    res["acceptance"] = {}
+    for s in SHAPES:      # tree rounds draft (and count) nodes
+        st = decode_stats(backend, prompts, cfgs[s])
+        res["acceptance"][s] = {"mean_accepted_length": round(st["committed"] / max(1, st["calls"]), 4),
+                                "nodes_per_call": round(st["drafted"] / max(1, st["calls"]), 4),
+                                "cloud_calls": st["calls"]}
     return res
 
 

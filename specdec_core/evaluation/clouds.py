@@ -71,15 +71,14 @@ class CloudPool:
         self.busy[url] += 1
         return url, None
 
-    def done(self, url: str | None, row: dict | None) -> bool:
-        """A row on url finished. Returns True when it failed because the server is down
-        (the server is then marked down)."""
+    def done(self, url: str | None, row: dict) -> None:
+        """A row on url finished. When it failed because the server is down, the server is
+        marked down and the row `retry` (it runs again on --resume)."""
         if url is None:
-            return False
+            return
         self.busy[url] = max(0, self.busy[url] - 1)
-        if row is None or row.get("ok") or not row.get("error") or url not in str(row["error"]):
-            return False
-        return self._down_now(url)
+        if not row.get("ok") and url in str(row.get("error") or "") and self._down_now(url):
+            row["retry"] = True
 
     def _down_now(self, url: str) -> bool:
         """Probe url; when it does not answer, mark it down (now, with the reason) and say so."""

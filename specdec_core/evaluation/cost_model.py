@@ -15,14 +15,10 @@ FORMULA = ("speedup = (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round/E_tok); 
 def fit_line(xs, ys) -> tuple[float, float]:
     """Least-squares a, b of y = a + b·x (b = 0 with fewer than two distinct x)."""
     xs, ys = list(xs), list(ys)
-    if not xs:
-        return 0.0, 0.0
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        return my, 0.0
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    return my - b * mx, b
+    if len(set(xs)) < 2:
+        return (statistics.fmean(ys) if ys else 0.0), 0.0
+    b, a = statistics.linear_regression(xs, ys)
+    return a, b
 
 
 @dataclass
@@ -132,10 +128,9 @@ def advise_k(profile, costs: Costs, ks, tokens_per_decode: float | None = None) 
     """The k of `ks` with the highest predicted speedup (greedy verification gives the same
     tokens at every k, so this is pure speed), and the prediction at every k. `profile`: one
     acceptance profile for every k, or {k: profile} (each k's own, measured at that k)."""
-    def prof(k):
-        return profile[k] if isinstance(profile, dict) else profile
-    table = [{"k": k, "predicted": round(predict_speedup(prof(k), k, costs, tokens_per_decode), 4),
-              "tokens_per_round": round(tokens_per_round(prof(k), k), 4)} for k in ks]
+    prof = profile if isinstance(profile, dict) else dict.fromkeys(ks, profile)
+    table = [{"k": k, "predicted": round(predict_speedup(prof[k], k, costs, tokens_per_decode), 4),
+              "tokens_per_round": round(tokens_per_round(prof[k], k), 4)} for k in ks]
     best = max(table, key=lambda r: r["predicted"])
     return {"k": best["k"], "predicted": best["predicted"], "by_k": table}
 

@@ -105,6 +105,16 @@ def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps
     return out
 
 
+def timed(backend, clock, run) -> tuple:
+    """run() with every forward timed: (what it returned, its forward events, their
+    decode_overheads)."""
+    with forward_timer(backend, clock) as ev:
+        t0 = clock()
+        out = run()
+        t1 = clock()
+    return out, ev, decode_overheads(ev, t0, t1)
+
+
 def decode_overheads(events: list[Fwd], t0: float, t1: float) -> dict:
     """A decode's time outside the forwards, from its forward events (forward_timer) and its
     start/end: `rounds` — for each interior span between the ends of two consecutive cloud
@@ -123,10 +133,6 @@ def decode_overheads(events: list[Fwd], t0: float, t1: float) -> dict:
     rest = outside - sum(spans)
     return {"rounds": spans, "outside": outside, "rest": rest, "prefill": prefill,
             "n_rounds": len(cloud)}
-
-
-def median(xs, default=0.0):
-    return statistics.median(xs) if xs else default
 
 
 def mean(xs, default=0.0):
@@ -165,21 +171,14 @@ class CostProbe:
         if self.clock is None:
             self.clock = default_clock(backend)
         clock = self.clock[0]
-        with forward_timer(backend, clock) as ev:
-            t0 = clock()
-            tr = SpeculativeDecoder(backend, cfg, dependence=False).run(prompt)
-            t1 = clock()
-        s["sd"].append(decode_overheads(ev, t0, t1))
+        tr, ev, sd = timed(backend, clock, lambda: SpeculativeDecoder(backend, cfg, dependence=False).run(prompt))
+        s["sd"].append(sd)
         for e in ev:
             if e.cache_len > 0:
                 s["in_run"].setdefault(e.role, {}).setdefault(e.width, []).append(e.dt)
         if len(self.samples) == 1:
             self.rounds.append(tr.rounds)
-        with forward_timer(backend, clock) as ev:
-            t0 = clock()
-            self.loop(backend, prompt, cfg)
-            t1 = clock()
-        s["loop"].append(decode_overheads(ev, t0, t1))
+        s["loop"].append(timed(backend, clock, lambda: self.loop(backend, prompt, cfg))[2])
         i = self.index.get(id(prompt), 0)
         measure_widths(backend, prompt, self.outputs[i], max(self.cache_len, prompt.length), self.widths,
                        self.reps, s["widths"], clock)
@@ -203,13 +202,12 @@ class CostProbe:
     def median_costs(self, k: int) -> Costs:
         """Costs from all repeats: medians of the per-repeat (mean) values."""
         per = [self.costs_of(s, k) for s in self.samples]
-        med = lambda f: statistics.median(f(c) for c in per)  # noqa: E731
-        roles = {role: {w: med(lambda c, w=w, role=role: getattr(c, role)[w]) for w in getattr(per[0], role)}
-                 for role in ("edge", "cloud")}
-        return Costs(edge=roles["edge"], cloud=roles["cloud"], k_ref=k,
-                     round_overhead=med(lambda c: c.round_overhead), token_overhead=med(lambda c: c.token_overhead),
-                     decode_sd=med(lambda c: c.decode_sd), decode_loop=med(lambda c: c.decode_loop),
-                     edge_warm=None if per[0].edge_warm is None else med(lambda c: c.edge_warm))
+        kw = {f: statistics.median(getattr(c, f) for c in per)
+              for f in ("round_overhead", "token_overhead", "decode_sd", "decode_loop", "edge_warm")
+              if getattr(per[0], f) is not None}
+        kw.update({role: {w: statistics.median(getattr(c, role)[w] for c in per) for w in getattr(per[0], role)}
+                   for role in ("edge", "cloud")})
+        return Costs(k_ref=k, **kw)
 
     def in_run_forwards(self) -> dict:
         """Forward time by width as the traced decodes really ran them, pooled over

@@ -22,25 +22,11 @@ def backend_spec(args) -> dict:
     return {k: getattr(args, k, None) for k in SPEC_KEYS}
 
 
-def failed_row(clip, cname: str, cfg: dict, error: str, retry: bool = False) -> dict:
-    """A row that did not run (worker died, no server up): the same fields as any failed row."""
-    from specdec_core.evaluation.batch import SCORE_COLUMNS, _one_line
-
-    row = {"config": cname, "name": clip.name, "audio": clip.path, "label": clip.label,
-           "prompt_type": clip.prompt_type or cfg.get("prompt_type"), "reference": clip.reference,
-           "ok": False, "error": _one_line(error), "text": None, "metrics": {},
-           "scores": dict.fromkeys(SCORE_COLUMNS), "trace": None}
-    if retry:
-        row["retry"] = True
-    return row
-
-
 class EdgeSession:
-    def __init__(self, spec: dict, configs: dict[str, dict], baseline: bool = False):
+    def __init__(self, spec: dict, configs: dict[str, dict]):
         self.spec = dict(spec)
         self.configs = {k: DecodeConfig.from_dict(v) for k, v in configs.items()}
         self.raw = dict(configs)
-        self.baseline = baseline
         self.base = None
         self.remote: dict[str, object] = {}
 
@@ -49,8 +35,7 @@ class EdgeSession:
         from specdec_core.api import load_backend, with_cloud
 
         if self.base is None:
-            opts = {k: self.spec.get(k) for k in ("edge_model", "cloud_model", "prompt", "device",
-                                                  "dtype")}
+            opts = {k: self.spec.get(k) for k in SPEC_KEYS[1:]}
             if self.spec.get("remote"):
                 opts["cloud_model"] = None     # with servers, --cloud-model names the served model
             self.base = load_backend(self.spec.get("backend") or "demo",
@@ -80,7 +65,7 @@ class EdgeSession:
         """One row: (clip, config name) decoded on the backend for url; never raises. speaker:
         the clip's speaker statistics (evaluation.batch.speaker_stats_for), if any; cancel: a
         threading.Event that stops the decode within one round."""
-        from specdec_core.evaluation.batch import _run_one
+        from specdec_core.evaluation.batch import _run_one, failed_row
 
         clip, cname = job
         try:
@@ -88,7 +73,7 @@ class EdgeSession:
         except UserError as e:
             row = failed_row(clip, cname, self.raw[cname], str(e))
         else:
-            row = _run_one(backend, clip, cname, self.configs[cname], self.baseline, cancel, speaker)
+            row = _run_one(backend, clip, cname, self.configs[cname], cancel, speaker)
         if url is not None:
             row["cloud"] = url          # the server that verified this row
         return row
@@ -97,11 +82,11 @@ class EdgeSession:
 class EdgeActor:
     """The Ray actor (ray.remote(EdgeActor), one CPU): one torch thread, one EdgeSession."""
 
-    def __init__(self, spec: dict, configs: dict[str, dict], baseline: bool = False):
+    def __init__(self, spec: dict, configs: dict[str, dict]):
         import torch
 
         torch.set_num_threads(1)
-        self.session = EdgeSession(spec, configs, baseline)
+        self.session = EdgeSession(spec, configs)
 
     def open(self, urls=()) -> str | None:
         """Load the backend now (warm-up); the one-line error when it cannot be opened."""

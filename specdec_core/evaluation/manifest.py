@@ -76,14 +76,13 @@ def clips_from_uploads(csv_path, files) -> list[Clip]:
 
 
 def _clips(path: Path, locate) -> list[Clip]:
-    records, header = _read_csv(path)
     clips = []
-    for line, rec in records:
+    for line, rec in _read_csv(path):
         raw = rec.get("path", "")
         name = rec.get("name") or (Path(raw).stem if raw else f"row {line}")
         label = rec.get("label", "").lower() or None
         ptype = rec.get("prompt_type", "").lower() or None
-        extra = {k: rec[k] for k in header if k not in MANIFEST_COLUMNS + OPTIONAL_COLUMNS}
+        extra = {k: v for k, v in rec.items() if k not in MANIFEST_COLUMNS + OPTIONAL_COLUMNS}
         abs_path, err = locate(raw) if raw else ("", f"row {line}: empty path")
         if label is not None and label not in LABELS:
             err = f"invalid label {label!r} (row {line}); choose from {', '.join(LABELS)} or leave it empty"
@@ -95,8 +94,8 @@ def _clips(path: Path, locate) -> list[Clip]:
     return clips
 
 
-def _read_csv(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
-    """(line number, {column: stripped value}) per non-empty row, and the header."""
+def _read_csv(path: Path) -> list[tuple[int, dict]]:
+    """(line number, {column: stripped value}) per non-empty row."""
     if not path.is_file():
         raise UserError(f"manifest not found: {path}")
     data = path.read_bytes()
@@ -117,14 +116,11 @@ def _read_csv(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
     if "path" not in header:
         raise UserError(f"manifest {path.name} has no 'path' column in its header; "
                         f"expected {','.join(MANIFEST_COLUMNS)}")
-    records = []
-    for line, r in rows[1:]:
-        records.append((line, {h: (r[i].strip() if i < len(r) else "") for i, h in enumerate(header) if h}))
+    records = [(line, {h: (r[i].strip() if i < len(r) else "") for i, h in enumerate(header) if h})
+               for line, r in rows[1:]]
     if not records:
         raise UserError(f"manifest {path.name} lists no clips")
-    return records, [h for h in header if h]
-
-
+    return records
 
 
 def spread_labels(clips: list[Clip]) -> list[Clip]:

@@ -8,10 +8,12 @@ import os
 import sys
 import time
 from collections import deque
+from contextlib import suppress
 from pathlib import Path
 
-from specdec_core.errors import UserError
-from specdec_core.evaluation.edges import EdgeActor, failed_row
+from specdec_core.errors import UserError, first_line
+from specdec_core.evaluation.batch import failed_row
+from specdec_core.evaluation.edges import EdgeActor
 
 MAX_RESTARTS = 3
 PING_S = 0.5
@@ -31,7 +33,7 @@ class RayEdges:
     """N edge actors that keep their backend between batches (scripts reuse one)."""
 
     def __init__(self, spec: dict, configs: dict[str, dict], workers: int | None = None,
-                 address: str | None = None, baseline: bool = False):
+                 address: str | None = None):
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         if address and "RAY_AUTH_MODE" not in os.environ and (
                 os.environ.get("RAY_AUTH_TOKEN") or Path("~/.ray/auth_token").expanduser().is_file()):
@@ -52,18 +54,15 @@ class RayEdges:
             try:
                 ray.init(address=address, **quiet)
             except (ConnectionError, ValueError, RuntimeError) as e:
-                raise UserError(f"cannot join the Ray cluster at {address}: {_one_line(e)}") from None
+                raise UserError(f"cannot join the Ray cluster at {address}: {first_line(e)[:300]}") from None
         elif self.owns:
             workers = workers or os.cpu_count() or 1
             ray.init(address="local", num_cpus=workers, _node_ip_address="127.0.0.1", **quiet)
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        if workers < 1:
-            self.close()
-            raise UserError(f"--workers must be >= 1, got {workers}")
         cls = ray.remote(num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=0)(EdgeActor)
         self.configs = configs
-        self.actors = [cls.remote(spec, configs, baseline) for _ in range(workers)]
+        self.actors = [cls.remote(spec, configs) for _ in range(workers)]
         self.where: list[str | None] = [None] * workers
         self.in_flight: dict[int, object] = {}     # actor index -> job it is running
 
@@ -118,7 +117,6 @@ class RayEdges:
             for ref in ready:
                 self._finished(ref, inflight, idle, restarting, pool, emit)
 
-
     def _finished(self, ref, inflight, idle, restarting, pool, emit) -> None:
         """One answer from an actor: a row (emitted), or "I am back" after a restart."""
         ray = self.ray
@@ -141,27 +139,22 @@ class RayEdges:
                              f"during this row ({type(e).__name__})", retry=True)
             restarting[a] = time.monotonic() + PING_S
         except ray.exceptions.RayError as e:
-            row = failed_row(*job, self.configs[job[1]], f"internal error: {_one_line(e)}")
+            row = failed_row(*job, self.configs[job[1]], f"internal error: {first_line(e)[:300]}")
             idle.append(a)
-        if pool.done(url, row):
-            row["retry"] = True
+        pool.done(url, row)
         emit(job, row)
 
     def _drop(self, inflight: dict) -> None:
         """Stop the rows in flight: kill their actors (restarted by Ray for the next batch)."""
         for a in {a for a, job, _ in inflight.values() if job is not None}:
-            try:
+            with suppress(Exception):   # already gone
                 self.ray.kill(self.actors[a], no_restart=False)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
             self.in_flight.pop(a, None)
 
     def close(self) -> None:
         for a in getattr(self, "actors", []):
-            try:
+            with suppress(Exception):   # already gone
                 self.ray.kill(a)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
         self.actors = []
         if self.owns and self.ray.is_initialized():
             self.ray.shutdown()
@@ -193,9 +186,3 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     except OSError as e:
         raise UserError(f"cannot reach the Ray cluster at {address}: "
                         f"{e.strerror or type(e).__name__} (is `ray start --head` running there?)") from None
-
-
-def _one_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    text = lines[0] if lines else type(e).__name__
-    return text[:300]

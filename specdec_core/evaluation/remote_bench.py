@@ -18,6 +18,12 @@ def _pct(v: list[float], q: float) -> float:
     return v[min(len(v) - 1, max(0, round(q * (len(v) - 1))))]
 
 
+def _spread(v: list, digits: int | None = None) -> dict:
+    """Median, min and max of v (rounded to `digits` when given)."""
+    return {k: x if digits is None else round(x, digits)
+            for k, x in zip(("median", "min", "max"), (statistics.median(v), min(v), max(v)))}
+
+
 def run_remote_bench(local, remote, prompts: list, k: int = 4, repeats: int = 3, log=print) -> dict:
     cfg = DecodeConfig(k=k, cache_check_every=0)
     backends = {"local": local, "remote": remote}
@@ -37,25 +43,21 @@ def run_remote_bench(local, remote, prompts: list, k: int = 4, repeats: int = 3,
         return run
     walls, _ = time_jobs(local, prompts, {m: (decode(m), cfg) for m in METHODS}, repeats, log)
     req, up, down = ([getattr(r, a) for r in calls] for a in ("request_s", "bytes_up", "bytes_down"))
-    model_up = [r.bytes_up for o in outs.values() for r in o["local"].rounds if r.verified]
-    model_down = [r.bytes_down for o in outs.values() for r in o["local"].rounds if r.verified]
-    tps = {m: sorted(tokens / w for w in walls[m]) for m in METHODS}
-    res = {
+    model_up, model_down = ([getattr(r, a) for o in outs.values() for r in o["local"].rounds if r.verified]
+                            for a in ("bytes_up", "bytes_down"))     # the link model's count
+    return {
         "k": k, "repeats": repeats, "clips": len(prompts), "tokens": tokens,
         "identical_outputs": not mismatches, "mismatches": mismatches,
         "cloud": getattr(remote, "model", None), "url": getattr(remote, "url", None),
-        "tokens_per_s": {m: {"median": round(statistics.median(v), 2), "min": round(v[0], 2),
-                             "max": round(v[-1], 2)} for m, v in tps.items()},
+        "tokens_per_s": {m: _spread([tokens / w for w in walls[m]], 2) for m in METHODS},
         "remote_over_local_time": round(statistics.median(walls["remote"]) / statistics.median(walls["local"]), 3),
         "calls": len(req),
         "request_ms": {"median": round(1000 * statistics.median(req), 2),
                        "p10": round(1000 * _pct(req, 0.1), 2), "p90": round(1000 * _pct(req, 0.9), 2)},
-        "bytes_up_per_call": {"median": statistics.median(up), "min": min(up), "max": max(up)},
-        "bytes_down_per_call": {"median": statistics.median(down), "min": min(down), "max": max(down)},
+        "bytes_up_per_call": _spread(up), "bytes_down_per_call": _spread(down),
         "modelled_bytes_up_per_call": statistics.median(model_up),
         "modelled_bytes_down_per_call": statistics.median(model_down),
     }
-    return res
 
 
 def format_report(r: dict) -> str:

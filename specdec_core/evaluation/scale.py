@@ -11,9 +11,9 @@ from contextlib import ExitStack, closing
 
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
-from specdec_core.evaluation.batch import BatchResult, speaker_stats_for
+from specdec_core.evaluation.batch import BatchResult, failed_row, speaker_stats_for
 from specdec_core.evaluation.clouds import CloudPool
-from specdec_core.evaluation.edges import EdgeSession, failed_row
+from specdec_core.evaluation.edges import EdgeSession
 from specdec_core.evaluation.journal import Journal, row_key
 
 ENGINES = ("local", "ray")
@@ -65,29 +65,28 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
         state = {"done": resumed, "failed": sum(not journal.rows[_key(j)]["ok"]
                                                 for j in jobs if _key(j) in journal.rows)}
 
+        tell = on_row or (lambda event: None)
+
         def start():   # after the workers are up: the bar's rate is the decoding's
-            if on_row:
-                on_row({"type": "start", "done": resumed, "total": len(jobs),
-                        "failed": state["failed"], "resumed": resumed, "engine": engine})
+            tell({"type": "start", "done": resumed, "total": len(jobs), "failed": state["failed"],
+                  "resumed": resumed, "engine": engine})
 
         def emit(job, row):
             journal.append(row)
             state["done"] += 1
             state["failed"] += not row["ok"]
-            if on_row:
-                on_row({"type": "progress", "done": state["done"], "total": len(jobs),
-                        "failed": state["failed"], "resumed": resumed, "row": row})
+            tell({"type": "progress", "done": state["done"], "total": len(jobs),
+                  "failed": state["failed"], "resumed": resumed, "row": row})
 
+        pool = CloudPool(urls) if todo else None
         if not todo:
             start()
         elif engine == "local":
-            pool = CloudPool(urls)
             session = EdgeSession(spec, raw)
             session.warm(pool.up())
             start()
             _run_local(session, todo, pool, emit, raw, speakers, cancel)
         else:
-            pool = CloudPool(urls)
             with ExitStack() as stack:
                 if edges is None:
                     from specdec_core.evaluation.ray_engine import RayEdges
@@ -112,8 +111,7 @@ def _run_local(session: EdgeSession, jobs, pool: CloudPool, emit, raw, speakers,
         row = session.run(job, url, speakers.get(job[0].speaker), cancel=cancel)
         if cancel is not None and cancel.is_set():
             return                # the row was cut short: not a result
-        if pool.done(url, row):
-            row["retry"] = True
+        pool.done(url, row)
         emit(job, row)
 
 

@@ -27,11 +27,8 @@ def busy_factor(*samples) -> float:
 def interleaved_order(n_sides: int, n: int = REPEATS) -> list[int]:
     """Side indices in timing order: 0 1 … m, then m … 1 0, then 0 1 … m again, so that drift
     on the machine falls on every side alike."""
-    out: list[int] = []
-    for i in range(n):
-        sides = list(range(n_sides))
-        out += sides if i % 2 == 0 else sides[::-1]
-    return out
+    sides = list(range(n_sides))
+    return [s for i in range(n) for s in (sides if i % 2 == 0 else sides[::-1])]
 
 
 def time_interleaved(backend, sides: list[tuple[str, object, object]], n: int = REPEATS,

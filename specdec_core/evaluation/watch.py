@@ -11,6 +11,7 @@ engines' definitions (analysis/glossary.py).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from statistics import median
 
@@ -48,23 +49,19 @@ def _ratio(a, b, digits=4):
 
 
 def label_columns(rows: list[dict]) -> dict:
-    tot: dict = {}
+    tot: Counter = Counter()
     for r in rows:
-        for k, v in _counts(r).items():
-            tot[k] = tot.get(k, 0) + v
-    judged = tot.get("audio_judged", 0) + tot.get("other_judged", 0)
-    return {"clips": len(rows),
-            "drafts": tot.get("drafted", 0),
-            "acceptance_rate": _ratio(tot.get("accepted", 0), tot.get("drafted", 0)),
+        tot.update(_counts(r))
+    judged = tot["audio_judged"] + tot["other_judged"]
+    return {"clips": len(rows), "drafts": tot["drafted"],
+            "acceptance_rate": _ratio(tot["accepted"], tot["drafted"]),
             "judged": judged,
-            "judged_acceptance_rate": _ratio(tot.get("audio_accepted", 0) + tot.get("other_accepted", 0), judged),
-            "audio_judged": tot.get("audio_judged", 0),
-            "other_judged": tot.get("other_judged", 0),
-            "audio_acceptance_rate": _ratio(tot.get("audio_accepted", 0), tot.get("audio_judged", 0)),
-            "other_acceptance_rate": _ratio(tot.get("other_accepted", 0), tot.get("other_judged", 0)),
-            "mean_accepted_length": (round(1 + tot["accepted"] / tot["steps"], 4)
-                                     if tot.get("steps") else None),
-            "cloud_calls_per_token": _ratio(tot.get("calls", 0), tot.get("tokens", 0))}
+            "judged_acceptance_rate": _ratio(tot["audio_accepted"] + tot["other_accepted"], judged),
+            "audio_judged": tot["audio_judged"], "other_judged": tot["other_judged"],
+            "audio_acceptance_rate": _ratio(tot["audio_accepted"], tot["audio_judged"]),
+            "other_acceptance_rate": _ratio(tot["other_accepted"], tot["other_judged"]),
+            "mean_accepted_length": round(1 + tot["accepted"] / tot["steps"], 4) if tot["steps"] else None,
+            "cloud_calls_per_token": _ratio(tot["calls"], tot["tokens"])}
 
 
 def by_label(rows: list[dict]) -> dict:
