@@ -10,6 +10,5 @@ it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
 from specdec_core.recorder.analyze import analyze  # noqa: F401
 from specdec_core.recorder.driver.builtin import judged_run, judged_stream, record_builtin  # noqa: F401
 from specdec_core.recorder.driver.clip import (DEFAULTS, KNOBS, head_drafter, load_function,  # noqa: F401
-                                              numerics_probe, parse_sets, pooled_findings,
-                                              record_clip, recorded)
+                                               parse_sets, pooled_findings, record_clip, recorded)
 from specdec_core.recorder.observe.hooks import SCHEMA, Recorder  # noqa: F401

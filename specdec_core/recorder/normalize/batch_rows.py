@@ -28,10 +28,7 @@ def _row_forward(f: dict, b: int) -> dict:
     out = {k: v for k, v in f.items() if k not in DROP}
     out.update(ids=r["ids"], position_ids=r.get("position_ids"), cache_position=None, batch=1,
                cache_len=Lb, mask_shape=[1, (Lb or 0) + len(r["ids"])], rows=r.get("rows"),
-               batch_row=b)
-    for key in ("tape_src", "zeroed"):
-        if r.get(key) is not None:
-            out[key] = r[key]
+               batch_row=b, **{k: r[k] for k in ("tape_src", "zeroed") if r.get(k) is not None})
     return out
 
 

@@ -116,9 +116,7 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     new = {f["i"]: n for n, f in enumerate(kept)}           # forward indices are list positions
     for n, f in enumerate(kept):
         fed = (f.get("rows") or {}).get("fed_next")
-        if f["i"] != n or (fed and fed.get("forward") not in (None, *new)):
-            f = kept[n] = dict(f, i=n) if f["i"] not in merged else f
-            f["i"] = n
+        f = kept[n] = dict(f, i=n)           # the recording's own forwards are not written
         if fed and fed.get("forward") is not None:
             f["rows"] = dict(f["rows"], fed_next=dict(fed, forward=new.get(fed["forward"])))
     rec = dict(rec, forwards=kept)
