@@ -145,10 +145,9 @@ def _trim(r: dict, ctx) -> dict:
     stops = set(r.get("stop_ids") or [])
     if not r["out_ids"] or r["out_ids"][-1] not in stops:
         return r
-    q = len(C) - 2                  # the row that decided the last token (tape.decide's rule)
+    q = len(C) - 2         # the row that decided the last token (tape.decide's rule): q + 1 >= P
     at = next((f.i for f in ctx.replay(r["forwards"]) if f.model == "cloud" and f.rows
-               and f.row_at(q) is not None and q + 1 >= len(r["prompt_ids"])
-               and common_prefix(f.ctx, C) >= q + 1), None)
+               and f.row_at(q) is not None and common_prefix(f.ctx, C) >= q + 1), None)
     if at is None:
         return r
     return dict(r, forwards=[f for f in r["forwards"] if f["i"] <= at])

@@ -101,13 +101,11 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     runs = list(_runs(fw, greedy))
     if not runs:
         return rec, {}
-    out_len = len(rec.get("out_ids") or [])
-    P = len(rec.get("prompt_ids") or [])
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     merged, drop, total = {}, set(), 0
     for edge, run, nxt in runs:
         K = (run[0].get("cache_len") or 0) + len(run[0]["ids"])
-        kept = (nxt.get("cache_len") or 0) - K if nxt is not None else P + out_len - K - 1
+        kept = (nxt.get("cache_len") or 0) - K if nxt is not None else len(C) - K - 1
         kept = max(0, min(kept, len(run) - 1))
         merged[run[0]["i"]] = _merge(edge, run, kept, greedy, C)
         drop |= {g["i"] for g in run[1:]}

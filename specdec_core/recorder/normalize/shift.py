@@ -71,10 +71,8 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     moved = {f["i"] for g in groups.values() if _shifted(g, C) for f in g}
     if not moved:
         return rec, {}
-    rec = dict(rec)
-    rec["forwards"] = [copy.deepcopy(f) if f["i"] in moved else f for f in rec["forwards"]]
-    for f in rec["forwards"]:
+    fwds = [copy.deepcopy(f) if f["i"] in moved else f for f in rec["forwards"]]
+    for f in fwds:
         if f["i"] in moved:
             move(f, 1, C or [-1])
-    rec["input_shift"] = {"forwards": len(moved)}
-    return rec, {}
+    return dict(rec, forwards=fwds, input_shift={"forwards": len(moved)}), {}

@@ -39,9 +39,7 @@ class Batches(Observer):
             return
         B, n = ids.shape
         L = rec.get("cache_len") or 0
-        if isinstance(mask, dict):
-            mask = None
-        if mask is None:
+        if mask is None or isinstance(mask, dict):
             m = torch.ones(B, L + n, dtype=torch.bool)
         elif isinstance(mask, torch.Tensor) and mask.dim() == 2 and tuple(mask.shape) == (B, L + n):
             m = mask.detach().bool().cpu()
@@ -51,12 +49,8 @@ class Batches(Observer):
             rec["batch_layout"] = f"attention mask {shape} for batch {B}, cache {L}, {n} new: padding not readable"
             return
         ids_c = ids.detach().cpu()
-        rows = []
-        for b in range(B):
-            keep = m[b, L:]
-            rows.append({"ids": [int(x) for x in ids_c[b][keep].tolist()],
-                         "pad": int((~m[b, :L]).sum()),
-                         "position_ids": _positions(positions, b, keep)})
+        rows = [{"ids": [int(x) for x in ids_c[b][m[b, L:]].tolist()], "pad": int((~m[b, :L]).sum()),
+                 "position_ids": _positions(positions, b, m[b, L:])} for b in range(B)]
         rec["batch_rows"] = rows
         rec["_real"] = m
         self._zeroed(rows, cache, m[:, :L])

@@ -53,16 +53,13 @@ def ids_of_embeds(model, embeds, prompt: list[int], start: int) -> list[int] | N
 
 def multimodal_kwargs(kwargs: dict) -> dict:
     """What get_rope_index needs from a prefill's kwargs: the audio lengths and vision grids."""
-    out = {}
-    fam = kwargs.get("feature_attention_mask")
-    lengths = kwargs.get("audio_feature_lengths")
+    out = {k: kwargs[k] for k in ("image_grid_thw", "video_grid_thw")
+           if isinstance(kwargs.get(k), torch.Tensor)}
+    fam, lengths = kwargs.get("feature_attention_mask"), kwargs.get("audio_feature_lengths")
     if isinstance(fam, torch.Tensor):
         out["audio_seqlens"] = fam.sum(-1)
     elif isinstance(lengths, torch.Tensor):
         out["audio_seqlens"] = lengths
-    for k in ("image_grid_thw", "video_grid_thw"):
-        if isinstance(kwargs.get(k), torch.Tensor):
-            out[k] = kwargs[k]
     return out
 
 
