@@ -27,10 +27,8 @@ def _drafted(edge: list[dict], greedy: bool) -> dict:
                 out[q + 1] = g["ids"][q + 1 - L]
             elif fed.get("forward") in mine:
                 out[q + 1] = fed.get("token")
-            elif greedy:
-                out[q + 1] = rows["argmax"][r]
-            else:
-                out[q + 1] = None
+            else:                      # the last draft, never fed: known under greedy only
+                out[q + 1] = rows["argmax"][r] if greedy else None
     return out
 
 

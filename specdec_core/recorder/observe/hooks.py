@@ -250,11 +250,10 @@ class Recorder:
                     logits=logits, cache=cache)
         for o in self.observers:
             o.post(rec, call)
-        tm = rec.get("time")
-        if tm is not None:
-            tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
-            tm["t"], tm["pre"] = round(tm["t"], 6), round(tm["pre"], 6)
-            tm["post"] = round(time.perf_counter() - t_end, 6)
+        tm = rec["time"]                            # set by _pre, as the forward started
+        tm["dur"] = round(t_end - self._t0 - tm["t"], 6)
+        tm["t"], tm["pre"] = round(tm["t"], 6), round(tm["pre"], 6)
+        tm["post"] = round(time.perf_counter() - t_end, 6)
 
     # -- result ----------------------------------------------------------------------------------
     def finish(self, out_ids) -> dict:
