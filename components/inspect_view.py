@@ -362,7 +362,7 @@ def pooled_findings_html(pooled: list[dict] | None, n: int) -> str:
             f'{n} recordings (pooled today: the sampled-draft temperature check).</div></div>')
 
 
-# What `python -m specdec_core record FILE.py:FUNCTION` calls (recorder/cli.record_clip): the
+# What `python -m specdec_core record FILE.py:FUNCTION` calls (recorder/driver/clip.record_clip): the
 # signature, and a whole greedy loop in ten lines that it records (docs/recorder.md).
 RECORD_SIGNATURE = ("def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=(), "
                     "**kw) -> list[int]")

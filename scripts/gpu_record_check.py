@@ -82,12 +82,12 @@ def main(argv=None) -> int:
 
     from devtools.omni_tiny import make_tiny_pair
     from specdec_core.backends import load_backend
-    from specdec_core.recorder.driver.cli import load_function, record_clip
+    from specdec_core.recorder.driver.clip import load_function, record_clip
 
     if args.traceback:                   # debugging this script on a new machine: where it broke
         import traceback
 
-        from specdec_core.recorder.driver import cli as driver
+        from specdec_core.recorder.driver import clip as driver
         one_line = driver.failed
         driver.failed = lambda fn, e: one_line(fn, e) + "\n" + "".join(traceback.format_exception(e)[-8:])
     clips = sorted((ROOT / "sample_audio").glob("*.wav"))[:args.clips]

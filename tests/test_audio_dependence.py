@@ -17,7 +17,7 @@ from specdec_core.audio import conditions
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.dependence import _logits, audio_dependence
-from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "decoders"

@@ -10,7 +10,7 @@ import pytest
 
 from specdec_core.api import load_backend, run_clip
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, record_clip
 
 
 def top_level(found: list, severity: str = "error") -> list:

@@ -133,7 +133,7 @@ def test_pooled_view_pools_findings_and_per_position_acceptance(recorded):
 
 def test_pooled_findings_of_a_cli_output_match_the_cli(recorded):
     """A record CLI output with several results pools all of them, with the CLI's own function."""
-    from specdec_core.recorder.driver.cli import pooled_findings
+    from specdec_core.recorder.driver.clip import pooled_findings
     from ui.inspect import analyze_pool
 
     results = [{"audio": f"clip{i}.wav", "ok": True, "recording": recorded[n]["recording"]}
@@ -306,7 +306,7 @@ def test_head_loop_records_with_the_head_and_finds_stale_features_as_the_cli():
     head (drafter=), so head_stale_features.py finds stale_features as `record` does; each
     drafted token says the head drafted it; the shared head keeps no hooks."""
     from specdec_core.api import load_backend
-    from specdec_core.recorder.driver.cli import load_function, record_clip
+    from specdec_core.recorder.driver.clip import load_function, record_clip
     from ui.inspect import EXAMPLES_DIR, record_example
 
     demo = load_backend("demo")

@@ -13,7 +13,7 @@ from transformers import DynamicCache
 
 from specdec_core.api import load_backend, run_clip
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGLE = ROOT / "examples" / "decoders" / "eagle_official"

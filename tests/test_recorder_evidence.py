@@ -15,7 +15,7 @@ from specdec_core.recorder import analyze
 from specdec_core.recorder.analyze import evidence_of
 from specdec_core.recorder.checks import registry
 from specdec_core.recorder.driver.builtin import record_builtin
-from specdec_core.recorder.driver.cli import load_function, pooled_findings, record_clip
+from specdec_core.recorder.driver.clip import load_function, pooled_findings, record_clip
 from specdec_core.recorder.evidence.tape import BUILDS
 
 ROOT = Path(__file__).resolve().parents[1]

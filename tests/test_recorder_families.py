@@ -10,7 +10,7 @@ import torch
 
 from specdec_core.api import load_backend
 from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.driver.cli import load_function, pooled_findings, record_clip
+from specdec_core.recorder.driver.clip import load_function, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 DEC = ROOT / "examples" / "decoders"

@@ -11,7 +11,7 @@ import pytest
 
 from specdec_core.api import load_backend, prepare, run_clip
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, record_clip
 
 
 def top_level(found: list, severity: str = "error") -> list:
@@ -124,7 +124,7 @@ def test_a_decoder_asking_for_a_head_on_a_backend_without_one_is_a_user_error(de
     import copy
 
     from specdec_core.errors import UserError
-    from specdec_core.recorder.driver.cli import head_drafter
+    from specdec_core.recorder.driver.clip import head_drafter
 
     fn, _ = load_function(f"{EXAMPLES / 'head_correct'}.py:decode")
     bare = copy.copy(demo)

@@ -11,7 +11,7 @@ import pytest
 from specdec_core.api import load_backend, prepare
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.recorder.driver.cli import DEFAULTS, record_clip
+from specdec_core.recorder.driver.clip import DEFAULTS, record_clip
 from specdec_core.recorder.observe import Observer, hooks
 
 CLIP = str(Path(__file__).resolve().parents[1] / "sample_audio" / "angry_01.wav")

@@ -19,7 +19,7 @@ from specdec_core.api import prepare
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.recorder import Recorder, analyze
-from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 OMNI = ROOT / "examples" / "decoders" / "omni"

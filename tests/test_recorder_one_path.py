@@ -1,5 +1,5 @@
 """Issue 47 (4), one record-one-clip path: a user's function (record_clip) and the built-in
-decoder (judged_stream) are recorded by the same steps (driver/cli.recorded: seed, observers,
+decoder (judged_stream) are recorded by the same steps (driver/clip.recorded: seed, observers,
 kept configs, dtype, analysis), so the built-in decoder handed to record_clip as a user's loop
 gets the same trace and findings as judged_stream gives it; record_clip's seed reaches torch's
 global generator."""
@@ -15,7 +15,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.recorder.checks.text.trace import CODES, d
 from specdec_core.recorder.driver.builtin import declared_knobs, judged_stream
-from specdec_core.recorder.driver.cli import DEFAULTS, record_clip
+from specdec_core.recorder.driver.clip import DEFAULTS, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = str(ROOT / "sample_audio" / "angry_01.wav")
@@ -87,7 +87,7 @@ def test_declared_knobs_are_the_engines_names_types_and_ranges(demo, capsys, tmp
 
     from specdec_core.cli import main
     from specdec_core.decoding.config import KNOBS as ENGINE
-    from specdec_core.recorder.driver.cli import KNOBS, parse_sets
+    from specdec_core.recorder.driver.clip import KNOBS, parse_sets
 
     cfg = DecodeConfig(k=3, temperature=0.7, verify="rank", rank_threshold=7, max_new_tokens=24,
                        min_new_tokens=4, prompt_type="concise", stop_at_first_sentence=False)

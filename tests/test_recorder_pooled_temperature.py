@@ -11,7 +11,7 @@ import pytest
 
 from specdec_core.api import load_backend
 from specdec_core.findings import Finding
-from specdec_core.recorder.driver.cli import _extra_knobs, load_function, pooled_findings, record_clip
+from specdec_core.recorder.driver.clip import _extra_knobs, load_function, pooled_findings, record_clip
 from specdec_core.recorder.report.model_or_decoder import judge_text, model_or_decoder
 from specdec_core.recorder.evidence import distinct
 

@@ -9,7 +9,7 @@ import pytest
 
 from specdec_core.api import load_backend
 from specdec_core.errors import UserError
-from specdec_core.recorder.driver.cli import load_function, parse_sets, pooled_findings, record_clip
+from specdec_core.recorder.driver.clip import load_function, parse_sets, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "decoders"

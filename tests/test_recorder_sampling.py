@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specdec_core.api import load_backend
-from specdec_core.recorder.driver.cli import load_function, pooled_findings, record_clip
+from specdec_core.recorder.driver.clip import load_function, pooled_findings, record_clip
 from specdec_core.recorder.checks.sampling.rule import _poibin
 
 ROOT = Path(__file__).resolve().parents[1]

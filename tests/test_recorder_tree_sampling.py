@@ -12,7 +12,7 @@ import pytest
 from specdec_core.api import load_backend, prepare
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.recorder.driver.builtin import record_builtin
-from specdec_core.recorder.driver.cli import load_function, pooled_findings, record_clip
+from specdec_core.recorder.driver.clip import load_function, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "decoders"

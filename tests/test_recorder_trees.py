@@ -12,7 +12,7 @@ import torch
 from specdec_core.api import load_backend
 from specdec_core.recorder.observe import tree_hooks
 from specdec_core.recorder.analyze import analyze
-from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "decoders"

@@ -11,7 +11,7 @@ from specdec_core.analysis.metrics import round_split, time_line, time_split
 from specdec_core.api import load_backend, prepare
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.recorder.driver.cli import DEFAULTS, load_function, record_clip
+from specdec_core.recorder.driver.clip import DEFAULTS, load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = ROOT / "sample_audio" / "angry_01.wav"

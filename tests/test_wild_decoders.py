@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specdec_core.api import load_backend
-from specdec_core.recorder.driver.cli import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 WILD = ROOT / "examples" / "decoders" / "wild"

@@ -189,8 +189,8 @@ def cmd_presets(args) -> int:
 
 def cmd_record(args) -> int:
     """`record FILE.py[:FUNCTION] [AUDIO ...]`: the user's decoder recorded and judged per clip
-    (recorder/driver/cli.record_clip; clip i gets seed SEED+i), then the pooled checks."""
-    from specdec_core.recorder.driver.cli import call_kwargs, load_function, parse_sets, record_clip
+    (recorder/driver/clip.record_clip; clip i gets seed SEED+i), then the pooled checks."""
+    from specdec_core.recorder.driver.clip import call_kwargs, load_function, parse_sets, record_clip
 
     knobs = parse_sets(args.sets)
     fn, path = load_function(args.target)

@@ -9,7 +9,6 @@ it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
 - `parse_sets`, `DEFAULTS`, `KNOBS`: the declared knobs."""
 from specdec_core.recorder.analyze import analyze  # noqa: F401
 from specdec_core.recorder.driver.builtin import judged_run, judged_stream, record_builtin  # noqa: F401
-from specdec_core.recorder.driver.cli import (DEFAULTS, KNOBS, head_drafter, load_function,  # noqa: F401
-                                              numerics_probe, parse_sets, pooled_findings,
-                                              record_clip, recorded)
+from specdec_core.recorder.driver.clip import (DEFAULTS, KNOBS, head_drafter, load_function,  # noqa: F401
+                                               parse_sets, pooled_findings, record_clip, recorded)
 from specdec_core.recorder.observe.hooks import SCHEMA, Recorder  # noqa: F401

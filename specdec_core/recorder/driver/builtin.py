@@ -4,7 +4,7 @@ CHECKS); nothing here reads cfg.faults.
 
 The Recorder's hooks catch every forward of the hooked models. Where other sessions decode on
 the same loaded models (the app), `isolated=True` records on private copies of a small pair
-(driver/cli.isolate: the hooks and concurrent decodes never cross over) and, for a pair too large to
+(driver/clip.isolate: the hooks and concurrent decodes never cross over) and, for a pair too large to
 copy, holds a process-wide lock for the decode (other built-in and page recordings wait)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
 from specdec_core.recorder.report.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
-from specdec_core.recorder.driver.cli import ENGINE_KNOBS, isolate, recorded
+from specdec_core.recorder.driver.clip import ENGINE_KNOBS, isolate, recorded
 from specdec_core.recorder.observe.remote_rows import remote_forward
 from specdec_core.recorder.report.roots import link
 

@@ -65,8 +65,7 @@ def probe_line(num: dict | None) -> str | None:
     if not num:
         return None
     x, w, n = num.get("max_logit_diff"), num.get("verify_width"), num.get("positions")
+    both = f"numerics ({num.get('dtype')}): width-1 and width-{w} forwards"
     if not x:
-        return (f"numerics ({num.get('dtype')}): width-1 and width-{w} forwards agreed on the "
-                f"{n} probed positions; exact ties can still flip")
-    return (f"numerics ({num.get('dtype')}): width-1 and width-{w} forwards differ by up to "
-            f"{x:.4g} logits on {n} positions; ties closer than {x:.4g} logits can flip")
+        return f"{both} agreed on the {n} probed positions; exact ties can still flip"
+    return f"{both} differ by up to {x:.4g} logits on {n} positions; ties closer than {x:.4g} logits can flip"

@@ -28,10 +28,7 @@ def _row_forward(f: dict, b: int) -> dict:
     out = {k: v for k, v in f.items() if k not in DROP}
     out.update(ids=r["ids"], position_ids=r.get("position_ids"), cache_position=None, batch=1,
                cache_len=Lb, mask_shape=[1, (Lb or 0) + len(r["ids"])], rows=r.get("rows"),
-               batch_row=b)
-    for key in ("tape_src", "zeroed"):
-        if r.get(key) is not None:
-            out[key] = r[key]
+               batch_row=b, **{k: r[k] for k in ("tape_src", "zeroed") if r.get(k) is not None})
     return out
 
 
@@ -148,10 +145,9 @@ def _trim(r: dict, ctx) -> dict:
     stops = set(r.get("stop_ids") or [])
     if not r["out_ids"] or r["out_ids"][-1] not in stops:
         return r
-    q = len(C) - 2                  # the row that decided the last token (tape.decide's rule)
+    q = len(C) - 2         # the row that decided the last token (tape.decide's rule): q + 1 >= P
     at = next((f.i for f in ctx.replay(r["forwards"]) if f.model == "cloud" and f.rows
-               and f.row_at(q) is not None and q + 1 >= len(r["prompt_ids"])
-               and common_prefix(f.ctx, C) >= q + 1), None)
+               and f.row_at(q) is not None and common_prefix(f.ctx, C) >= q + 1), None)
     if at is None:
         return r
     return dict(r, forwards=[f for f in r["forwards"] if f["i"] <= at])

@@ -27,10 +27,8 @@ def _drafted(edge: list[dict], greedy: bool) -> dict:
                 out[q + 1] = g["ids"][q + 1 - L]
             elif fed.get("forward") in mine:
                 out[q + 1] = fed.get("token")
-            elif greedy:
-                out[q + 1] = rows["argmax"][r]
-            else:
-                out[q + 1] = None
+            else:                      # the last draft, never fed: known under greedy only
+                out[q + 1] = rows["argmax"][r] if greedy else None
     return out
 
 
@@ -101,13 +99,11 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     runs = list(_runs(fw, greedy))
     if not runs:
         return rec, {}
-    out_len = len(rec.get("out_ids") or [])
-    P = len(rec.get("prompt_ids") or [])
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     merged, drop, total = {}, set(), 0
     for edge, run, nxt in runs:
         K = (run[0].get("cache_len") or 0) + len(run[0]["ids"])
-        kept = (nxt.get("cache_len") or 0) - K if nxt is not None else P + out_len - K - 1
+        kept = (nxt.get("cache_len") or 0) - K if nxt is not None else len(C) - K - 1
         kept = max(0, min(kept, len(run) - 1))
         merged[run[0]["i"]] = _merge(edge, run, kept, greedy, C)
         drop |= {g["i"] for g in run[1:]}
@@ -116,9 +112,7 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     new = {f["i"]: n for n, f in enumerate(kept)}           # forward indices are list positions
     for n, f in enumerate(kept):
         fed = (f.get("rows") or {}).get("fed_next")
-        if f["i"] != n or (fed and fed.get("forward") not in (None, *new)):
-            f = kept[n] = dict(f, i=n) if f["i"] not in merged else f
-            f["i"] = n
+        f = kept[n] = dict(f, i=n)           # the recording's own forwards are not written
         if fed and fed.get("forward") is not None:
             f["rows"] = dict(f["rows"], fed_next=dict(fed, forward=new.get(fed["forward"])))
     rec = dict(rec, forwards=kept)

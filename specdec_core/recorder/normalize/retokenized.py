@@ -4,6 +4,7 @@ built (docs/recorder.md, "Drafters with their own tokenizer")."""
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import cache
 from itertools import accumulate
 
 from specdec_core.analysis.divergence import common_prefix
@@ -39,7 +40,7 @@ class Frame:
         self.cends = _ends(self.cpieces)
         self.text = "".join(self.cpieces)
         self.width = (rec.get("vocab") or {}).get("cloud")
-        self._cloud: dict[int, int] = {}
+        self.to_cloud = cache(self._to_cloud)        # edge id -> cloud id, once per id
 
     def piece(self, cid: int) -> str:
         return self.tok.decode([cid], skip_special_tokens=True)
@@ -47,13 +48,8 @@ class Frame:
     def encode(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=False).input_ids if text else []
 
-    def to_cloud(self, eid: int) -> int:
-        """The cloud id of an edge id's text (its first id), specials by name."""
-        if eid not in self._cloud:
-            self._cloud[eid] = self._to_cloud(eid)
-        return self._cloud[eid]
-
     def _to_cloud(self, eid: int) -> int:
+        """The cloud id of an edge id's text (its first id), specials by name."""
         if eid in self.especial:
             cid = self.tok.convert_tokens_to_ids(self.especial[eid])
             if isinstance(cid, int) and cid != self.tok.unk_token_id:

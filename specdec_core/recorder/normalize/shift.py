@@ -13,34 +13,37 @@ import copy
 from specdec_core.analysis.divergence import common_prefix
 
 KEYS = ("ids", "cache_len", "position_ids", "cache_position", "mask_shape", "mask_rows",
-        "slot_moves")
+        "slot_moves", "rows")
 
 
-def _plus(v):
-    return None if v is None else [x + 1 for x in v]
+def _plus(v, o: int):
+    return None if v is None else [x + o for x in v]
 
 
-def _one(f: dict, first: int) -> None:
+def move(f: dict, o: int, C: list, absolute: bool = False) -> None:
+    """Rewrite forward `f` (a copy) o positions further, its fed values kept under `raw` (the
+    layouts: EAGLE's shift here, o = 1; a sliding window, window.py): the first forward of its
+    cache gets C[:o] in front (fed to no row), a later one o more cached; positions move by o
+    (`absolute`: positions already counted from the text's start are kept), the first forward's
+    get 0..o-1 in front; the mask's width, its columns and the moved slots move by o."""
     f["raw"] = {k: copy.deepcopy(f.get(k)) for k in KEYS if f.get(k) is not None}
-    if not f.get("cache_len"):          # the head's first forward: position 0 was never fed
-        f["ids"] = [first] + list(f.get("ids") or [])
+    first = not f.get("cache_len")
+    if first:
+        f["ids"] = C[:o] + list(f.get("ids") or [])
         if f.get("rows"):
-            f["rows"]["offset"] += 1
-        pos = f.get("position_ids")
-        f["position_ids"] = None if pos is None else [0] + _plus(pos)
+            f["rows"] = dict(f["rows"], offset=f["rows"]["offset"] + o)
     else:
-        f["cache_len"] += 1
-        f["position_ids"] = _plus(f.get("position_ids"))
-    f["cache_position"] = _plus(f.get("cache_position"))
-    if f.get("cache_position") is not None and not f["raw"].get("cache_len"):
-        f["cache_position"] = [0] + f["cache_position"]
+        f["cache_len"] += o
+    for key in ("position_ids", "cache_position"):
+        if f.get(key):
+            f[key] = (list(range(o)) if first else []) + _plus(f[key], 0 if absolute else o)
     if f.get("mask_shape"):
-        f["mask_shape"] = f["mask_shape"][:-1] + [f["mask_shape"][-1] + 1]
+        f["mask_shape"] = f["mask_shape"][:-1] + [f["mask_shape"][-1] + o]
     m = f.get("mask_rows")
     if m:
-        f["mask_rows"] = {"from": m["from"] + 1, "rows": [_plus(r) for r in m["rows"]]}
+        f["mask_rows"] = {"from": m["from"] + o, "rows": [_plus(r, o) for r in m["rows"]]}
     if f.get("slot_moves"):
-        f["slot_moves"] = [[a + 1, b + 1 if b >= 0 else b] for a, b in f["slot_moves"]]
+        f["slot_moves"] = [[a + o, b + o if b >= 0 else b] for a, b in f["slot_moves"]]
 
 
 def _shifted(group: list[dict], C: list[int]) -> bool:
@@ -68,11 +71,8 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     moved = {f["i"] for g in groups.values() if _shifted(g, C) for f in g}
     if not moved:
         return rec, {}
-    rec = dict(rec)
-    rec["forwards"] = [copy.deepcopy(f) if f["i"] in moved else f for f in rec["forwards"]]
-    first = C[0] if C else -1
-    for f in rec["forwards"]:
+    fwds = [copy.deepcopy(f) if f["i"] in moved else f for f in rec["forwards"]]
+    for f in fwds:
         if f["i"] in moved:
-            _one(f, first)
-    rec["input_shift"] = {"forwards": len(moved)}
-    return rec, {}
+            move(f, 1, C or [-1])
+    return dict(rec, forwards=fwds, input_shift={"forwards": len(moved)}), {}

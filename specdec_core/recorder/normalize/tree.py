@@ -97,12 +97,10 @@ class _Slots:
             return [], []
         pos, own = self.pos.get(key, []), self.own.get(key, [])
         moves = raw.get("slot_moves") or []
-        if moves:
-            p0, o0 = list(pos), list(own)
-            for dst, src in moves:
-                ok = 0 <= src < len(p0) and dst < len(pos)
-                if dst < len(pos):
-                    pos[dst], own[dst] = (p0[src], o0[src]) if ok else (None, None)
+        p0, o0 = (list(pos), list(own)) if moves else (pos, own)
+        for dst, src in moves:
+            if dst < len(pos):
+                pos[dst], own[dst] = (p0[src], o0[src]) if 0 <= src < len(p0) else (None, None)
         L = raw.get("cache_len") or 0
         pos = (pos + [None] * L)[:L]
         own = (own + [None] * L)[:L]

@@ -109,55 +109,54 @@ def _nums_or_null(v) -> bool:       # a remote cloud's rows have no entropy (rec
     return isinstance(v, list) and all(x is None or _num(x) for x in v)
 
 
-# field -> (what it must be, test); None is allowed where the field is optional
+def _opt(ok):
+    return lambda v: v is None or ok(v)
+
+
+# field -> (what it must be, test); _opt: None (not recorded) is allowed
 TOP_FIELDS = {"prompt_ids": ("a list of token ids", _int_list), "out_ids": ("a list of token ids", _int_list)}
-OPTIONAL_TOP = {"stop_ids": ("a list of token ids", _int_list), "declared": ("an object", _is(dict)),
-                "vocab": ("an object", _is(dict)), "wall_s": ("a number", _num)}
-OPTIONAL_FWD = {"position_ids": ("a list of positions", _int_list),
-                "cache_position": ("a list of positions", _int_list),
-                "mask_shape": ("a list of sizes", _int_list), "cache": ("a number", _num),
-                "rows": ("an object", _is(dict))}
-ROW_FIELDS = {"offset": ("a number", _int), "vocab": ("a number", lambda v: v is None or _int(v)),
+OPTIONAL_TOP = {"stop_ids": ("a list of token ids", _opt(_int_list)), "declared": ("an object", _is(dict)),
+                "vocab": ("an object", _is(dict)), "wall_s": ("a number", _opt(_num))}
+OPTIONAL_FWD = {"position_ids": ("a list of positions", _opt(_int_list)),
+                "cache_position": ("a list of positions", _opt(_int_list)),
+                "mask_shape": ("a list of sizes", _opt(_int_list)), "cache": ("a number", _opt(_num)),
+                "rows": ("an object", _opt(_is(dict)))}
+ROW_FIELDS = {"offset": ("a number", _int), "vocab": ("a number", _opt(_int)),
               "argmax": ("a list of token ids", _int_list), "top_ids": ("a list of id lists", _num_rows),
               "top_logp": ("a list of number lists", _num_rows),
               "entropy": ("a list of numbers", _nums_or_null)}
+OPTIONAL_ROW = {"fed_next": ("an object", lambda v: not v or isinstance(v, dict))}
 
 
-def _wrong(where: str, key: str, want: str, v) -> RecordingRefused:
-    return RecordingRefused(f"not a usable recording: {where}'{key}' is {_kind(v)}, not {want}")
-
-
-def _check_rows(j: int, rows: dict) -> None:
-    for key, (want, ok) in ROW_FIELDS.items():
-        if key not in rows:
-            raise RecordingRefused(f"not a usable recording: forward {j}'s scores ('rows') miss '{key}'")
-        if not ok(rows[key]):
-            raise _wrong(f"forward {j}'s rows: ", key, want, rows[key])
-    if rows.get("fed_next") and not isinstance(rows["fed_next"], dict):
-        raise _wrong(f"forward {j}'s rows: ", "fed_next", "an object", rows["fed_next"])
-    n = len(rows["argmax"])
-    if any(len(rows[k]) != n for k in ("top_ids", "top_logp", "entropy")):
-        raise RecordingRefused(f"not a usable recording: forward {j}'s rows disagree in length "
-                               "(argmax, top_ids, top_logp and entropy need one entry per scored row)")
+def _check(obj: dict, fields: dict, where: str, missing: str | None = None) -> None:
+    """Each of `fields` in obj has its shape; one absent is refused with `missing` (formatted
+    with its name and shape), or skipped where the field is optional (no `missing`)."""
+    for key, (want, ok) in fields.items():
+        if key not in obj:
+            if missing:
+                raise RecordingRefused(missing.format(key=key, want=want))
+        elif not ok(obj[key]):
+            raise RecordingRefused(f"not a usable recording: {where}'{key}' is {_kind(obj[key])}, "
+                                   f"not {want}")
 
 
 def check_fields(rec: dict) -> None:
     """Each field a reader uses has its shape (after check_recording's schema and caps): one
     line naming the field, e.g. "not a usable recording: missing 'out_ids' (...)"."""
-    for key, (want, ok) in TOP_FIELDS.items():
-        if key not in rec:
-            raise RecordingRefused(f"not a usable recording: missing '{key}' ({want})")
-        if not ok(rec[key]):
-            raise _wrong("", key, want, rec[key])
-    for key, (want, ok) in OPTIONAL_TOP.items():     # declared / vocab: an object when present
-        if key in rec and not (rec[key] is None and key in ("stop_ids", "wall_s")) and not ok(rec[key]):
-            raise _wrong("", key, want, rec[key])
+    _check(rec, TOP_FIELDS, "", "not a usable recording: missing '{key}' ({want})")
+    _check(rec, OPTIONAL_TOP, "")                  # declared / vocab: an object when present
     for j, f in enumerate(rec["forwards"]):
-        for key, (want, ok) in OPTIONAL_FWD.items():   # None: not recorded
-            if f.get(key) is not None and not ok(f[key]):
-                raise _wrong(f"forward {j}'s ", key, want, f[key])
-        if f.get("rows"):
-            _check_rows(j, f["rows"])
+        _check(f, OPTIONAL_FWD, f"forward {j}'s ")
+        rows = f.get("rows")
+        if rows:
+            _check(rows, ROW_FIELDS, f"forward {j}'s rows: ",
+                   f"not a usable recording: forward {j}'s scores ('rows') miss '{{key}}'")
+            _check(rows, OPTIONAL_ROW, f"forward {j}'s rows: ")
+            n = len(rows["argmax"])
+            if any(len(rows[k]) != n for k in ("top_ids", "top_logp", "entropy")):
+                raise RecordingRefused(f"not a usable recording: forward {j}'s rows disagree in "
+                                       "length (argmax, top_ids, top_logp and entropy need one "
+                                       "entry per scored row)")
 
 
 def check_recording(rec: dict) -> None:

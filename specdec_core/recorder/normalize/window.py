@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-KEYS = ("ids", "cache_len", "position_ids", "cache_position", "mask_shape", "rows")
+from specdec_core.recorder.normalize.shift import move
 
 
 def _start(ids: list, C: list, after: int) -> int | None:
@@ -19,33 +19,6 @@ def _start(ids: list, C: list, after: int) -> int | None:
     if n < 2 or C[:n] == ids:
         return None
     return next((o for o in range(max(after, 1), len(C) - n + 1) if C[o:o + n] == ids), None)
-
-
-def _move(v, o):
-    return None if v is None else [x + o for x in v]
-
-
-def _first(f: dict, C: list, o: int) -> None:
-    f["raw"] = {k: copy.deepcopy(f.get(k)) for k in KEYS if f.get(k) is not None}
-    f["ids"] = C[:o] + list(f["ids"])
-    if f.get("rows"):
-        f["rows"] = dict(f["rows"], offset=f["rows"]["offset"] + o)
-    for key in ("position_ids", "cache_position"):
-        pos = f.get(key)
-        if pos:                     # windows at 0..W-1 move by o; absolute ones are kept
-            f[key] = list(range(o)) + (_move(pos, o) if pos[0] == 0 else list(pos))
-    if f.get("mask_shape"):
-        f["mask_shape"] = f["mask_shape"][:-1] + [f["mask_shape"][-1] + o]
-
-
-def _next(f: dict, o: int, absolute: bool) -> None:
-    f["raw"] = {k: copy.deepcopy(f.get(k)) for k in KEYS if f.get(k) is not None}
-    f["cache_len"] = (f.get("cache_len") or 0) + o
-    if not absolute:
-        f["position_ids"] = _move(f.get("position_ids"), o)
-        f["cache_position"] = _move(f.get("cache_position"), o)
-    if f.get("mask_shape"):
-        f["mask_shape"] = f["mask_shape"][:-1] + [f["mask_shape"][-1] + o]
 
 
 def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
@@ -68,8 +41,8 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
             if o is None:
                 continue
             pos = f.get("position_ids") or f.get("cache_position")
-            _first(f, C, o)
             live[key], last, n = (o, bool(pos) and pos[0] != 0), o, n + 1
-        elif key in live:
-            _next(f, *live[key])
+        elif key not in live:
+            continue
+        move(f, live[key][0], C, live[key][1])
     return rec, ({"window": {"forwards": n}} if n else {})

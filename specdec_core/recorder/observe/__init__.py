@@ -18,13 +18,16 @@ def ints(t) -> list[int] | None:
     return [int(x) for x in t]
 
 
-def fed_next(logp: torch.Tensor, tok: int, i: int) -> dict | None:
-    """`rows["fed_next"]` of a forward whose last row held `logp`: the rank and log-prob under it
-    of the token the same model's next forward (index i) was fed first (what a drafter needs)."""
-    if not 0 <= tok < logp.shape[-1]:
-        return None
-    return {"forward": i, "token": tok, "rank": int((logp > logp[tok]).sum()) + 1,
-            "logp": round(float(logp[tok]), 5)}
+def fed_next(held: tuple | None, ids, i: int) -> None:
+    """`rows["fed_next"]` of held = (the previous forward of a role, or its batch row; its last
+    row's log-probs): the rank and log-prob under that row of the token the same model's next
+    forward (index i) was fed first, `ids[0]` (what a drafter needs)."""
+    if held is None or not ids or not held[0].get("rows"):
+        return
+    rows, logp, tok = held[0]["rows"], held[1], ids[0]
+    if 0 <= tok < logp.shape[-1]:
+        rows["fed_next"] = {"forward": i, "token": tok, "rank": int((logp > logp[tok]).sum()) + 1,
+                            "logp": round(float(logp[tok]), 5)}
 
 
 class Observer:

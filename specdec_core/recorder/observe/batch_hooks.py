@@ -15,13 +15,13 @@ from specdec_core.recorder.observe.tree_hooks import last_keys, sources
 def _positions(pos, b: int, keep):
     if not isinstance(pos, torch.Tensor) or pos.dim() != 2:
         return None
-    return [int(x) for x in pos[min(b, pos.shape[0] - 1)][keep].tolist()]
+    return [int(x) for x in pos[min(b, pos.shape[0] - 1)][keep.to(pos.device)].tolist()]
 
 
-def _found(now, seen: set) -> int:
-    """How many of a row's cached keys are among another cache row's (`seen`: their bytes): a
-    row followed by its content, not its slot."""
-    return sum(k.numpy().tobytes() in seen for k in now)
+def _real(cur, m) -> list:
+    """Per batch row, the keys its real slots (mask `m` [batch, slots]) hold, on the CPU."""
+    w = min(cur.shape[1], m.shape[1])
+    return [cur[b, :w][m[b, :w].to(cur.device)].float().cpu() for b in range(m.shape[0])]
 
 
 class Batches(Observer):
@@ -39,9 +39,7 @@ class Batches(Observer):
             return
         B, n = ids.shape
         L = rec.get("cache_len") or 0
-        if isinstance(mask, dict):
-            mask = None
-        if mask is None:
+        if mask is None or isinstance(mask, dict):
             m = torch.ones(B, L + n, dtype=torch.bool)
         elif isinstance(mask, torch.Tensor) and mask.dim() == 2 and tuple(mask.shape) == (B, L + n):
             m = mask.detach().bool().cpu()
@@ -51,13 +49,8 @@ class Batches(Observer):
             rec["batch_layout"] = f"attention mask {shape} for batch {B}, cache {L}, {n} new: padding not readable"
             return
         ids_c = ids.detach().cpu()
-        rows = []
-        for b in range(B):
-            keep = m[b, L:]
-            rows.append({"ids": [int(x) for x in ids_c[b][keep].tolist()],
-                         "pad": int((~m[b, :L]).sum()),
-                         "position_ids": _positions(positions, b, keep.to(positions.device)
-                                                    if isinstance(positions, torch.Tensor) else keep)})
+        rows = [{"ids": [int(x) for x in ids_c[b][m[b, L:]].tolist()], "pad": int((~m[b, :L]).sum()),
+                 "position_ids": _positions(positions, b, m[b, L:])} for b in range(B)]
         rec["batch_rows"] = rows
         rec["_real"] = m
         self._zeroed(rows, cache, m[:, :L])
@@ -76,27 +69,27 @@ class Batches(Observer):
 
     def _moves(self, rec: dict, cache, cached) -> None:
         cur = last_keys(cache)
-        if cur is None:
+        if cur is None or cur.shape[0] != cached.shape[0]:
             return
+        now = _real(cur, cached)
         old = self.keys.get(rec.get("cache"))
         if old is None and cached.any():
-            self._adopt(rec, cur, cached)          # a new cache object built from gathered rows
-            old = self.keys.get(rec.get("cache"))
-        if old is None or cur.shape[0] != len(old):
+            old = self._adopt(rec, now)            # a new cache object built from gathered rows
+        if old is None or len(now) != len(old):
             return
         moved, seen = {}, None
         for b, row in enumerate(rec["batch_rows"]):
-            now = cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
             was = old[b]
-            if now.shape[0] <= was.shape[0] and torch.equal(now, was[:now.shape[0]]):
+            if now[b].shape[0] <= was.shape[0] and torch.equal(now[b], was[:now[b].shape[0]]):
                 continue                                   # the row's slots kept (maybe cropped)
+            # a row the loop moved to another slot: followed by its content, not its slot
             seen = seen or [{k.numpy().tobytes() for k in o} for o in old]
-            hits = [_found(now, o) for o in seen]          # a row the loop moved to another slot
+            hits = [sum(k.numpy().tobytes() in o for k in now[b]) for o in seen]
             c = max(range(len(old)), key=hits.__getitem__)
             if hits[c] > hits[b]:
                 row["from"], was, moved[b] = c, old[c], c
-            if now.shape[0] > was.shape[0] or not torch.equal(now, was[:now.shape[0]]):
-                row["tape_src"] = sources(was, now)
+            if now[b].shape[0] > was.shape[0] or not torch.equal(now[b], was[:now[b].shape[0]]):
+                row["tape_src"] = sources(was, now[b])
         if moved:                      # the next-fed rank follows the row to its new slot
             who = rec.get("model")
             prev = {b: self.held.pop((who, b), None) for b in range(len(old))}
@@ -104,12 +97,10 @@ class Batches(Observer):
                 if prev[moved.get(b, b)] is not None:
                     self.held[(who, b)] = prev[moved.get(b, b)]
 
-    def _adopt(self, rec: dict, cur, cached) -> None:
+    def _adopt(self, rec: dict, now: list) -> list | None:
         """A cache object never seen (a loop that rebuilds its cache from gathered tensors every
         step, as lucidrains' tuples are): the recorded cache most of whose rows' slots it holds
-        gives it its id, so the rows' tapes continue through the moved slots."""
-        now = [cur[b, :cached.shape[1]][cached[b].to(cur.device)].float().cpu()
-               for b in range(cur.shape[0])]
+        gives it its id, so the rows' tapes continue through the moved slots; its rows' keys."""
         total = sum(x.shape[0] for x in now)
         for key, old in reversed(list(self.keys.items())):
             if len(old) != len(now) or old[0].shape[-1] != now[0].shape[-1]:
@@ -118,7 +109,8 @@ class Batches(Observer):
                         for o, x in zip(old, now))
             if total and found >= 0.5 * total:
                 rec["cache"] = key
-                return
+                return old
+        return None
 
     def post(self, rec: dict, call) -> None:
         who, logits, cache = call.who, call.logits, call.cache
@@ -128,19 +120,15 @@ class Batches(Observer):
         n = len(rec["ids"] or [])
         for b, row in enumerate(rec["batch_rows"]):
             keep = m[b, m.shape[1] - n:]
-            held = self.held.pop((who, b), None)
-            if held is not None and row["ids"] and held[1].get("rows"):
-                held[1]["rows"]["fed_next"] = fed_next(held[2], row["ids"][0], rec["i"])
+            fed_next(self.held.pop((who, b), None), row["ids"], rec["i"])
             if isinstance(logits, torch.Tensor) and logits.dim() == 3 and logits.shape[0] > b:
                 t = logits.shape[1]
                 idx = keep.nonzero().reshape(-1)
                 idx = idx[idx >= n - t] - (n - t)
                 row["rows"], last = self.r.score(logits[b, idx.to(logits.device)], row["ids"])
-                self.held[(who, b)] = (rec["i"], row, last)
+                self.held[(who, b)] = (row, last)
             else:
                 row["rows"] = None
         cur = last_keys(cache)
         if cur is not None and rec.get("use_cache") is not False and cur.shape[0] == m.shape[0]:
-            w = min(cur.shape[1], m.shape[1])
-            self.keys[rec.get("cache")] = [cur[b, :w][m[b, :w].to(cur.device)].float().cpu()
-                                           for b in range(m.shape[0])]
+            self.keys[rec.get("cache")] = _real(cur, m)

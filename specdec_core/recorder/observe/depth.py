@@ -4,6 +4,8 @@ than all its layers (early exit, layer skipping) is recorded as the drafter's. S
 recorder/observe/head_hooks.py) (docs/recorder.md)."""
 from __future__ import annotations
 
+from functools import partial
+
 import torch.nn as nn
 
 from specdec_core.recorder.observe import Observer
@@ -17,13 +19,10 @@ def decoder_layers(model) -> nn.ModuleList | None:
     cfg = getattr(model, "config", None)
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     n = getattr(text, "num_hidden_layers", None)
-    best = None
-    for name, mod in model.named_modules():
-        if (isinstance(mod, nn.ModuleList) and name.endswith("layers") and len(mod) == n
-                and not any(s in name for s in SKIP)):
-            if best is None or name.count(".") < best[0].count("."):
-                best = (name, mod)
-    return best[1] if best else None
+    found = [(name.count("."), mod) for name, mod in model.named_modules()      # the outermost
+             if isinstance(mod, nn.ModuleList) and name.endswith("layers") and len(mod) == n
+             and not any(s in name for s in SKIP)]
+    return min(found, key=lambda x: x[0])[1] if found else None
 
 
 class Depth(Observer):
@@ -36,21 +35,12 @@ class Depth(Observer):
         self.count: dict[str, int | None] = {r: None for r in recorder.models}
 
     def attach(self) -> list:
-        handles = []
-        seen = set()
-        for role, layers in self.lists.items():
-            if layers is None or id(layers) in seen:
-                continue
-            seen.add(id(layers))
-            for layer in layers:
-                handles.append(layer.register_forward_pre_hook(self._hit(role)))
-        return handles
+        return [layer.register_forward_pre_hook(partial(self._hit, role))    # each model's layers once
+                for role, _ in self.r.distinct for layer in (self.lists[role] or ())]
 
-    def _hit(self, role):
-        def hook(module, args):
-            if self.count[role] is not None:
-                self.count[role] += 1
-        return hook
+    def _hit(self, role, module, args):
+        if self.count[role] is not None:
+            self.count[role] += 1
 
     def pre(self, f, call):
         if self.lists.get(call.role) is not None:

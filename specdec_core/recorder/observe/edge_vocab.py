@@ -13,16 +13,6 @@ class EdgeVocab(Observer):
                                     self.r.tokenizer))
 
 
-def _own_tokenizer(edge):
-    from transformers import AutoTokenizer
-
-    path = getattr(edge, "name_or_path", "") or ""
-    try:
-        return AutoTokenizer.from_pretrained(path, local_files_only=True) if path else None
-    except (OSError, ValueError, TypeError):
-        return None
-
-
 def _edge_ids(forwards) -> set[int]:
     ids: set[int] = set()
     for f in forwards:
@@ -39,12 +29,18 @@ def _edge_ids(forwards) -> set[int]:
 def edge_texts(edge, vocab: dict, forwards: list[dict], tokenizer=None) -> dict:
     """{"edge_tokenizer": ...} for a recording whose edge has its own vocabulary, else {}
     (heads of different widths over one tokenizer, e.g. Qwen2.5-Omni 3B / 7B, share ids)."""
-    if not vocab.get("edge") or vocab.get("edge") == vocab.get("cloud"):
+    from transformers import AutoTokenizer
+
+    path = getattr(edge, "name_or_path", "") or ""
+    if not vocab.get("edge") or vocab.get("edge") == vocab.get("cloud") or not path:
         return {}
-    tok = _own_tokenizer(edge)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, TypeError):
+        return {}
     if tok is None or (tokenizer is not None and tok.get_vocab() == tokenizer.get_vocab()):
         return {}
-    return {"edge_tokenizer": texts_of(tok, forwards, getattr(edge, "name_or_path", None))}
+    return {"edge_tokenizer": texts_of(tok, forwards, path)}
 
 
 def texts_of(tok, forwards: list[dict], source) -> dict:

@@ -71,12 +71,6 @@ class HeadWatch(Observer):
         self.tree = _paths(rec, keep)
 
     # -- the head's forwards -----------------------------------------------------------------
-    def _inputs(self, args, kwargs):
-        feats = args[0] if args else kwargs.get("features", kwargs.get("hidden_states"))
-        toks = args[1] if len(args) > 1 else next(
-            (kwargs[k] for k in ("input_ids", "token_embeds", "inputs_embeds") if k in kwargs), None)
-        return feats, toks
-
     def _ids(self, toks) -> torch.Tensor | None:
         if not isinstance(toks, torch.Tensor):
             return None
@@ -93,7 +87,9 @@ class HeadWatch(Observer):
         if self._busy:
             return
         h0 = time.perf_counter()
-        feats, toks = self._inputs(args, kwargs)
+        feats = args[0] if args else kwargs.get("features", kwargs.get("hidden_states"))
+        toks = args[1] if len(args) > 1 else next(
+            (kwargs[k] for k in ("input_ids", "token_embeds", "inputs_embeds") if k in kwargs), None)
         ids = self._ids(toks)
         cache = forward_cache(module, args, kwargs)
         keep = int(cache.get_seq_length()) if hasattr(cache, "get_seq_length") else 0
@@ -104,9 +100,9 @@ class HeadWatch(Observer):
         if seen.pop("shift"):
             seen["shift"] = 1
         own = time.perf_counter() - h0           # the hook's own cost, never the loop's
-        self.r._pre("head")(module, (), {"input_ids": ids, "cache": cache,   # a tree's mask too
-                                          "position_ids": kwargs.get("position_ids"),
-                                          "attention_mask": kwargs.get("attention_mask")})
+        self.r._pre("head", module, (), {"input_ids": ids, "cache": cache,   # a tree's mask too
+                                         "position_ids": kwargs.get("position_ids"),
+                                         "attention_mask": kwargs.get("attention_mask")})
         rec = self.r.forwards[-1]
         rec["model"], rec["module"], rec["features"] = "edge", "head", seen
         rec["time"]["pre"] += own
@@ -147,10 +143,7 @@ class HeadWatch(Observer):
         """Which input layout explains the fed ids and features: ours or shifted by one (EAGLE);
         fixed once one explains at least 2 more positions than the other."""
         if self.shift is None and self.cloud_feats is not None:
-            score = []
-            for s in (0, 1):
-                _, idx, dist = self._dist(s)
-                score.append((len(idx), int((dist <= TOL).sum())))
+            score = [(len(idx), int((dist <= TOL).sum())) for _, idx, dist in map(self._dist, (0, 1))]
             if abs(score[0][0] - score[1][0]) >= 2 or abs(score[0][1] - score[1][1]) >= 2:
                 self.shift = int(score[1] > score[0])
         return self.shift or 0
@@ -188,11 +181,8 @@ class HeadWatch(Observer):
         if self._busy:
             return
         rec = self.r._pending["head"][-1] if self.r._pending["head"] else None
-        logits = self.logits(output)
-        self.r._post("head")(module, args, kwargs, (logits,))
-        cache = forward_cache(module, args, kwargs)
-        if rec is not None and cache is not None:
-            self.r._keys.written(cache, rec["cache"])
+        # as a forward returning (logits, cache): the Recorder keeps what the cache now holds
+        self.r._post("head", module, args, kwargs, (self.logits(output), forward_cache(module, args, kwargs)))
         if rec is not None and rec["features"]["stale"] and self.verified:
             h0 = time.perf_counter()
             rec["features"]["fresh_next"] = self._fresh_next(module)

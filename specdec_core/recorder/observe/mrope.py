@@ -15,10 +15,6 @@ MM_TOKENS = ("audio_token_index", "audio_token_id", "image_token_index", "image_
 MM_INPUTS = ("input_features", "pixel_values", "pixel_values_videos")
 
 
-def is_mrope(model) -> bool:
-    return callable(getattr(model, "get_rope_index", None))
-
-
 def split_positions(pos) -> tuple[list | None, list | None]:
     """position_ids as passed -> (text row, three mrope rows), batch row 0. [B, L] and [L] are
     text rows (an mrope model repeats them on its three rows); [3, B, L] are mrope rows;
@@ -31,11 +27,6 @@ def split_positions(pos) -> tuple[list | None, list | None]:
     return ints(pos), None
 
 
-def multimodal_ids(model) -> set[int]:
-    cfg = getattr(model, "config", None)
-    return {int(v) for n in MM_TOKENS if isinstance(v := getattr(cfg, n, None), int)}
-
-
 def ids_of_embeds(model, embeds, prompt: list[int], start: int) -> list[int] | None:
     """The ids an `inputs_embeds` forward fed: each row that is the model's own embedding of an
     id is that id (the prompt's id at that cache position is tried first, then the table is
@@ -45,7 +36,8 @@ def ids_of_embeds(model, embeds, prompt: list[int], start: int) -> list[int] | N
     if table is None:
         return None
     w, e = table.weight, embeds[0].to(table.weight.device, table.weight.dtype)
-    mm, out = multimodal_ids(model), []
+    cfg, out = getattr(model, "config", None), []
+    mm = {int(v) for n in MM_TOKENS if isinstance(v := getattr(cfg, n, None), int)}   # placeholders
     for j in range(e.shape[0]):
         p = prompt[start + j] if start + j < len(prompt) else None
         if p is not None and (p in mm or torch.equal(w[p], e[j])):
@@ -61,16 +53,13 @@ def ids_of_embeds(model, embeds, prompt: list[int], start: int) -> list[int] | N
 
 def multimodal_kwargs(kwargs: dict) -> dict:
     """What get_rope_index needs from a prefill's kwargs: the audio lengths and vision grids."""
-    out = {}
-    fam = kwargs.get("feature_attention_mask")
-    lengths = kwargs.get("audio_feature_lengths")
+    out = {k: kwargs[k] for k in ("image_grid_thw", "video_grid_thw")
+           if isinstance(kwargs.get(k), torch.Tensor)}
+    fam, lengths = kwargs.get("feature_attention_mask"), kwargs.get("audio_feature_lengths")
     if isinstance(fam, torch.Tensor):
         out["audio_seqlens"] = fam.sum(-1)
     elif isinstance(lengths, torch.Tensor):
         out["audio_seqlens"] = lengths
-    for k in ("image_grid_thw", "video_grid_thw"):
-        if isinstance(kwargs.get(k), torch.Tensor):
-            out[k] = kwargs[k]
     return out
 
 
@@ -120,8 +109,8 @@ class Multimodal(Observer):
             self.mm = multimodal_kwargs(call.kwargs)
 
     def finish(self, recording):
-        models = self.r.models
-        model = next((m for m in (models["cloud"], models["edge"]) if is_mrope(m)), None)
+        model = next((m for m in (self.r.models["cloud"], self.r.models["edge"])
+                      if callable(getattr(m, "get_rope_index", None))), None)      # an mrope model
         layout = prompt_layout(model, self.r.prompt_ids, self.mm) if model is not None else None
         if layout:
             span = layout.pop("audio")

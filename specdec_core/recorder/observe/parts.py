@@ -8,6 +8,8 @@ hidden states never go through the LM head is completed without rows at the next
 top-level hooks (docs/recorder.md, "How it records")."""
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import nn
 
@@ -43,18 +45,15 @@ class Parts(Observer):
         handles = []
         for role, m in self.r.distinct:
             inner, head = inner_model(m), lm_head(m)
-            handles.append(m.register_forward_pre_hook(self._flush_hook, prepend=True))
+            handles.append(m.register_forward_pre_hook(lambda *_: self.close(), prepend=True))
             if inner is None or head is None:
                 continue
-            handles += [inner.register_forward_pre_hook(self._pre(role), with_kwargs=True),
-                        inner.register_forward_hook(self._post(role), with_kwargs=True),
-                        head.register_forward_hook(self._logits(role))]
+            handles += [inner.register_forward_pre_hook(partial(self._pre, role), with_kwargs=True),
+                        inner.register_forward_hook(partial(self._post, role), with_kwargs=True),
+                        head.register_forward_hook(partial(self._logits, role))]
         if self.r.drafter is not None:
-            handles.append(self.r.drafter.register_forward_pre_hook(self._flush_hook, prepend=True))
+            handles.append(self.r.drafter.register_forward_pre_hook(lambda *_: self.close(), prepend=True))
         return handles
-
-    def _flush_hook(self, *_):
-        self.close()
 
     def close(self) -> None:
         """Complete a direct inner call whose LM head was not (or not yet) seen: no rows."""
@@ -66,33 +65,26 @@ class Parts(Observer):
         self.waiting = None
         out = _Out(output) if isinstance(output, dict) else _Out()
         out["logits"] = logits
-        self.r._post(role)(module, args, kwargs, out)
+        self.r._post(role, module, args, kwargs, out)
 
-    def _pre(self, role):
-        def hook(module, args, kwargs):
-            self.close()
-            inside = bool(self.r._pending.get(role))       # a top-level forward is running
-            self.skip.append(inside)
-            if not inside:
-                self.r._pre(role)(module, args, kwargs)
-                self.r.forwards[-1]["call"] = "parts"
-        return hook
+    def _pre(self, role, module, args, kwargs):
+        self.close()
+        inside = bool(self.r._pending.get(role))       # a top-level forward is running
+        self.skip.append(inside)
+        if not inside:
+            self.r._pre(role, module, args, kwargs)
+            self.r.forwards[-1]["call"] = "parts"
 
-    def _post(self, role):
-        def hook(module, args, kwargs, output):
-            if self.skip and not self.skip.pop():
-                self.waiting = (role, module, args, kwargs, output)
-        return hook
+    def _post(self, role, module, args, kwargs, output):
+        if self.skip and not self.skip.pop():
+            self.waiting = (role, module, args, kwargs, output)
 
-    def _logits(self, role):
-        def hook(_module, args, output):
-            if self.waiting is None or self.waiting[0] != role or not isinstance(output, torch.Tensor):
-                return
-            rows = _trailing(self.waiting[4], args[0] if args else None)
-            if rows:
-                logits = output.detach()
-                self._finish(logits if logits.dim() == 3 else logits[:, None])
-        return hook
+    def _logits(self, role, _module, args, output):
+        if self.waiting is None or self.waiting[0] != role or not isinstance(output, torch.Tensor):
+            return
+        if _trailing(self.waiting[4], args[0] if args else None):
+            logits = output.detach()
+            self._finish(logits if logits.dim() == 3 else logits[:, None])
 
 
 def _trailing(output, hidden) -> int:

@@ -31,34 +31,13 @@ OUT = -1e4        # log-prob of a token the processing removes (finite: JSON, ex
 
 def for_role(declared: dict, role: str) -> dict:
     """{"top_k", "top_p", "penalty"} declared for this model (edge: draft_*, cloud: target_*);
-    values that change nothing (top_p 1, penalty 1) are left out."""
-    side = ROLE.get(role)
-    if side is None:
-        return {}
+    values that change nothing (top_p 1, penalty 1; the knobs' checks refuse top_p > 1) are
+    left out."""
+    side = ROLE[role]
     d = {"top_k": declared.get(f"{side}_top_k"), "top_p": declared.get(f"{side}_top_p"),
          "penalty": declared.get(f"{side}_repetition_penalty")}
-    if d["top_p"] is not None and d["top_p"] >= 1:
-        d["top_p"] = None
-    if d["penalty"] is not None and d["penalty"] == 1:
-        d["penalty"] = None
-    return {k: v for k, v in d.items() if v is not None}
-
-
-class Contexts:
-    """The ids each cache holds (a small tape: cache id -> ids), so a row's repetition penalty
-    sees what generate's input_ids would hold at that row."""
-
-    def __init__(self):
-        self.held: dict = {}
-
-    def of(self, rec: dict) -> list[int]:
-        """Every id before and including this forward's inputs (in input order)."""
-        L, key = rec.get("cache_len") or 0, rec.get("cache")
-        before = self.held.get(key, [])[:L] if key is not None else []
-        ctx = before + list(rec.get("ids") or [])
-        if key is not None and rec.get("use_cache") is not False:
-            self.held[key] = ctx
-        return ctx
+    noop = {"top_p": 1, "penalty": 1}
+    return {k: v for k, v in d.items() if v is not None and v != noop.get(k)}
 
 
 @torch.no_grad()
@@ -95,7 +74,16 @@ class Watch:
         self.T = float(declared.get("temperature") or 0.0)
         self.proc = {role: for_role(declared, role) for role in ROLE}
         self.penalty = self.proc["cloud"].get("penalty")
-        self.ctxs = Contexts()
+        self.held: dict = {}                 # cache id -> the ids it holds
+
+    def context(self, rec: dict) -> list[int]:
+        """Every id before and including this forward's inputs (in input order), from the ids
+        each cache holds: a row's repetition penalty sees what generate's input_ids would hold."""
+        L, key = rec.get("cache_len") or 0, rec.get("cache")
+        ctx = (self.held.get(key, [])[:L] if key is not None else []) + list(rec.get("ids") or [])
+        if key is not None and rec.get("use_cache") is not False:
+            self.held[key] = ctx
+        return ctx
 
     def logits(self, who: str, rec: dict, logits: torch.Tensor):
         proc = self.proc.get(who)
@@ -103,7 +91,7 @@ class Watch:
         if not proc and not pen:
             return logits, {}
         t = logits.shape[0]
-        ctx = self.ctxs.of(rec) if pen else None
+        ctx = self.context(rec) if pen else None
         first = (rec.get("cache_len") or 0) + len(rec.get("ids") or []) - t
         if not proc:
             return logits, {"penalised_argmax": apply(logits, {"penalty": pen}, 0, ctx, first)

@@ -132,16 +132,6 @@ def kept_configs(*models):
             vars(c).update(before)
 
 
-def numerics_probe(backend, prompt, out, k: int):
-    """recording["numerics"]: width-1 vs width-(k+1) logits of the cloud on this clip."""
-    from specdec_core.recorder.driver.numerics import probe
-
-    try:
-        return probe(backend, prompt, out, k=k)
-    except Exception:   # noqa: BLE001 - a probe that cannot run is no finding
-        return None
-
-
 @contextlib.contextmanager
 def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=None, cloud=None,
              dependence: bool = True, **fields):
@@ -189,18 +179,16 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
 
     from specdec_core.backends import prepare
     from specdec_core.decoding.config import DecodeConfig
+    from specdec_core.recorder.driver.numerics import probe
 
     label = None if src is None else str(src)     # a text-only pair (hf): no audio
-    try:
-        prompt = prepare(backend, src, DecodeConfig(prompt_type=knobs["prompt_type"]))
-    except UserError as e:
-        return {"audio": label, "ok": False, "error": str(e)}
     declared = {k: v for k, v in knobs.items() if k != "prompt_type"}
     stops, (backend, lock) = tuple(backend.stop_ids), isolate(backend, isolated)
     head = head_drafter(fn, backend)
-    try:
+    try:              # a clip that cannot be read, a signature that cannot take the call
+        prompt = prepare(backend, src, DecodeConfig(prompt_type=knobs["prompt_type"]))
         kwargs = call_kwargs(fn, knobs, stops, _extra_knobs(fn, knobs, prompt.prefill_kwargs, seed), head)
-    except UserError as e:                        # a signature that cannot take the call
+    except UserError as e:
         return {"audio": label, "ok": False, "error": str(e)}
     sys.path.insert(0, str(path.parent))
     with lock, recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
@@ -216,7 +204,10 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
     if "error" in got:
         return {"audio": label, "ok": False, "error": got["error"], "recording": got["rec"].finish([])}
     out, recording, trace, found = got["out"], got["recording"], got["trace"], got["findings"]
-    recording["numerics"] = numerics_probe(backend, prompt, out, k=knobs["k"])
+    try:        # width-1 vs width-(k+1) logits of the cloud on this clip
+        recording["numerics"] = probe(backend, prompt, out, k=knobs["k"])
+    except Exception:   # noqa: BLE001 - a probe that cannot run is no finding
+        recording["numerics"] = None
     res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
            "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
            "recording": recording}
@@ -253,17 +244,13 @@ def pooled_findings(results: list[dict]) -> list[dict]:
     return (report.pooled(registry.run_pooled(runs)) if len(runs) > 1 else []) + mishears
 
 
-def _size(backend) -> int:
-    models = {id(m): m for m in (backend.edge, backend.cloud) if hasattr(m, "parameters")}
-    return sum(p.numel() for m in models.values() for p in m.parameters())
-
-
 def isolate(backend, isolated: bool):
     """(backend to decode on, lock to hold): with `isolated`, a copy with private models (and
     head drafter, issue 35), or, for a pair too large to copy, the shared one under a lock."""
     if not isolated or not all(hasattr(m, "parameters") for m in (backend.edge, backend.cloud)):
         return backend, contextlib.nullcontext()
-    if _size(backend) > COPY_LIMIT:
+    models = {id(m): m for m in (backend.edge, backend.cloud)}
+    if sum(p.numel() for m in models.values() for p in m.parameters()) > COPY_LIMIT:
         return backend, _SHARED
     own = copy.copy(backend)
     own.edge = copy.deepcopy(backend.edge).eval()      # one copy when both are the same model
