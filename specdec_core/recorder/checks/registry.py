@@ -6,7 +6,8 @@
 codes: registered in specdec_core/findings.py with their facts; scope "row" runs on every row of
 a batch, "clip" on the clip only; order: where it runs (the first finding of a code is shown);
 pooled: fn(list of every clip's Evidence, one per distinct run, 2+) -> findings, run by
-`run_pooled` (`pooled_sum`: a check's per-run data summed and judged once). `load` imports every module under recorder/checks/: a new check is its module and
+`run_pooled` in `pooled_order` (default: order; `pooled_sum`: a check's per-run data summed and
+judged once). `load` imports every module under recorder/checks/: a new check is its module and
 its registration."""
 from __future__ import annotations
 
@@ -28,20 +29,21 @@ class Check:
     scope: str
     order: float
     pooled: Callable | None = None
+    pooled_order: float = 100
 
 
 CHECKS: list[Check] = []
-POOLED: list[tuple[float, Callable]] = []     # pooled forms registered without a per-clip check
 
 
-def check(*codes: str, scope: str = "clip", order: float = 100, pooled: Callable | None = None):
+def check(*codes: str, scope: str = "clip", order: float = 100, pooled: Callable | None = None,
+          pooled_order: float | None = None):
     """Register `fn(e: Evidence) -> list[Finding]` (see the module doc)."""
     unknown = [c for c in codes if c not in REGISTRY]
     assert not unknown, f"finding codes {unknown} are not registered in specdec_core/findings.py"
     assert scope in SCOPES, scope
 
     def register(fn):
-        CHECKS.append(Check(fn, codes, scope, order, pooled))
+        CHECKS.append(Check(fn, codes, scope, order, pooled, order if pooled_order is None else pooled_order))
         CHECKS.sort(key=lambda c: c.order)
         return fn
     return register
@@ -67,16 +69,6 @@ def pooled_sum(collect: Callable, judge: Callable, scope: str = "{n} distinct ru
     return pooled
 
 
-def pooled_check(*codes: str, order: float = 100):
-    """Register a pooled form that has no per-clip check of its own: fn(list[Evidence])."""
-    check(*codes)      # asserts the codes are registered
-
-    def register(fn):
-        POOLED.append((order, fn))
-        return fn
-    return register
-
-
 @cache
 def load() -> None:
     """Import every module under recorder/checks/ once (each registers its checks)."""
@@ -95,5 +87,5 @@ def run(e, scope: str = "clip") -> list:
 def run_pooled(evidences: list) -> list:
     """Every pooled form over the clips' Evidence (one per distinct run), in order."""
     load()
-    forms = sorted([(c.order, c.pooled) for c in CHECKS if c.pooled] + POOLED, key=lambda p: p[0])
-    return [f for _, fn in forms for f in fn(evidences)]
+    forms = sorted((c for c in CHECKS if c.pooled), key=lambda c: c.pooled_order)
+    return [f for c in forms for f in c.pooled(evidences)]

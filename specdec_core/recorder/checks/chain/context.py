@@ -8,10 +8,6 @@ from specdec_core.recorder.evidence.tape import Fwd
 from specdec_core.recorder.checks.registry import check, ev
 
 
-def _greedy(d: dict) -> bool:
-    return d.get("verify", "greedy") == "greedy" and not d.get("temperature")
-
-
 # -- the cache / context / position family --------------------------------------------------------
 @check("position_error", scope="row", order=10)
 def check_positions(e) -> list[dict]:

@@ -6,16 +6,14 @@ from __future__ import annotations
 from specdec_core.analysis.acceptance import NOT_GREEDY_FIX, not_greedy_cause, rank_findings
 from specdec_core.recorder.checks.chain import causes
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.chain.context import _greedy
 from specdec_core.recorder.checks.registry import check, ev
 
 
 @check("lossless_violation", "rank_window_exceeded", scope="row", order=70)
 def check_lossless(e) -> list[dict]:
     t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
-    if not _greedy(declared):
-        return []
-    C, bad = t.C, t.not_argmax()
+    greedy = declared.get("verify", "greedy") == "greedy" and not declared.get("temperature")
+    C, bad = t.C, t.not_argmax() if greedy else []
     if not bad:
         return []
     p, f, r = bad[0]

@@ -13,7 +13,7 @@ from specdec_core.recorder.checks.sampling import draft_filter
 from specdec_core.recorder.report import named_causes
 from specdec_core.recorder.checks.sampling import q_check
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.registry import check, ev, pooled_check, pooled_sum
+from specdec_core.recorder.checks.registry import check, ev, pooled_sum
 
 ALPHA = 1e-3           # family-wise false-alarm rate of the stochastic tests
 N_TESTS = 3            # acceptance (all), acceptance (p < q), argmax share
@@ -53,8 +53,7 @@ def collect(e) -> dict:
     out["pos0"], out["later_rejected"] = [], 0   # judged[i] at block position 0 (named_causes)
     out["samples"] = e.samples
     for f, r, x in out["samples"]:
-        top = f.rows["top_logp"][r][0]
-        qa = _at_t(f, r, top, T)
+        qa = _at_t(f, r, f.rows["top_logp"][r][0], T)
         if qa is not None:
             out["drafts"].append((math.exp(qa), x == f.rows["argmax"][r], f.i, f.first_q + r + 1, f, r))
     for rnd in rounds:
@@ -135,10 +134,8 @@ def _match_rule(J, level) -> dict | None:
     counts where p < q and where p >= q both agree with it."""
     if len(J) < 12:
         return None
-    ps = []
-    for sub in ([j for j in J if j[2] < 0], [j for j in J if j[2] >= 0], J):
-        if sub:
-            ps.append(_test([min(A_MAX, math.exp(j[8])) for j in sub], sum(j[1] for j in sub))[3])
+    ps = [_test([min(A_MAX, math.exp(j[8])) for j in sub], sum(j[1] for j in sub))[3]
+          for sub in ([j for j in J if j[2] < 0], [j for j in J if j[2] >= 0], J) if sub]
     return {"p": min(ps), "n": len(J), "accepted": sum(j[1] for j in J)} if min(ps) >= level else None
 
 
@@ -156,19 +153,19 @@ def judge(data: dict, scope: str) -> list[dict]:
     out, acc_note = _acceptance(data["judged"], T, scope, level, residual_bad)
     out += _greedy_drafts(data["drafts"], T, scope, level)
     out += _residual(corr, zero, scope, acc_note) if residual_bad else []
-    if any(f["code"] in ("acceptance_rule", "residual_mismatch") for f in out):
-        m = _match_rule(data["judged"], level)
-        if m:      # the emitted tokens are the cloud's own samples: exact, another rule
-            out = [f for f in out if f["code"] not in ("acceptance_rule", "residual_mismatch")]
-            out.append(finding(
-                "sampling_rule", "acceptance rule: sample-and-match (exact)",
-                f"{scope}: {m['accepted']} of {m['n']} judged drafts accepted, as often as the "
-                f"cloud's own sample equals the draft (probability p(x); exact p = {m['p']:.1e}); "
-                "min(1, p/q) does not fit",
-                "a draft is accepted iff it equals the cloud's sample at that slot and the cloud's "
-                "sample is emitted at the first mismatch: every emitted token is drawn from p",
-                "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
-                ev(model="cloud", rule="sample_and_match", p_value=m["p"])))
+    off = ("acceptance_rule", "residual_mismatch")
+    m = any(f["code"] in off for f in out) and _match_rule(data["judged"], level)
+    if m:      # the emitted tokens are the cloud's own samples: exact, another rule
+        out = [f for f in out if f["code"] not in off]
+        out.append(finding(
+            "sampling_rule", "acceptance rule: sample-and-match (exact)",
+            f"{scope}: {m['accepted']} of {m['n']} judged drafts accepted, as often as the "
+            f"cloud's own sample equals the draft (probability p(x); exact p = {m['p']:.1e}); "
+            "min(1, p/q) does not fit",
+            "a draft is accepted iff it equals the cloud's sample at that slot and the cloud's "
+            "sample is emitted at the first mismatch: every emitted token is drawn from p",
+            "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
+            ev(model="cloud", rule="sample_and_match", p_value=m["p"])))
     out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
     out = named_causes.first_draft_sampled(out, data, level, scope)
     return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
@@ -245,12 +242,11 @@ def _residual(corr: list, zero: list, scope: str, acc_note: str) -> list:
            zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4)))]
 
 
+# pooled: the sampling checks over several recordings of one decoder (one Evidence per distinct run)
+pooled = pooled_sum(collect, judge, "{n} runs pooled")
+
+
 @check("acceptance_rule", "greedy_draft_sampling", "residual_mismatch", "sampling_rule",
-       "not_judged", "draft_filter", order=130)
+       "not_judged", "draft_filter", order=130, pooled=pooled, pooled_order=155)
 def sampling(e) -> list[dict]:
     return judge(collect(e), "this run")
-
-
-# the sampling checks over several recordings of one decoder (one Evidence per distinct run)
-pooled = pooled_check("acceptance_rule", "greedy_draft_sampling", "residual_mismatch", "sampling_rule",
-                      "not_judged", "draft_filter", order=155)(pooled_sum(collect, judge, "{n} runs pooled"))
