@@ -113,11 +113,10 @@ def check_audio(e) -> list[dict]:
     """A model that wrote the prompt's audio span into its cache from plain ids (no
     input_features, no inputs_embeds) never heard the clip: the <|AUDIO|> placeholders were
     embedded as ordinary tokens. Lossless still (the cloud verifies), but the drafts are deaf."""
-    t, rec = e.t, e.rec
-    span = (rec.get("audio") or {}).get("span")
+    span = (e.rec.get("audio") or {}).get("span")
     if not span:
         return []
-    deaf = [f for f in t.fwds if f.raw.get("ids") and not f.raw.get("input_features")
+    deaf = [f for f in e.t.fwds if f.raw.get("ids") and not f.raw.get("input_features")
             and not f.raw.get("inputs_embeds") and f.L <= span[0] < f.L + f.n]
     if not deaf:
         return []

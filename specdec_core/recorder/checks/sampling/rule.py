@@ -46,7 +46,6 @@ def collect(e) -> dict:
     if not T:
         return out
     t, rounds = e.t, e.rounds
-    C = t.C
     # tree rounds are tree_sampling.py's to judge and to count as not judged
     out["drafted"] = sum(len(rnd.block) for rnd in rounds if rnd.verified and not rnd.is_tree)
     out["declared"] = e.declared
@@ -80,7 +79,7 @@ def collect(e) -> dict:
             out["later_rejected"] += int(j > 0 and j >= rnd.accepted)
         if not rejected or rnd.extra not in rnd.drafted_by:
             continue
-        pos, c = rnd.extra, C[rnd.extra]
+        pos, c = rnd.extra, t.C[rnd.extra]
         f, r = rnd.drafted_by[pos]
         rc = cf.row_at(pos - 1)
         if rc is None or f.ctx[:pos] != cf.ctx[:pos]:

@@ -83,17 +83,15 @@ def collect(e) -> dict:
     mass S under p, whether the emitted token is one of them) and the corrections equal to a
     child the loop rejected (the canonical recording, the tree normalizer's notes, where the
     loop resumed: t.resumed)."""
-    rec, info, cut = e.rec, e.trees, e.t.resumed
-    T = applies(rec.get("declared", {}))
+    t, info, T = e.t, e.trees, applies(e.declared)
     out = {"nodes": [], "resampled": [], "unjudged": 0, "rounds": 0}
     if not T or info.get("shape") != "tree":
         return out
-    C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     for i, tree in (info.get("trees") or {}).items():
         raw = info["raw"][i]
         if raw["model"] == "cloud" and tree.get("path") is not None:
             out["rounds"] += 1
-            _round(raw, tree, C, len(rec.get("prompt_ids") or []), T, cut.get(i), out)
+            _round(raw, tree, t.C, t.P, T, t.resumed.get(i), out)
     return out
 
 
