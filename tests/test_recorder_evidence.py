@@ -71,7 +71,7 @@ def test_a_tree_loop_builds_each_round_tree_once(demo, monkeypatch):
 
     fn, path = load_function(str(ROOT / "examples" / "decoders" / "tree_correct.py") + ":decode")
     res = record_clip(fn, path, demo, CLIP, {"k": 4, "max_new_tokens": 24, "temperature": 0.0,
-                                             "verify": "greedy"})
+                                             "verify": "greedy", "prompt_type": "detailed"})
     assert res["ok"], res.get("error")
     calls, real = [], tree_trace.round_tree
     monkeypatch.setattr(tree_trace, "round_tree", lambda rnd, *a: calls.append(rnd.n) or real(rnd, *a))
