@@ -7,7 +7,7 @@ the findings and a badge of the run's configuration. Pure functions of the findi
 dicts; inject FINDINGS_CSS once (components.ALL_CSS)."""
 from __future__ import annotations
 
-from specdec_core.findings import from_json
+from specdec_core.findings import SEVERITIES, from_json
 
 from .config_panel import SPECS_BY_NAME
 from .formatting import DASH, esc, fault_label, num, visible
@@ -15,7 +15,7 @@ from .formatting import DASH, esc, fault_label, num, visible
 # severity -> (icon, css class). Icons are distinct glyphs, not just colours.
 SEVERITY = {"error": ("✖", "error"), "critical": ("✖", "error"), "warning": ("▲", "warning"),
             "warn": ("▲", "warning"), "info": ("ℹ", "info"), "ok": ("✔", "ok"), "pass": ("✔", "ok")}
-ORDER = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+ORDER = {s: i for i, s in enumerate(SEVERITIES + ("ok",))}
 
 FINDINGS_CSS = """
 .ss-findings { display: flex; flex-direction: column; gap: 6px; font-family: system-ui, sans-serif; }

@@ -3,7 +3,7 @@ for files of older releases (`key` for `code`), and the registry of codes that
 docs/findings.md is generated from (the fields and what they mean: docs/findings.md)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SEVERITIES = ("error", "warning", "info")
 KEYS = ("code", "severity", "title", "detail", "cause", "fix", "evidence", "explained_by")
@@ -33,13 +33,13 @@ REGISTRY: dict[str, Code] = {}
 
 
 def register(code: str, severity: str, mechanism: str, trigger: str, source: str = "decoder, recorder",
-             severities: tuple = (), root: int = 0, explains: tuple = (), end: bool = False,
-             text: bool = False) -> Code:
+             **facts) -> Code:
+    """One code and its facts (the fields of Code)."""
+    c = Code(code, severity, mechanism, trigger, source, **facts)
     assert severity in SEVERITIES, severity
     assert code not in REGISTRY, f"finding code {code!r} registered twice"
-    assert bool(root) == bool(explains), f"{code}: a root has a rank and what it explains"
-    REGISTRY[code] = c = Code(code, severity, mechanism, trigger, source,
-                              tuple(severities) or (severity,), root, tuple(explains), end, text)
+    assert bool(c.root) == bool(c.explains), f"{code}: a root has a rank and what it explains"
+    REGISTRY[code] = c = replace(c, severities=tuple(c.severities) or (severity,), explains=tuple(c.explains))
     return c
 
 

@@ -64,3 +64,29 @@ def test_every_check_is_registered_once_with_registered_codes():
     names = [(c.fn.__module__, c.fn.__name__) for c in registry.CHECKS]
     assert len(names) == len(set(names))
     assert all(c.scope in registry.SCOPES and c.codes for c in registry.CHECKS)
+
+
+def test_a_tree_loop_builds_each_round_tree_once(demo, monkeypatch):
+    from specdec_core.recorder.evidence import tree_trace
+
+    fn, path = load_function(str(ROOT / "examples" / "decoders" / "tree_correct.py") + ":decode")
+    res = record_clip(fn, path, demo, CLIP, {"k": 4, "max_new_tokens": 24, "temperature": 0.0,
+                                             "verify": "greedy", "prompt_type": "detailed"})
+    assert res["ok"], res.get("error")
+    calls, real = [], tree_trace.round_tree
+    monkeypatch.setattr(tree_trace, "round_tree", lambda rnd, *a: calls.append(rnd.n) or real(rnd, *a))
+    trace, _ = analyze(res["recording"], demo.tokenizer)
+    trees = [r.round for r in trace.rounds if r.tree]
+    assert trees and sorted(calls) == trees      # the trace and the `trees` check read one build
+
+
+def test_a_pooled_form_sums_every_runs_data_in_its_pooled_order():
+    pooled = registry.pooled_sum(lambda e: {"xs": [e], "n": 1, "declared": {"run": e}},
+                                 lambda data, scope: [dict(data, scope=scope)])
+    assert pooled([1]) == []                     # a pooled form reads 2+ distinct runs
+    assert pooled([1, 2, 3]) == [{"xs": [1, 2, 3], "n": 3, "declared": {"run": 3},
+                                  "scope": "3 distinct runs pooled"}]
+    registry.load()
+    forms = [c.fn.__name__ for c in sorted((c for c in registry.CHECKS if c.pooled),
+                                           key=lambda c: c.pooled_order)]
+    assert forms == ["check_draft_rule", "penalty", "tree_sampling", "sampling"], forms

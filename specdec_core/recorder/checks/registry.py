@@ -6,13 +6,15 @@
 codes: registered in specdec_core/findings.py with their facts; scope "row" runs on every row of
 a batch, "clip" on the clip only; order: where it runs (the first finding of a code is shown);
 pooled: fn(list of every clip's Evidence, one per distinct run, 2+) -> findings, run by
-`run_pooled`. `load` imports every module under recorder/checks/: a new check is its module and
+`run_pooled` in `pooled_order` (default: order; `pooled_sum`: a check's per-run data summed and
+judged once). `load` imports every module under recorder/checks/: a new check is its module and
 its registration."""
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from dataclasses import dataclass
+from functools import cache
 from typing import Callable
 
 from specdec_core.findings import REGISTRY
@@ -27,53 +29,53 @@ class Check:
     scope: str
     order: float
     pooled: Callable | None = None
+    pooled_order: float = 100
 
 
 CHECKS: list[Check] = []
-POOLED: list[tuple[float, Callable]] = []     # pooled forms registered without a per-clip check
 
 
-def check(*codes: str, scope: str = "clip", order: float = 100, pooled: Callable | None = None):
+def check(*codes: str, scope: str = "clip", order: float = 100, pooled: Callable | None = None,
+          pooled_order: float | None = None):
     """Register `fn(e: Evidence) -> list[Finding]` (see the module doc)."""
-    assert scope in SCOPES and _known(codes), scope
+    unknown = [c for c in codes if c not in REGISTRY]
+    assert not unknown, f"finding codes {unknown} are not registered in specdec_core/findings.py"
+    assert scope in SCOPES, scope
 
     def register(fn):
-        CHECKS.append(Check(fn, codes, scope, order, pooled))
+        CHECKS.append(Check(fn, codes, scope, order, pooled, order if pooled_order is None else pooled_order))
         CHECKS.sort(key=lambda c: c.order)
         return fn
     return register
 
 
-def pooled_check(*codes: str, order: float = 100):
-    """Register a pooled form that has no per-clip check of its own: fn(list[Evidence])."""
-    assert _known(codes)
-
-    def register(fn):
-        POOLED.append((order, fn))
-        POOLED.sort(key=lambda p: p[0])
-        return fn
-    return register
+def ev(f=None, position=None, tokens=None, **kw) -> dict:
+    """A finding's evidence: the model and forward of `f` (a Fwd; None: no one forward), the
+    position and tokens it names, then the check's own fields."""
+    return {"model": f.model if f else None, "forward": f.i if f else None, "position": position,
+            "tokens": tokens, **kw}
 
 
-def _known(codes) -> bool:
-    unknown = [c for c in codes if c not in REGISTRY]
-    assert not unknown, f"finding codes {unknown} are not registered in specdec_core/findings.py"
-    return True
+def pooled_sum(collect: Callable, judge: Callable, scope: str = "{n} distinct runs pooled") -> Callable:
+    """The pooled form of a check written as `judge(collect(e), "this run")`: every run's data
+    summed key by key (lists joined, counts added, anything else the last run's), judged once
+    (2+ runs)."""
+    def pooled(runs: list) -> list:
+        data: dict = {}
+        for e in runs:
+            for k, v in collect(e).items():
+                data[k] = data[k] + v if k in data and isinstance(v, (list, int, float)) else v
+        return judge(data, scope.format(n=len(runs))) if len(runs) > 1 else []
+    return pooled
 
 
-_LOADED = False
-
-
+@cache
 def load() -> None:
     """Import every module under recorder/checks/ once (each registers its checks)."""
-    global _LOADED
-    if _LOADED:
-        return
     from specdec_core.recorder import checks as pkg
 
     for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         importlib.import_module(m.name)
-    _LOADED = True
 
 
 def run(e, scope: str = "clip") -> list:
@@ -85,5 +87,5 @@ def run(e, scope: str = "clip") -> list:
 def run_pooled(evidences: list) -> list:
     """Every pooled form over the clips' Evidence (one per distinct run), in order."""
     load()
-    forms = sorted([(c.order, c.pooled) for c in CHECKS if c.pooled] + POOLED, key=lambda p: p[0])
-    return [f for _, fn in forms for f in fn(evidences)]
+    forms = sorted((c for c in CHECKS if c.pooled), key=lambda c: c.pooled_order)
+    return [f for c in forms for f in c.pooled(evidences)]

@@ -53,16 +53,26 @@ class Evidence:
         from specdec_core.analysis.audio_dependence import attach
 
         trace = build_trace(self.rec, self.t, self.rounds, self.tokenizer, self.info)
-        tree_trace.attach(trace, self.rounds, self.trees)
+        tree_trace.attach(trace, self.tree_rounds, self.trees)
         attach(trace, self.dependence)
         return trace
 
     @cached_property
-    def samples(self) -> list:
-        """(edge forward, row, drafted id) of every verified draft made from the verified context."""
-        from specdec_core.recorder.checks.chain.context import draft_samples
+    def tree_rounds(self) -> dict:
+        """round n -> (its round["tree"], nodes drafted from another branch's context)."""
+        return tree_trace.round_trees(self.rounds, self.trees)
 
-        return draft_samples(self.t, self.rounds)
+    @cached_property
+    def samples(self) -> list:
+        """(edge forward, row, drafted id) of every draft made from the context the cloud
+        verified. Tree rounds are left out: their nodes are chosen (top-k), not drawn
+        (recorder/checks/tree/sampling.py)."""
+        out = []
+        for rnd in self.rounds:
+            ref = rnd.cloud.ctx if rnd.verified else self.t.C
+            out += [(f, r, ref[p]) for p, (f, r) in rnd.drafted_by.items() if not rnd.is_tree
+                    and max(rnd.block_start, self.t.P) <= p < len(ref) and f.ctx[:p] == ref[:p]]
+        return out
 
 
 def run_key(rec: dict) -> tuple:

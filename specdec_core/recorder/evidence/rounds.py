@@ -25,6 +25,11 @@ class Round:
     def verified(self) -> bool:
         return self.cloud is not None
 
+    @property
+    def is_tree(self) -> bool:
+        """A tree verify round (its slots resolved by recorder/normalize/tree.py)."""
+        return self.verified and self.cloud.raw.get("tree_sel") is not None
+
 
 def _draft_rows(edge_fwds: list[Fwd]) -> dict:
     """position p -> (forward, row) of the latest edge row that scored p-1 (i.e. drafted p)."""

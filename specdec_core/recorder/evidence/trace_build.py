@@ -39,7 +39,7 @@ def ended_by(rec: dict) -> str:
         return "eos"
     if out[-1] in set(d.get("sentence_ids") or []) and len(out) >= d.get("min_new_tokens", 0):
         return "sentence"
-    if d.get("max_new_tokens") and len(out) >= d["max_new_tokens"]:
+    if limit and len(out) >= limit:
         return "max_tokens"
     return "stopped"
 
@@ -56,21 +56,20 @@ def _config(declared: dict) -> dict:
     return cfg
 
 
+def _prob(f, r: int, token: int) -> float | None:
+    lp = f.logp_of(r, token)
+    return round(math.exp(lp), 5) if lp is not None else None
+
+
 def _edge_info(tr: TokenRecord, rnd: Round, p: int, texts) -> None:
     got = rnd.drafted_by.get(p)
-    if not got:
-        return
-    f, r = got
-    tr.entropy = f.rows["entropy"][r]
-    lp = f.logp_of(r, tr.id)
-    tr.draft_prob = round(math.exp(lp), 5) if lp is not None else None
-    tr.top = f.top(r, texts)
+    if got:
+        f, r = got
+        tr.entropy, tr.draft_prob, tr.top = f.rows["entropy"][r], _prob(f, r, tr.id), f.top(r, texts)
 
 
 def _cloud_info(tr: TokenRecord, f, r) -> None:
-    tr.target_rank = f.rank_of(r, tr.id)
-    lp = f.logp_of(r, tr.id)
-    tr.target_prob = round(math.exp(lp), 5) if lp is not None else None
+    tr.target_rank, tr.target_prob = f.rank_of(r, tr.id), _prob(f, r, tr.id)
 
 
 def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) -> Trace:
@@ -84,15 +83,9 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
     for rnd, times in zip(rounds, speed.round_times(rec, rounds)):
         rr = RoundRecord(rnd.n, start=len(tr.tokens), drafted=0, verified=rnd.verified, **times)
         for p in range(rnd.start, rnd.end):
-            if rnd.verified:
-                if p < rnd.block_start:
-                    src = "accepted"
-                elif p == rnd.extra:
-                    src = "corrected" if rnd.accepted < len(rnd.block) else "bonus"
-                else:
-                    src = "accepted"
-            else:
-                src = "draft"
+            src = "accepted" if rnd.verified else "draft"
+            if rnd.verified and p == rnd.extra:      # (extra >= block_start)
+                src = "corrected" if rnd.accepted < len(rnd.block) else "bonus"
             tok = TokenRecord(len(tr.tokens), C[p], texts(C[p]), src, rnd.n,
                               drafter=who if src in ("accepted", "draft") else None)
             if src in ("accepted", "draft"):

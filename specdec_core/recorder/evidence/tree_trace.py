@@ -5,16 +5,11 @@ contexts by design), and carries round["tree"] in the built-in decoder's schema
 from __future__ import annotations
 
 
-
-def is_tree_round(rnd) -> bool:
-    return rnd.verified and rnd.cloud.raw.get("tree_sel") is not None
-
-
 def fix_rounds(rounds: list) -> list:
     """A tree drafts several candidates per parent by design: the chain's draft rule (the draft
     is the edge's argmax) is kept for the path's drafts that are their row's argmax only."""
     for rnd in rounds:
-        if is_tree_round(rnd):
+        if rnd.is_tree:
             ref = rnd.cloud.ctx
             rnd.drafted_by = {p: (f, r) for p, (f, r) in rnd.drafted_by.items()
                               if p < len(ref) and f.ctx[:p] == ref[:p]
@@ -88,11 +83,17 @@ def round_tree(rnd, tree: dict, raw: dict, info: dict) -> tuple[dict, list]:
             "forward": raw["i"]}, wrong          # forward: the cloud call (the Inspect drill-down's step)
 
 
-def attach(trace, rounds: list, info: dict) -> None:
-    """round["tree"] on the trace's rounds of tree verify forwards."""
+def round_trees(rounds: list, info: dict) -> dict:
+    """round n -> round_tree() of every round verified by a tree forward (Evidence.tree_rounds:
+    the trace and the `trees` check read it)."""
     trees = info.get("trees") or {}
-    for rnd, rr in zip(rounds, trace.rounds):
-        tree = trees.get(rnd.cloud.i) if rnd.verified else None
-        if tree is not None:
-            rr.tree, _ = round_tree(rnd, tree, info["raw"][rnd.cloud.i], info)
+    return {rnd.n: round_tree(rnd, trees[rnd.cloud.i], info["raw"][rnd.cloud.i], info)
+            for rnd in rounds if rnd.verified and rnd.cloud.i in trees}
+
+
+def attach(trace, tree_rounds: dict, info: dict) -> None:
+    """round["tree"] on the trace's rounds of tree verify forwards."""
+    for rr in trace.rounds:
+        if rr.round in tree_rounds:
+            rr.tree = tree_rounds[rr.round][0]
     trace.config["draft_shape"] = info.get("shape", "chain")

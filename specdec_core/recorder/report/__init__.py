@@ -4,11 +4,10 @@ facts), a cut recording's nesting (incomplete.py), text symptoms of an exact loo
 (model_or_decoder.py), and the order."""
 from __future__ import annotations
 
+from specdec_core.findings import SEVERITIES
 from specdec_core.recorder.report import incomplete, named_causes
 from specdec_core.recorder.report.model_or_decoder import judge_text
 from specdec_core.recorder.report.roots import link
-
-SEVERITY = {"error": 0, "warning": 1, "info": 2}
 
 
 def dedupe(found: list) -> list:
@@ -22,15 +21,15 @@ def dedupe(found: list) -> list:
 
 def order(found: list) -> list:
     """Errors first, then warnings, then info; roots before the symptoms they explain."""
-    return sorted(found, key=lambda f: (SEVERITY.get(f["severity"], 9), bool(f["explained_by"])))
+    return sorted(found, key=lambda f: (SEVERITIES.index(f["severity"]), bool(f["explained_by"])))
 
 
 def fold(found: list, e) -> list:
     """One clip's findings (its Evidence `e`) as the report shows them."""
-    found = named_causes.name(found, e.t, e.rounds, e.declared)     # penalty / first draft
+    found = named_causes.name(found, e)     # penalty / first draft
     found = link(dedupe(found))
     # a text symptom of a loop shown exact (sampling with no sampling error) is the model's
-    found = judge_text(incomplete.nest(found, incomplete.check_incomplete(e.t, e.texts)), e.rec)
+    found = judge_text(incomplete.nest(found, incomplete.check_incomplete(e.t)), e.rec)
     return order(found)
 
 

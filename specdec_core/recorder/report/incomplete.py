@@ -24,7 +24,7 @@ def seen_until(t: Tapes) -> int:
     return end
 
 
-def check_incomplete(t: Tapes, texts) -> list[dict]:
+def check_incomplete(t: Tapes) -> list[dict]:
     cut = seen_until(t)
     missing = len(t.C) - max(cut, t.P)
     if not t.out or missing <= SLACK:

@@ -2,7 +2,7 @@
 docs/recorder.md, "Text symptoms of an exact loop")."""
 from __future__ import annotations
 
-from specdec_core.findings import fact, finding
+from specdec_core.findings import SEVERITIES, fact, finding
 
 MODEL_CAUSE = ("the cloud alone does this too: the loop is exact ({why}), so this text is what "
                "the model produces on this prompt, not a decoder bug")
@@ -13,25 +13,15 @@ MODEL_FIX = ("look at the model or the prompt (chat template, stop ids, temperat
              "type); compare with `run --baseline` (cloud only)")
 
 
-def exact_because(recording: dict, reference: dict | None, findings: list[dict]) -> str | None:
-    """Why the loop's output is the cloud's own (a short reason), or None when it is not shown."""
-    if any(f["severity"] == "error" and not fact(f["code"], "text") for f in findings):
-        return None
+def exact_because(recording: dict, reference: dict | None) -> str | None:
+    """Why the loop's output is the cloud's own (a short reason), or None when it is not shown
+    (asked where no error but a text symptom was found)."""
     declared = recording.get("declared") or {}
     if declared.get("temperature") and declared.get("verify") == "sampling":
         return "sampling: no check found the samples off the cloud's distribution"
     if reference is not None and reference.get("matches"):
         return "greedy: identical to the cloud's own greedy decode"
     return None
-
-
-def _proof(reference: dict | None, findings: list[dict]) -> bool:
-    """Forward-level evidence under a text symptom (docs/findings.md, "An error needs proof"):
-    another error (a root it may be the symptom of), or the output leaving the reference."""
-    if any(f["severity"] == "error" and not fact(f["code"], "text") for f in findings):
-        return True
-    fd = (reference or {}).get("first_divergence") or {}
-    return reference is not None and not reference.get("matches") and fd.get("cause") != "numerics"
 
 
 def model_or_decoder(f: dict, recording: dict, reference: dict | None,
@@ -42,8 +32,12 @@ def model_or_decoder(f: dict, recording: dict, reference: dict | None,
     error."""
     if not fact(f["code"], "text") or f["severity"] != "error":
         return f
-    why = exact_because(recording, reference, findings)
-    if why is None and _proof(reference, findings):
+    # forward-level evidence under a text symptom (docs/findings.md, "An error needs proof"):
+    # another error (a root it may be the symptom of), or the output leaving the reference
+    if any(g["severity"] == "error" and not fact(g["code"], "text") for g in findings):
+        return f
+    why, fd = exact_because(recording, reference), (reference or {}).get("first_divergence") or {}
+    if why is None and reference is not None and fd.get("cause") != "numerics":   # (it diverged)
         return f
     ev = dict(f.get("evidence") or {}, model_or_decoder="model" if why else "text only",
               decoder_error=f["cause"])
@@ -56,5 +50,4 @@ def model_or_decoder(f: dict, recording: dict, reference: dict | None,
 def judge_text(findings: list[dict], recording: dict, reference: dict | None = None) -> list[dict]:
     """Every finding through model_or_decoder, errors first as before."""
     out = [model_or_decoder(f, recording, reference, findings) for f in findings]
-    rank = {"error": 0, "warning": 1, "info": 2, "ok": 3}
-    return sorted(out, key=lambda f: rank.get(f["severity"], 9))
+    return sorted(out, key=lambda f: SEVERITIES.index(f["severity"]))

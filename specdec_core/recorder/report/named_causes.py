@@ -7,15 +7,13 @@ from __future__ import annotations
 from specdec_core.findings import finding
 
 
-def penalty_cause(t, rounds, declared: dict, bad) -> str | None:
-    R = declared.get("target_repetition_penalty")
+def penalty_cause(e, bad) -> str | None:
+    R = e.declared.get("target_repetition_penalty")
     if not R or not bad or not all("raw_argmax" in f.rows for _, f, _ in bad):
         return None
-    if not all(f.rows["raw_argmax"][r] == t.C[p] for p, f, r in bad):
+    if not all(f.rows["raw_argmax"][r] == e.t.C[p] for p, f, r in bad):
         return None
-    from specdec_core.recorder.checks.chain.context import draft_samples
-
-    drafts = [(f, r, x) for f, r, x in draft_samples(t, rounds) if "penalised_argmax" in f.rows]
+    drafts = [(f, r, x) for f, r, x in e.samples if "penalised_argmax" in f.rows]
     on_drafts = any(f.rows["penalised_argmax"][r] == x != f.rows["argmax"][r] for f, r, x in drafts)
     where = ("it is applied to the drafts only (the drafts follow the penalised edge, the "
              "verify step the plain cloud)" if on_drafts else "the loop ignores it")
@@ -24,7 +22,7 @@ def penalty_cause(t, rounds, declared: dict, bad) -> str | None:
             f"the penalised choice differs; {where}")
 
 
-def first_draft_cause(t, rounds, bad) -> str | None:
+def first_draft_cause(rounds, bad) -> str | None:
     """Every wrong token an accepted draft at block position 0 whose round's own verify forward
     computed the row that decides it."""
     if len(bad) < 2:       # one wrong token at position 0 could be any loose test
@@ -41,25 +39,26 @@ def first_draft_cause(t, rounds, bad) -> str | None:
             f"row {r}); the comparison starts at the second draft")
 
 
-FIXES = {"penalty": "apply the declared penalty to the cloud's logits of every verified slot "
-                    "(given the sequence and the drafts before it) before its argmax / sampling",
-         "first": "compare draft 0 with the verify row at the position before it (row 0 of the "
-                  "block), as every other draft"}
+# the named causes: (short title, fix)
+NAMED = {"penalty_not_applied": ("the declared repetition penalty is not applied",
+                                 "apply the declared penalty to the cloud's logits of every verified "
+                                 "slot (given the sequence and the drafts before it) before its argmax / sampling"),
+         "first_draft_unverified": ("the first draft of each block is committed unverified",
+                                    "compare draft 0 with the verify row at the position before it "
+                                    "(row 0 of the block), as every other draft")}
 
 
-def name(found: list, t, rounds, declared: dict) -> list:
-    """lossless_violation findings with the named cause when the evidence fits one."""
+def name(found: list, e) -> list:
+    """lossless_violation findings with the named cause when the evidence (`e`) fits one."""
     if not any(f["code"] == "lossless_violation" for f in found):
         return found
-    bad = t.not_argmax()
-    cause, fix = penalty_cause(t, rounds, declared, bad), FIXES["penalty"]
+    bad = e.t.not_argmax()
+    key, cause = "penalty_not_applied", penalty_cause(e, bad)
     if cause is None:
-        cause, fix = first_draft_cause(t, rounds, bad), FIXES["first"]
+        key, cause = "first_draft_unverified", first_draft_cause(e.rounds, bad)
     if cause is None:
         return found
-    key = "penalty_not_applied" if "penalty" in cause else "first_draft_unverified"
-    short = {"penalty_not_applied": "the declared repetition penalty is not applied",
-             "first_draft_unverified": "the first draft of each block is committed unverified"}[key]
+    short, fix = NAMED[key]
     return [finding(f["code"], f"{f['title']}: {short}", f["detail"], cause, fix,
                     {**f["evidence"], "named": key}, severity=f["severity"],
                     explained_by=f["explained_by"])
@@ -86,6 +85,6 @@ def first_draft_sampled(out: list, data: dict, level: float, scope: str) -> list
         "were rejected; the verify row that judges draft 0 was computed and ignored",
         "the acceptance loop starts at the second draft (ohdearquant/lattice #243): draft 0 is "
         "committed whatever the cloud's row at the position before it says",
-        FIXES["first"], {"model": "cloud", "forward": J0[0][3], "position": J0[0][4],
+        NAMED["first_draft_unverified"][1], {"model": "cloud", "forward": J0[0][3], "position": J0[0][4],
                          "tokens": [J0[0][5]], "named": "first_draft_unverified",
                          "n_block_starts": len(J0), "p_value": math.exp(logp)})]

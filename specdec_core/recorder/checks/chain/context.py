@@ -2,26 +2,10 @@
 and the user's declared knobs. Nothing here knows which bug (or fault) is switched on."""
 from __future__ import annotations
 
-import math
-
-import numpy as np
-import torch
-
 from specdec_core.findings import finding
 from specdec_core.recorder.checks.chain import causes
-from specdec_core.recorder.evidence.tape import Fwd, Tapes
-from specdec_core.recorder.checks.registry import check
-
-
-def _ev(f: Fwd | None, position=None, tokens=None, **kw) -> dict:
-    d = {"model": f.model if f else None, "forward": f.i if f else None, "position": position,
-         "tokens": tokens}
-    d.update(kw)
-    return d
-
-
-def _greedy(d: dict) -> bool:
-    return d.get("verify", "greedy") == "greedy" and not d.get("temperature")
+from specdec_core.recorder.evidence.tape import Fwd
+from specdec_core.recorder.checks.registry import check, ev
 
 
 # -- the cache / context / position family --------------------------------------------------------
@@ -52,7 +36,7 @@ def check_positions(e) -> list[dict]:
             f"{got[:6]}{'...' if len(got) > 6 else ''} instead of {f.L}..{f.L + f.n - 1}",
             causes.positions(f, got),
             "pass position_ids = cache.get_seq_length() + arange(n) (or a full-length mask)",
-            _ev(f, f.L, got[:8], key=key, n_forwards=len(bad_pos))))
+            ev(f, f.L, got[:8], key=key, n_forwards=len(bad_pos))))
     if bad_mask:
         f, m = bad_mask[0]
         out.append(finding(
@@ -62,7 +46,7 @@ def check_positions(e) -> list[dict]:
             "positions (a mask built for the new tokens only): the model cannot see its cache "
             "correctly and derives its positions from the mask",
             "pass an attention mask covering cache + new tokens, or none",
-            _ev(f, f.L, None, mask_shape=m, n_forwards=len(bad_mask))))
+            ev(f, f.L, None, mask_shape=m, n_forwards=len(bad_mask))))
     return out
 
 
@@ -116,26 +100,22 @@ def check_contexts(e) -> list[dict]:
         models = sorted(firsts, key=lambda m: m != f.model)          # both caches named (issue 50)
         also = "".join(f"; {g.model} forward {g.i}: position {e} holds {causes.token(g.ctx[e], texts)}"
                        f" (written by forward {g.writers[e]})" for g, e in (firsts[m] for m in models[1:]))
+        fed, committed = causes.token(toks["fed"], texts), causes.token(toks["committed"], texts)
         if code == "stale_cache":
-            out.append(finding(
-                code, f"{' and '.join(models)} attended to cached tokens that are not committed "
-                f"({len(lst)} forward(s))",
-                f"{f.model} forward {f.i}: cache position {d} holds {causes.token(toks['fed'], texts)} "
-                f"(written by forward {f.writers[d]}), the committed token there is "
-                f"{causes.token(toks['committed'], texts)}{also}",
-                causes.stale(t, f, d), causes.stale_fix(f),
-                _ev(f, d, toks, n_forwards=len(lst), models=models), severity="error"))
+            title = f"{' and '.join(models)} attended to cached tokens that are not committed"
+            detail = (f"cache position {d} holds {fed} (written by forward {f.writers[d]}), the "
+                      f"committed token there is {committed}")
+            cause, fix = causes.stale(t, f, d), causes.stale_fix(f)
         else:
             what = ("the context the edge drafted from differs from the one the cloud verified"
                     if how == "draft" else "the context differs from the committed sequence")
-            out.append(finding(
-                code, f"{' and '.join(models)} {'were' if len(models) > 1 else 'was'} fed a context "
-                f"that is not the committed sequence ({len(lst)} forward(s))",
-                f"{f.model} forward {f.i}: {what} at position {d}: fed {causes.token(toks['fed'], texts)}, "
-                f"committed {causes.token(toks['committed'], texts)}{also}",
-                causes.mismatch(f, d, C, texts),
-                "feed each model exactly seq[cache_len:] of the one committed sequence",
-                _ev(f, d, toks, n_forwards=len(lst), models=models), severity="error"))
+            title = (f"{' and '.join(models)} {'were' if len(models) > 1 else 'was'} fed a context "
+                     "that is not the committed sequence")
+            detail = f"{what} at position {d}: fed {fed}, committed {committed}"
+            cause = causes.mismatch(f, d, C, texts)
+            fix = "feed each model exactly seq[cache_len:] of the one committed sequence"
+        out.append(finding(code, f"{title} ({len(lst)} forward(s))", f"{f.model} forward {f.i}: {detail}{also}",
+                           cause, fix, ev(f, d, toks, n_forwards=len(lst), models=models)))
     return out
 
 
@@ -157,115 +137,5 @@ def check_own_prompt(e) -> list[dict]:
             "the drafter was given its own prompt (e.g. the audio or its condition tokens taken "
             "out): the output stays the cloud's, but drafts that depend on what was heard fail",
             "prefill both models with the same prompt (and the same audio features)",
-            {"model": model, "forward": None, "position": diff[0], "tokens": None,
-             "positions": diff[:20]}, severity="warning"))
+            ev(None, diff[0], model=model, positions=diff[:20]), severity="warning"))
     return out
-
-
-def draft_samples(t: Tapes, rounds) -> list:
-    """(edge fwd, row, drafted token) for drafts made from the context the cloud verified.
-    Tree rounds are left out: their nodes are chosen (top-k), not drawn (recorder/checks/tree/sampling.py)."""
-    C, out = t.C, []
-    for rnd in rounds:
-        if rnd.verified and rnd.cloud.raw.get("tree_sel") is not None:
-            continue
-        ref = rnd.cloud.ctx if rnd.verified else C
-        for p, (f, r) in rnd.drafted_by.items():
-            if p < len(ref) and p >= max(rnd.block_start, t.P) and f.ctx[:p] == ref[:p]:
-                out.append((f, r, ref[p]))
-    return out
-
-
-@check("hidden_draft_processing", "draft_filter", scope="row", order=90)
-def check_draft_rule(e) -> list[dict]:
-    t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
-    samples = draft_samples(t, rounds)
-    if not samples:
-        return []
-    T = float(declared.get("temperature") or 0.0)
-    if T <= 0:
-        # a draft penalised as the declared target penalty penalises (generate's assistant) is fine
-        pen = lambda f, r: (f.rows.get("penalised_argmax") or [None] * (r + 1))[r]  # noqa: E731
-        off = [(f, r, x) for f, r, x in samples if x not in (f.rows["argmax"][r], pen(f, r))]
-        if not off:
-            return []
-        f, r, x = off[0]
-        return [finding(
-            "hidden_draft_processing", f"{len(off)} of {len(samples)} drafts are not the edge's argmax (greedy declared)",
-            f"edge forward {f.i}: drafted {texts(x)!r} (edge rank {f.rank_of(r, x) or '>5'}), the "
-            f"edge's own argmax is {texts(f.rows['argmax'][r])!r}",
-            f"{len(off)} drafts are edge choices of rank {_span(off)}, not its argmax: the draft "
-            "logits are changed before the pick (penalties, a filter, a temperature or "
-            "sampling) while greedy is declared",
-            "pick the draft from the edge's logits under the declared rule; declare any gate",
-            _ev(f, f.first_q + r + 1, {"drafted": x, "edge_argmax": f.rows["argmax"][r]},
-                n_drafts=len(samples), n_off=len(off)))]
-    return temperature_finding(samples, T)
-
-
-def _span(off) -> str:
-    ranks = sorted({f.rank_of(r, x) or 6 for f, r, x in off})
-    lo, hi = ranks[0], ranks[-1]
-    return f"{lo}" if lo == hi else f"{lo}..{'>5' if hi > 5 else hi}"
-
-
-def temperature_finding(samples, T: float, scope: str = "this run") -> list[dict]:
-    """Sampled drafts: is the declared temperature the one they were drawn at? (Per clip the
-    test has little power on a peaked edge; pool several runs with pooled_temperature.)"""
-    from specdec_core.recorder.checks.sampling import draft_filter
-
-    if all(f.rows["argmax"][r] == x for f, r, x in samples):
-        return []     # argmax drafts are a rule, not a temperature (recorder/checks/sampling/argmax_rule.py)
-    R, logp = draft_filter.detect(samples, T)
-    top = max((draft_filter.rank(f, r, x) for f, r, x in samples), default=6)
-    # drafts all inside the top-R (R <= 4) may be filtered: judge T on the top-R alone
-    est, n, outside, ll, grid = estimate_temperature(samples, R or (top if 2 <= top <= 4 else 5))
-    if est is None or n < 12:
-        return []
-    pre = [draft_filter.finding_for(R, logp, len(samples), scope, _ev(
-        samples[0][0], samples[0][0].first_q + samples[0][1] + 1, None, top_k=R,
-        n_drafts=len(samples), effective_temperature=round(est, 3), declared=T))] if R else []
-    ratio = est / T
-    # likelihood ratio of the best temperature against the declared one (2*LR ~ chi2(1))
-    lr = float(ll.max() - ll[int((grid - T).abs().argmin())])
-    if 0.8 <= ratio <= 1.25 or lr < (LR_WEAK if ratio < 0.8 else LR_MIN):
-        return pre         # weak evidence is reported only for over-sharp drafts
-    f, r, x = samples[0]
-    return pre + [finding(
-        "hidden_draft_processing", f"drafts look sampled at temperature {est:.2f}, declared {T:g}",
-        f"maximum-likelihood temperature of {n} drafted tokens ({scope}) under the edge's logits: "
-        f"{est:.2f} (x{ratio:.2f} the declared one, log-likelihood ratio {lr:.1f}); {outside} "
-        f"drafts outside the edge's top-{R or 5}",
-        ("the drafts are sharper than q at the declared temperature: the logits are divided by "
-         "a temperature twice (or by a lower one) before sampling" if ratio < 1 else
-         "the drafts are flatter than q at the declared temperature: they are sampled at a "
-         "higher temperature or from added noise"),
-        "apply the temperature once; no extra processing of the draft logits",
-        _ev(f, f.first_q + r + 1, None, effective_temperature=round(est, 3), declared=T,
-            n_drafts=n), severity="error" if lr >= LR_MIN else "warning")]
-
-
-LR_MIN = 6.0     # log-likelihood ratio: p ~ 5e-4 under the declared temperature -> error
-LR_WEAK = 1.0    # p ~ 0.16: reported as a warning (a peaked edge gives one clip little power)
-
-
-def estimate_temperature(samples, top: int = 5):
-    """MLE of T for tokens drawn from softmax(logits / T), conditioned on the token being in the
-    edge's top-5 (the recorder keeps top-5 log-probs, which are logits up to a constant)."""
-    rows, idx, outside = [], [], 0
-    for f, r, x in samples:
-        ids = f.rows["top_ids"][r][:top]
-        if x in ids:
-            rows.append(f.rows["top_logp"][r][:top])
-            idx.append(ids.index(x))
-        else:
-            outside += 1
-    if len(rows) < 2:
-        return None, len(rows), outside, None, None
-    grid = torch.exp(torch.linspace(math.log(0.05), math.log(5.0), 400, dtype=torch.float64))
-    zz = np.array(rows, dtype=np.float64)[None] / grid.numpy()[:, None, None]    # [G, N, 5]
-    m = zz.max(-1)        # logsumexp in numpy: torch's threads on a small tensor cost 10x
-    lse = m + np.log(np.exp(zz - m[..., None]).sum(-1))
-    ll = torch.from_numpy((zz[:, np.arange(len(idx)), idx] - lse).sum(-1))
-    best = int(ll.argmax())
-    return float(grid[best]), len(rows), outside, ll, grid

@@ -1,7 +1,7 @@
 """`not_judged`: what the recorder could not see, said with its count instead of silence
-(issue 41). `not_judged(what, count, ...)` is the one constructor every check uses (the
-sampling checks too); `check_unseen` is this module's own check: cloud forwards without logits
-and an output no cloud forward was seen to verify (docs/recorder.md, "Pipeline")."""
+(issue 41). `not_judged(what, count, ...)` builds the plain ones; `check_unseen` is this
+module's own check: cloud forwards without logits and an output no cloud forward was seen to
+verify (docs/recorder.md, "Pipeline")."""
 from __future__ import annotations
 
 from specdec_core.findings import finding

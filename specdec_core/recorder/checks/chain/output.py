@@ -6,16 +6,14 @@ from __future__ import annotations
 from specdec_core.analysis.acceptance import NOT_GREEDY_FIX, not_greedy_cause, rank_findings
 from specdec_core.recorder.checks.chain import causes
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.chain.context import _ev, _greedy
-from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.registry import check, ev
 
 
 @check("lossless_violation", "rank_window_exceeded", scope="row", order=70)
 def check_lossless(e) -> list[dict]:
     t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
-    if not _greedy(declared):
-        return []
-    C, bad = t.C, t.not_argmax()
+    greedy = declared.get("verify", "greedy") == "greedy" and not declared.get("temperature")
+    C, bad = t.C, t.not_argmax() if greedy else []
     if not bad:
         return []
     p, f, r = bad[0]
@@ -42,7 +40,7 @@ def check_lossless(e) -> list[dict]:
         + (" (a block appended twice)" if dup else ""),
         f"first at index {i}: committed {texts(tok)!r} (id {tok}, cloud rank {rank or '>5'}), the "
         f"cloud chose {texts(best)!r} (id {best}); worst rank {max((x or 6) for x in ranks)}",
-        cause, fix, _ev(f, p, {"committed": tok, "cloud": best}, index=i, rank=rank,
+        cause, fix, ev(f, p, {"committed": tok, "cloud": best}, index=i, rank=rank,
                         n_positions=len(bad)), severity="error")]
 
 
@@ -51,9 +49,8 @@ def check_stops(e) -> list[dict]:
     t, rec, texts, rounds = e.t, e.rec, e.texts, e.rounds
     out, stops, d = [], set(rec.get("stop_ids") or []), rec.get("declared", {})
     gen = t.out
-    early = [i for i, x in enumerate(gen[:-1]) if x in stops]
-    if early:
-        i = early[0]
+    i = next((i for i, x in enumerate(gen[:-1]) if x in stops), None)
+    if i is not None:
         rnd = next((r for r in rounds if r.start <= t.P + i < r.end), None)
         inside = rnd is not None and t.P + i < rnd.end - 1
         why = ("the stop id was committed inside a round's accepted block and the stop was "
@@ -65,33 +62,27 @@ def check_stops(e) -> list[dict]:
             f"{len(gen) - i - 1} tokens were generated after it",
             why,
             "after committing each token, stop if its id is in stop_ids",
-            _ev(None, t.P + i, [gen[i]], index=i)))
+            ev(None, t.P + i, [gen[i]], index=i)))
     # a declared entropy gate lets confident blocks through unverified, the end included
     # (a cloud whose logits were never seen verified nothing visible: not_judged says so)
     used_cloud = any(f.model == "cloud" and f.rows for f in t.fwds) and d.get("entropy_threshold") is None
-    tail = 0
-    for p in range(len(t.C) - 1, t.P - 1, -1):
-        if p in t.decided:
-            break
-        tail += 1
+    tail = next((len(t.C) - 1 - p for p in range(len(t.C) - 1, t.P - 1, -1) if p in t.decided), len(gen))
     sent = set(d.get("sentence_ids") or [])
     max_new = d.get("max_new_tokens")
     stopped_early = (gen and gen[-1] not in stops and not (gen[-1] in sent and len(gen) >= d.get("min_new_tokens", 0))
                      and (max_new is None or len(gen) < max_new)
-                     and not early)   # it reached a stop id: what follows is missed_eos's
-    if (tail and used_cloud) or stopped_early:
-        parts = []
-        if tail and used_cloud:
-            parts.append(f"the last {tail} token(s) were never scored by the cloud")
-        if stopped_early:
-            parts.append(f"the run stopped on {texts(gen[-1])!r} (not a stop id) after "
-                         f"{len(gen)} of {max_new or '?'} tokens")
+                     and i is None)   # it reached a stop id: what follows is missed_eos's
+    never = bool(tail and used_cloud)
+    if never or stopped_early:
+        parts = ([f"the last {tail} token(s) were never scored by the cloud"] if never else []) + (
+            [f"the run stopped on {texts(gen[-1])!r} (not a stop id) after {len(gen)} of "
+             f"{max_new or '?'} tokens"] if stopped_early else [])
         out.append(finding(
             "unverified_end", "the run ended on tokens the cloud never verified"
-            if tail and used_cloud else "the run stopped early on a non-stop token",
+            if never else "the run stopped early on a non-stop token",
             "; ".join(parts),
             causes.unverified(t, tail if used_cloud else 0, gen, texts),
-            "stop on token ids only, after verification", _ev(None, len(t.C) - 1, gen[-tail:] if tail else gen[-1:],
+            "stop on token ids only, after verification", ev(None, len(t.C) - 1, gen[-tail:] if tail else gen[-1:],
                                                              unverified=tail)))
     return out
 

@@ -20,14 +20,13 @@ def _first_drafts(t) -> list[tuple[bool, bool]]:
 
 @check("stale_features", order=160)
 def check_stale_features(e) -> list:
-    t = e.t
-    heads = [f for f in t.fwds if f.raw.get("features")]
+    heads = [f for f in e.t.fwds if f.raw.get("features")]
     stale = sorted({q for f in heads for q in f.raw["features"]["stale"]})
     if not stale:
         return []
     checked = max(f.raw["features"]["checked"] for f in heads)
     worst = max(f.raw["features"]["max_dist"] for f in heads)
-    pairs = _first_drafts(t)
+    pairs = _first_drafts(e.t)
     used = sum(a for a, _ in pairs) / max(1, len(pairs))
     right = sum(b for _, b in pairs) / max(1, len(pairs))
     cost = max(0.0, right - used)

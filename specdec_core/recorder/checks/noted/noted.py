@@ -45,10 +45,9 @@ def edge_tokenizer(e) -> list[dict]:
 @check("dropped_output", scope="row", order=0.2)
 def dropped(e) -> list[dict]:
     n = e.notes.get("dropped")
-    return [] if n is None else [_dropped(n["edits"], n["P"], e.rec["returned_ids"], e.rec["out_ids"])]
-
-
-def _dropped(edits: list, P: int, gen: list, fixed: list):
+    if n is None:
+        return []
+    edits, P, gen, fixed = n["edits"], n["P"], e.rec["returned_ids"], e.rec["out_ids"]
     e0 = edits[0]
     drops = [e for e in edits if e["kind"] == "dropped"]
     adds = [e for e in edits if e["kind"] == "added"]
@@ -58,7 +57,7 @@ def _dropped(edits: list, P: int, gen: list, fixed: list):
         [f"{sum(len(e['ids']) for e in adds)} returned id(s) no model was fed (at index "
          f"{', '.join(str(e['index']) for e in adds)}: ids {[e['ids'] for e in adds]})"] if adds else [])
     first = "at the start" if e0["index"] == 0 else f"at index {e0['index']}"
-    return finding(
+    return [finding(
         "dropped_output", f"the returned ids are not the text the models were fed ({first})",
         "; ".join(parts) + ". The other checks read the text the models were fed.",
         ("the value returned starts late or skips ids: e.g. slicing the output from "
@@ -67,4 +66,4 @@ def _dropped(edits: list, P: int, gen: list, fixed: list):
          "(a marker or a token appended twice after decoding)"),
         "return exactly the committed ids the models were fed after the prompt (seq[n_prompt:])",
         {"model": None, "forward": None, "position": P + e0["index"], "tokens": e0["ids"],
-         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)})
+         "edits": edits, "returned_len": len(gen), "fed_len": len(fixed)})]

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.chain.context import _ev
-from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.registry import check, ev
 
 
 def _expected(layout: dict, start: int, n: int) -> list[list[int]]:
@@ -52,7 +51,7 @@ def check_mrope(e) -> list[dict]:
         cause,
         "pass position_ids = cache_len + arange(n) + rope_delta on all three rows after the "
         "prefill (the prompt's own from get_rope_index, which also gives the delta)",
-        _ev(f, f.L, got[0][:8], key="mrope position_ids", rope_delta=d, expected=want[0][:8],
+        ev(f, f.L, got[0][:8], key="mrope position_ids", rope_delta=d, expected=want[0][:8],
             n_forwards=len(bad)))]
 
 
@@ -75,7 +74,7 @@ def check_vocab(e) -> list[dict]:
     differ = len(set(every)) > 1
     past_shared = [x for x in t.out if differ and x >= shared]
     past_tok = [x for x in t.out if tok_n and x >= tok_n]
-    ev = lambda bad: _ev(None, None, bad[:5], widths=widths, tokenizer=tok_n,  # noqa: E731
+    named = lambda bad: ev(None, None, bad[:5], widths=widths, tokenizer=tok_n,  # noqa: E731
                          index=t.out.index(bad[0]) if bad else None)
     if past_shared:
         wide = "cloud" if c and max(c) > shared else "edge"
@@ -88,7 +87,7 @@ def check_vocab(e) -> list[dict]:
             "151,936 vs 7B 152,064 rows) instead of on the vocabulary both share; ids past it mean "
             "nothing to the other model",
             f"slice both models' logits to the shared vocabulary, logits[..., :{shared}] (or "
-            "[..., :len(tokenizer)]) before comparing or picking", ev(past_shared))]
+            "[..., :len(tokenizer)]) before comparing or picking", named(past_shared))]
     if past_tok:
         return [finding(
             "vocab_mismatch", f"output id {past_tok[0]} is outside the tokenizer ({tok_n} ids)",
@@ -98,14 +97,14 @@ def check_vocab(e) -> list[dict]:
             "tokenizer, e.g. sampling or an argmax over the full head), or made up by the loop "
             "(a marker or pad id such as len(tokenizer) / vocab_size)",
             "pick only among real tokens, logits[..., :len(tokenizer)], and return only ids the "
-            "models chose", ev(past_tok))]
+            "models chose", named(past_tok))]
     if differ or (tok_n and shared != tok_n):
         return [finding(
             "vocab_widths", f"head widths: edge {e}, cloud {c}, tokenizer {tok_n}",
             "heads wider than the tokenizer (or than each other) are normal for Qwen pairs; every "
             "output id is inside the tokenizer and the shared vocabulary",
             "", "compare the two models on the shared vocabulary, logits[..., :min(widths)]",
-            _ev(None, None, None, widths=widths, tokenizer=tok_n))]
+            ev(widths=widths, tokenizer=tok_n))]
     return []
 
 
@@ -114,11 +113,10 @@ def check_audio(e) -> list[dict]:
     """A model that wrote the prompt's audio span into its cache from plain ids (no
     input_features, no inputs_embeds) never heard the clip: the <|AUDIO|> placeholders were
     embedded as ordinary tokens. Lossless still (the cloud verifies), but the drafts are deaf."""
-    t, rec = e.t, e.rec
-    span = (rec.get("audio") or {}).get("span")
+    span = (e.rec.get("audio") or {}).get("span")
     if not span:
         return []
-    deaf = [f for f in t.fwds if f.raw.get("ids") and not f.raw.get("input_features")
+    deaf = [f for f in e.t.fwds if f.raw.get("ids") and not f.raw.get("input_features")
             and not f.raw.get("inputs_embeds") and f.L <= span[0] < f.L + f.n]
     if not deaf:
         return []
@@ -130,4 +128,4 @@ def check_audio(e) -> list[dict]:
         "the audio features were not passed with the forward that first fed the audio tokens "
         "(e.g. assisted generation does not hand input_features to the assistant)",
         "pass input_features and feature_attention_mask with the prefill of both models",
-        _ev(f, span[0], None, span=span), severity="warning" if f.model == "edge" else "error")]
+        ev(f, span[0], None, span=span), severity="warning" if f.model == "edge" else "error")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from specdec_core.findings import finding
+from specdec_core.recorder.checks.registry import ev
 
 LLR = math.log(1000)    # a verdict needs a likelihood ratio of 1000 (false verdict <= 1e-3)
 A_MAX = 1 - 1e-3
@@ -52,17 +53,16 @@ def resolve(out: list, data: dict, T: float, scope: str) -> list:
     J, corr = data["judged"], data["corr"]
     s, per = llr(J, corr)
     n_dr = g["evidence"].get("n_drafts")
-    rest = [f for f in out if f["code"] not in ("greedy_draft_sampling", "acceptance_rule",
-                                               "residual_mismatch", "sampling_rule")]
-    ev = {"model": "cloud", "forward": None, "position": None, "tokens": None,
-          "argmax_drafts": n_dr, "n_judged": len(J), "llr_softmax_vs_onehot": round(s, 2) if math.isfinite(s) else None}
+    ruled = ("acceptance_rule", "residual_mismatch", "sampling_rule")     # the rule named here
+    rest = [f for f in out if f["code"] not in ruled + ("greedy_draft_sampling",)]
+    said = ev(model="cloud", argmax_drafts=n_dr, n_judged=len(J),
+              llr_softmax_vs_onehot=round(s, 2) if math.isfinite(s) else None)
     if s >= LLR:
-        g["evidence"].update(ev, n_judged=len(J))
+        g["evidence"].update(said)
         g["detail"] += (f"; the accept/reject pattern of {len(J)} judged drafts favours "
                         f"min(1, p/q) with the full softmax q over a one-hot q by "
                         f"e^{s:.1f} (a one-hot q would be exact)")
-        return [f for f in out if f["code"] not in ("acceptance_rule", "residual_mismatch",
-                                                    "sampling_rule")]
+        return [f for f in out if f["code"] not in ruled]
     if s <= -LLR:
         return rest + [finding(
             "sampling_rule", "acceptance rule: argmax drafts with a one-hot q (exact)",
@@ -71,7 +71,7 @@ def resolve(out: list, data: dict, T: float, scope: str) -> list:
             f"full-softmax q is {'ruled out by a correction where p <= q' if s == -math.inf else f'e^{-s:.1f} times less likely'}",
             "sample-and-match with greedy drafts (vLLM), or vLLM's rule for drafts without "
             "probabilities: accept x with p(x), correct from p without x; every emitted token "
-            "is drawn from p", "nothing to fix", {**ev, "rule": "argmax_onehot"})]
+            "is drawn from p", "nothing to fix", {**said, "rule": "argmax_onehot"})]
     need = int(math.ceil(LLR / per)) if per > 0 else None
     return rest + [finding(
         "not_judged", "argmax drafts: whether q is one-hot (exact) or the full softmax (biased) "
@@ -82,7 +82,7 @@ def resolve(out: list, data: dict, T: float, scope: str) -> list:
         "the recording holds the drafts, not the q the loop handed to its rejection rule: "
         "with a one-hot q the loop is exact, with q = softmax(edge / T) it is biased",
         "record more clips (the pooled check judges them together), or sample the drafts from q",
-        {**ev, "needed": need}, severity="info")]
+        {**said, "needed": need}, severity="info")]
 
 
 def none_judged(data: dict, scope: str) -> list:
@@ -98,5 +98,4 @@ def none_judged(data: dict, scope: str) -> list:
         "the acceptance and residual checks need, for each draft, the edge's row that drafted "
         "it and the cloud's row that judged it, on the same context",
         "nothing to fix in the loop; the sampling rule is simply not checked on this run",
-        {"model": "cloud", "forward": None, "position": None, "tokens": None,
-         "n_drafted": n, "n_judged": 0}, severity="info")]
+        ev(model="cloud", n_drafted=n, n_judged=0), severity="info")]

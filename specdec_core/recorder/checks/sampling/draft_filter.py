@@ -37,12 +37,10 @@ def detect(samples, T: float):
     R = max(rank(f, r, x) for f, r, x in samples)
     if R > MAX_K or R < 2:     # top-1 is greedy drafting: greedy_draft_sampling's case
         return None, 0.0
-    logp = 0.0
-    for f, r, _ in samples:
-        m = top_mass(f, r, R, T)
-        if m is None:
-            return None, 0.0
-        logp += math.log(max(m, 1e-300))
+    masses = [top_mass(f, r, R, T) for f, r, _ in samples]
+    if None in masses:
+        return None, 0.0
+    logp = sum(math.log(max(m, 1e-300)) for m in masses)
     return (R, logp) if logp < math.log(ALPHA) else (None, logp)
 
 

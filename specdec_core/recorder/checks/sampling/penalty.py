@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.registry import check, ev, pooled_sum
 from specdec_core.recorder.checks.sampling.argmax_rule import LLR
 
 FLOOR = 1e-4        # "anything else" mass below the stored rounding: not evidence
@@ -19,9 +19,12 @@ def _other(lps) -> float:
     return math.log(max(FLOOR, 1.0 - sum(math.exp(x) for x in lps)))
 
 
-def evidence(t) -> tuple[float, int, int | None]:
-    """(log LR raw : penalised, committed tokens read, first position)."""
-    s, n, first = 0.0, 0, None
+def collect(e) -> dict:
+    """The log LR raw : penalised of the committed tokens read (`s`), how many (`n`), the first
+    one's position, and the declared knobs."""
+    t, out = e.t, {"s": 0.0, "n": 0, "first": [], "declared": e.declared}
+    if not e.declared.get("target_repetition_penalty"):
+        return out
     for p, f, r in t.decisions():
         rows = f.rows.get("penalty_rows")
         if not rows or r >= len(rows) or f.ctx[:p] != t.C[:p]:
@@ -29,13 +32,14 @@ def evidence(t) -> tuple[float, int, int | None]:
         ids, a, b = rows[r]
         c = t.C[p]
         la, lb = (a[ids.index(c)], b[ids.index(c)]) if c in ids else (_other(a), _other(b))
-        s += la - lb
-        n += 1
-        first = p if first is None else first
-    return s, n, first
+        out["s"] += la - lb
+        out["n"] += 1
+        out["first"] = out["first"] or [p]
+    return out
 
 
-def findings_for(s: float, n: int, first, declared: dict, scope: str) -> list:
+def judge(data: dict, scope: str) -> list:
+    s, n, declared = data["s"], data["n"], data["declared"]
     R = declared.get("target_repetition_penalty")
     if not R or not declared.get("temperature") or n == 0 or s < LLR:
         return []
@@ -48,23 +52,11 @@ def findings_for(s: float, n: int, first, declared: dict, scope: str) -> list:
         "ignores it, or applies it to the drafts only",
         "apply the penalty to the cloud's logits of every verified slot (given the sequence and "
         "the drafts before it) before the acceptance test, the residual and the bonus",
-        {"model": "cloud", "forward": None, "position": first, "tokens": None,
-         "named": "penalty_not_applied", "llr_raw_vs_penalised": round(s, 2), "n_tokens": n},
-        severity="error")]
+        ev(model="cloud", position=data["first"][0], named="penalty_not_applied",
+           llr_raw_vs_penalised=round(s, 2), n_tokens=n))]
 
 
-def pooled(evidences: list) -> list:
-    if len(evidences) < 2 or not evidences[0].declared.get("target_repetition_penalty"):
-        return []
-    s = n = 0
-    first = None
-    for e in evidences:
-        a, b, c = evidence(e.t)
-        s, n, first = s + a, n + b, first if first is not None else c
-    return findings_for(s, n, first, evidences[0].declared, f"{len(evidences)} distinct runs pooled")
-
-
-@check("lossless_violation", order=140, pooled=pooled)
+@check("lossless_violation", order=140, pooled=pooled_sum(collect, judge))
 def penalty(e) -> list:
     """A declared penalty under sampling."""
-    return findings_for(*evidence(e.t), e.declared, "this run")
+    return judge(collect(e), "this run")

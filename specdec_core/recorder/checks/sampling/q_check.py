@@ -8,11 +8,7 @@ from __future__ import annotations
 import math
 
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.sampling.argmax_rule import A_MAX, LLR, bernoulli_llr
-
-
-def _a(lp: float, lq: float) -> float:
-    return max(1e-9, min(A_MAX, math.exp(min(0.0, lp - lq))))
+from specdec_core.recorder.checks.sampling.argmax_rule import LLR, _p, bernoulli_llr
 
 
 def llr(J: list) -> tuple[float, float, int]:
@@ -22,7 +18,8 @@ def llr(J: list) -> tuple[float, float, int]:
         rows = f.rows.get("q_rows")
         if rows and r < len(rows) and x in rows[r][0]:
             i = rows[r][0].index(x)
-            pairs.append((_a(lp, rows[r][1][i]), _a(lp, rows[r][2][i]), acc))
+            # min(1, p/q) under the raw q, under the processed q
+            pairs.append(tuple(_p(math.exp(min(0.0, lp - rows[r][k][i]))) for k in (1, 2)) + (acc,))
     return bernoulli_llr(pairs)
 
 

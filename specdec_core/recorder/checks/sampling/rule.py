@@ -13,8 +13,7 @@ from specdec_core.recorder.checks.sampling import draft_filter
 from specdec_core.recorder.report import named_causes
 from specdec_core.recorder.checks.sampling import q_check
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.chain.context import _ev
-from specdec_core.recorder.checks.registry import check, pooled_check
+from specdec_core.recorder.checks.registry import check, ev, pooled_sum
 
 ALPHA = 1e-3           # family-wise false-alarm rate of the stochastic tests
 N_TESTS = 3            # acceptance (all), acceptance (p < q), argmax share
@@ -47,20 +46,17 @@ def collect(e) -> dict:
     if not T:
         return out
     t, rounds = e.t, e.rounds
-    C = t.C
     # tree rounds are tree_sampling.py's to judge and to count as not judged
-    out["drafted"] = sum(len(rnd.block) for rnd in rounds
-                         if rnd.verified and rnd.cloud.raw.get("tree_sel") is None)
+    out["drafted"] = sum(len(rnd.block) for rnd in rounds if rnd.verified and not rnd.is_tree)
     out["declared"] = e.declared
     out["pos0"], out["later_rejected"] = [], 0   # judged[i] at block position 0 (named_causes)
     out["samples"] = e.samples
     for f, r, x in out["samples"]:
-        top = f.rows["top_logp"][r][0]
-        qa = _at_t(f, r, top, T)
+        qa = _at_t(f, r, f.rows["top_logp"][r][0], T)
         if qa is not None:
             out["drafts"].append((math.exp(qa), x == f.rows["argmax"][r], f.i, f.first_q + r + 1, f, r))
     for rnd in rounds:
-        if not rnd.verified or rnd.cloud.raw.get("tree_sel") is not None:   # trees: tree_sampling.py
+        if not rnd.verified or rnd.is_tree:   # trees: tree_sampling.py
             continue
         cf, n = rnd.cloud, len(rnd.block)
         rejected = rnd.accepted < n and rnd.extra is not None
@@ -83,7 +79,7 @@ def collect(e) -> dict:
             out["later_rejected"] += int(j > 0 and j >= rnd.accepted)
         if not rejected or rnd.extra not in rnd.drafted_by:
             continue
-        pos, c = rnd.extra, C[rnd.extra]
+        pos, c = rnd.extra, t.C[rnd.extra]
         f, r = rnd.drafted_by[pos]
         rc = cf.row_at(pos - 1)
         if rc is None or f.ctx[:pos] != cf.ctx[:pos]:
@@ -106,10 +102,11 @@ def _poibin(a) -> np.ndarray:
     return d
 
 
-def _test(a, s: int) -> tuple[float, float, float]:
-    """(expected, P(S <= s), P(S >= s)) under Poisson-binomial(a)."""
+def _test(a, s: int) -> tuple[float, float, float, float]:
+    """(expected, P(S <= s), P(S >= s), the two-sided exact p) under Poisson-binomial(a)."""
     d = _poibin(a)
-    return float(sum(a)), float(d[:s + 1].sum()), float(d[s:].sum())
+    lo, hi = float(d[:s + 1].sum()), float(d[s:].sum())
+    return float(sum(a)), lo, hi, min(1.0, 2 * min(lo, hi))
 
 
 def _filtered(data: dict, T: float) -> dict:
@@ -136,107 +133,96 @@ def _match_rule(J, level) -> dict | None:
     counts where p < q and where p >= q both agree with it."""
     if len(J) < 12:
         return None
-    ps = []
-    for sub in ([j for j in J if j[2] < 0], [j for j in J if j[2] >= 0], J):
-        if sub:
-            e, lo, hi = _test([min(A_MAX, math.exp(j[8])) for j in sub], sum(j[1] for j in sub))
-            ps.append(min(1.0, 2 * min(lo, hi)))
+    ps = [_test([min(A_MAX, math.exp(j[8])) for j in sub], sum(j[1] for j in sub))[3]
+          for sub in ([j for j in J if j[2] < 0], [j for j in J if j[2] >= 0], J) if sub]
     return {"p": min(ps), "n": len(J), "accepted": sum(j[1] for j in J)} if min(ps) >= level else None
 
 
-def judge(data: dict, T: float, scope: str) -> list[dict]:
+def judge(data: dict, scope: str) -> list[dict]:
+    """The rule judged on `collect`'s data (one run's, or several runs' summed)."""
+    T = applies(data.get("declared") or {})
+    if not T:
+        return []
     level = ALPHA / N_TESTS
     data = _filtered(data, T)
-    out = _judge_std(data, T, scope, level)
-    if any(f["code"] in ("acceptance_rule", "residual_mismatch") for f in out):
-        m = _match_rule(data["judged"], level)
-        if m:      # the emitted tokens are the cloud's own samples: exact, another rule
-            out = [f for f in out if f["code"] not in ("acceptance_rule", "residual_mismatch")]
-            out.append(finding(
-                "sampling_rule", "acceptance rule: sample-and-match (exact)",
-                f"{scope}: {m['accepted']} of {m['n']} judged drafts accepted, as often as the "
-                f"cloud's own sample equals the draft (probability p(x); exact p = {m['p']:.1e}); "
-                "min(1, p/q) does not fit",
-                "a draft is accepted iff it equals the cloud's sample at that slot and the cloud's "
-                "sample is emitted at the first mismatch: every emitted token is drawn from p",
-                "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
-                {"model": "cloud", "forward": None, "position": None, "tokens": None,
-                 "rule": "sample_and_match", "p_value": m["p"]}))
-    out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
-    out = named_causes.first_draft_sampled(out, data, level, scope)
-    return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
-
-
-def _judge_std(data: dict, T: float, scope: str, level: float) -> list[dict]:
     # residual first: its presence explains excess apparent acceptance
     corr = data["corr"]
     zero = [c for c in corr if c[0]]
     residual_bad = len(zero) >= MIN_ZERO_RESIDUAL
     out, acc_note = _acceptance(data["judged"], T, scope, level, residual_bad)
     out += _greedy_drafts(data["drafts"], T, scope, level)
-    return out + (_residual(corr, zero, scope, acc_note) if residual_bad else [])
+    out += _residual(corr, zero, scope, acc_note) if residual_bad else []
+    off = ("acceptance_rule", "residual_mismatch")
+    m = any(f["code"] in off for f in out) and _match_rule(data["judged"], level)
+    if m:      # the emitted tokens are the cloud's own samples: exact, another rule
+        out = [f for f in out if f["code"] not in off]
+        out.append(finding(
+            "sampling_rule", "acceptance rule: sample-and-match (exact)",
+            f"{scope}: {m['accepted']} of {m['n']} judged drafts accepted, as often as the "
+            f"cloud's own sample equals the draft (probability p(x); exact p = {m['p']:.1e}); "
+            "min(1, p/q) does not fit",
+            "a draft is accepted iff it equals the cloud's sample at that slot and the cloud's "
+            "sample is emitted at the first mismatch: every emitted token is drawn from p",
+            "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
+            ev(model="cloud", rule="sample_and_match", p_value=m["p"])))
+    out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
+    out = named_causes.first_draft_sampled(out, data, level, scope)
+    return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
 
 
 def _acceptance(J: list, T: float, scope: str, level: float, residual_bad: bool):
     """([acceptance_rule] or [], a note for the residual finding when that explains it)."""
-    out = []
-    acc_note = ""
-    if J:
-        a = [j[0] for j in J]
-        s = sum(j[1] for j in J)
-        e, lo, hi = _test(a, s)
-        lt = [j for j in J if j[2] < -MARGIN]
-        s_lt = sum(j[1] for j in lt)
-        e_lt, lo_lt, hi_lt = _test([j[0] for j in lt], s_lt) if lt else (0.0, 1.0, 1.0)
-        p_all, p_lt = min(1.0, 2 * min(lo, hi)), min(1.0, 2 * min(lo_lt, hi_lt))
-        sure_rej = [j for j in J if not j[1] and j[2] > MARGIN]
-        if p_all < level or p_lt < level:
-            excess = s > e and (not lt or s_lt >= e_lt)
-            detail = (f"{s} of {len(J)} judged drafts accepted ({scope}), min(1, p/q) gives "
-                      f"{e:.1f} (two-sided exact p = {p_all:.1e}); where p < q: {s_lt} of "
-                      f"{len(lt)} accepted, expected {e_lt:.1f} (p = {p_lt:.1e}); "
-                      f"{len(sure_rej)} rejected although p >= q")
-            if residual_bad and excess:
-                acc_note = "; apparent acceptance is too high as well: " + detail
-            else:
-                ex = (sure_rej or [j for j in lt if not j[1]] or J)[0]
-                out.append(finding(
-                    "acceptance_rule", f"accepted drafts do not follow min(1, p/q) at T={T:g}: {s} accepted, "
-                    f"{e:.1f} expected", detail,
-                    "the acceptance test is not a draw against min(1, p(x)/q(x)) with p and q "
-                    "the cloud's and edge's softmax(logits / T): e.g. accept only when p > q "
-                    "(deterministic), accept when p exceeds a uniform draw, or p and q taken "
-                    "at different temperatures",
-                    "accept draft x iff u < p(x)/q(x) with u ~ U(0,1), p = softmax(cloud/T), "
-                    "q = softmax(edge/T) (Leviathan et al. 2023; Chen et al. 2023)",
-                    _ev(None, ex[4], [ex[5]], model="cloud", forward=ex[3], n_judged=len(J),
-                        accepted=s, expected=round(e, 2), p_value=p_all, n_p_lt_q=len(lt),
-                        accepted_p_lt_q=s_lt, expected_p_lt_q=round(e_lt, 2),
-                        p_value_p_lt_q=p_lt, rejected_p_ge_q=len(sure_rej))))
-    return out, acc_note
+    if not J:
+        return [], ""
+    s = sum(j[1] for j in J)
+    e, _, _, p_all = _test([j[0] for j in J], s)
+    lt = [j for j in J if j[2] < -MARGIN]
+    s_lt = sum(j[1] for j in lt)
+    e_lt, _, _, p_lt = _test([j[0] for j in lt], s_lt) if lt else (0.0, 1.0, 1.0, 1.0)
+    sure_rej = [j for j in J if not j[1] and j[2] > MARGIN]
+    if p_all >= level and p_lt >= level:
+        return [], ""
+    excess = s > e and (not lt or s_lt >= e_lt)
+    detail = (f"{s} of {len(J)} judged drafts accepted ({scope}), min(1, p/q) gives "
+              f"{e:.1f} (two-sided exact p = {p_all:.1e}); where p < q: {s_lt} of "
+              f"{len(lt)} accepted, expected {e_lt:.1f} (p = {p_lt:.1e}); "
+              f"{len(sure_rej)} rejected although p >= q")
+    if residual_bad and excess:
+        return [], "; apparent acceptance is too high as well: " + detail
+    ex = (sure_rej or [j for j in lt if not j[1]] or J)[0]
+    return [finding(
+        "acceptance_rule", f"accepted drafts do not follow min(1, p/q) at T={T:g}: {s} accepted, "
+        f"{e:.1f} expected", detail,
+        "the acceptance test is not a draw against min(1, p(x)/q(x)) with p and q "
+        "the cloud's and edge's softmax(logits / T): e.g. accept only when p > q "
+        "(deterministic), accept when p exceeds a uniform draw, or p and q taken "
+        "at different temperatures",
+        "accept draft x iff u < p(x)/q(x) with u ~ U(0,1), p = softmax(cloud/T), "
+        "q = softmax(edge/T) (Leviathan et al. 2023; Chen et al. 2023)",
+        ev(None, ex[4], [ex[5]], model="cloud", forward=ex[3], n_judged=len(J),
+           accepted=s, expected=round(e, 2), p_value=p_all, n_p_lt_q=len(lt),
+           accepted_p_lt_q=s_lt, expected_p_lt_q=round(e_lt, 2),
+           p_value_p_lt_q=p_lt, rejected_p_ge_q=len(sure_rej)))], ""
 
 
 def _greedy_drafts(D: list, T: float, scope: str, level: float) -> list:
-    out = []
-    if D:
-        a = [d[0] for d in D]
-        s = sum(d[1] for d in D)
-        e, lo, hi = _test(a, s)
-        if hi < level and s == len(D):   # every draft the argmax: greedy, not just over-sharp
-            d0 = next(d for d in D if d[1])
-            out.append(finding(
-                "greedy_draft_sampling", f"{s} of {len(D)} drafts are the edge's argmax; sampling at T={T:g} gives "
-                f"{e:.1f}",
-                f"{scope}: drafts equal to the edge's argmax {s} times, expected {e:.1f} under "
-                f"q = softmax(edge/T) (one-sided exact p = {hi:.1e})",
-                "the drafts are picked greedily (argmax) while verification uses the rejection "
-                "rule with q = softmax(edge/T): min(1, p/q) divides by a distribution the draft "
-                "was not drawn from, so the output is not distributed as the cloud's samples",
-                "sample each draft from q = softmax(edge_logits / T) (the same q used in "
-                "min(1, p/q)), or verify greedily with temperature 0",
-                _ev(None, d0[3], None, model="edge", forward=d0[2], n_drafts=len(D),
-                    argmax_drafts=s, expected=round(e, 2), p_value=hi)))
-    return out
+    s = sum(d[1] for d in D)
+    e, _, hi, _ = _test([d[0] for d in D], s)
+    if not D or hi >= level or s < len(D):   # every draft the argmax: greedy, not just over-sharp
+        return []
+    d0 = next(d for d in D if d[1])
+    return [finding(
+        "greedy_draft_sampling", f"{s} of {len(D)} drafts are the edge's argmax; sampling at T={T:g} gives "
+        f"{e:.1f}",
+        f"{scope}: drafts equal to the edge's argmax {s} times, expected {e:.1f} under "
+        f"q = softmax(edge/T) (one-sided exact p = {hi:.1e})",
+        "the drafts are picked greedily (argmax) while verification uses the rejection "
+        "rule with q = softmax(edge/T): min(1, p/q) divides by a distribution the draft "
+        "was not drawn from, so the output is not distributed as the cloud's samples",
+        "sample each draft from q = softmax(edge_logits / T) (the same q used in "
+        "min(1, p/q)), or verify greedily with temperature 0",
+        ev(None, d0[3], None, model="edge", forward=d0[2], n_drafts=len(D),
+           argmax_drafts=s, expected=round(e, 2), p_value=hi))]
 
 
 def _residual(corr: list, zero: list, scope: str, acc_note: str) -> list:
@@ -251,25 +237,15 @@ def _residual(corr: list, zero: list, scope: str, acc_note: str) -> list:
         "then looks like an acceptance",
         "on rejection sample from max(0, p - q) / sum(max(0, p - q)); sample from p only "
         "for the bonus token after a fully accepted block",
-        _ev(None, c0[2], [c0[3]], model="cloud", forward=c0[1], n_corrections=len(corr),
-            zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4)))]
+        ev(None, c0[2], [c0[3]], model="cloud", forward=c0[1], n_corrections=len(corr),
+           zero_residual=len(zero), log_p=round(c0[4], 4), log_q=round(c0[5], 4)))]
+
+
+# pooled: the sampling checks over several recordings of one decoder (one Evidence per distinct run)
+pooled = pooled_sum(collect, judge, "{n} runs pooled")
 
 
 @check("acceptance_rule", "greedy_draft_sampling", "residual_mismatch", "sampling_rule",
-       "not_judged", "draft_filter", order=130)
+       "not_judged", "draft_filter", order=130, pooled=pooled, pooled_order=155)
 def sampling(e) -> list[dict]:
-    T = applies(e.declared)
-    return judge(collect(e), T, "this run") if T else []
-
-
-@pooled_check("acceptance_rule", "greedy_draft_sampling", "residual_mismatch", "sampling_rule",
-              "not_judged", "draft_filter", order=155)
-def pooled(evidences: list) -> list[dict]:
-    """The sampling checks over several recordings of one decoder (one Evidence per distinct
-    run)."""
-    data, T = {"judged": [], "drafts": [], "corr": [], "samples": [], "drafted": 0}, 0.0
-    for e in evidences:
-        T = applies(e.declared) or T
-        for key, v in collect(e).items():
-            data[key] = v if key == "declared" else data.get(key, type(v)()) + v
-    return judge(data, T, f"{len(evidences)} runs pooled") if T and len(evidences) > 1 else []
+    return judge(collect(e), "this run")

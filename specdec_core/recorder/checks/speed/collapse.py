@@ -7,7 +7,7 @@ a prompt type is declared (the built-in decoder's runs), as before."""
 from __future__ import annotations
 
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.registry import check, ev
 
 MIN_ROUNDS = 6         # verified rounds in the collapsed tail
 MAX_RATE = 0.1         # acceptance in the tail
@@ -43,8 +43,7 @@ def acceptance_collapse(e) -> list:
                         f"{len(vr)} cloud calls, mean accepted length {m.get('mean_accepted_length')}",
                         "the edge drafts from a wrong context or a distorted distribution",
                         "check cache rollback, positions and draft-side penalties; lower k",
-                        {"model": "edge", "forward": None, "position": None, "tokens": None,
-                         "acceptance": round(acc(vr), 4), "cloud_calls": len(vr)})]
+                        ev(model="edge", acceptance=round(acc(vr), 4), cloud_calls=len(vr)))]
     tail, before = vr[i:], vr[:i]
     pos = tail[0].start                           # output index of the first collapsed round
     dead = [r for r in tail if r.accepted == 0]

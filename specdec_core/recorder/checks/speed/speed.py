@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from specdec_core.analysis.metrics import time_split
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.registry import check, ev
 
 # loop_overhead: share of the wall outside the forwards; recomputed_context: share of the
 # forwards' time spent on positions already computed for the same context. Both thresholds and
@@ -24,6 +24,21 @@ def _time(raw: dict):
     return tm if isinstance(tm, dict) and tm.get("dur") is not None else None
 
 
+def _end(tm: dict) -> float:
+    """When a timed forward's hooks were done (its start, its duration, its post hook)."""
+    return tm["t"] + tm["dur"] + (tm["post"] or 0.0)
+
+
+def _sums(fw: list) -> dict:
+    """Seconds inside the timed forwards `fw`, per model, and in the recorder's hooks."""
+    d = {"edge_s": 0.0, "cloud_s": 0.0, "recorder_s": 0.0}
+    for f in fw:
+        tm = _time(f)
+        d[f"{f['model']}_s"] += tm["dur"]
+        d["recorder_s"] += (tm["pre"] or 0.0) + (tm["post"] or 0.0)
+    return d
+
+
 def timed(rec: dict) -> bool:
     fw = rec.get("forwards") or []
     return bool(fw) and all(_time(f) is not None for f in fw)
@@ -31,21 +46,12 @@ def timed(rec: dict) -> bool:
 
 def wall_of(rec: dict) -> float:
     wall = float(rec.get("wall_s") or 0.0)
-    ends = [_time(f)["t"] + _time(f)["dur"] + (_time(f)["post"] or 0.0)
-            for f in rec.get("forwards") or [] if _time(f)]
-    return max([wall] + ends)
+    return max([wall] + [_end(_time(f)) for f in rec.get("forwards") or [] if _time(f)])
 
 
 def recording_split(rec: dict) -> dict | None:
     """The whole recording's time split (analysis.metrics.time_split keys + recorder_s)."""
-    if not timed(rec):
-        return None
-    sums = {"edge": 0.0, "cloud": 0.0, "hooks": 0.0}
-    for f in rec["forwards"]:
-        tm = _time(f)
-        sums[f["model"]] += tm["dur"]
-        sums["hooks"] += (tm["pre"] or 0.0) + (tm["post"] or 0.0)
-    return time_split([], wall_of(rec), sums["edge"], sums["cloud"], recorder_s=sums["hooks"])
+    return time_split([], wall_of(rec), **_sums(rec["forwards"])) if timed(rec) else None
 
 
 def round_times(rec: dict, rounds) -> list[dict]:
@@ -74,16 +80,8 @@ def _by_stops(rec: dict, stops: list) -> list[dict]:
     for n, stop in enumerate(stops):
         last = n == len(stops) - 1
         stop = len(fw) - 1 if last or stop is None else stop
-        d = {"edge_s": 0.0, "cloud_s": 0.0, "recorder_s": 0.0}
-        for f in fw[first: stop + 1]:
-            tm = _time(f)
-            d[f"{f['model']}_s"] += tm["dur"]
-            d["recorder_s"] += (tm["pre"] or 0.0) + (tm["post"] or 0.0)
-        if last:
-            end = wall_of(rec)
-        else:
-            tm = _time(fw[stop])
-            end = tm["t"] + tm["dur"] + (tm["post"] or 0.0)
+        d = _sums(fw[first: stop + 1])
+        end = wall_of(rec) if last else _end(_time(fw[stop]))
         d["round_s"] = max(end - start, 0.0)
         out.append({k: round(v, 6) for k, v in d.items()})
         start, first = end, stop + 1
@@ -101,15 +99,11 @@ def gaps(rec: dict) -> dict:
     for f in fw:
         tm = _time(f)
         gap = tm["t"] - (tm["pre"] or 0.0) - prev_end
-        if prev is None:
-            kind = "start"
-        elif prev["model"] == "cloud":
-            kind = "after_verify"
-        else:
-            kind = "draft" if f["model"] == "edge" else "to_verify"
+        kind = ("start" if prev is None else "after_verify" if prev["model"] == "cloud"
+                else "draft" if f["model"] == "edge" else "to_verify")
         out[kind][0] += max(gap, 0.0)
         out[kind][1] += 1
-        prev_end, prev = tm["t"] + tm["dur"] + (tm["post"] or 0.0), f
+        prev_end, prev = _end(tm), f
     out["end"] = [max(wall_of(rec) - prev_end, 0.0), 1]
     return out
 
@@ -127,11 +121,8 @@ def recomputed(t) -> dict:
         o["fed"] += n
         p = prev.get(f.model)
         if p is not None and n:
-            same = 0
-            for a, b in zip(p.ctx, f.ctx):
-                if a is None or a != b:
-                    break
-                same += 1
+            same = next((j for j, (a, b) in enumerate(zip(p.ctx, f.ctx)) if a is None or a != b),
+                        min(len(p.ctx), len(f.ctx)))
             again = max(0, min(same, f.L + n) - f.L)
             if again:
                 o["again"] += again
@@ -170,9 +161,8 @@ def check_speed(e) -> list[dict]:
             "sequence, converting full logits to Python, printing",
             "stop on token ids, keep the sequence as a list and append, decode text once at the "
             "end (or only the new token); profile the place named above",
-            {"model": None, "forward": None, "position": None, "tokens": None,
-             "other_share": split["other_share"], "other_s": split["other_s"],
-             "gaps": {k: {"s": round(v[0], 6), "n": v[1]} for k, v in g.items()}}))
+            ev(other_share=split["other_share"], other_s=split["other_s"],
+               gaps={k: {"s": round(v[0], 6), "n": v[1]} for k, v in g.items()})))
     rc = recomputed(t)
     fed = sum(v["fed"] for v in rc.values())
     again = sum(v["again"] for v in rc.values())
@@ -195,7 +185,6 @@ def check_speed(e) -> list[dict]:
             "use_cache=False, a new cache every round, or the full sequence fed at cache length 0",
             "keep one KV cache per model across rounds, feed only what it has not seen, and "
             "crop it after a rejection instead of rebuilding it",
-            {"model": worst, "forward": None, "position": None, "tokens": None,
-             "recomputed": rc, "share": round(share, 4),
-             "positions_share": round(again / fed, 4) if fed else None}))
+            ev(model=worst, recomputed=rc, share=round(share, 4),
+               positions_share=round(again / fed, 4) if fed else None)))
     return found

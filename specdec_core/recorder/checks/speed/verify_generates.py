@@ -5,7 +5,7 @@ Lossless, so a warning with its measured cost: target forwards per output token 
 from __future__ import annotations
 
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.registry import check, ev
 
 
 @check("verify_generates", order=160)
@@ -29,6 +29,5 @@ def verify_generates(e) -> list:
         "feed the cloud the unseen committed ids plus the whole block in one forward; accept while "
         "each draft is the cloud's choice from the row before it, and take the correction or bonus "
         "from the same forward",
-        {"model": "cloud", "forward": None, "position": None, "tokens": None,
-         "target_forwards": F, "output_tokens": n, "scoring_forwards": R, "rounds": g["rounds"],
-         "forwards_per_token": round(F / n, 3), "scoring_per_token": round(R / n, 3)})]
+        ev(model="cloud", target_forwards=F, output_tokens=n, scoring_forwards=R, rounds=g["rounds"],
+           forwards_per_token=round(F / n, 3), scoring_per_token=round(R / n, 3)))]

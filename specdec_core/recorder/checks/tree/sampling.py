@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from specdec_core.findings import finding
-from specdec_core.recorder.checks.registry import check
+from specdec_core.recorder.checks.registry import check, ev, pooled_sum
 from specdec_core.recorder.checks.sampling.rule import _test, applies
 
 ALPHA = 1e-3
@@ -78,21 +78,20 @@ def _round(raw: dict, tree: dict, C: list, P: int, T: float, cut, out: dict) -> 
             out["resampled"].append(node)
 
 
-def collect(rec: dict, info: dict, cut: dict) -> dict:
+def collect(e) -> dict:
     """Per tree verify forward: the nodes of the loop's path that have children (the children's
     mass S under p, whether the emitted token is one of them) and the corrections equal to a
-    child the loop rejected. `rec` is the canonical recording, `info` tree.py's, `cut` where the
-    loop resumed (t.resumed)."""
-    T = applies(rec.get("declared", {}))
+    child the loop rejected (the canonical recording, the tree normalizer's notes, where the
+    loop resumed: t.resumed)."""
+    t, info, T = e.t, e.trees, applies(e.declared)
     out = {"nodes": [], "resampled": [], "unjudged": 0, "rounds": 0}
     if not T or info.get("shape") != "tree":
         return out
-    C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
     for i, tree in (info.get("trees") or {}).items():
         raw = info["raw"][i]
         if raw["model"] == "cloud" and tree.get("path") is not None:
             out["rounds"] += 1
-            _round(raw, tree, C, len(rec.get("prompt_ids") or []), T, cut.get(i), out)
+            _round(raw, tree, t.C, t.P, T, t.resumed.get(i), out)
     return out
 
 
@@ -101,9 +100,9 @@ def _stats(nodes: list) -> dict | None:
     if not inf:
         return None
     s = sum(n["inside"] for n in inf)
-    e, lo, hi = _test([n["S"] for n in inf], s)
+    e, _, _, p = _test([n["S"] for n in inf], s)
     sd = math.sqrt(sum(n["S"] * (1 - n["S"]) for n in inf))
-    return {"n": len(inf), "inside": s, "expected": e, "p": min(1.0, 2 * min(lo, hi)),
+    return {"n": len(inf), "inside": s, "expected": e, "p": p,
             "excess": (s - e) / len(inf), "floor": sd / len(inf)}
 
 
@@ -133,6 +132,8 @@ def _resampled(data: dict, st, scope: str) -> list:
 
 
 def judge(data: dict, scope: str) -> list[dict]:
+    if not data["rounds"]:
+        return []
     st = _stats(data["nodes"])
     if data["resampled"]:
         out = _resampled(data, st, scope)
@@ -154,8 +155,7 @@ def judge(data: dict, scope: str) -> list[dict]:
             _line(st, scope) + "; no correction repeated a rejected child",
             "children tried in turn against the cloud's residual, a rejected child's mass removed "
             "before the next: every emitted token is drawn from p", "nothing to fix",
-            {"model": "cloud", "forward": None, "position": None, "tokens": None,
-             "rule": "sibling_tree", "p_value": st["p"], "n_nodes": st["n"]})]
+            ev(model="cloud", rule="sibling_tree", p_value=st["p"], n_nodes=st["n"]))]
     else:
         out = []
     if data["unjudged"]:
@@ -167,22 +167,11 @@ def judge(data: dict, scope: str) -> list[dict]:
             "the recorder keeps every fed id's log-prob under every row only for trees of up to "
             "128 nodes, and p at T only with a declared temperature",
             "declare the temperature (--set temperature=T); verify trees of at most 128 nodes",
-            {"model": "cloud", "forward": None, "position": None, "tokens": None,
-             "n_not_judged": data["unjudged"], "n_nodes": total}))
+            ev(model="cloud", n_not_judged=data["unjudged"], n_nodes=total)))
     return out
 
 
-def pooled(runs: list) -> list[dict]:
-    """The same checks over several recordings (their Evidence), each distinct run once."""
-    data = {"nodes": [], "resampled": [], "unjudged": 0, "rounds": 0}
-    for e in runs:
-        for key, v in collect(e.rec, e.trees, e.t.resumed).items():
-            data[key] += v
-    return judge(data, f"{len(runs)} distinct runs pooled") if len(runs) > 1 and data["rounds"] else []
-
-
 @check("sibling_resampled", "sibling_distribution", "sampling_rule", "not_judged", order=150,
-       pooled=pooled)
+       pooled=pooled_sum(collect, judge))
 def tree_sampling(e) -> list[dict]:
-    data = collect(e.rec, e.trees, e.t.resumed)
-    return judge(data, "this run") if data["rounds"] else []
+    return judge(collect(e), "this run")

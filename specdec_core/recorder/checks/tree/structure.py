@@ -142,18 +142,17 @@ def _mask_finding(hits: list, n_trees: int, accepted: float | None) -> list:
 def context_finding(wrong: list, n_nodes: int, accepted: float | None) -> list:
     """Verified nodes whose drafting row read another branch (recorder/evidence/tree_trace.py)."""
     fi, j = wrong[0]
-    acc = round(accepted, 2) if accepted is not None else None
     return [finding("draft_context", f"{len(wrong)} of {n_nodes} verified tree nodes were drafted "
                     "from a row that did not see their parent's path",
                     f"cloud forward {fi}: the node fed at index {j} was drafted by an edge row whose "
                     "context has its parent's id at the right depth but after other tokens",
                     "drafting attends to draft slots in slot order (the first slot of each depth, "
                     "or all of them) instead of each node's ancestors: drafts come from contexts "
-                    f"the cloud never verifies; lossless, fewer accepted (here {acc} drafts "
+                    f"the cloud never verifies; lossless, fewer accepted (here {accepted} drafts "
                     "accepted per verify, on average)",
                     "build each drafting row's mask from the node's own ancestors' slots",
                     {"model": "cloud", "forward": fi, "position": None, "tokens": None,
-                     "n_nodes": len(wrong), "mean_accepted": acc})]
+                     "n_nodes": len(wrong), "mean_accepted": accepted})]
 
 
 def _position_finding(hits: list) -> list:
@@ -185,7 +184,7 @@ def _stale_finding(stale: list) -> list:
                      "tokens": None, "n_rounds": len(stale)})]
 
 
-def tree_findings(forwards: list, trees: dict, stale: list) -> list:
+def tree_findings(forwards: list, trees: dict, stale: list, accepted: float | None) -> list:
     by_i = {f["i"]: f for f in forwards}
     masks, poss, out = {"edge": [], "cloud": []}, {"edge": [], "cloud": []}, []
     for i, tree in trees.items():
@@ -196,8 +195,6 @@ def tree_findings(forwards: list, trees: dict, stale: list) -> list:
         badp = _position_errors(raw, tree)
         if badp:
             poss[raw["model"]].append((raw, tree, badp))
-    paths = [len(t["path"]) for t in trees.values() if t.get("path") is not None]
-    accepted = round(sum(paths) / len(paths), 2) if paths else None
     for model in ("cloud", "edge"):
         n = sum(by_i[i]["model"] == model for i in trees)
         if masks[model]:
@@ -224,21 +221,15 @@ def tree_findings(forwards: list, trees: dict, stale: list) -> list:
 def trees(e) -> list:
     """The trees the tree normalizer rebuilt (its notes), and tree nodes drafted from another
     branch's context (unless the tree checks said so)."""
-    from specdec_core.recorder.evidence.tree_trace import round_tree
-
     info = e.trees
-    trees, wrong, n = info.get("trees") or {}, [], 0
+    trees = info.get("trees") or {}
     if not trees:
         return []
-    out = tree_findings(info["forwards"], trees, info["stale"])
-    if any(f["code"] == "draft_context" for f in out):
-        return out
-    for rnd in e.rounds[:len(e.trace.rounds)]:
-        tree = trees.get(rnd.cloud.i) if rnd.verified else None
-        if tree is not None:
-            wrong += round_tree(rnd, tree, info["raw"][rnd.cloud.i], info)[1]
-            n += len(tree["nodes"])
-    if not wrong:
-        return out
     paths = [len(t["path"]) for t in trees.values() if t.get("path") is not None]
-    return out + context_finding(wrong, n, sum(paths) / len(paths) if paths else None)
+    accepted = round(sum(paths) / len(paths), 2) if paths else None
+    out = tree_findings(info["forwards"], trees, info["stale"], accepted)
+    wrong = [w for _, ws in e.tree_rounds.values() for w in ws]
+    if not wrong or any(f["code"] == "draft_context" for f in out):
+        return out
+    n = sum(len(tree["nodes"]) for tree, _ in e.tree_rounds.values())
+    return out + context_finding(wrong, n, accepted)
