@@ -138,26 +138,45 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     return '<div class="ss-cards">' + "".join(cards) + "</div>"
 
 
-def speed_card(sp: dict) -> str:
-    """The speed-up over cloud-only from interleaved repeats (evaluation/speedup.py): a number
-    with its spread, "no difference" when the spread covers 1.0, the speed of a different output
-    (never green) when the texts differ, no number above the acceptance's bound."""
-    x, rng = sp["speedup"], f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
-    times = (f"spread {rng} over {sp.get('repeats', 1)} interleaved repeats; medians {sp['decode_s']:.2f} s "
-             f"decoding (no page drawing) vs {sp['cloud_only_s']:.2f} s cloud-only")
-    tip = hover("speedup") + "; " + times
+def speed_kind(sp: dict) -> str:
+    """What a speed-up over cloud-only (evaluation/speedup.py) may claim, checked in this order:
+    busy (not timed), lossy (the speed of a different output), above_bound (above what the
+    acceptance allows: timing off), none (the spread covers 1.0), faster or slower. The card, the
+    A/B table's cell and the colour of the verdict under the final text all read it."""
     if sp.get("verdict") == "busy":
-        return _card(term("speedup").label, DASH, "machine busy: not timed (see the status line)", "", tip)
-    if sp.get("lossy"):
-        return _card("speed of a different output", f"{x:.2f}×", "output differs from cloud-only: not a speed-up",
-                     "warn", tip)
-    if sp.get("above_bound"):
-        return _card(term("speedup").label, DASH, f"above the {sp['bound']:.2f}× this acceptance allows: "
-                     "timing off, not shown", "warn", tip)
+        return "busy"
+    if sp.get("lossy") or sp.get("above_bound"):
+        return "lossy" if sp.get("lossy") else "above_bound"
     if sp.get("verdict") == "no measurable difference":
-        return _card(term("speedup").label, "no difference", f"spread {rng} covers 1.00×", "", tip)
-    return _card(term("speedup").label, f"{x:.2f}×", f"{rng} · {sp['decode_s']:.2f} s vs "
-                 f"{sp['cloud_only_s']:.2f} s (medians)", "good" if sp.get("verdict") == "faster" else "warn", tip)
+        return "none"
+    return "faster" if sp.get("verdict") == "faster" else "slower"
+
+
+def speed_times(sp: dict) -> str:
+    """Which time is which: 'decoding 0.17 s (median of 3 quiet repeats, no page drawing) vs
+    cloud-only 0.31 s (median of 3, interleaved with them)'."""
+    n = sp.get("repeats", 1)
+    return (f"decoding {sp['decode_s']:.2f} s (median of {n} quiet repeats, no page drawing) vs "
+            f"cloud-only {sp['cloud_only_s']:.2f} s (median of {n}, interleaved with them)")
+
+
+def speed_card(sp: dict) -> str:
+    """The speed-up over cloud-only as speed_kind reads it: a number with its spread, "no
+    difference" when the spread covers 1.0, the speed of a different output (never green) when
+    the texts differ, no number above the acceptance's bound or on a busy machine."""
+    kind, rng = speed_kind(sp), f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
+    tip = f"{hover('speedup')}; spread {rng}; {speed_times(sp)}"
+    label = "speed of a different output" if kind == "lossy" else term("speedup").label
+    if kind == "busy":
+        return _card(label, DASH, "machine busy: not timed (see the status line)", "", tip)
+    if kind == "above_bound":
+        return _card(label, DASH, f"above the {sp['bound']:.2f}× this acceptance allows: timing off, not shown",
+                     "warn", tip)
+    if kind == "none":
+        return _card(label, "no difference", f"spread {rng} covers 1.00×", "", tip)
+    sub = ("output differs from cloud-only: not a speed-up" if kind == "lossy" else
+           f"{rng} · {sp['decode_s']:.2f} s vs {sp['cloud_only_s']:.2f} s (medians)")
+    return _card(label, f"{sp['speedup']:.2f}×", sub, "good" if kind == "faster" else "warn", tip)
 
 
 def _ended_status(ended) -> str:

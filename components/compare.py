@@ -11,7 +11,7 @@ import pandas as pd
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.evaluation.speedup import REPEATS, speedup_words
 
-from .cards import HANZI_BANDS
+from .cards import HANZI_BANDS, speed_kind, speed_times
 from .formatting import ended_by_words, esc, fmt, is_number
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
@@ -348,37 +348,17 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
             '<th>change B − A</th><th>better</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></div>")
 
 
-def speed_class(sp: dict) -> str:
-    """'fast' (green) only for a measured speed-up of the same output within the bound; 'slow'
-    for a measured slow-down; 'neutral' otherwise (no measurable difference, a different output,
-    a figure above the bound)."""
-    if sp.get("lossy") or sp.get("above_bound") or sp.get("verdict") in ("no measurable difference", "busy"):
-        return "neutral"
-    return "fast" if sp.get("verdict") == "faster" else "slow"
-
-
 def speedup_cell(sp: dict | None):
     """The A/B table's speed-up value: the number when it is a measured speed-up (or slow-down) of
-    the same output within the bound, else the words the page says instead."""
+    the same output within the bound, else the words the page says instead (cards.speed_kind)."""
     if not sp:
         return None
-    if sp.get("verdict") == "busy":
-        return "not timed (machine busy)"
-    if sp.get("lossy"):
+    kind = speed_kind(sp)
+    if kind == "lossy":
         return f"different output ({sp['speedup']:.2f}×)"
-    if sp.get("above_bound"):
+    if kind == "above_bound":
         return f"not shown (above {sp['bound']:.2f}×)"
-    if sp.get("verdict") == "no measurable difference":
-        return "no measurable difference"
-    return sp["speedup"]
-
-
-def speed_times(sp: dict) -> str:
-    """Which time is which: 'decoding 0.17 s (median of 3 quiet repeats, no page drawing) vs
-    cloud-only 0.31 s (median of 3, interleaved with them)'."""
-    n = sp.get("repeats", 1)
-    return (f"decoding {sp['decode_s']:.2f} s (median of {n} quiet repeats, no page drawing) vs "
-            f"cloud-only {sp['cloud_only_s']:.2f} s (median of {n}, interleaved with them)")
+    return {"busy": "not timed (machine busy)", "none": "no measurable difference"}.get(kind, sp["speedup"])
 
 
 def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
@@ -390,7 +370,7 @@ def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = Non
     head = ""
     if sp:
         sp = {**sp, "lossy": sp.get("lossy") or not same}
-        cls = speed_class(sp)
+        cls = {"faster": "fast", "slower": "slow"}.get(speed_kind(sp), "neutral")
         head = (f'<div class="ss-vs-speed ss-vs-{cls}" data-speedup="{sp["speedup"]:.4f}" '
                 f'data-lo="{sp["lo"]:.4f}" data-hi="{sp["hi"]:.4f}" data-verdict="{esc(sp["verdict"])}" '
                 f'data-lossy="{int(sp["lossy"])}" data-above-bound="{int(bool(sp.get("above_bound")))}" '
