@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from specdec_core.analysis.glossary import hover, term
+from specdec_core.audio.conditions import LENGTH_BANDS
+from specdec_core.evaluation.checklist import PUNCT_RANGE
 from specdec_core.findings import from_json
 
 from .formatting import DASH, ended_by_words, esc, fault_label, fmt, is_number, num, pct
-
-# Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
-HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
 
 CARDS_CSS = """
 .ss-cards { display: flex; flex-wrap: wrap; gap: 8px; font-family: system-ui, sans-serif; }
@@ -113,7 +112,7 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     punct = m.get("punct_density")
     hanzi = m.get("hanzi_count")
     ended = m.get("ended_by")
-    band = HANZI_BANDS.get(prompt_type or "")
+    band = LENGTH_BANDS.get(prompt_type or "")   # the checklist's bands: they tint, not judge
     hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
     cards = [
         *acceptance_cards(m, lossy_findings(findings)),
@@ -123,7 +122,7 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
                f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
                if is_number(m.get("wall_s")) else "tokens/s"),
         _gcard("punct_density", punct, "target 10–25%",
-               _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40)),
+               _status(punct, lambda v: PUNCT_RANGE[0] <= v <= PUNCT_RANGE[1], lambda v: v > 0.40)),
         _tcard("hanzi_count", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters", hanzi_status),
         _tcard("ended_by", ended_by_words(ended), "", _ended_status(ended)),
     ]

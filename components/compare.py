@@ -9,9 +9,11 @@ import statistics
 import pandas as pd
 
 from specdec_core.analysis.glossary import hover, term
+from specdec_core.audio.conditions import LENGTH_BANDS
+from specdec_core.evaluation.checklist import PUNCT_RANGE
 from specdec_core.evaluation.speedup import REPEATS, speedup_words
 
-from .cards import HANZI_BANDS, speed_kind, speed_times
+from .cards import speed_kind, speed_times
 from .formatting import ended_by_words, esc, fmt, is_number
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
@@ -127,7 +129,7 @@ NOISE_REL = 0.20
 WITHIN_NOISE = f"within noise: timed once per side, and a timing difference under {NOISE_REL:.0%} is not called better"
 IDENTICAL = "A and B have identical configurations: any difference is noise, none is called better"
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
-BANDS = {"punct_density": (0.10, 0.25)}
+BANDS = {"punct_density": PUNCT_RANGE}
 # Per-draft counts that a tree and a chain count differently: a tree verifies siblings of which at
 # most one per depth can be accepted (and drafts a depth in one wider edge forward). With a tree on
 # either side they name no winner; the mean acceptance length (tokens per cloud call) compares.
@@ -138,9 +140,7 @@ NOT_COMPARED = "texts differ: fewer cloud calls or a higher acceptance only coun
 
 
 def _band(key: str, prompt_type: str | None):
-    if key == "hanzi_count":
-        return HANZI_BANDS.get(prompt_type or "")
-    return BANDS.get(key)
+    return LENGTH_BANDS.get(prompt_type or "") if key == "hanzi_count" else BANDS.get(key)
 
 
 SAME = "the same value on both sides"
@@ -250,17 +250,10 @@ def _delta(key: str, a, b) -> str:
     if not (is_number(a) and is_number(b)) or isinstance(a, bool) or isinstance(b, bool):
         return ""
     d = b - a
-    if math.isclose(d, 0.0, abs_tol=1e-12):
+    text = f"{abs(100 * d):.1f} pts" if term(key).unit == "%" else fmt(key, abs(d))
+    if not any(ch in "123456789" for ch in text):   # zero, or rounds to zero at the shown precision
         return "0"
-    unit = term(key).unit
-    sign = "+" if d > 0 else "−"
-    if unit == "%":
-        text = f"{abs(100 * d):.1f} pts"
-    else:
-        text = fmt(key, abs(d)).lstrip("-")
-    if not any(ch in "123456789" for ch in text):   # rounds to zero at the shown precision
-        return "0"
-    return sign + text
+    return ("+" if d > 0 else "−") + text
 
 
 def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
