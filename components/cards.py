@@ -7,7 +7,7 @@ from specdec_core.audio.conditions import LENGTH_BANDS
 from specdec_core.evaluation.checklist import PUNCT_RANGE
 from specdec_core.findings import from_json
 
-from .formatting import DASH, ended_by_words, esc, fault_label, fmt, is_number, num, pct
+from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct
 
 CARDS_CSS = """
 .ss-cards { display: flex; flex-wrap: wrap; gap: 8px; font-family: system-ui, sans-serif; }
@@ -124,7 +124,7 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
         _gcard("punct_density", punct, "target 10–25%",
                _status(punct, lambda v: PUNCT_RANGE[0] <= v <= PUNCT_RANGE[1], lambda v: v > 0.40)),
         _tcard("hanzi_count", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters", hanzi_status),
-        _tcard("ended_by", ended_by_words(ended), "", _ended_status(ended)),
+        _gcard("ended_by", ended, "", ENDED_STATUS.get(ended, "warn")),
     ]
     share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
     if is_number(share):   # only runs with an entropy threshold have it
@@ -178,12 +178,8 @@ def speed_card(sp: dict) -> str:
     return _card(label, f"{sp['speedup']:.2f}×", sub, "good" if kind == "faster" else "warn", tip)
 
 
-def _ended_status(ended) -> str:
-    if ended in ("eos", "sentence"):
-        return "good"
-    if ended in ("cycle", "fault"):
-        return "bad"
-    return "warn" if ended else ""
+# why a run ended -> its card's tint (any other reason: warn)
+ENDED_STATUS = {"eos": "good", "sentence": "good", "cycle": "bad", "fault": "bad", None: "", "": ""}
 
 
 SHOWN_WARNINGS = 5

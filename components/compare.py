@@ -14,7 +14,7 @@ from specdec_core.evaluation.checklist import PUNCT_RANGE
 from specdec_core.evaluation.speedup import REPEATS, speedup_words
 
 from .cards import speed_kind, speed_times
-from .formatting import ended_by_words, esc, fmt, is_number
+from .formatting import esc, fmt, is_number
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
 # hanzi_count, which should sit inside the prompt type's band rather than grow or shrink).
@@ -272,11 +272,6 @@ def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
     return key not in ("wall_s", "tokens_per_s")
 
 
-def _said(key: str, value) -> str:
-    """A cell's value as the Live tab writes it (why a run ended in words)."""
-    return ended_by_words(value) if key == "ended_by" else fmt(key, value)
-
-
 def _cell_word(win: str, why: str) -> str:
     if win == "=":
         return "within noise" if why.startswith("within noise") or why == IDENTICAL else \
@@ -297,7 +292,7 @@ def _diff_row(key: str, ra, rb, same_text, prompt_type, samples, identical: bool
     tips = [f' title="{esc(", ".join(fmt(key, x) for x in xs))} over {len(xs)} repeats (median shown)"'
             if samples else "" for xs in (samples or ((), ()))]
     return (f'<tr data-key="{esc(key)}" data-better="{esc(win)}"><th title="{esc(hover(key))}">'
-            f'{esc(term(key).label)}</th><td{tips[0]}>{esc(_said(key, ra))}</td><td{tips[1]}>{esc(_said(key, rb))}</td>'
+            f'{esc(term(key).label)}</th><td{tips[0]}>{esc(fmt(key, ra))}</td><td{tips[1]}>{esc(fmt(key, rb))}</td>'
             f'<td>{esc("" if isinstance(ra, bool) or isinstance(rb, bool) else _delta(key, a, b))}</td>'
             f'<td class="ss-ab-better ss-ab-better-{esc(cell.split()[0])}" title="{esc(why)}">{esc(cell)}</td></tr>')
 

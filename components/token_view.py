@@ -24,7 +24,8 @@ SOURCES = ("accepted", "corrected", "draft", "bonus")
 
 _SOURCE_CSS = "\n".join(
     f".ss-src-{s} {{ background: {SOURCE_TINTS[s]}; border-color: {SOURCE_COLORS[s]}; }}\n"
-    f".ss-tip-src-{s} {{ color: {SOURCE_COLORS[s]}; }}"
+    f".ss-tip-src-{s} {{ color: {SOURCE_COLORS[s]}; }}\n"
+    f".ss-tip-head .ss-tip-src-{s} {{ filter: brightness(1.6); font-weight: 600; }}"
     for s in SOURCES
 )
 
@@ -78,8 +79,6 @@ TOKEN_CSS = f"""
   text-decoration: none; }}
 .ss-tok:hover > .ss-tip, .ss-tok:focus > .ss-tip {{ display: block; }}
 .ss-tip-head {{ display: block; font-size: 14px; margin-bottom: 4px; }}
-.ss-tip-head .ss-tip-src-accepted, .ss-tip-head .ss-tip-src-corrected,
-.ss-tip-head .ss-tip-src-draft, .ss-tip-head .ss-tip-src-bonus {{ filter: brightness(1.6); font-weight: 600; }}
 .ss-tip-src-rejected {{ color: #c8c8c8; font-weight: 600; }}
 .ss-tip-grid {{ display: grid; grid-template-columns: auto auto auto auto; gap: 0 10px; }}
 .ss-tip-k {{ color: #9aa4ae; white-space: nowrap; }}
@@ -247,7 +246,12 @@ def _trace_items(trace: dict, tokens: list[dict], rejected: list[dict], in_cycle
         seen_rounds.add(rej.get("round"))
         return _rejected_span(rej, first)
 
-    folds = _tree_folds(by_at, trailing)   # tree rounds: their rejected siblings, one mark per round
+    # {round: its rejected tree nodes}: a tree verifies many siblings per round (70–87 in a dynamic
+    # tree's run); inline they would bury the text, so each round gets one mark (fold_span)
+    folds: dict = {}
+    for rej in rejected:
+        if rej.get("node") is not None:
+            folds.setdefault(rej.get("round"), []).append(rej)
     items: list[tuple[object, str]] = []
     fd = (trace.get("reference") or {}).get("first_divergence")   # bug or numerics? (issue 27)
     for n, tok in enumerate(tokens):
@@ -264,16 +268,6 @@ def _trace_items(trace: dict, tokens: list[dict], rejected: list[dict], in_cycle
     if fd and fd.get("index") == len(tokens) and tokens:
         items.append((tokens[-1].get("round"), divergence_marker(fd)))
     return items
-
-
-def _tree_folds(by_at: dict, trailing: list) -> dict:
-    """{round: its rejected tree nodes}: a tree verifies many siblings per round (70–87 in a
-    dynamic tree's run); inline they would bury the text, so each round gets one mark."""
-    out: dict = {}
-    for rej in [r for rs in by_at.values() for r in rs] + trailing:
-        if rej.get("node") is not None:
-            out.setdefault(rej.get("round"), []).append(rej)
-    return out
 
 
 # One click on a round's mark: the Live / Inspect tree view of that round (its round field set
