@@ -374,20 +374,16 @@ def char_diff_html(text_a: str | None, text_b: str | None, names: tuple[str, str
     """Character diff of two outputs: text only in the first struck through, text only in the
     second underlined."""
     a, b = text_a or "", text_b or ""
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    parts = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            parts.append(esc(a[i1:i2]))
-            continue
-        if op in ("delete", "replace"):
-            parts.append(f"<del>{esc(a[i1:i2])}</del>")
-        if op in ("insert", "replace"):
-            parts.append(f"<ins>{esc(b[j1:j2])}</ins>")
     if a == b:
         what = "identical texts" if a else "both texts are empty"
         return (f'<div class="ss-diff" data-identical="1"><div class="ss-diff-legend">{what}</div>'
                 f'<div class="ss-diff-text">{esc(a)}</div></div>')
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    parts = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        old, new = esc(a[i1:i2]), esc(b[j1:j2])     # a delete has no new text, an insert no old
+        parts.append(old if op == "equal" else
+                     (f"<del>{old}</del>" if old else "") + (f"<ins>{new}</ins>" if new else ""))
     same = f"{100 * matcher.ratio():.0f}% of characters in common"
     return (
         f'<div class="ss-diff"><div class="ss-diff-legend"><del>only in {esc(names[0])}</del> · <ins>only in {esc(names[1])}</ins> · '

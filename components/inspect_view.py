@@ -323,10 +323,10 @@ def pooled_html(entries: list[dict]) -> str:
                     f'<td class="ss-num">{c["tokens"]}</td><td class="ss-num">{c["calls"]}</td>'
                     f'<td class="ss-num">{fmt("acceptance_rate", acc)}</td>'
                     f'<td>{codes}</td></tr>')
-    pooled = position_acceptance(pooled_trace([e.get("trace") for e in entries]))
+    pool = pooled_trace([e.get("trace") for e in entries])
+    pooled = position_acceptance(pool)
     own = [{p: (r, n) for p, r, n in position_acceptance(e.get("trace") or {})} for e in entries]
-    n_rounds = sum(1 for e in entries for r in (e.get("trace") or {}).get("rounds") or []
-                   if r.get("verified"))
+    n_rounds = sum(bool(r.get("verified")) for r in pool["rounds"])
 
     def cell(v):
         return DASH if v is None or not v[1] else f"{pct(v[0])}<small> of {v[1]}</small>"
