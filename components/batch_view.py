@@ -28,8 +28,9 @@ BATCH_CSS = """
 .ss-check-target { color: #6e7781; }
 .ss-by-label-box { max-width: 100%; overflow-x: auto; }
 .ss-label-matrix { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; width: 100%; }
-.ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; }
-.ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; }
+.ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right;
+  white-space: nowrap; }
+.ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; min-width: 5.5em; }
 .ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
 .ss-agg h4 { margin: 0 0 6px 0; }
 .ss-agg table { width: 100%; table-layout: fixed; border-collapse: collapse; font-family: system-ui, sans-serif;
@@ -40,8 +41,6 @@ BATCH_CSS = """
 .ss-agg tbody th { font-weight: 500; width: 46%; }
 .ss-agg-A { color: #0072B2; } .ss-agg-B { color: #CC79A7; }
 .ss-denom { font-weight: 400; color: #6e7781; font-size: 11.5px; }
-.ss-label-matrix td, .ss-label-matrix th { white-space: nowrap; }
-.ss-label-matrix tr:first-child th { white-space: normal; min-width: 5.5em; }
 .ss-cfg-A .ss-cfg-name { color: #0072B2; font-weight: 650; } .ss-cfg-B .ss-cfg-name { color: #CC79A7; font-weight: 650; }
 .ss-by-label-note { font-size: 12.5px; color: #57606a; margin-top: 6px; }
 """
@@ -113,6 +112,16 @@ def _lookup(row: dict, keys: tuple[str, ...]):
     return None
 
 
+def _cell(key: str, value, digits: int):
+    """A value of the per-clip and the aggregate table, written one way: shares as percentages (as
+    on Live: 65.7%), flags as yes / no, other floats with `digits` decimals (3.60, not 3.6)."""
+    if is_number(value) and term(key).unit == "%":
+        return fmt(key, value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return f"{value:.{digits}f}" if is_number(value) and isinstance(value, float) else value
+
+
 def results_table(rows: list[dict] | None) -> pd.DataFrame:
     """Readable per-clip table from batch result rows (flat or with nested metrics/scores)."""
     records = []
@@ -122,13 +131,7 @@ def results_table(rows: list[dict] | None) -> pd.DataFrame:
             value = _lookup(row, keys)
             if title == "name" and isinstance(value, str) and "name" not in row:
                 value = os.path.basename(value)  # an audio path: the file name reads better
-            if is_number(value) and term(keys[0]).unit == "%":
-                value = fmt(keys[0], value)      # shares written as everywhere: 65.7%
-            elif isinstance(value, bool):
-                value = "yes" if value else "no"
-            elif is_number(value) and isinstance(value, float):   # one way per column: 3.60, not 3.6
-                value = f"{value:.{1 if title in (CHRF, 'tokens/s') else 2}f}"
-            rec[title] = value
+            rec[title] = _cell(keys[0], value, 1 if title in (CHRF, "tokens/s") else 2)
         records.append(rec)
     columns = [t for t, _ in COLUMNS if t not in _OPTIONAL or any(r.get(t) is not None for r in records)]
     return pd.DataFrame(records, columns=columns)
@@ -163,13 +166,8 @@ def aggregate_frame(result) -> pd.DataFrame:
     cols = {}
     ends = list(dict.fromkeys(k for s in result.summary.values() for k in s.get("ended_by") or {}))
     for name, s in result.summary.items():
-        vals = []
-        for _title, scope, key, digits in AGGREGATE_ROWS:
-            v = (s.get(scope) or {}).get(key) if scope else s.get(key)
-            if term(key).unit == "%" and is_number(v):     # shares read as percentages, as on Live
-                vals.append(fmt(key, v))
-            else:
-                vals.append(f"{v:.{digits}f}" if is_number(v) and isinstance(v, float) else v)
+        vals = [_cell(key, (s.get(scope) or {}).get(key) if scope else s.get(key), digits)
+                for _title, scope, key, digits in AGGREGATE_ROWS]
         per_label = s.get("per_label_accuracy") or {}
         vals.append(", ".join(f"{k} {fmt('emotion_accuracy', v)}" for k, v in per_label.items()) or "—")
         vals += [(s.get("ended_by") or {}).get(k, 0) for k in ends] or [None]

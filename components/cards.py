@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from specdec_core.analysis.glossary import hover, term
+from specdec_core.audio.conditions import LENGTH_BANDS
+from specdec_core.evaluation.checklist import PUNCT_RANGE
 from specdec_core.findings import from_json
 
-from .formatting import DASH, ended_by_words, esc, fault_label, fmt, is_number, num, pct
-
-# Bands from the source notes' checklist (seed 000): used to tint cards, not to judge runs.
-HANZI_BANDS = {"detailed": (30, 70), "concise": (8, 16)}
+from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct
 
 CARDS_CSS = """
 .ss-cards { display: flex; flex-wrap: wrap; gap: 8px; font-family: system-ui, sans-serif; }
@@ -113,7 +112,7 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     punct = m.get("punct_density")
     hanzi = m.get("hanzi_count")
     ended = m.get("ended_by")
-    band = HANZI_BANDS.get(prompt_type or "")
+    band = LENGTH_BANDS.get(prompt_type or "")   # the checklist's bands: they tint, not judge
     hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
     cards = [
         *acceptance_cards(m, lossy_findings(findings)),
@@ -123,9 +122,9 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
                f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
                if is_number(m.get("wall_s")) else "tokens/s"),
         _gcard("punct_density", punct, "target 10–25%",
-               _status(punct, lambda v: 0.10 <= v <= 0.25, lambda v: v > 0.40)),
+               _status(punct, lambda v: PUNCT_RANGE[0] <= v <= PUNCT_RANGE[1], lambda v: v > 0.40)),
         _tcard("hanzi_count", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters", hanzi_status),
-        _tcard("ended_by", ended_by_words(ended), "", _ended_status(ended)),
+        _gcard("ended_by", ended, "", ENDED_STATUS.get(ended, "warn")),
     ]
     share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
     if is_number(share):   # only runs with an entropy threshold have it
@@ -138,34 +137,49 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     return '<div class="ss-cards">' + "".join(cards) + "</div>"
 
 
-def speed_card(sp: dict) -> str:
-    """The speed-up over cloud-only from interleaved repeats (evaluation/speedup.py): a number
-    with its spread, "no difference" when the spread covers 1.0, the speed of a different output
-    (never green) when the texts differ, no number above the acceptance's bound."""
-    x, rng = sp["speedup"], f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
-    times = (f"spread {rng} over {sp.get('repeats', 1)} interleaved repeats; medians {sp['decode_s']:.2f} s "
-             f"decoding (no page drawing) vs {sp['cloud_only_s']:.2f} s cloud-only")
-    tip = hover("speedup") + "; " + times
+def speed_kind(sp: dict) -> str:
+    """What a speed-up over cloud-only (evaluation/speedup.py) may claim, checked in this order:
+    busy (not timed), lossy (the speed of a different output), above_bound (above what the
+    acceptance allows: timing off), none (the spread covers 1.0), faster or slower. The card, the
+    A/B table's cell and the colour of the verdict under the final text all read it."""
     if sp.get("verdict") == "busy":
-        return _card(term("speedup").label, DASH, "machine busy: not timed (see the status line)", "", tip)
-    if sp.get("lossy"):
-        return _card("speed of a different output", f"{x:.2f}×", "output differs from cloud-only: not a speed-up",
-                     "warn", tip)
-    if sp.get("above_bound"):
-        return _card(term("speedup").label, DASH, f"above the {sp['bound']:.2f}× this acceptance allows: "
-                     "timing off, not shown", "warn", tip)
+        return "busy"
+    if sp.get("lossy") or sp.get("above_bound"):
+        return "lossy" if sp.get("lossy") else "above_bound"
     if sp.get("verdict") == "no measurable difference":
-        return _card(term("speedup").label, "no difference", f"spread {rng} covers 1.00×", "", tip)
-    return _card(term("speedup").label, f"{x:.2f}×", f"{rng} · {sp['decode_s']:.2f} s vs "
-                 f"{sp['cloud_only_s']:.2f} s (medians)", "good" if sp.get("verdict") == "faster" else "warn", tip)
+        return "none"
+    return "faster" if sp.get("verdict") == "faster" else "slower"
 
 
-def _ended_status(ended) -> str:
-    if ended in ("eos", "sentence"):
-        return "good"
-    if ended in ("cycle", "fault"):
-        return "bad"
-    return "warn" if ended else ""
+def speed_times(sp: dict) -> str:
+    """Which time is which: 'decoding 0.17 s (median of 3 quiet repeats, no page drawing) vs
+    cloud-only 0.31 s (median of 3, interleaved with them)'."""
+    n = sp.get("repeats", 1)
+    return (f"decoding {sp['decode_s']:.2f} s (median of {n} quiet repeats, no page drawing) vs "
+            f"cloud-only {sp['cloud_only_s']:.2f} s (median of {n}, interleaved with them)")
+
+
+def speed_card(sp: dict) -> str:
+    """The speed-up over cloud-only as speed_kind reads it: a number with its spread, "no
+    difference" when the spread covers 1.0, the speed of a different output (never green) when
+    the texts differ, no number above the acceptance's bound or on a busy machine."""
+    kind, rng = speed_kind(sp), f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
+    tip = f"{hover('speedup')}; spread {rng}; {speed_times(sp)}"
+    label = "speed of a different output" if kind == "lossy" else term("speedup").label
+    if kind == "busy":
+        return _card(label, DASH, "machine busy: not timed (see the status line)", "", tip)
+    if kind == "above_bound":
+        return _card(label, DASH, f"above the {sp['bound']:.2f}× this acceptance allows: timing off, not shown",
+                     "warn", tip)
+    if kind == "none":
+        return _card(label, "no difference", f"spread {rng} covers 1.00×", "", tip)
+    sub = ("output differs from cloud-only: not a speed-up" if kind == "lossy" else
+           f"{rng} · {sp['decode_s']:.2f} s vs {sp['cloud_only_s']:.2f} s (medians)")
+    return _card(label, f"{sp['speedup']:.2f}×", sub, "good" if kind == "faster" else "warn", tip)
+
+
+# why a run ended -> its card's tint (any other reason: warn)
+ENDED_STATUS = {"eos": "good", "sentence": "good", "cycle": "bad", "fault": "bad", None: "", "": ""}
 
 
 SHOWN_WARNINGS = 5

@@ -9,10 +9,12 @@ import statistics
 import pandas as pd
 
 from specdec_core.analysis.glossary import hover, term
+from specdec_core.audio.conditions import LENGTH_BANDS
+from specdec_core.evaluation.checklist import PUNCT_RANGE
 from specdec_core.evaluation.speedup import REPEATS, speedup_words
 
-from .cards import HANZI_BANDS
-from .formatting import ended_by_words, esc, fmt, is_number
+from .cards import speed_kind, speed_times
+from .formatting import esc, fmt, is_number
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
 # hanzi_count, which should sit inside the prompt type's band rather than grow or shrink).
@@ -127,7 +129,7 @@ NOISE_REL = 0.20
 WITHIN_NOISE = f"within noise: timed once per side, and a timing difference under {NOISE_REL:.0%} is not called better"
 IDENTICAL = "A and B have identical configurations: any difference is noise, none is called better"
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
-BANDS = {"punct_density": (0.10, 0.25)}
+BANDS = {"punct_density": PUNCT_RANGE}
 # Per-draft counts that a tree and a chain count differently: a tree verifies siblings of which at
 # most one per depth can be accepted (and drafts a depth in one wider edge forward). With a tree on
 # either side they name no winner; the mean acceptance length (tokens per cloud call) compares.
@@ -138,9 +140,7 @@ NOT_COMPARED = "texts differ: fewer cloud calls or a higher acceptance only coun
 
 
 def _band(key: str, prompt_type: str | None):
-    if key == "hanzi_count":
-        return HANZI_BANDS.get(prompt_type or "")
-    return BANDS.get(key)
+    return LENGTH_BANDS.get(prompt_type or "") if key == "hanzi_count" else BANDS.get(key)
 
 
 SAME = "the same value on both sides"
@@ -250,17 +250,10 @@ def _delta(key: str, a, b) -> str:
     if not (is_number(a) and is_number(b)) or isinstance(a, bool) or isinstance(b, bool):
         return ""
     d = b - a
-    if math.isclose(d, 0.0, abs_tol=1e-12):
+    text = f"{abs(100 * d):.1f} pts" if term(key).unit == "%" else fmt(key, abs(d))
+    if not any(ch in "123456789" for ch in text):   # zero, or rounds to zero at the shown precision
         return "0"
-    unit = term(key).unit
-    sign = "+" if d > 0 else "−"
-    if unit == "%":
-        text = f"{abs(100 * d):.1f} pts"
-    else:
-        text = fmt(key, abs(d)).lstrip("-")
-    if not any(ch in "123456789" for ch in text):   # rounds to zero at the shown precision
-        return "0"
-    return sign + text
+    return ("+" if d > 0 else "−") + text
 
 
 def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
@@ -277,11 +270,6 @@ def _shown(key: str, ra, rb, vals: dict, no_link: bool, group: str) -> bool:
     # rounds (the side's cards show them as such): never compared here. The table's decode time,
     # timed on quiet repeats, replaces them; on a busy machine there is no speed row at all
     return key not in ("wall_s", "tokens_per_s")
-
-
-def _said(key: str, value) -> str:
-    """A cell's value as the Live tab writes it (why a run ended in words)."""
-    return ended_by_words(value) if key == "ended_by" else fmt(key, value)
 
 
 def _cell_word(win: str, why: str) -> str:
@@ -304,7 +292,7 @@ def _diff_row(key: str, ra, rb, same_text, prompt_type, samples, identical: bool
     tips = [f' title="{esc(", ".join(fmt(key, x) for x in xs))} over {len(xs)} repeats (median shown)"'
             if samples else "" for xs in (samples or ((), ()))]
     return (f'<tr data-key="{esc(key)}" data-better="{esc(win)}"><th title="{esc(hover(key))}">'
-            f'{esc(term(key).label)}</th><td{tips[0]}>{esc(_said(key, ra))}</td><td{tips[1]}>{esc(_said(key, rb))}</td>'
+            f'{esc(term(key).label)}</th><td{tips[0]}>{esc(fmt(key, ra))}</td><td{tips[1]}>{esc(fmt(key, rb))}</td>'
             f'<td>{esc("" if isinstance(ra, bool) or isinstance(rb, bool) else _delta(key, a, b))}</td>'
             f'<td class="ss-ab-better ss-ab-better-{esc(cell.split()[0])}" title="{esc(why)}">{esc(cell)}</td></tr>')
 
@@ -348,37 +336,17 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
             '<th>change B − A</th><th>better</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table></div>")
 
 
-def speed_class(sp: dict) -> str:
-    """'fast' (green) only for a measured speed-up of the same output within the bound; 'slow'
-    for a measured slow-down; 'neutral' otherwise (no measurable difference, a different output,
-    a figure above the bound)."""
-    if sp.get("lossy") or sp.get("above_bound") or sp.get("verdict") in ("no measurable difference", "busy"):
-        return "neutral"
-    return "fast" if sp.get("verdict") == "faster" else "slow"
-
-
 def speedup_cell(sp: dict | None):
     """The A/B table's speed-up value: the number when it is a measured speed-up (or slow-down) of
-    the same output within the bound, else the words the page says instead."""
+    the same output within the bound, else the words the page says instead (cards.speed_kind)."""
     if not sp:
         return None
-    if sp.get("verdict") == "busy":
-        return "not timed (machine busy)"
-    if sp.get("lossy"):
+    kind = speed_kind(sp)
+    if kind == "lossy":
         return f"different output ({sp['speedup']:.2f}×)"
-    if sp.get("above_bound"):
+    if kind == "above_bound":
         return f"not shown (above {sp['bound']:.2f}×)"
-    if sp.get("verdict") == "no measurable difference":
-        return "no measurable difference"
-    return sp["speedup"]
-
-
-def speed_times(sp: dict) -> str:
-    """Which time is which: 'decoding 0.17 s (median of 3 quiet repeats, no page drawing) vs
-    cloud-only 0.31 s (median of 3, interleaved with them)'."""
-    n = sp.get("repeats", 1)
-    return (f"decoding {sp['decode_s']:.2f} s (median of {n} quiet repeats, no page drawing) vs "
-            f"cloud-only {sp['cloud_only_s']:.2f} s (median of {n}, interleaved with them)")
+    return {"busy": "not timed (machine busy)", "none": "no measurable difference"}.get(kind, sp["speedup"])
 
 
 def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
@@ -390,7 +358,7 @@ def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = Non
     head = ""
     if sp:
         sp = {**sp, "lossy": sp.get("lossy") or not same}
-        cls = speed_class(sp)
+        cls = {"faster": "fast", "slower": "slow"}.get(speed_kind(sp), "neutral")
         head = (f'<div class="ss-vs-speed ss-vs-{cls}" data-speedup="{sp["speedup"]:.4f}" '
                 f'data-lo="{sp["lo"]:.4f}" data-hi="{sp["hi"]:.4f}" data-verdict="{esc(sp["verdict"])}" '
                 f'data-lossy="{int(sp["lossy"])}" data-above-bound="{int(bool(sp.get("above_bound")))}" '
@@ -406,20 +374,16 @@ def char_diff_html(text_a: str | None, text_b: str | None, names: tuple[str, str
     """Character diff of two outputs: text only in the first struck through, text only in the
     second underlined."""
     a, b = text_a or "", text_b or ""
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    parts = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            parts.append(esc(a[i1:i2]))
-            continue
-        if op in ("delete", "replace"):
-            parts.append(f"<del>{esc(a[i1:i2])}</del>")
-        if op in ("insert", "replace"):
-            parts.append(f"<ins>{esc(b[j1:j2])}</ins>")
     if a == b:
         what = "identical texts" if a else "both texts are empty"
         return (f'<div class="ss-diff" data-identical="1"><div class="ss-diff-legend">{what}</div>'
                 f'<div class="ss-diff-text">{esc(a)}</div></div>')
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    parts = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        old, new = esc(a[i1:i2]), esc(b[j1:j2])     # a delete has no new text, an insert no old
+        parts.append(old if op == "equal" else
+                     (f"<del>{old}</del>" if old else "") + (f"<ins>{new}</ins>" if new else ""))
     same = f"{100 * matcher.ratio():.0f}% of characters in common"
     return (
         f'<div class="ss-diff"><div class="ss-diff-legend"><del>only in {esc(names[0])}</del> · <ins>only in {esc(names[1])}</ins> · '

@@ -71,18 +71,14 @@ def widget_value(name: str, cfg: dict, value):
     return value if ok and s.minimum <= value <= s.maximum else start
 
 
-def widget_problems(cfg: dict) -> list[str]:
-    """Values that are valid knobs but that no widget can show (one line each)."""
-    return [p for s in KNOB_SPECS if s.name in cfg and (p := s.widget_problem(cfg[s.name]))]
-
-
 def checked_for_widgets(cfg: dict) -> dict:
-    """A full, valid knob dict every widget can show, or ConfigError with one clear line."""
+    """A full, valid knob dict every widget can show, or ConfigError with one clear line (the
+    first value that is a valid knob but that no widget can show)."""
     c = DecodeConfig.from_dict(cfg)
     full = {name: getattr(c, name) for name in KNOBS}
-    problems = widget_problems(full)
-    if problems:
-        raise ConfigError(problems[0])
+    problem = next((p for s in KNOB_SPECS if (p := s.widget_problem(full[s.name]))), None)
+    if problem:
+        raise ConfigError(problem)
     return full
 
 

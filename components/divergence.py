@@ -2,9 +2,9 @@
 (`reference.first_divergence`, analysis/divergence.py) and for the numerics probe."""
 from __future__ import annotations
 
-from html import escape
-
 from specdec_core.recorder.driver.numerics import probe_line
+
+from .formatting import DASH, esc
 
 DIVERGENCE_CSS = """
 .ss-div { display: inline-block; margin: 0 3px; padding: 0 5px; border-radius: 4px;
@@ -15,7 +15,7 @@ DIVERGENCE_CSS = """
 
 
 def _fmt(x) -> str:
-    return "—" if x is None else f"{x:.4g}" if isinstance(x, float) else str(x)
+    return DASH if x is None else f"{x:.4g}" if isinstance(x, float) else str(x)
 
 
 def divergence_title(fd: dict) -> str:
@@ -39,14 +39,14 @@ def divergence_marker(fd: dict | None) -> str:
         return ""
     cause = "numerics" if fd.get("cause") == "numerics" else "decoder"
     return (f'<span class="ss-div ss-div-{cause}" data-divergence="{cause}" '
-            f'data-index="{escape(str(fd.get("index")))}" tabindex="0" '
-            f'title="{escape(divergence_title(fd))}">⟂ {cause}</span>')
+            f'data-index="{esc(fd.get("index"))}" tabindex="0" '
+            f'title="{esc(divergence_title(fd))}">⟂ {cause}</span>')
 
 
 def numerics_html(num: dict | None, fd: dict | None = None) -> str:
     """Inspect's block: the probe's line ('ties closer than X logits can flip', from a recording
     or a run trace) and, with a reference, the divergence verdict."""
-    parts = [escape(t) for t in (probe_line(num), divergence_title(fd) if fd else "") if t]
+    parts = [esc(t) for t in (probe_line(num), divergence_title(fd) if fd else "") if t]
     if not parts:
         return ""
     return ('<div class="ss-numerics" data-section="numerics"><b>bug or numerics?</b> '

@@ -183,14 +183,10 @@ def findings_count(findings: list[dict]) -> str:
 def findings_summary(findings: list[dict] | None, sep: str = " · ", tail: str = " — see Diagnostics") -> str:
     """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics' for a status line
     (codes in words; an A/B side's: sep ", ", no tail); empty when the findings are clean."""
-    counts: dict[str, list[str]] = {}
-    for f in map(from_json, findings or []):
-        cls = SEVERITY.get(f["severity"], ("", "info"))[1]
-        if cls in ("error", "warning") and not f["explained_by"]:   # symptoms fold under their root
-            counts.setdefault(cls, []).append(f["code"])
+    roots = [f for f in map(from_json, findings or []) if not f["explained_by"]]   # symptoms fold under them
     parts = []
     for cls in ("error", "warning"):
-        codes = counts.get(cls)
+        codes = [f["code"] for f in roots if SEVERITY.get(f["severity"], ("", "info"))[1] == cls]
         if codes:
             parts.append(f"{SEVERITY[cls][0]} {len(codes)} {cls}{'s' if len(codes) > 1 else ''} "
                          f"({', '.join(map(fault_label, codes))})")

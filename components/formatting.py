@@ -39,11 +39,14 @@ def pct(value, digits: int = 1) -> str:
 
 def fmt(key: str, value, digits: int | None = None) -> str:
     """A metric value with its unit from the glossary (analysis/glossary.py): shares as
-    percentages, seconds with 's', counts with their unit word; rounded for reading."""
+    percentages, seconds with 's', counts with their unit word; rounded for reading; why a run
+    ended in words."""
     from specdec_core.analysis.glossary import term
 
     if value is None:
         return DASH
+    if key == "ended_by":    # why a run ended, in words
+        return ended_by_words(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):

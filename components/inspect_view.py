@@ -20,22 +20,22 @@ INSPECT_CSS = """
   overflow-x: auto; margin: 4px 0; }
 .ss-record-help summary { cursor: pointer; color: #0969da; }
 .ss-rd { font-family: system-ui, sans-serif; font-size: 13px; }
-.ss-rd table { border-collapse: collapse; margin: 4px 0 10px 0; }
-.ss-rd th, .ss-rd td { border: 1px solid #d8dee4; padding: 3px 7px; text-align: left; vertical-align: top; }
-.ss-rd th { background: #f6f8fa; font-weight: 600; }
+.ss-rd table, .ss-pool table { border-collapse: collapse; margin: 4px 0 10px 0; }
+.ss-rd th, .ss-rd td, .ss-pool th, .ss-pool td { border: 1px solid #d8dee4; padding: 3px 7px; text-align: left;
+  vertical-align: top; }
+.ss-rd th, .ss-pool th { background: #f6f8fa; font-weight: 600; }
+.ss-rd small, .ss-pool small { color: #57606a; }
 .ss-rd .ss-rd-edge { color: #0072B2; font-weight: 600; }
 .ss-rd .ss-rd-cloud { color: #444; font-weight: 600; }
 .ss-rd .ss-rd-bad { color: #D55E00; font-weight: 600; }
 .ss-rd .ss-rd-mono { font-family: ui-monospace, monospace; }
-.ss-rd small { color: #57606a; margin: 0 8px 0 2px; }
+.ss-rd small { margin: 0 8px 0 2px; }
 .ss-rd .ss-rd-note { color: #57606a; margin: 2px 0 4px 0; }
 .ss-rd h4 { margin: 6px 0 2px 0; font-size: 14px; }
 .ss-rd .ss-rd-audio { display: inline-block; background: #eef6fc; border: 1px solid #b6d4ea;
   border-radius: 10px; padding: 2px 10px; margin: 2px 0 6px 0; }
 .ss-pool { font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-pool table { border-collapse: collapse; margin: 4px 0 10px 0; width: 100%; }
-.ss-pool th, .ss-pool td { border: 1px solid #d8dee4; padding: 4px 8px; text-align: left; }
-.ss-pool th { background: #f6f8fa; font-weight: 600; }
+.ss-pool table { width: 100%; }
 .ss-pool td.ss-num { text-align: right; font-variant-numeric: tabular-nums; }
 .ss-pool .ss-pool-err { color: #D55E00; font-weight: 600; }
 .ss-pool .ss-pool-ok { color: #009E73; font-weight: 600; }
@@ -45,7 +45,6 @@ INSPECT_CSS = """
 .ss-pool td.ss-pool-name { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12.5px; }
 .ss-pool table.ss-pool-pos th { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
 .ss-pool table.ss-pool-pos th:first-child, .ss-pool table.ss-pool-pos th:nth-child(2) { font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-pool small { color: #57606a; }
 .ss-pool h4 { margin: 10px 0 2px 0; font-size: 14px; }
 """
 
@@ -324,10 +323,10 @@ def pooled_html(entries: list[dict]) -> str:
                     f'<td class="ss-num">{c["tokens"]}</td><td class="ss-num">{c["calls"]}</td>'
                     f'<td class="ss-num">{fmt("acceptance_rate", acc)}</td>'
                     f'<td>{codes}</td></tr>')
-    pooled = position_acceptance(pooled_trace([e.get("trace") for e in entries]))
+    pool = pooled_trace([e.get("trace") for e in entries])
+    pooled = position_acceptance(pool)
     own = [{p: (r, n) for p, r, n in position_acceptance(e.get("trace") or {})} for e in entries]
-    n_rounds = sum(1 for e in entries for r in (e.get("trace") or {}).get("rounds") or []
-                   if r.get("verified"))
+    n_rounds = sum(bool(r.get("verified")) for r in pool["rounds"])
 
     def cell(v):
         return DASH if v is None or not v[1] else f"{pct(v[0])}<small> of {v[1]}</small>"

@@ -20,19 +20,19 @@ HEIGHT = 290
 _FROM_CONFIG = "config"
 
 
-def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = HEIGHT) -> go.Figure:
-    fig.update_layout(
+def figure(title: str, x_title: str, y_title: str) -> go.Figure:
+    """A new figure in the page's one set-up: its title, axis titles and the legend under the axis."""
+    return go.Figure(layout=dict(
         template="plotly_white",
         title=dict(text=title, font=dict(size=14), x=0.01, xanchor="left"),
-        height=height,
+        height=HEIGHT,
         margin=dict(l=50, r=16, t=40, b=78),
         # below the axis: on half-width panels a wrapped legend above the plot covers the title
         legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0, font=dict(size=11)),
         xaxis_title=x_title,
         yaxis_title=y_title,
         hoverlabel=dict(font_size=12),
-    )
-    return fig
+    ))
 
 
 def _empty(fig: go.Figure, message: str) -> go.Figure:
@@ -73,18 +73,15 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
     """
     trace = trace or {}
     tokens = trace.get("tokens") or []
-    fig = go.Figure()
-    _layout(fig, "Draft entropy per token", "token index", "entropy (nats)")
+    fig = figure("Draft entropy per token", "token index", "entropy (nats)")
     if not tokens:
         return _empty(fig, "no tokens yet")
     xs = [t.get("i", n) for n, t in enumerate(tokens)]
     ys = [t.get("entropy") if is_number(t.get("entropy")) else None for t in tokens]
     _add_source_points(fig, tokens, xs, ys)
     finite = [y for y in ys if y is not None]
-    rej_by_at: dict[int, dict] = {}
-    for r in trace.get("rejected") or []:
-        if isinstance(r.get("at"), int):
-            rej_by_at.setdefault(r["at"], r)
+    # the first rejected draft at each index (reversed: the first one written wins)
+    rej_by_at = {r["at"]: r for r in reversed(trace.get("rejected") or []) if isinstance(r.get("at"), int)}
     finite += [r["entropy"] for r in rej_by_at.values() if is_number(r.get("entropy"))]
     thr = _threshold_of(trace, threshold)
     top = max(finite + [thr if thr is not None and math.isfinite(thr) else 0.0, 0.5]) * 1.12
@@ -179,8 +176,7 @@ def accepted_length_figure(trace: dict | None) -> go.Figure:
                      if isinstance(t.get("round"), int))      # (round, source) -> committed tokens
     rounds = {r.get("round"): r for r in trace.get("rounds") or [] if isinstance(r.get("round"), int)}
     ids = sorted({r for r, _ in counts} | set(rounds))
-    fig = go.Figure()
-    _layout(fig, "Accepted length per round", "round", "tokens")
+    fig = figure("Accepted length per round", "round", "tokens")
     if not ids:
         return _empty(fig, "no rounds yet")
     for source in ("accepted", "corrected", "bonus", "draft"):
@@ -240,8 +236,7 @@ def position_acceptance_figure(trace: dict | None) -> go.Figure:
     rows = depth_acceptance(trace or {})
     tree = bool(rows)
     rows = rows or position_acceptance(trace or {})
-    fig = go.Figure()
-    _layout(fig, *(("Acceptance by depth (tree)", "depth in the tree", "accepted") if tree else
+    fig = figure(*(("Acceptance by depth (tree)", "depth in the tree", "accepted") if tree else
                    ("Acceptance by draft position", "position in draft block", "accepted")))
     if not rows:
         return _empty(fig, "no verified rounds yet")
@@ -295,7 +290,10 @@ def batch_distributions(df) -> go.Figure:
     if "config" in df.columns and df["config"].nunique() > 1:
         groups = list(df.groupby("config", sort=False))
     for n, (title, raw, readable) in enumerate(BATCH_HISTS):
-        row, col = n // 2 + 1, n % 2 + 1
+        row, col, t = n // 2 + 1, n % 2 + 1, term(raw)
+        fig.update_xaxes(title_text=t.label + (f" ({t.unit})" if t.unit and t.unit != "%" else ""),
+                         title_font=dict(size=11), tickformat=".0%" if t.unit == "%" else None, row=row, col=col)
+        fig.update_yaxes(title_text="clips", title_font=dict(size=11), row=row, col=col)
         column = next((c for c in (raw, readable) if c in df.columns and df[c].notna().any()), None)
         if column is None:
             fig.add_annotation(text="no data", showarrow=False, row=row, col=col, x=0.5, y=0.5,
@@ -308,25 +306,17 @@ def batch_distributions(df) -> go.Figure:
         for g, (name, sub) in enumerate(groups):
             values = pd.to_numeric(sub[column], errors="coerce").dropna().astype(float).to_numpy()
             counts, _ = np.histogram(values, bins=edges)
-            pct = raw in ("punct_density",)
-            lo = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[:-1]]
-            hi = [f"{100 * e:.0f}%" if pct else f"{e:.3g}" for e in edges[1:]]
+            ends = [f"{100 * e:.0f}%" if t.unit == "%" else f"{e:.3g}" for e in edges]
             w = np.diff(edges) / len(groups)          # A and B side by side in each bin, never overlaid
             fig.add_trace(go.Bar(
                 x=edges[:-1] + w * (g + 0.5), y=counts, width=w * 0.92,
                 name=f"config {name}" if name is not None else title, legendgroup=str(name),
                 showlegend=name is not None and n == 0,
                 marker_color=_GROUP_COLORS[g % len(_GROUP_COLORS)],
-                customdata=list(zip(lo, hi)),
+                customdata=list(zip(ends[:-1], ends[1:])),
                 hovertemplate="%{customdata[0]}–%{customdata[1]}: %{y} clip(s)<extra>" + (
                     str(name) if name is not None else "") + "</extra>",
             ), row=row, col=col)
-    for n, (_title, raw, _readable) in enumerate(BATCH_HISTS):
-        t = term(raw)
-        fig.update_xaxes(title_text=t.label + (f" ({t.unit})" if t.unit and t.unit != "%" else ""),
-                         title_font=dict(size=11), tickformat=".0%" if t.unit == "%" else None,
-                         row=n // 2 + 1, col=n % 2 + 1)
-        fig.update_yaxes(title_text="clips", title_font=dict(size=11), row=n // 2 + 1, col=n % 2 + 1)
     if groups[0][0] is None:
         fig.update_layout(showlegend=False)
     return fig

@@ -1,10 +1,8 @@
 """Status line and the "what the backend read" panel: pure functions of their inputs -> HTML/Markdown."""
 from __future__ import annotations
 
-import html
-
 from .config_panel import INACTIVE_CSS
-from .formatting import snake_words
+from .formatting import esc, snake_words
 
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
@@ -12,14 +10,14 @@ def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str,
     (ui/common.run_context): which backend, dtype, cloud and faults the run used; a fault badge
     stands out."""
     icon = {"idle": "●", "run": "◌", "ok": "✔", "warn": "▲", "err": "✖"}.get(kind, "●")
-    d = f'<span class="ss-status-detail">{html.escape(detail)}</span>' if detail else ""
+    d = f'<span class="ss-status-detail">{esc(detail)}</span>' if detail else ""
     ctx = "".join(
-        f'<span class="ss-status-tag{" ss-status-fault" if what == "fault" else ""}" data-what="{html.escape(what)}">'
-        f'{html.escape(what)}: {html.escape(snake_words(value) if what == "fault" else value)}</span>'
+        f'<span class="ss-status-tag{" ss-status-fault" if what == "fault" else ""}" data-what="{esc(what)}">'
+        f'{esc(what)}: {esc(snake_words(value) if what == "fault" else value)}</span>'
         for what, value in context or [])
     ctx = f'<span class="ss-status-ctx">{ctx}</span>' if ctx else ""
     return (f'<div class="ss-status ss-status-{kind}" data-state="{kind}"><span class="ss-status-icon">'
-            f'{icon}</span><span class="ss-status-text">{html.escape(text)}</span>{d}{ctx}</div>')
+            f'{icon}</span><span class="ss-status-text">{esc(text)}</span>{d}{ctx}</div>')
 
 
 def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]:

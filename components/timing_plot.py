@@ -11,7 +11,7 @@ from specdec_core.recorder.checks.speed.speed import loop_round_times, recording
 
 from .formatting import is_number
 from .palette import CLOUD_CALL_COLOR, SOURCE_COLORS
-from .plots import _empty, _layout
+from .plots import _empty, figure
 
 # (key, label, colour): the stacking order, bottom to top
 PARTS = [("edge_s", "edge forwards", SOURCE_COLORS["draft"]),
@@ -56,8 +56,7 @@ def _title(total: dict | None) -> str:
 def timing_figure(obj: dict | None) -> go.Figure:
     """Stacked bar per round, in milliseconds; the title gives the whole run's shares."""
     rows, total = timing_rows(obj)
-    fig = go.Figure()
-    _layout(fig, _title(total), "round", "ms")
+    fig = figure(_title(total), "round", "ms")
     if not rows:
         return _empty(fig, "no timings in this run (recorded before timings were kept)"
                       if (obj or {}).get("rounds") or (obj or {}).get("forwards") else "no rounds yet")

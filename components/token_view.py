@@ -24,7 +24,8 @@ SOURCES = ("accepted", "corrected", "draft", "bonus")
 
 _SOURCE_CSS = "\n".join(
     f".ss-src-{s} {{ background: {SOURCE_TINTS[s]}; border-color: {SOURCE_COLORS[s]}; }}\n"
-    f".ss-tip-src-{s} {{ color: {SOURCE_COLORS[s]}; }}"
+    f".ss-tip-src-{s} {{ color: {SOURCE_COLORS[s]}; }}\n"
+    f".ss-tip-head .ss-tip-src-{s} {{ filter: brightness(1.6); font-weight: 600; }}"
     for s in SOURCES
 )
 
@@ -78,8 +79,6 @@ TOKEN_CSS = f"""
   text-decoration: none; }}
 .ss-tok:hover > .ss-tip, .ss-tok:focus > .ss-tip {{ display: block; }}
 .ss-tip-head {{ display: block; font-size: 14px; margin-bottom: 4px; }}
-.ss-tip-head .ss-tip-src-accepted, .ss-tip-head .ss-tip-src-corrected,
-.ss-tip-head .ss-tip-src-draft, .ss-tip-head .ss-tip-src-bonus {{ filter: brightness(1.6); font-weight: 600; }}
 .ss-tip-src-rejected {{ color: #c8c8c8; font-weight: 600; }}
 .ss-tip-grid {{ display: grid; grid-template-columns: auto auto auto auto; gap: 0 10px; }}
 .ss-tip-k {{ color: #9aa4ae; white-space: nowrap; }}
@@ -139,12 +138,15 @@ def _token_span(tok: dict, in_cycle: bool, dropped: list[dict], colour: str = "s
     if in_cycle:
         note = (note + "; " if note else "") + "part of a detected cycle"
     classes = f"ss-tok ss-src-{esc(source)}" + (" ss-cycle" if in_cycle else "")
-    return (
-        f'<span class="{classes}" tabindex="0" data-i="{esc(i)}" data-source="{esc(source)}" '
-        f'data-round="{esc(tok.get("round"))}" data-id="{esc(tok.get("id"))}"{_fill(tok, colour)}>'
-        f'<span class="ss-t">{esc(visible(tok.get("text")))}</span>'
-        f"{_tooltip(tok, source, f'#{i}', note)}</span>"
-    )
+    return _span(classes, tok, f'data-i="{esc(i)}" data-source="{esc(source)}"',
+                 _fill(tok, colour), _tooltip(tok, source, f"#{i}", note))
+
+
+def _span(classes: str, rec: dict, attrs: str, style: str, tip: str) -> str:
+    """A token's focusable span (committed or rejected): its text and its tooltip."""
+    return (f'<span class="{classes}" tabindex="0" {attrs} data-round="{esc(rec.get("round"))}" '
+            f'data-id="{esc(rec.get("id"))}"{style}><span class="ss-t">{esc(visible(rec.get("text")))}</span>'
+            f"{tip}</span>")
 
 
 def _rejected_span(rej: dict, first: bool = True) -> str:
@@ -160,12 +162,8 @@ def _rejected_span(rej: dict, first: bool = True) -> str:
                                                    if rank is not None else " (its cloud rank was not recorded)")
     if at is not None:
         note += f"; replaced by token #{at}"
-    return (
-        f'<span class="ss-tok ss-rej" tabindex="0" data-source="rejected" data-round="{esc(rej.get("round"))}" '
-        f'data-at="{esc(at)}" data-id="{esc(rej.get("id"))}">'
-        f'<span class="ss-t">{esc(visible(rej.get("text")))}</span>'
-        f"{_tooltip(rej, 'rejected', head, note)}</span>"
-    )
+    return _span("ss-tok ss-rej", rej, f'data-source="rejected" data-at="{esc(at)}"', "",
+                 _tooltip(rej, "rejected", head, note))
 
 
 def cycle_indices(trace: dict) -> set[int]:
@@ -180,25 +178,24 @@ def cycle_indices(trace: dict) -> set[int]:
     return idx
 
 
-def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int, folded: bool = False) -> str:
-    def item(sample: str, label: str, count: int | None) -> str:
-        c = f' <span class="ss-legend-count">{count}</span>' if count is not None else ""
-        return f'<span class="ss-legend-item">{sample}{esc(label)}{c}</span>'
+def _item(sample: str, label: str, count: int | None = None) -> str:
+    """One legend entry (of the source legend and of the colour keys): sample, label, count."""
+    c = f' <span class="ss-legend-count">{count}</span>' if count is not None else ""
+    return f'<span class="ss-legend-item">{sample}{esc(label)}{c}</span>'
 
-    parts = [
-        item(
-            f'<span class="ss-tok ss-src-{s}"><span class="ss-t">字</span></span>',
-            SOURCE_LABELS[s],
-            counts.get(s, 0),
-        )
-        for s in SOURCES
-    ]
-    parts.append(item('<span class="ss-tok ss-rej"><span class="ss-t">字</span></span>', "rejected draft" + (" (a tree round's: ✂ count, hover or click it)" if folded else ""), n_rejected))
-    parts.append(item('<span class="ss-tok ss-cycle"><span class="ss-t">字</span></span>', "cycle", n_cycle))
-    parts.append(item(
-        '<span class="ss-legend-rounds"><span class="ss-round ss-round-even">字字</span>'
-        '<span class="ss-round ss-round-odd">字</span></span>', "rounds", None,
-    ))
+
+def _chip(cls: str = "", style: str = "") -> str:
+    """A legend's sample token: a token class (' ss-rej') or a background."""
+    return f'<span class="ss-tok{cls}"{style}><span class="ss-t">字</span></span>'
+
+
+def _legend(counts: dict[str, int], n_rejected: int, n_cycle: int, folded: bool = False) -> str:
+    parts = [_item(_chip(f" ss-src-{s}"), SOURCE_LABELS[s], counts.get(s, 0)) for s in SOURCES]
+    parts.append(_item(_chip(" ss-rej"), "rejected draft" + (" (a tree round's: ✂ count, hover or click it)"
+                                                             if folded else ""), n_rejected))
+    parts.append(_item(_chip(" ss-cycle"), "cycle", n_cycle))
+    parts.append(_item('<span class="ss-legend-rounds"><span class="ss-round ss-round-even">字字</span>'
+                       '<span class="ss-round ss-round-odd">字</span></span>', "rounds"))
     parts.append('<span class="ss-legend-hint">hover or tab to a token for details</span>')
     return '<div class="ss-legend" aria-label="legend">' + "".join(parts) + "</div>"
 
@@ -249,7 +246,12 @@ def _trace_items(trace: dict, tokens: list[dict], rejected: list[dict], in_cycle
         seen_rounds.add(rej.get("round"))
         return _rejected_span(rej, first)
 
-    folds = _tree_folds(by_at, trailing)   # tree rounds: their rejected siblings, one mark per round
+    # {round: its rejected tree nodes}: a tree verifies many siblings per round (70–87 in a dynamic
+    # tree's run); inline they would bury the text, so each round gets one mark (fold_span)
+    folds: dict = {}
+    for rej in rejected:
+        if rej.get("node") is not None:
+            folds.setdefault(rej.get("round"), []).append(rej)
     items: list[tuple[object, str]] = []
     fd = (trace.get("reference") or {}).get("first_divergence")   # bug or numerics? (issue 27)
     for n, tok in enumerate(tokens):
@@ -266,16 +268,6 @@ def _trace_items(trace: dict, tokens: list[dict], rejected: list[dict], in_cycle
     if fd and fd.get("index") == len(tokens) and tokens:
         items.append((tokens[-1].get("round"), divergence_marker(fd)))
     return items
-
-
-def _tree_folds(by_at: dict, trailing: list) -> dict:
-    """{round: its rejected tree nodes}: a tree verifies many siblings per round (70–87 in a
-    dynamic tree's run); inline they would bury the text, so each round gets one mark."""
-    out: dict = {}
-    for rej in [r for rs in by_at.values() for r in rs] + trailing:
-        if rej.get("node") is not None:
-            out.setdefault(rej.get("round"), []).append(rej)
-    return out
 
 
 # One click on a round's mark: the Live / Inspect tree view of that round (its round field set
@@ -301,7 +293,8 @@ def fold_span(rnd, rejs: list[dict]) -> str:
 
 def _round_groups(items: list[tuple[object, str]]) -> list[str]:
     """Consecutive items of one round wrapped together, alternating underlines."""
-    return [_round_group(rnd, [frag for _, frag in run], n % 2)
+    return [f'<span class="ss-round ss-round-{"odd" if n % 2 else "even"}" data-round="{esc(rnd)}">'
+            + "".join(frag for _, frag in run) + "</span>"
             for n, (rnd, run) in enumerate(groupby(items, key=lambda item: item[0]))]
 
 
@@ -329,10 +322,7 @@ def rank_fill(rank, source: str | None = None) -> str:
         rank = 1
     if not isinstance(rank, int) or isinstance(rank, bool):
         return UNRANKED
-    for limit, colour, _ in RANK_BUCKETS:
-        if limit is None or rank <= limit:
-            return colour
-    return UNRANKED  # pragma: no cover
+    return next(colour for limit, colour, _ in RANK_BUCKETS if limit is None or rank <= limit)
 
 
 def _fill(tok: dict, colour: str) -> str:
@@ -348,8 +338,7 @@ def _fill(tok: dict, colour: str) -> str:
 def colour_legend(colour: str, hidden: bool = False) -> str:
     """The key of a non-source colouring ('' for source: the main legend says it)."""
     def chip(c, label):
-        return (f'<span class="ss-legend-item"><span class="ss-tok" style="background: {c}">'
-                f'<span class="ss-t">字</span></span>{esc(label)}</span>')
+        return _item(_chip(style=f' style="background: {c}"'), label)
 
     if colour == "audio dependence":
         parts = [chip(dependence_fill(v), f"{v:g} nats") for v in (0, 0.5, 1.5, 3)]
@@ -375,11 +364,6 @@ def colour_radio_css(radio_class: str = "ss-colour-radio") -> str:
         out.append(f"{on} .ss-tokens .ss-tok:not(.ss-rej) {{ background: var({var}, {UNRANKED}) !important; }}")
         out.append(f"{on} .ss-colour-legend.ss-key-{slug} {{ display: flex; }}")
     return "\n".join(out)
-
-
-def _round_group(rnd, fragments: list[str], parity: int) -> str:
-    cls = "ss-round ss-round-odd" if parity else "ss-round ss-round-even"
-    return f'<span class="{cls}" data-round="{esc(rnd)}">' + "".join(fragments) + "</span>"
 
 
 # the colour toggle's rules travel with the token view's CSS (ALL_CSS picks them up)
