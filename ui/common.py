@@ -3,6 +3,7 @@ the Stop buttons, the server's limits (decode time cap, upload size, file clean-
 files for the download buttons."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import html
 import json
@@ -84,9 +85,14 @@ def resolve_audio(sample: str | None, upload) -> tuple[object, str]:
     if sample:
         return str(sample_path(sample)), sample
     if upload:
-        path = upload if isinstance(upload, str) else getattr(upload, "path", None) or upload
+        path = upload_path(upload)
         return str(path), Path(str(path)).name
     raise AudioError("no audio given: pick a sample, upload a clip or record one")
+
+
+def upload_path(upload):
+    """An upload's path: widgets give it as a str, the API (gr.api) as Gradio's FileData dict."""
+    return upload.get("path") if isinstance(upload, dict) else upload
 
 
 def check_upload(path) -> str | None:
@@ -182,18 +188,23 @@ _RUNNING: dict[str, list[threading.Event]] = {}
 _LOCK = threading.Lock()
 
 
-def register(session: str | None, cancel: threading.Event) -> None:
+@contextlib.contextmanager
+def running(session: str | None, cancel: threading.Event | None = None):
+    """Yields `cancel` (a new Event if none), which the session's Stop button sets while the
+    block runs; set when it ends, so whatever still runs for it stops too."""
+    cancel = cancel or threading.Event()
     with _LOCK:
         _RUNNING.setdefault(session or "", []).append(cancel)
-
-
-def unregister(session: str | None, cancel: threading.Event) -> None:
-    with _LOCK:
-        running = _RUNNING.get(session or "", [])
-        if cancel in running:
-            running.remove(cancel)
-        if not running:
-            _RUNNING.pop(session or "", None)
+    try:
+        yield cancel
+    finally:
+        cancel.set()
+        with _LOCK:
+            mine = _RUNNING.get(session or "", [])
+            if cancel in mine:
+                mine.remove(cancel)
+            if not mine:
+                _RUNNING.pop(session or "", None)
 
 
 def cancel_session(session: str | None) -> int:

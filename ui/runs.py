@@ -14,7 +14,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.caps import cap_config, note_cuts
 from specdec_core.evaluation.speedup import REPEATS, speedup_stats, time_interleaved
 
-from .common import register, token_texts, unregister
+from .common import running, token_texts
 from .limits import in_slot, take_turns
 from .views import Clock
 
@@ -35,17 +35,13 @@ class Run:
         self.reference = None        # (cloud-only result, its logits) once run_baseline ran
 
     def __iter__(self):
-        register(self.session, self.cancel)
-        try:
+        with running(self.session, self.cancel):   # closed early: whatever still runs for it stops
             events = stream_prompt(self.backend, self.prompt, self.cfg, cancel=self.cancel)
             for ev in take_turns(events, self.session, self.cancel):   # slots shared round by round
                 new = self.live.add(ev)
                 if self.live.done:    # a cap that ended the run says so, with its variable
                     new = new + note_cuts(self.live.trace, self.asked, self.cfg)
                 yield self.live, new
-        finally:
-            self.cancel.set()   # closed early: whatever still runs for this run stops
-            unregister(self.session, self.cancel)
 
     @property
     def stopped(self) -> bool:
@@ -85,12 +81,8 @@ class Run:
 
 def time_sides(backend, sides: list, session: str, n: int = REPEATS) -> list[list[float]] | None:
     """The quiet interleaved repeats of evaluation/speedup.py, stoppable by the session's Stop."""
-    cancel = threading.Event()
-    register(session, cancel)
-    try:
+    with running(session) as cancel:
         return time_interleaved(backend, sides, n, cancel)
-    finally:
-        unregister(session, cancel)
 
 
 def vs_cloud(run: Run, session: str) -> dict | None:
