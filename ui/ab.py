@@ -39,7 +39,6 @@ AB_PRESETS = {
 
 class ABTab:
     def __init__(self, live):
-        self.live = live
         self._inputs(live)
         self._configurations()
         self._sides()
@@ -198,7 +197,9 @@ class ABTab:
             backend = common.get_backend(backend_name)
             session = common.session_of(request)
             runs = [Run(backend, src, cfg_a, session, name), Run(backend, src, cfg_b, session, name)]
-            ctx = common.run_context(backend, "", None) + ab_faults(runs[0].cfg, runs[1].cfg)
+            # a badge per fault that is on, per side ('fault: B no_resync')
+            ctx = common.run_context(backend, "", None) + [("fault", f"{side} {f}") for side, r in zip("AB", runs)
+                                                           for f in r.cfg.faults]
             yield self._cleared(status_html("run", f"Decoding {name} with A and B…", "", ctx),
                                 [v.reset() for v in self.views])
             yield from self._stream_pair(runs, name, ctx)
@@ -220,7 +221,7 @@ class ABTab:
                 if not done[i]:
                     live, _ = next(iters[i], (runs[i].live, None))
                     done[i] = live.done
-            if runs[0].clock.tokens_due():   # one clock paces the pair's token views
+            if runs[0].clock.due("tokens"):   # one clock paces the pair's token views
                 lives = [r.live for r in runs]
                 yield self._pack(status_html("run", f"Decoding {name} with A and B…",
                                              f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens", ctx),
@@ -333,22 +334,9 @@ def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:
     words), its speed-up over cloud-only and its findings."""
     busy = busy or busy_line(sps, None)
     return " · ".join(f"{side}: {len(t['tokens'])} tokens, ended by {ended_by_words(t.get('ended_by'))}"
-                      f"{'' if busy else _sp(sp)}{_fs(t)}" for side, t, sp in (("A", ta, sps[0]), ("B", tb, sps[1]))
+                      f"{'' if busy or not sp else ', ' + speedup_words(sp)}"
+                      f"{findings_summary(t.get('diagnostics'), ', ', '')}" for side, t, sp in (("A", ta, sps[0]), ("B", tb, sps[1]))
                       ) + (f" · {busy}" if busy else "")
-
-
-def _fs(trace: dict) -> str:
-    """', ✖ 1 error (cache desync)' for one side of the status line."""
-    return findings_summary(trace.get("diagnostics"), ", ", "")
-
-
-def _sp(sp: dict | None) -> str:
-    return f", {speedup_words(sp)}" if sp else ""
-
-
-def ab_faults(cfg_a: DecodeConfig, cfg_b: DecodeConfig) -> list[tuple[str, str]]:
-    """Status badges for the faults that are on, per side ('fault: B no_resync', shown in words)."""
-    return [("fault", f"{side} {f}") for side, c in (("A", cfg_a), ("B", cfg_b)) for f in c.faults]
 
 
 def text_diffs_html(text_a: str | None, text_b: str | None, bases: list) -> str:

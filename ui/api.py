@@ -28,10 +28,6 @@ from .runs import Run
 from .gpu import gpu
 
 
-def _fail(e: Exception):
-    raise gr.Error(common.toast_text(common.failure(e)), print_exception=False) from None
-
-
 def _cfg(config_json: str | None) -> DecodeConfig:
     return DecodeConfig.from_json(config_json) if (config_json or "").strip() else DecodeConfig()
 
@@ -64,7 +60,7 @@ def _run(sample, audio, config_json, backend_name, baseline, session, cancel):
         res = run.result()
         return res, res["text"]
     except Exception as e:  # noqa: BLE001
-        _fail(e)
+        common.api_error(e)
 
 
 async def api_run(sample: str, audio: FileData | None, config_json: str, backend_name: str, baseline: bool,
@@ -93,7 +89,7 @@ def api_run_stream(sample: str, audio: FileData | None, config_json: str, backen
         res = run.result()
         yield {"done": True, **res}, res["text"]
     except Exception as e:  # noqa: BLE001
-        _fail(e)
+        common.api_error(e)
 
 
 def batch_limit(limit) -> int | None:
@@ -126,7 +122,7 @@ def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, ses
                     d["rows"] = [{k: v for k, v in r.items() if k != "trace"} for r in d["rows"]]
                     return names_only(d, [manifest, *clips])
     except Exception as e:  # noqa: BLE001
-        _fail(e)
+        common.api_error(e)
 
 
 def names_only(d: dict, uploads) -> dict:

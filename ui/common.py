@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import html
 import json
 import os
@@ -126,15 +127,12 @@ def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None)
 def token_texts(tokenizer):
     """token id -> its text (memoised; "#id" where the tokenizer cannot say): the findings'
     evidence shows token ids with their text on every tab."""
-    memo: dict = {}
-
+    @functools.cache
     def text(i):
-        if i not in memo:
-            try:
-                memo[i] = tokenizer.decode([int(i)])
-            except Exception:  # noqa: BLE001
-                memo[i] = f"#{i}"
-        return memo[i]
+        try:
+            return tokenizer.decode([int(i)])
+        except Exception:  # noqa: BLE001
+            return f"#{i}"
     return text
 
 
@@ -310,6 +308,11 @@ def failure(e: Exception, toast: bool = False) -> str:
     if toast:
         gr.Warning(toast_text(msg))
     return msg
+
+
+def api_error(e: Exception):
+    """An API endpoint's failure: its one line as the gr.Error the client raises (AppError)."""
+    raise gr.Error(toast_text(failure(e)), print_exception=False) from None
 
 
 def stopper(until: str):

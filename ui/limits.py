@@ -78,15 +78,9 @@ def waiting_status(request: gr.Request | None = None):
                        "yours starts when one ends")
 
 
-def take_turns(events, owner=None, cancel=None):
-    """The events of one decode, each round computed in one of the server's decode slots, taken
-    in turn with every other decode (specdec_core/slots.RoundSlots)."""
-    return SLOTS.rounds(events, owner, cancel)
-
-
-def in_slot(fn, *args, **kwargs):
-    """fn(*args, **kwargs) in one decode slot (work that is not a stream of rounds)."""
-    return SLOTS.call(fn, *args, **kwargs)
+# take_turns(events, owner, cancel): a decode's events, each round computed in one of the decode
+# slots, in turn with every other decode; in_slot(fn, *args): other work in one slot
+take_turns, in_slot = SLOTS.rounds, SLOTS.call
 
 
 def release_memory() -> None:

@@ -250,7 +250,7 @@ class LiveTab:
         for live, _new in run:
             if live.done:
                 break
-            if live.n_tokens and run.clock.tokens_due():
+            if live.n_tokens and run.clock.due("tokens"):
                 n_warn = len(live.trace.get("warnings") or [])
                 yield self._pack(status_html("run", f"Decoding {name}…",
                                              f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"

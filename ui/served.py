@@ -31,18 +31,15 @@ class ServedPanel:
     def __init__(self, live):
         self.knobs = live.panel
         with gr.Accordion("Served engine: audit a vLLM server's own speculative decoding", open=False):
-            self.url = cloud_url_widget()
-            self.url.elem_id, self.url.label = "live-served-url", "served engine (vLLM with speculative decoding)"
+            self.url = cloud_url_widget("live-served-url", "served engine (vLLM with speculative decoding)")
             self.replay = gr.Radio(list(REPLAY), value="none", label="replay the declared drafter",
                                    elem_id="live-served-replay")
             with gr.Row():
                 self.versus = gr.Radio(list(VERSUS), value=VERSUS[0], label="compare with",
                                        elem_id="live-served-versus")
-                self.url_b = cloud_url_widget()
-                self.url_b.elem_id, self.url_b.label = "live-served-url-b", "second served engine (B)"
+                self.url_b = cloud_url_widget("live-served-url-b", "second served engine (B)", visible=False)
                 self.replay_b = gr.Radio(list(REPLAY), value="none", label="replay B's declared drafter",
                                          elem_id="live-served-replay-b", visible=False)
-                self.url_b.visible = False
             self.btn = gr.Button("Audit the served engine", elem_id="live-served-run")
             self.status = gr.HTML("", elem_id="live-served-status")
             self.plot = gr.Plot(acceptance_figure(None), show_label=False, elem_id="live-served-plot")
