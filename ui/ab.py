@@ -138,12 +138,10 @@ class ABTab:
                             api_visibility="private")
         self.swap_btn.click(self.swap, [*a.inputs, *b.inputs], [*a.inputs, *b.inputs], queue=False,
                             api_visibility="private")
-        self.fault_vs_fixed.input(self.set_fault, [self.fault_vs_fixed, *a.inputs], b.inputs,
-                                  queue=False, api_visibility="private").then(**waiting).then(
-            gpu(self.run), ins, self.outputs, api_name="ab_fault_run", **run_kw)
-        self.compare.input(self.set_pair, [self.compare, *a.inputs], [*a.inputs, *b.inputs],
-                           queue=False, api_visibility="private").then(**waiting).then(
-            gpu(self.run), ins, self.outputs, api_name="ab_compare_run", **run_kw)
+        for pick, fill, outs, name in ((self.fault_vs_fixed, self.set_fault, b.inputs, "ab_fault_run"),
+                                       (self.compare, self.set_pair, [*a.inputs, *b.inputs], "ab_compare_run")):
+            pick.input(fill, [pick, *a.inputs], outs, queue=False, api_visibility="private").then(
+                **waiting).then(gpu(self.run), ins, self.outputs, api_name=name, **run_kw)
         from .live import wire_clip
         wire_clip(self.sample, self.audio, self.status)
 

@@ -52,9 +52,7 @@ async def in_worker(fn, *args):
 @gpu
 def _run(sample, audio, config_json, backend_name, baseline, session, cancel):
     try:
-        run = _start(sample, audio, config_json, backend_name, session, cancel)
-        for _ in run:
-            pass
+        run = _start(sample, audio, config_json, backend_name, session, cancel).to_end()
         if baseline:
             run.run_baseline()
         res = run.result()

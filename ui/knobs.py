@@ -195,19 +195,14 @@ class KnobPanel:
     # ---- values <-> config dict ------------------------------------------------------------
     def to_config(self, values) -> dict:
         """Widget values (in `inputs` order) -> knob dict for DecodeConfig.from_dict."""
-        vals = dict(zip(self.names, values[: len(self.names)]))
         offs = dict(zip(self.off, values[len(self.names):]))
         cfg = {}
-        for name in self.names:
-            v = vals[name]
-            spec = SPECS_BY_NAME[name]
-            if name in offs and offs[name]:
+        for name, v in zip(self.names, values):
+            if offs.get(name):
                 v = None
-            elif spec.integer and isinstance(v, float) and v.is_integer():
+            elif SPECS_BY_NAME[name].integer and isinstance(v, float) and v.is_integer():
                 v = int(v)
-            if name == "faults":
-                v = list(v or [])
-            cfg[name] = v
+            cfg[name] = list(v or []) if name == "faults" else v
         return cfg
 
     def updates_for(self, cfg: dict) -> list:

@@ -54,7 +54,7 @@ class LiveTab:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_classes="ss-side"):
                 gr.Markdown("### Clip", elem_classes="ss-h")
-                self.sample = gr.Dropdown(common.sample_choices(), value=_default_sample(),
+                self.sample = gr.Dropdown(common.sample_choices(), value=common.DEFAULT_SAMPLE,
                                           label="sample clip", info="bundled clips, by name", elem_id="live-sample")
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2,
@@ -63,7 +63,7 @@ class LiveTab:
                                               min_width=70)
                 self.audio = gr.Audio(sources=["upload", "microphone"], type="filepath",
                                       label="or upload / record a clip (WAV, FLAC, OGG)",
-                                      value=_default_sample_path(), elem_id="live-audio")
+                                      value=str(common.sample_path(common.DEFAULT_SAMPLE)), elem_id="live-audio")
                 self.demo_note = gr.Markdown(DEMO_NOTE, elem_classes="ss-note", elem_id="live-demo-note")
                 with gr.Row():
                     self.backend = gr.Dropdown(available_backends(), value="demo", label="backend",
@@ -362,12 +362,3 @@ def check_upload_status(path):
     gr.Warning(common.toast_text(msg))
     return status_html("err", "Not a usable clip", msg)
 
-
-def _default_sample():
-    names = common.sample_names()
-    return common.DEFAULT_SAMPLE if common.DEFAULT_SAMPLE in names else (names[0] if names else None)
-
-
-def _default_sample_path():
-    name = _default_sample()
-    return str(common.sample_path(name)) if name else None

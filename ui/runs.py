@@ -43,6 +43,12 @@ class Run:
                     new = new + note_cuts(self.live.trace, self.asked, self.cfg)
                 yield self.live, new
 
+    def to_end(self) -> "Run":
+        """Decode to the end without streaming (the API's /run, the served panel's side B)."""
+        for _ in self:
+            pass
+        return self
+
     @property
     def stopped(self) -> bool:
         return self.live.trace.get("ended_by") in ("cancelled", "time_limit")
