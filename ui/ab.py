@@ -9,7 +9,7 @@ import gradio as gr
 from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
-from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, ordered, speedup_stats, speedup_words
+from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, speedup_words
 from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
@@ -19,7 +19,7 @@ from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
 from .knobs import KnobPanel
-from .runs import Run, time_sides
+from .runs import Run, side_speedups, time_repeats
 from components.status import finished_status, status_html
 
 from .views import TraceView
@@ -254,39 +254,6 @@ class ABTab:
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
             [r.findings_html() for r in runs])
-
-
-def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):
-    """([A's decode times, B's], [cloud-only times for A, for B]) on `n` quiet repeats,
-    interleaved A B C, C B A, … (evaluation/speedup.py) so that drift on the machine falls on
-    every side alike, cloud-only included; one cloud-only side when both share a reference.
-    None when a run was stopped or Stop is pressed meanwhile."""
-    if runs[0].stopped or runs[1].stopped:
-        return None
-    sides = [("decode", r.cfg, r.prompt) for r in runs]
-    if bases[0]:
-        sides.append(("cloud_only", runs[0].cfg, runs[0].prompt))
-    shared = not bases[1] or same_reference(runs[0].cfg, runs[1].cfg)
-    if bases[1] and not shared:
-        sides.append(("cloud_only", runs[1].cfg, runs[1].prompt))
-    t = time_sides(runs[0].backend, sides, session, n)
-    if t is None:
-        return None
-    cloud = [t[2] if bases[0] else None, (t[2] if shared else t[3]) if bases[1] else None]
-    return [t[0], t[1]], cloud
-
-
-def side_speedups(runs, bases, samples) -> list:
-    """Each side's speed-up over cloud-only from the interleaved repeats (with its spread, lossy
-    when its text differs from cloud-only, checked against its acceptance's bound)."""
-    if not samples:
-        return [None, None]
-    out = []
-    for r, base, xs, cs in zip(runs, bases, *samples):
-        m = r.live.trace.get("metrics") or {}
-        out.append(speedup_stats(xs, cs, m.get("new_tokens"), m.get("cloud_calls"),
-                                 base["token_ids"] == r.live.trace.get("token_ids")) if base and cs else None)
-    return ordered(out)
 
 
 def busy_line(sps: list, decode: list | None) -> str:

@@ -27,7 +27,7 @@ from specdec_core.errors import ConfigError
 from . import common, limits
 from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel, greyed
-from .runs import Run, vs_cloud
+from .runs import Run, side_speedups, time_repeats
 from .served import ServedPanel
 from .views import TraceView
 from .gpu import gpu
@@ -268,7 +268,7 @@ class LiveTab:
             bl = run.run_baseline()
             yield self._pack(status_html("run", "Timing: this decode and cloud-only, 3 quiet repeats each, "
                                          "interleaved…", "", ctx))
-            base, sp = bl["text"], vs_cloud(run, run.session)
+            base, sp = bl["text"], side_speedups([run], [bl], time_repeats([run], run.session, [bl]))[0]
             vs = vs_cloud_html(live.trace.get("text"), base, sp)
         tr = live.trace
         kind, head = finished_status(name, run.stopped, tr.get("diagnostics"))
