@@ -53,11 +53,7 @@ def sample_names() -> list[str]:
 def sample_choices() -> list[tuple[str, str]]:
     """Dropdown entries: 'angry_01 · angry' -> 'angry_01' (clips in unheard voices are named
     'unheard/...'). The prompt type is the user's choice, so the label does not carry one."""
-    out = []
-    for r in sample_rows():
-        bits = [r["name"]] + ([r["label"]] if r.get("label") else [])
-        out.append((" · ".join(bits), r["name"]))
-    return out
+    return [(" · ".join(filter(None, (r["name"], r.get("label")))), r["name"]) for r in sample_rows()]
 
 
 def manifest_size() -> int:
