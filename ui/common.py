@@ -151,11 +151,10 @@ def warm_up(name: str = "demo") -> None:
         try:
             from specdec_core.api import prepare, stream_prompt
 
-            backend = get_backend(name)
-            if DEFAULT_SAMPLE in sample_names():  # also imports and warms the audio/prosody stack
-                cfg = DecodeConfig(max_new_tokens=8, min_new_tokens=1, time_limit_s=30)
-                for _ in stream_prompt(backend, prepare(backend, str(sample_path(DEFAULT_SAMPLE)), cfg), cfg):
-                    pass                           # the judged decode path: recorder, checks, dependence
+            backend = get_backend(name)          # the clip also warms the audio/prosody stack
+            cfg = DecodeConfig(max_new_tokens=8, min_new_tokens=1, time_limit_s=30)
+            for _ in stream_prompt(backend, prepare(backend, str(sample_path(DEFAULT_SAMPLE)), cfg), cfg):
+                pass                               # the judged decode path: recorder, checks, dependence
         except Exception:  # noqa: BLE001 - a missing model shows up as a clear error on Run
             pass
         finally:
