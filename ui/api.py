@@ -1,8 +1,8 @@
 """Named endpoints for gradio_client: run, run_stream, batch. Errors come back as one line.
-Declared with gr.api: typed by the handlers' signatures (no hidden widgets); an uploaded file
-arrives as Gradio's FileData dict, already checked into Gradio's upload cache. No `from
-__future__ import annotations` here: gr.api counts a handler's outputs from its evaluated
-return annotation.
+Declared with gr.api: typed by the handlers' signatures, whose defaults are those of the hidden
+widgets they replaced (a client may leave them out); an uploaded file arrives as Gradio's
+FileData dict, already checked into Gradio's upload cache. No `from __future__ import
+annotations` here: gr.api counts a handler's outputs from its evaluated return annotation.
 
     from gradio_client import Client, handle_file
     c = Client("http://127.0.0.1:7860/")
@@ -61,16 +61,16 @@ def _run(sample, audio, config_json, backend_name, baseline, session, cancel):
         common.api_error(e)
 
 
-async def api_run(sample: str, audio: FileData | None, config_json: str, backend_name: str, baseline: bool,
-                  request: gr.Request) -> tuple[dict, str]:
+async def api_run(sample: str = "", audio: FileData | None = None, config_json: str = "", backend_name: str = "demo",
+                  baseline: bool = False, request: gr.Request = None) -> tuple[dict, str]:
     """Decode one clip (sample name, or an uploaded file) -> (result entry with trace, text)."""
     return await in_worker(_run, sample, audio, config_json, backend_name, baseline,
                            common.session_of(request))
 
 
 @gpu
-def api_run_stream(sample: str, audio: FileData | None, config_json: str, backend_name: str, baseline: bool,
-                   request: gr.Request) -> tuple[dict, str]:   # per yield: gr.api counts outputs here
+def api_run_stream(sample: str = "", audio: FileData | None = None, config_json: str = "", backend_name: str = "demo",
+                   baseline: bool = False, request: gr.Request = None) -> tuple[dict, str]:   # per yield: gr.api counts outputs
     """Streaming version: a partial update after every decoding round, then the result. A
     cancelled call closes this generator at its next yield (one round): `Run` then sets its
     cancel Event and the decode ends."""
@@ -135,8 +135,8 @@ def names_only(d: dict, uploads) -> dict:
     return json.loads(text)
 
 
-async def api_batch(config_json: str, config_b_json: str, limit: float, manifest: FileData | None,
-                    clips: list[FileData] | None, backend_name: str, request: gr.Request) -> dict:
+async def api_batch(config_json: str = "", config_b_json: str = "", limit: float = 0, manifest: FileData | None = None,
+                    clips: list[FileData] | None = None, backend_name: str = "demo", request: gr.Request = None) -> dict:
     """Batch over the bundled manifest (or an uploaded CSV + clips) -> summary, checklist, rows."""
     return await in_worker(_batch, config_json, config_b_json, limit, common.upload_path(manifest),
                            [common.upload_path(c) for c in clips or []], backend_name, common.session_of(request))
