@@ -96,6 +96,23 @@ def test_repeats_feed_the_speed_rows_and_the_speedup(demo):
     assert "median of 3 quiet repeats per side" in html and "over 3 repeats (median shown)" in html
 
 
+def test_the_live_tab_times_one_run_on_the_same_path(demo):
+    """Live's speed-up over cloud-only (issue 43) is A/B's timing path with one run: its decode
+    and its cloud-only repeats interleaved, one speed-up, lossless when the tokens match."""
+    from ui.runs import side_speedups, time_repeats
+
+    run = type("R", (), {"backend": demo, "cfg": DecodeConfig(), "stopped": False,
+                         "prompt": prepare(demo, CLIP, DecodeConfig()),
+                         "live": type("L", (), {"trace": {"token_ids": [1], "metrics": {"new_tokens": 1,
+                                                                                         "cloud_calls": 1}}})})
+    decode, cloud = time_repeats([run], "test-session", [{"token_ids": [1]}])
+    assert len(decode) == len(cloud) == 1 and len(decode[0]) == len(cloud[0]) == REPEATS
+    [sp] = side_speedups([run], [{"token_ids": [1]}], (decode, cloud))
+    assert sp["decode_samples"] == decode[0] and sp["cloud_samples"] == cloud[0] and not sp["lossy"]
+    assert time_repeats([run], "test-session", [None]) is not None              # no reference: decode only
+    assert side_speedups([run], [None], None) == [None]
+
+
 # --- A/B: rows that apply -------------------------------------------------------------------
 
 def test_table_shows_only_rows_that_apply(pair):

@@ -21,6 +21,17 @@ def test_named_endpoints_exist(client):
     assert {"/run", "/run_stream", "/batch"} <= set(names)
 
 
+def test_endpoints_keep_the_defaults_of_the_widgets_they_replaced(client):
+    """Issue 47: declared with gr.api, a client may still leave out what had a default."""
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    run = {p["parameter_name"]: p for p in api["/run"]["parameters"]}
+    assert list(run) == ["sample", "audio", "config_json", "backend_name", "baseline"]
+    assert run["backend_name"]["parameter_default"] == "demo" and run["baseline"]["parameter_default"] is False
+    assert [p["parameter_name"] for p in api["/batch"]["parameters"]][2:5] == ["limit", "manifest", "clips"]
+    res, text = client.predict(SAMPLE, config_json=json.dumps({"max_new_tokens": 8}), api_name="/run")
+    assert res["ok"] and text == res["text"] and "baseline" not in res
+
+
 def test_sample_clip_returns_a_trace(client):
     res, text = client.predict(SAMPLE, None, json.dumps({"max_new_tokens": 48}), "demo", True,
                                api_name="/run")

@@ -86,3 +86,20 @@ def test_served_ab_verdict_names_the_first_difference_and_the_reference_side():
     assert verdict([1, 2], [1, 2, 5], [1, 9], t).endswith(
         "A the end, B '" + t.decode([5]) + "'.")    # the reference is shorter than the difference
     assert "neither matches it" in verdict([7, 1], [7, 2], [7, 3], t)
+
+
+def test_stop_sets_every_running_block_of_the_session_and_only_while_it_runs():
+    """ui/common.running: the Stop button (cancel_session) reaches the Events of the session's
+    running blocks, not another session's; a block that ended is set and no longer listed."""
+    with common.running("s-stop") as a, common.running("s-stop") as b, common.running("s-other") as c:
+        assert common.cancel_session("s-stop") == 2 and a.is_set() and b.is_set() and not c.is_set()
+    assert c.is_set() and common.cancel_session("s-stop") == 0 and common.cancel_session("s-other") == 0
+
+
+def test_an_api_upload_arrives_as_a_path():
+    """gr.api hands an uploaded file over as Gradio's FileData dict; the widgets as a str."""
+    clip = str(common.sample_path("angry_01"))
+    assert common.resolve_audio(None, {"path": clip, "meta": {"_type": "gradio.FileData"}}) == (clip, "angry_01.wav")
+    assert common.resolve_audio(None, clip) == (clip, "angry_01.wav")
+    with pytest.raises(AudioError, match="no audio given"):
+        common.resolve_audio(None, None)

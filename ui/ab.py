@@ -9,7 +9,7 @@ import gradio as gr
 from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
-from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, ordered, speedup_stats, speedup_words
+from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, speedup_words
 from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
@@ -19,7 +19,7 @@ from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
 from .knobs import KnobPanel
-from .runs import Run, time_sides
+from .runs import Run, side_speedups, time_repeats
 from components.status import finished_status, status_html
 
 from .views import TraceView
@@ -39,7 +39,6 @@ AB_PRESETS = {
 
 class ABTab:
     def __init__(self, live):
-        self.live = live
         self._inputs(live)
         self._configurations()
         self._sides()
@@ -139,12 +138,10 @@ class ABTab:
                             api_visibility="private")
         self.swap_btn.click(self.swap, [*a.inputs, *b.inputs], [*a.inputs, *b.inputs], queue=False,
                             api_visibility="private")
-        self.fault_vs_fixed.input(self.set_fault, [self.fault_vs_fixed, *a.inputs], b.inputs,
-                                  queue=False, api_visibility="private").then(**waiting).then(
-            gpu(self.run), ins, self.outputs, api_name="ab_fault_run", **run_kw)
-        self.compare.input(self.set_pair, [self.compare, *a.inputs], [*a.inputs, *b.inputs],
-                           queue=False, api_visibility="private").then(**waiting).then(
-            gpu(self.run), ins, self.outputs, api_name="ab_compare_run", **run_kw)
+        for pick, fill, outs, name in ((self.fault_vs_fixed, self.set_fault, b.inputs, "ab_fault_run"),
+                                       (self.compare, self.set_pair, [*a.inputs, *b.inputs], "ab_compare_run")):
+            pick.input(fill, [pick, *a.inputs], outs, queue=False, api_visibility="private").then(
+                **waiting).then(gpu(self.run), ins, self.outputs, api_name=name, **run_kw)
         from .live import wire_clip
         wire_clip(self.sample, self.audio, self.status)
 
@@ -198,7 +195,9 @@ class ABTab:
             backend = common.get_backend(backend_name)
             session = common.session_of(request)
             runs = [Run(backend, src, cfg_a, session, name), Run(backend, src, cfg_b, session, name)]
-            ctx = common.run_context(backend, "", None) + ab_faults(runs[0].cfg, runs[1].cfg)
+            # a badge per fault that is on, per side ('fault: B no_resync')
+            ctx = common.run_context(backend, "", None) + [("fault", f"{side} {f}") for side, r in zip("AB", runs)
+                                                           for f in r.cfg.faults]
             yield self._cleared(status_html("run", f"Decoding {name} with A and B…", "", ctx),
                                 [v.reset() for v in self.views])
             yield from self._stream_pair(runs, name, ctx)
@@ -220,7 +219,7 @@ class ABTab:
                 if not done[i]:
                     live, _ = next(iters[i], (runs[i].live, None))
                     done[i] = live.done
-            if runs[0].clock.tokens_due():   # one clock paces the pair's token views
+            if runs[0].clock.due("tokens"):   # one clock paces the pair's token views
                 lives = [r.live for r in runs]
                 yield self._pack(status_html("run", f"Decoding {name} with A and B…",
                                              f"A {lives[0].n_tokens} tokens · B {lives[1].n_tokens} tokens", ctx),
@@ -255,39 +254,6 @@ class ABTab:
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
             [r.findings_html() for r in runs])
-
-
-def time_repeats(runs, session: str, bases=(None, None), n: int = REPEATS):
-    """([A's decode times, B's], [cloud-only times for A, for B]) on `n` quiet repeats,
-    interleaved A B C, C B A, … (evaluation/speedup.py) so that drift on the machine falls on
-    every side alike, cloud-only included; one cloud-only side when both share a reference.
-    None when a run was stopped or Stop is pressed meanwhile."""
-    if runs[0].stopped or runs[1].stopped:
-        return None
-    sides = [("decode", r.cfg, r.prompt) for r in runs]
-    if bases[0]:
-        sides.append(("cloud_only", runs[0].cfg, runs[0].prompt))
-    shared = not bases[1] or same_reference(runs[0].cfg, runs[1].cfg)
-    if bases[1] and not shared:
-        sides.append(("cloud_only", runs[1].cfg, runs[1].prompt))
-    t = time_sides(runs[0].backend, sides, session, n)
-    if t is None:
-        return None
-    cloud = [t[2] if bases[0] else None, (t[2] if shared else t[3]) if bases[1] else None]
-    return [t[0], t[1]], cloud
-
-
-def side_speedups(runs, bases, samples) -> list:
-    """Each side's speed-up over cloud-only from the interleaved repeats (with its spread, lossy
-    when its text differs from cloud-only, checked against its acceptance's bound)."""
-    if not samples:
-        return [None, None]
-    out = []
-    for r, base, xs, cs in zip(runs, bases, *samples):
-        m = r.live.trace.get("metrics") or {}
-        out.append(speedup_stats(xs, cs, m.get("new_tokens"), m.get("cloud_calls"),
-                                 base["token_ids"] == r.live.trace.get("token_ids")) if base and cs else None)
-    return ordered(out)
 
 
 def busy_line(sps: list, decode: list | None) -> str:
@@ -333,22 +299,9 @@ def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:
     words), its speed-up over cloud-only and its findings."""
     busy = busy or busy_line(sps, None)
     return " · ".join(f"{side}: {len(t['tokens'])} tokens, ended by {ended_by_words(t.get('ended_by'))}"
-                      f"{'' if busy else _sp(sp)}{_fs(t)}" for side, t, sp in (("A", ta, sps[0]), ("B", tb, sps[1]))
+                      f"{'' if busy or not sp else ', ' + speedup_words(sp)}"
+                      f"{findings_summary(t.get('diagnostics'), ', ', '')}" for side, t, sp in (("A", ta, sps[0]), ("B", tb, sps[1]))
                       ) + (f" · {busy}" if busy else "")
-
-
-def _fs(trace: dict) -> str:
-    """', ✖ 1 error (cache desync)' for one side of the status line."""
-    return findings_summary(trace.get("diagnostics"), ", ", "")
-
-
-def _sp(sp: dict | None) -> str:
-    return f", {speedup_words(sp)}" if sp else ""
-
-
-def ab_faults(cfg_a: DecodeConfig, cfg_b: DecodeConfig) -> list[tuple[str, str]]:
-    """Status badges for the faults that are on, per side ('fault: B no_resync', shown in words)."""
-    return [("fault", f"{side} {f}") for side, c in (("A", cfg_a), ("B", cfg_b)) for f in c.faults]
 
 
 def text_diffs_html(text_a: str | None, text_b: str | None, bases: list) -> str:

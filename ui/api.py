@@ -1,17 +1,20 @@
 """Named endpoints for gradio_client: run, run_stream, batch. Errors come back as one line.
+Declared with gr.api: typed by the handlers' signatures, whose defaults are those of the hidden
+widgets they replaced (a client may leave them out); an uploaded file arrives as Gradio's
+FileData dict, already checked into Gradio's upload cache. No `from __future__ import
+annotations` here: gr.api counts a handler's outputs from its evaluated return annotation.
 
     from gradio_client import Client, handle_file
     c = Client("http://127.0.0.1:7860/")
     result, text = c.predict("angry_01", None, '{"k": 6}', "demo", False, api_name="/run")
 """
-from __future__ import annotations
-
 import json
 import threading
 from pathlib import Path
 
 import anyio
 import gradio as gr
+from gradio import FileData
 
 from specdec_core.caps import cap_config
 from specdec_core.decoding.config import DecodeConfig
@@ -23,10 +26,6 @@ from . import common
 from .limits import ADMIT
 from .runs import Run
 from .gpu import gpu
-
-
-def _fail(e: Exception):
-    raise gr.Error(common.toast_text(common.failure(e)), print_exception=False) from None
 
 
 def _cfg(config_json: str | None) -> DecodeConfig:
@@ -53,27 +52,25 @@ async def in_worker(fn, *args):
 @gpu
 def _run(sample, audio, config_json, backend_name, baseline, session, cancel):
     try:
-        run = _start(sample, audio, config_json, backend_name, session, cancel)
-        for _ in run:
-            pass
+        run = _start(sample, audio, config_json, backend_name, session, cancel).to_end()
         if baseline:
             run.run_baseline()
         res = run.result()
         return res, res["text"]
     except Exception as e:  # noqa: BLE001
-        _fail(e)
+        common.api_error(e)
 
 
-async def api_run(sample: str, audio, config_json: str, backend_name: str, baseline: bool,
-                  request: gr.Request):
+async def api_run(sample: str = "", audio: FileData | None = None, config_json: str = "", backend_name: str = "demo",
+                  baseline: bool = False, request: gr.Request = None) -> tuple[dict, str]:
     """Decode one clip (sample name, or an uploaded file) -> (result entry with trace, text)."""
     return await in_worker(_run, sample, audio, config_json, backend_name, baseline,
                            common.session_of(request))
 
 
 @gpu
-def api_run_stream(sample: str, audio, config_json: str, backend_name: str, baseline: bool,
-                   request: gr.Request):
+def api_run_stream(sample: str = "", audio: FileData | None = None, config_json: str = "", backend_name: str = "demo",
+                   baseline: bool = False, request: gr.Request = None) -> tuple[dict, str]:   # per yield: gr.api counts outputs
     """Streaming version: a partial update after every decoding round, then the result. A
     cancelled call closes this generator at its next yield (one round): `Run` then sets its
     cancel Event and the decode ends."""
@@ -90,7 +87,7 @@ def api_run_stream(sample: str, audio, config_json: str, backend_name: str, base
         res = run.result()
         yield {"done": True, **res}, res["text"]
     except Exception as e:  # noqa: BLE001
-        _fail(e)
+        common.api_error(e)
 
 
 def batch_limit(limit) -> int | None:
@@ -116,17 +113,14 @@ def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, ses
         n = batch_limit(limit)
         items = clips_from_uploads(manifest, clips) if (manifest or clips) else read_manifest(common.MANIFEST)
         items = items[:n] if n else items
-        common.register(session, cancel)
-        try:
+        with common.running(session, cancel):
             for ev in iter_batch(common.get_backend(backend_name), items, configs, cancel=cancel):
                 if ev["type"] == "done":
                     d = ev["result"].to_dict()
                     d["rows"] = [{k: v for k, v in r.items() if k != "trace"} for r in d["rows"]]
-                    return names_only(d, [manifest, *(clips or [])])
-        finally:
-            common.unregister(session, cancel)
+                    return names_only(d, [manifest, *clips])
     except Exception as e:  # noqa: BLE001
-        _fail(e)
+        common.api_error(e)
 
 
 def names_only(d: dict, uploads) -> dict:
@@ -141,31 +135,14 @@ def names_only(d: dict, uploads) -> dict:
     return json.loads(text)
 
 
-async def api_batch(config_json: str, config_b_json: str, limit: float, manifest, clips,
-                    backend_name: str, request: gr.Request):
+async def api_batch(config_json: str = "", config_b_json: str = "", limit: float = 0, manifest: FileData | None = None,
+                    clips: list[FileData] | None = None, backend_name: str = "demo", request: gr.Request = None) -> dict:
     """Batch over the bundled manifest (or an uploaded CSV + clips) -> summary, checklist, rows."""
-    return await in_worker(_batch, config_json, config_b_json, limit, manifest, clips, backend_name,
-                           common.session_of(request))
+    return await in_worker(_batch, config_json, config_b_json, limit, common.upload_path(manifest),
+                           [common.upload_path(c) for c in clips or []], backend_name, common.session_of(request))
 
 
 def add_api() -> None:
-    """Hidden components and one hidden button carry the endpoints."""
-    with gr.Column(visible=False):
-        sample = gr.Textbox(label="sample name")
-        audio = gr.File(label="audio file", type="filepath")
-        config = gr.Textbox(label="config JSON")
-        config_b = gr.Textbox(label="config B JSON")
-        backend = gr.Textbox(value="demo", label="backend")
-        baseline = gr.Checkbox(value=False, label="baseline")
-        limit = gr.Number(value=0, label="first N clips (0 = all)")
-        manifest = gr.File(label="manifest CSV", type="filepath")
-        clips = gr.File(label="clips", file_count="multiple", type="filepath")
-        result = gr.JSON(label="result")
-        text = gr.Textbox(label="text")
-        trigger = gr.Button()
-    common_kw = dict(concurrency_id="decode", concurrency_limit=ADMIT)
-    ins = [sample, audio, config, backend, baseline]
-    trigger.click(api_run, ins, [result, text], api_name="run", **common_kw)
-    trigger.click(api_run_stream, ins, [result, text], api_name="run_stream", **common_kw)
-    trigger.click(api_batch, [config, config_b, limit, manifest, clips, backend], result,
-                  api_name="batch", **common_kw)
+    kw = dict(concurrency_id="decode", concurrency_limit=ADMIT)
+    for fn, name in ((api_run, "run"), (api_run_stream, "run_stream"), (api_batch, "batch")):
+        gr.api(fn, api_name=name, **kw)

@@ -111,8 +111,6 @@ class BatchTab:
     def run(self, request: gr.Request, source, limit, manifest, clips, cfg_a, use_b, cfg_b, backend_name,
             engine="local", workers=2, progress=gr.Progress()):
         sk = gr.skip()
-        cancel = threading.Event()
-        session = common.session_of(request)
         try:
             configs = {}
             for name, text in (("A", cfg_a), ("B", cfg_b if use_b else None)):
@@ -127,14 +125,14 @@ class BatchTab:
             else:
                 items = spread_labels(read_manifest(common.MANIFEST))   # the first N span the labels
             items = items[: int(limit or len(items))]
-            common.register(session, cancel)
             total = len(items) * len(configs)
-            if engine == "ray":
-                result, out = _run_ray(items, configs, backend_name, workers, cancel, progress, total)
-            else:
-                result, out = _run_local(items, configs, backend_name, cancel, progress, total)
-            if cancel.is_set():
-                raise UserError(f"batch stopped after {len(result.rows)} of {total} runs")
+            with common.running(common.session_of(request)) as cancel:
+                if engine == "ray":
+                    result, out = _run_ray(items, configs, backend_name, workers, cancel, progress, total)
+                else:
+                    result, out = _run_local(items, configs, backend_name, cancel, progress, total)
+                if cancel.is_set():
+                    raise UserError(f"batch stopped after {len(result.rows)} of {total} runs")
             df = results_table(result.rows)
             paths = result.write(out)
             failed = result.failed
@@ -152,9 +150,6 @@ class BatchTab:
         except Exception as e:  # noqa: BLE001 - keep the page usable
             msg = common.failure(e, toast=True)
             return [status_html("err", "Batch not run", msg), sk, sk, sk, sk, sk, sk, sk]
-        finally:
-            cancel.set()
-            common.unregister(session, cancel)
 
 
 def waiting_or_blank(request: gr.Request):

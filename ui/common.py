@@ -3,7 +3,9 @@ the Stop buttons, the server's limits (decode time cap, upload size, file clean-
 files for the download buttons."""
 from __future__ import annotations
 
+import contextlib
 import csv
+import functools
 import html
 import json
 import os
@@ -51,11 +53,7 @@ def sample_names() -> list[str]:
 def sample_choices() -> list[tuple[str, str]]:
     """Dropdown entries: 'angry_01 · angry' -> 'angry_01' (clips in unheard voices are named
     'unheard/...'). The prompt type is the user's choice, so the label does not carry one."""
-    out = []
-    for r in sample_rows():
-        bits = [r["name"]] + ([r["label"]] if r.get("label") else [])
-        out.append((" · ".join(bits), r["name"]))
-    return out
+    return [(" · ".join(filter(None, (r["name"], r.get("label")))), r["name"]) for r in sample_rows()]
 
 
 def manifest_size() -> int:
@@ -84,9 +82,14 @@ def resolve_audio(sample: str | None, upload) -> tuple[object, str]:
     if sample:
         return str(sample_path(sample)), sample
     if upload:
-        path = upload if isinstance(upload, str) else getattr(upload, "path", None) or upload
+        path = upload_path(upload)
         return str(path), Path(str(path)).name
     raise AudioError("no audio given: pick a sample, upload a clip or record one")
+
+
+def upload_path(upload):
+    """An upload's path: widgets give it as a str, the API (gr.api) as Gradio's FileData dict."""
+    return upload.get("path") if isinstance(upload, dict) else upload
 
 
 def check_upload(path) -> str | None:
@@ -120,15 +123,12 @@ def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None)
 def token_texts(tokenizer):
     """token id -> its text (memoised; "#id" where the tokenizer cannot say): the findings'
     evidence shows token ids with their text on every tab."""
-    memo: dict = {}
-
+    @functools.cache
     def text(i):
-        if i not in memo:
-            try:
-                memo[i] = tokenizer.decode([int(i)])
-            except Exception:  # noqa: BLE001
-                memo[i] = f"#{i}"
-        return memo[i]
+        try:
+            return tokenizer.decode([int(i)])
+        except Exception:  # noqa: BLE001
+            return f"#{i}"
     return text
 
 
@@ -151,11 +151,10 @@ def warm_up(name: str = "demo") -> None:
         try:
             from specdec_core.api import prepare, stream_prompt
 
-            backend = get_backend(name)
-            if DEFAULT_SAMPLE in sample_names():  # also imports and warms the audio/prosody stack
-                cfg = DecodeConfig(max_new_tokens=8, min_new_tokens=1, time_limit_s=30)
-                for _ in stream_prompt(backend, prepare(backend, str(sample_path(DEFAULT_SAMPLE)), cfg), cfg):
-                    pass                           # the judged decode path: recorder, checks, dependence
+            backend = get_backend(name)          # the clip also warms the audio/prosody stack
+            cfg = DecodeConfig(max_new_tokens=8, min_new_tokens=1, time_limit_s=30)
+            for _ in stream_prompt(backend, prepare(backend, str(sample_path(DEFAULT_SAMPLE)), cfg), cfg):
+                pass                               # the judged decode path: recorder, checks, dependence
         except Exception:  # noqa: BLE001 - a missing model shows up as a clear error on Run
             pass
         finally:
@@ -182,18 +181,23 @@ _RUNNING: dict[str, list[threading.Event]] = {}
 _LOCK = threading.Lock()
 
 
-def register(session: str | None, cancel: threading.Event) -> None:
+@contextlib.contextmanager
+def running(session: str | None, cancel: threading.Event | None = None):
+    """Yields `cancel` (a new Event if none), which the session's Stop button sets while the
+    block runs; set when it ends, so whatever still runs for it stops too."""
+    cancel = cancel or threading.Event()
     with _LOCK:
         _RUNNING.setdefault(session or "", []).append(cancel)
-
-
-def unregister(session: str | None, cancel: threading.Event) -> None:
-    with _LOCK:
-        running = _RUNNING.get(session or "", [])
-        if cancel in running:
-            running.remove(cancel)
-        if not running:
-            _RUNNING.pop(session or "", None)
+    try:
+        yield cancel
+    finally:
+        cancel.set()
+        with _LOCK:
+            mine = _RUNNING.get(session or "", [])
+            if cancel in mine:
+                mine.remove(cancel)
+            if not mine:
+                _RUNNING.pop(session or "", None)
 
 
 def cancel_session(session: str | None) -> int:
@@ -299,6 +303,11 @@ def failure(e: Exception, toast: bool = False) -> str:
     if toast:
         gr.Warning(toast_text(msg))
     return msg
+
+
+def api_error(e: Exception):
+    """An API endpoint's failure: its one line as the gr.Error the client raises (AppError)."""
+    raise gr.Error(toast_text(failure(e)), print_exception=False) from None
 
 
 def stopper(until: str):

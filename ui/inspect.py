@@ -126,7 +126,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     """Run an example decoder (or, where the operator allows it, the user's file `own`) under the
     recorder on a bundled clip -> CLI-style result entry (the recorder's one record-one-clip
     path, on private copies of the models)."""
-    from specdec_core.recorder import analyze, load_function, record_clip
+    from specdec_core.recorder import load_function, record_clip
 
     if own:
         fn, path = _own_function(own)
@@ -143,10 +143,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     if not res["ok"] and not res.get("recording"):
         raise UserError(res["error"])
     if not res["ok"]:                    # what ran before the decoder failed, judged as recorded
-        rec = res["recording"] = dict(res["recording"], backend="demo", error=res["error"])
-        trace, res["findings"] = analyze(rec, backend.tokenizer)
-        res["trace"] = td = trace.to_dict()
-        res.update(text=td.get("text"), token_ids=td.get("token_ids"))
+        res.update(analyzed(dict(res["recording"], backend="demo", error=res["error"])))
     return res
 
 
@@ -225,8 +222,8 @@ def size_guard_js() -> str:
 
 
 def analyzed(rec: dict, name: str = "") -> dict:
-    """One checked recording analysed -> its entry (ok, error, findings, trace, recording); a
-    file that breaks the analysis gets one line saying what is wrong with it (unreadable)."""
+    """One checked recording analysed -> its entry (ok, error, findings, trace, text, token_ids,
+    recording); a file that breaks the analysis gets one line saying what is wrong with it."""
     from specdec_core.recorder import analyze
 
     try:
@@ -235,13 +232,13 @@ def analyzed(rec: dict, name: str = "") -> dict:
         raise
     except Exception as e:  # noqa: BLE001
         raise unreadable(e, name) from None
-    return {"ok": not rec.get("error"), "error": rec.get("error"), "findings": findings,
-            "trace": trace.to_dict(), "recording": rec}
+    td = trace.to_dict()
+    return {"ok": not rec.get("error"), "error": rec.get("error"), "findings": findings, "trace": td,
+            "text": td.get("text"), "token_ids": td.get("token_ids"), "recording": rec}
 
 
 def analyze_upload(raw: str) -> dict:
-    res = analyzed(parse_recording(raw))
-    return {"audio": None, "text": res["trace"].get("text"), "token_ids": res["trace"].get("token_ids"), **res}
+    return {"audio": None, **analyzed(parse_recording(raw))}
 
 
 def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
@@ -251,6 +248,12 @@ def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
     entries = [{"label": name, **analyzed(rec, name)} for label, raw in files
                for name, rec in parse_recordings(raw, label)]
     return entries, pooled_findings(entries)
+
+
+def _read(path) -> str:
+    """An uploaded recording's text, refused first when it is over the size cap."""
+    check_size(Path(path).stat().st_size)
+    return Path(path).read_text(encoding="utf-8", errors="replace")
 
 
 def _texts():
@@ -399,9 +402,7 @@ class InspectTab:
         try:
             if not path:
                 raise UserError("no file uploaded")
-            check_size(Path(path).stat().st_size)
-            raw = Path(path).read_text(encoding="utf-8", errors="replace")
-            return self._show(analyze_upload(raw), Path(path).stem)
+            return self._show(analyze_upload(_read(path)), Path(path).stem)
         except Exception as e:  # noqa: BLE001
             return self._fail(e)
         finally:
@@ -412,10 +413,7 @@ class InspectTab:
             paths = [p for p in (paths or []) if p]
             if not paths:
                 raise UserError("no file uploaded")
-            for p in paths:
-                check_size(Path(p).stat().st_size)
-            files = [(Path(p).stem, Path(p).read_text(encoding="utf-8", errors="replace")) for p in paths]
-            entries, pooled = analyze_pool(files)
+            entries, pooled = analyze_pool([(Path(p).stem, _read(p)) for p in paths])
             pt = pooled_trace([e["trace"] for e in entries])
             errs = sum(f.get("severity") == "error" for f in pooled)
             kind = "err" if errs else "ok"
@@ -448,4 +446,4 @@ def api_record(decoder: str, sample: str) -> dict:
     try:
         return in_slot(record_example, decoder or "correct", sample or common.DEFAULT_SAMPLE)
     except Exception as e:  # noqa: BLE001
-        raise gr.Error(common.toast_text(common.failure(e)), print_exception=False) from None
+        common.api_error(e)

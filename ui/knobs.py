@@ -84,7 +84,6 @@ class KnobPanel:
     def __init__(self, side: str = "", *, prompt_type_widget: gr.components.Component,
                  open_first: bool = True, id_prefix: str = ""):
         """`prompt_type_widget`: the tab's prompt type picker (it sits with the clip inputs)."""
-        self.side = side
         self.prefix = id_prefix or (side.lower() or "knob")
         self.widgets: dict[str, gr.components.Component] = {}
         self.off: dict[str, gr.Checkbox] = {}
@@ -116,9 +115,7 @@ class KnobPanel:
                 box.change(lambda off: gr.update(interactive=not off, visible=not off), box,
                            self.widgets[name], queue=False, api_visibility="private")
         self._wire_inactive()
-        self.preset.input(lambda n: gr.update(info=preset_info(n)), self.preset, self.preset,
-                          queue=False, api_visibility="private")
-        self.preset.input(self._apply_preset, [self.preset, *self.inputs], self.inputs,
+        self.preset.input(self._apply_preset, [self.preset, *self.inputs], [self.preset, *self.inputs],
                           queue=False, api_visibility="private")
         for unit, names in UNIT_KNOBS.items():
             for name in names:
@@ -195,19 +192,14 @@ class KnobPanel:
     # ---- values <-> config dict ------------------------------------------------------------
     def to_config(self, values) -> dict:
         """Widget values (in `inputs` order) -> knob dict for DecodeConfig.from_dict."""
-        vals = dict(zip(self.names, values[: len(self.names)]))
         offs = dict(zip(self.off, values[len(self.names):]))
         cfg = {}
-        for name in self.names:
-            v = vals[name]
-            spec = SPECS_BY_NAME[name]
-            if name in offs and offs[name]:
+        for name, v in zip(self.names, values):
+            if offs.get(name):
                 v = None
-            elif spec.integer and isinstance(v, float) and v.is_integer():
+            elif SPECS_BY_NAME[name].integer and isinstance(v, float) and v.is_integer():
                 v = int(v)
-            if name == "faults":
-                v = list(v or [])
-            cfg[name] = v
+            cfg[name] = list(v or []) if name == "faults" else v
         return cfg
 
     def updates_for(self, cfg: dict) -> list:
@@ -232,9 +224,11 @@ class KnobPanel:
         return out
 
     def _apply_preset(self, name, *values):
+        """The preset's help in its box, and the knobs it sets (custom keeps them)."""
+        info = gr.update(info=preset_info(name))
         if name == CUSTOM:
-            return [gr.skip()] * len(self.inputs)
-        return self.updates_for(preset_config(name, keep=self.to_config(values)))
+            return [info] + [gr.skip()] * len(self.inputs)
+        return [info, *self.updates_for(preset_config(name, keep=self.to_config(values)))]
 
 
 def _greyed_info(name: str, why: str) -> str:

@@ -28,12 +28,6 @@ def _events(queue, cid: str = DECODE) -> tuple[list, list, int | None]:
     return waiting, running, getattr(eq, "concurrency_limit", None)
 
 
-def session_runs(queue, session: str | None) -> int:
-    """Decode runs of this session waiting in the queue or running now."""
-    waiting, running, _ = _events(queue)
-    return sum(e.session_hash == session for e in [*waiting, *running])
-
-
 def install(queue) -> None:
     """Cap each session's decode runs at runs_per_session (beyond it a run is refused with a
     line naming the cap and its variable; other visitors keep their places)."""
@@ -45,7 +39,9 @@ def install(queue) -> None:
 
         fn = route_utils.get_fn(queue.blocks, None, body) if body.fn_index is not None else None
         n = cap("runs_per_session")
-        if fn is not None and fn.concurrency_id == DECODE and session_runs(queue, body.session_hash) >= n:
+        waiting, running, _ = _events(queue)          # this session's decode runs, queued or running
+        if fn is not None and fn.concurrency_id == DECODE and sum(
+                e.session_hash == body.session_hash for e in [*waiting, *running]) >= n:
             return (False, f"You already have {n} run{'s' if n != 1 else ''} queued or running "
                     f"(this server's cap on runs per session; the operator raises it with "
                     f"{CAPS['runs_per_session'].env}): wait for it to finish or stop it first.", "error")
@@ -78,15 +74,9 @@ def waiting_status(request: gr.Request | None = None):
                        "yours starts when one ends")
 
 
-def take_turns(events, owner=None, cancel=None):
-    """The events of one decode, each round computed in one of the server's decode slots, taken
-    in turn with every other decode (specdec_core/slots.RoundSlots)."""
-    return SLOTS.rounds(events, owner, cancel)
-
-
-def in_slot(fn, *args, **kwargs):
-    """fn(*args, **kwargs) in one decode slot (work that is not a stream of rounds)."""
-    return SLOTS.call(fn, *args, **kwargs)
+# take_turns(events, owner, cancel): a decode's events, each round computed in one of the decode
+# slots, in turn with every other decode; in_slot(fn, *args): other work in one slot
+take_turns, in_slot = SLOTS.rounds, SLOTS.call
 
 
 def release_memory() -> None:

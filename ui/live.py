@@ -27,7 +27,7 @@ from specdec_core.errors import ConfigError
 from . import common, limits
 from .cloud import checked_cloud_url, cloud_url_widget
 from .knobs import KnobPanel, greyed
-from .runs import Run, vs_cloud
+from .runs import Run, side_speedups, time_repeats
 from .served import ServedPanel
 from .views import TraceView
 from .gpu import gpu
@@ -54,7 +54,7 @@ class LiveTab:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=330, elem_classes="ss-side"):
                 gr.Markdown("### Clip", elem_classes="ss-h")
-                self.sample = gr.Dropdown(common.sample_choices(), value=_default_sample(),
+                self.sample = gr.Dropdown(common.sample_choices(), value=common.DEFAULT_SAMPLE,
                                           label="sample clip", info="bundled clips, by name", elem_id="live-sample")
                 with gr.Row():
                     self.run_btn = gr.Button("▶ Run", variant="primary", elem_id="live-run", scale=2,
@@ -63,7 +63,7 @@ class LiveTab:
                                               min_width=70)
                 self.audio = gr.Audio(sources=["upload", "microphone"], type="filepath",
                                       label="or upload / record a clip (WAV, FLAC, OGG)",
-                                      value=_default_sample_path(), elem_id="live-audio")
+                                      value=str(common.sample_path(common.DEFAULT_SAMPLE)), elem_id="live-audio")
                 self.demo_note = gr.Markdown(DEMO_NOTE, elem_classes="ss-note", elem_id="live-demo-note")
                 with gr.Row():
                     self.backend = gr.Dropdown(available_backends(), value="demo", label="backend",
@@ -250,7 +250,7 @@ class LiveTab:
         for live, _new in run:
             if live.done:
                 break
-            if live.n_tokens and run.clock.tokens_due():
+            if live.n_tokens and run.clock.due("tokens"):
                 n_warn = len(live.trace.get("warnings") or [])
                 yield self._pack(status_html("run", f"Decoding {name}…",
                                              f"{live.n_tokens} tokens · round {len(live.trace['rounds'])}"
@@ -268,7 +268,7 @@ class LiveTab:
             bl = run.run_baseline()
             yield self._pack(status_html("run", "Timing: this decode and cloud-only, 3 quiet repeats each, "
                                          "interleaved…", "", ctx))
-            base, sp = bl["text"], vs_cloud(run, run.session)
+            base, sp = bl["text"], side_speedups([run], [bl], time_repeats([run], run.session, [bl]))[0]
             vs = vs_cloud_html(live.trace.get("text"), base, sp)
         tr = live.trace
         kind, head = finished_status(name, run.stopped, tr.get("diagnostics"))
@@ -362,12 +362,3 @@ def check_upload_status(path):
     gr.Warning(common.toast_text(msg))
     return status_html("err", "Not a usable clip", msg)
 
-
-def _default_sample():
-    names = common.sample_names()
-    return common.DEFAULT_SAMPLE if common.DEFAULT_SAMPLE in names else (names[0] if names else None)
-
-
-def _default_sample_path():
-    name = _default_sample()
-    return str(common.sample_path(name)) if name else None

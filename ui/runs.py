@@ -8,13 +8,13 @@ import threading
 from components.findings import findings_html
 from specdec_core.api import LiveTrace, prepare, stream_prompt
 from specdec_core.decoding.faults import latent
-from specdec_core.decoding.reference import compare, reference_for
+from specdec_core.decoding.reference import compare, reference_for, same_reference
 from specdec_core.decoding.config import DecodeConfig
 
 from specdec_core.caps import cap_config, note_cuts
-from specdec_core.evaluation.speedup import REPEATS, speedup_stats, time_interleaved
+from specdec_core.evaluation.speedup import REPEATS, ordered, speedup_stats, time_interleaved
 
-from .common import register, token_texts, unregister
+from .common import running, token_texts
 from .limits import in_slot, take_turns
 from .views import Clock
 
@@ -35,17 +35,19 @@ class Run:
         self.reference = None        # (cloud-only result, its logits) once run_baseline ran
 
     def __iter__(self):
-        register(self.session, self.cancel)
-        try:
+        with running(self.session, self.cancel):   # closed early: whatever still runs for it stops
             events = stream_prompt(self.backend, self.prompt, self.cfg, cancel=self.cancel)
             for ev in take_turns(events, self.session, self.cancel):   # slots shared round by round
                 new = self.live.add(ev)
                 if self.live.done:    # a cap that ended the run says so, with its variable
                     new = new + note_cuts(self.live.trace, self.asked, self.cfg)
                 yield self.live, new
-        finally:
-            self.cancel.set()   # closed early: whatever still runs for this run stops
-            unregister(self.session, self.cancel)
+
+    def to_end(self) -> "Run":
+        """Decode to the end without streaming (the API's /run, the served panel's side B)."""
+        for _ in self:
+            pass
+        return self
 
     @property
     def stopped(self) -> bool:
@@ -85,20 +87,38 @@ class Run:
 
 def time_sides(backend, sides: list, session: str, n: int = REPEATS) -> list[list[float]] | None:
     """The quiet interleaved repeats of evaluation/speedup.py, stoppable by the session's Stop."""
-    cancel = threading.Event()
-    register(session, cancel)
-    try:
+    with running(session) as cancel:
         return time_interleaved(backend, sides, n, cancel)
-    finally:
-        unregister(session, cancel)
 
 
-def vs_cloud(run: Run, session: str) -> dict | None:
-    """One run's speed-up over cloud-only, both timed on interleaved quiet repeats (issue 43);
-    None without a baseline or when stopped."""
-    if run.baseline is None or run.stopped:
+def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS):
+    """([each run's decode times], [each run's cloud-only times, None without its reference]) on
+    `n` quiet repeats, interleaved A B C, C B A, … (evaluation/speedup.py) so that drift on the
+    machine falls on every side alike, cloud-only included (issue 43); one cloud-only side when
+    A/B's runs share a reference. None when a run was stopped or Stop is pressed meanwhile."""
+    if any(r.stopped for r in runs):
         return None
-    t = time_sides(run.backend, [("decode", run.cfg, run.prompt), ("cloud_only", run.cfg, run.prompt)], session)
-    m = run.live.trace.get("metrics") or {}
-    same = run.baseline["token_ids"] == run.live.trace.get("token_ids")
-    return None if t is None else speedup_stats(t[0], t[1], m.get("new_tokens"), m.get("cloud_calls"), same)
+    sides, at = [("decode", r.cfg, r.prompt) for r in runs], []    # at: each run's cloud-only side
+    for r, base in zip(runs, bases):
+        if base and at and at[0] is not None and same_reference(runs[0].cfg, r.cfg):
+            at.append(at[0])
+        elif base:
+            sides.append(("cloud_only", r.cfg, r.prompt))
+            at.append(len(sides) - 1)
+        else:
+            at.append(None)
+    t = time_sides(runs[0].backend, sides, session, n)
+    return None if t is None else (t[:len(runs)], [None if i is None else t[i] for i in at])
+
+
+def side_speedups(runs: list, bases, samples) -> list:
+    """Each run's speed-up over cloud-only from the interleaved repeats (with its spread, lossy
+    when its text differs from cloud-only, checked against its acceptance's bound)."""
+    if not samples:
+        return [None] * len(runs)
+    out = []
+    for r, base, xs, cs in zip(runs, bases, *samples):
+        m = r.live.trace.get("metrics") or {}
+        out.append(speedup_stats(xs, cs, m.get("new_tokens"), m.get("cloud_calls"),
+                                 base["token_ids"] == r.live.trace.get("token_ids")) if base and cs else None)
+    return ordered(out)

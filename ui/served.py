@@ -22,6 +22,7 @@ from specdec_core.errors import UserError
 
 from . import common
 from .cloud import checked_cloud_url, cloud_url_widget
+from .runs import Run
 
 REPLAY = ("none", "ngram", "the backend's edge")
 VERSUS = ("nothing", "our decoder (the Live tab's knobs)", "a second served engine")
@@ -31,18 +32,15 @@ class ServedPanel:
     def __init__(self, live):
         self.knobs = live.panel
         with gr.Accordion("Served engine: audit a vLLM server's own speculative decoding", open=False):
-            self.url = cloud_url_widget()
-            self.url.elem_id, self.url.label = "live-served-url", "served engine (vLLM with speculative decoding)"
+            self.url = cloud_url_widget("live-served-url", "served engine (vLLM with speculative decoding)")
             self.replay = gr.Radio(list(REPLAY), value="none", label="replay the declared drafter",
                                    elem_id="live-served-replay")
             with gr.Row():
                 self.versus = gr.Radio(list(VERSUS), value=VERSUS[0], label="compare with",
                                        elem_id="live-served-versus")
-                self.url_b = cloud_url_widget()
-                self.url_b.elem_id, self.url_b.label = "live-served-url-b", "second served engine (B)"
+                self.url_b = cloud_url_widget("live-served-url-b", "second served engine (B)", visible=False)
                 self.replay_b = gr.Radio(list(REPLAY), value="none", label="replay B's declared drafter",
                                          elem_id="live-served-replay-b", visible=False)
-                self.url_b.visible = False
             self.btn = gr.Button("Audit the served engine", elem_id="live-served-run")
             self.status = gr.HTML("", elem_id="live-served-status")
             self.plot = gr.Plot(acceptance_figure(None), show_label=False, elem_id="live-served-plot")
@@ -79,7 +77,8 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
         cfg = DecodeConfig.from_dict(knobs or {})
         src, name = common.resolve_audio(sample, audio)
         backend = common.get_backend(backend_name)
-        ours = _ours(backend, src, cfg, session, name) if versus == VERSUS[1] else None
+        # side B our decoder: the Live tab's own run (ui/runs.Run: its caps, slots and Stop)
+        ours = Run(backend, src, cfg, session, name).to_end() if versus == VERSUS[1] else None
         ids = (ours.prompt if ours else prepare(backend, src, cfg)).input_ids[0].tolist()
         # against ours: as many tokens as our decoder gave (the engine has no sentence stop)
         n = max(1, len(ours.live.trace.get("token_ids") or [])) if ours else 48
@@ -120,16 +119,6 @@ def _audit(backend, url, name, ids, replay, max_tokens) -> dict:
     folder = getattr(backend.edge, "name_or_path", None)
     return audit(backend, url, [(name, ids)], replay={"ngram": "ngram", REPLAY[2]: folder}.get(replay),
                  max_tokens=max_tokens)
-
-
-def _ours(backend, src, cfg, session, name):
-    """The Live tab's own run (ui/runs.Run: its caps, slots and Stop), streamed to its end."""
-    from .runs import Run
-
-    ours = Run(backend, src, cfg, session, name)
-    for _ in ours:
-        pass
-    return ours
 
 
 def _numbers(rep, trace=None) -> str:

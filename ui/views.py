@@ -25,18 +25,13 @@ class Clock:
         now = time.perf_counter()   # the first tokens go at once; the first plots wait PLOT_EVERY (see reset)
         self.last = {"tokens": now - TOKEN_EVERY, "plots": now}
 
-    def _due(self, what: str, every: float, done: bool) -> bool:
+    def due(self, what: str, done: bool = False) -> bool:
+        """Whether "tokens" or "plots" are due again (always once the run is done)."""
         now = time.perf_counter()
-        if done or now - self.last[what] >= every:
+        if done or now - self.last[what] >= (TOKEN_EVERY if what == "tokens" else PLOT_EVERY):
             self.last[what] = now
             return True
         return False
-
-    def tokens_due(self, done: bool = False) -> bool:
-        return self._due("tokens", TOKEN_EVERY, done)
-
-    def plots_due(self, done: bool = False) -> bool:
-        return self._due("plots", PLOT_EVERY, done)
 
 
 class TraceView:
@@ -82,7 +77,7 @@ class TraceView:
         tr = live.trace
         done = live.done
         if plots is None:
-            plots = clock.plots_due(done) if clock is not None else True
+            plots = clock.due("plots", done) if clock is not None else True
         text = tr.get("text") if done else live.text()
         outs = [render_tokens(tr, live=not done), warnings_html(tr.get("warnings")), text,
                 metric_cards(tr.get("metrics"), prompt_type or (tr.get("config") or {}).get("prompt_type"),
