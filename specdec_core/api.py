@@ -68,7 +68,8 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
     """One entry of the CLI's `results` list. User errors become {"ok": false, "error": ...}.
     A cancelled or timed-out decode is still ok, with metrics.ended_by saying so. `recordings`
     (optional) receives the run's recording (what `run` pools over its clips)."""
-    label = name or _name(audio_src)
+    label = name or (str(audio_src) if isinstance(audio_src, (str, Path))
+                     else None if audio_src is None else "<array>")
     try:
         prompt = prepare(backend, audio_src, cfg, speaker=speaker)
         got: dict = {}
@@ -87,9 +88,3 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
         return res
     except UserError as e:
         return {"audio": label, "ok": False, "error": str(e)}
-
-
-def _name(src) -> str | None:
-    if isinstance(src, (str, Path)):
-        return str(src)
-    return None if src is None else "<array>"

@@ -14,13 +14,7 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
     drafted_v = sum(r.drafted for r in verified)
     accepted = sum(r.accepted for r in verified)
     by_source = {s: sum(t.source == s for t in toks) for s in ("accepted", "corrected", "draft", "bonus")}
-    # per_position_acceptance[j]: of verified rounds that drafted > j tokens, the share whose
-    # token j was accepted (acceptance is a prefix, so accepted > j).
-    k = max((r.drafted for r in verified), default=0)
-    ppa = []
-    for j in range(k):
-        reached = [r for r in verified if r.drafted > j]
-        ppa.append(round(sum(r.accepted > j for r in reached) / len(reached), 4) if reached else None)
+    ppa = [round(a / d, 4) for d, a in by_position([(r.accepted, r.drafted) for r in verified])]
     n = len(toks)
     m = {
         "new_tokens": n,
@@ -54,6 +48,14 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
     m.update(link_metrics(trace, wall_s))
     m.update(text_metrics(trace.text))
     return m
+
+
+def by_position(steps) -> list[tuple[int, int]]:
+    """(drafted, accepted) at draft position j = 1..k over (accepted, drafted) steps: the steps
+    that drafted a j-th token and those whose j-th was accepted (acceptance is a prefix, so
+    accepted >= j). Our rounds (per_position_acceptance) and a served engine's steps alike."""
+    k = max((d for _, d in steps), default=0)
+    return [(sum(d >= j for _, d in steps), sum(min(a, d) >= j for a, d in steps)) for j in range(1, k + 1)]
 
 
 def mean_accepted_length(verified) -> float | None:

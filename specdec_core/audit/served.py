@@ -167,9 +167,9 @@ class Replay:
                 raise UserError(f"--replay {spec}: not a model folder with a config.json "
                                 "(give the drafter's folder, or ngram)") from None
             self.kind, self.window = "draft", cfg.get("max_position_embeddings")
-            from transformers import AutoModelForCausalLM
+            from specdec_core.backends.hf import load_causal_lm
 
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype="float32").eval()
+            self.model = load_causal_lm(str(path), "drafter")
         self.name = spec
 
     def propose(self, ctx: list[int], k: int) -> list[int]:

@@ -59,7 +59,9 @@ def _load(name: str, options: tuple) -> Backend:
     opts = dict(options)
     # The pair check (specdec_core/pairs) reads both folders' own files before any weights: an
     # error finding stops the load with its one line; the report rides on the backend.
-    report = pairs.require_usable(pairs.check_backend(name, opts))
+    report = pairs.check_backend(name, opts)
+    if pairs.error_message(report):
+        raise BackendError(pairs.error_message(report))
     pairs.versions.warn_if_untested()
     backend = _construct(name, opts)
     backend.pair_check = report

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-from specdec_core.errors import BackendError
 from specdec_core.pairs import versions
 from specdec_core.findings import SEVERITIES, finding
 from specdec_core.pairs.checks import CHECKS
@@ -56,13 +55,6 @@ def error_message(report: dict) -> str | None:
     f = errors[0]
     more = f" (+{len(errors) - 1} more: python -m specdec_core check)" if len(errors) > 1 else ""
     return f"pair check {f['code']}: {f['title']}: {f['detail']}; fix: {f['fix']}{more}"
-
-
-def require_usable(report: dict) -> dict:
-    msg = error_message(report)
-    if msg:
-        raise BackendError(msg)
-    return report
 
 
 def warning_lines(backend) -> list[str]:
