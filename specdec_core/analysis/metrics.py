@@ -37,7 +37,9 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
         "cache_desyncs": sum(w.get("kind") == "cache_desync" for w in trace.warnings),
         "ended_by": trace.ended_by,
         "entropy_threshold_nats": threshold_nats(trace),
-        "share_above_threshold": share_above_threshold(trace),
+        # of ALL drafted tokens (committed and later rejected; the cloud's corrections and bonus
+        # tokens were never drafted): the share whose draft entropy exceeds the threshold
+        "share_above_threshold": share_above(drafted_entropies(trace), threshold_nats(trace)),
         # None where the backend cannot take the audio away (decoding/dependence.py)
         "acceptance_by_dependence": acceptance_by_dependence(trace),
     }
@@ -178,15 +180,9 @@ def drafted_entropies(trace) -> list[float]:
     return [e for r in recs if (e := _number(_get(r, "entropy"))) is not None]
 
 
-def share_above_threshold(trace) -> float | None:
-    """Share of ALL drafted tokens (committed and later rejected ones; the cloud's corrections
-    and bonus tokens were never drafted) whose draft entropy exceeds the resolved threshold,
-    the same strict test as the gate. None without a threshold or without drafted entropies."""
-    return share_above(drafted_entropies(trace), threshold_nats(trace))
-
-
 def share_above(entropies: list[float], threshold: float | None) -> float | None:
-    """Share of `entropies` strictly above `threshold` (None: no threshold or no entropies)."""
+    """Share of `entropies` strictly above `threshold`, the same strict test as the gate (None:
+    no threshold or no entropies)."""
     if threshold is None or not entropies:
         return None
     return round(sum(e > threshold for e in entropies) / len(entropies), 4)

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec_core.backends.openai_client import CompletionsClient, RemoteError
+from specdec_core.backends.openai_client import CompletionsClient, RemoteError, token_id
 from specdec_core.backends.remote import _pick_model
 from specdec_core.errors import UserError
 
@@ -61,8 +61,8 @@ class Engine:
         try:
             choices = data["choices"]
             lp = choices[0]["logprobs"]
-            ids = [_tid(t) for t in lp["tokens"]]
-            top = [{_tid(k): float(v) for k, v in (row or {}).items()} for row in lp["top_logprobs"]]
+            ids = [token_id(t) for t in lp["tokens"]]
+            top = [{token_id(k): float(v) for k, v in (row or {}).items()} for row in lp["top_logprobs"]]
         except (KeyError, IndexError, TypeError, ValueError):
             raise RemoteError(f"served engine {self.url} sent completions without token log-probs "
                               f"(needs an OpenAI-compatible `logprobs`)") from None
@@ -104,10 +104,6 @@ def _joined(events: list[dict]) -> dict:
             finish = c.get("finish_reason") or finish
         out.update({k: ev[k] for k in ("usage", "metrics") if ev.get(k) is not None})
     return {"choices": [{"logprobs": lp, "finish_reason": finish}], **out}
-
-
-def _tid(t) -> int:
-    return int(str(t).removeprefix("token_id:"))
 
 
 # -- the reference ------------------------------------------------------------------------------

@@ -92,13 +92,11 @@ class HFBackend(Backend):
     name = "hf"
     needs_audio = False
 
-    def __init__(self, edge_path: str, cloud_path: str, prompt: str = "", edge=None, cloud=None,
-                 tokenizer=None, dtype=None):
-        dtype = dtype or torch.float32
-        self.edge = edge if edge is not None else load_causal_lm(edge_path, "edge", dtype)
-        self.cloud = cloud if cloud is not None else load_causal_lm(cloud_path, "cloud", dtype)
+    def __init__(self, edge_path: str, cloud_path: str, prompt: str = "", dtype=None):
+        self.edge = load_causal_lm(edge_path, "edge", dtype or torch.float32)
+        self.cloud = load_causal_lm(cloud_path, "cloud", dtype or torch.float32)
         self.dtype = next(self.cloud.parameters()).dtype
-        self.tokenizer = tokenizer = load_tokenizer(cloud_path) if tokenizer is None else tokenizer
+        self.tokenizer = tokenizer = load_tokenizer(cloud_path)
         self.prompt = prompt
         eos = self.cloud.generation_config.eos_token_id or tokenizer.eos_token_id
         self.stop_ids = sorted({eos} if isinstance(eos, int) else set(eos or []))

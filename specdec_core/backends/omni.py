@@ -202,8 +202,7 @@ class OmniBackend(Backend):
 
     def describe(self) -> dict:
         d = super().describe()
-        d.update(shared_vocab=self.shared_vocab, device=str(self.device), dtype=str(self.dtype).removeprefix("torch."),
-                 **self.info)
+        d.update(shared_vocab=self.shared_vocab, device=str(self.device), **self.info)
         return d
 
 

@@ -232,12 +232,17 @@ class CompletionsClient:
             plp = choice["prompt_logprobs"]
             rows = [_row(plp[len(ids) - n_rows + j], ids[len(ids) - n_rows + j]) for j in range(n_rows)]
             lp = choice["logprobs"]
-            nxt = int(str(lp["tokens"][0]).removeprefix("token_id:"))
+            nxt = token_id(lp["tokens"][0])
             nxt_lp = float(lp["token_logprobs"][0])
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             raise RemoteError(f"{self.role} {self.url} sent completions without prompt logprobs "
                               f"(needs vLLM's prompt_logprobs)") from None
         return rows, nxt, nxt_lp, reply
+
+
+def token_id(t) -> int:
+    """A token of a reply asked with return_tokens_as_token_ids ("token_id:123") as its id."""
+    return int(str(t).removeprefix("token_id:"))
 
 
 def _row(entry: dict, token: int) -> Row:

@@ -61,8 +61,15 @@ def open_clips(args, *cfgs) -> tuple:
 
 
 def finish(args, out: dict, findings_by_clip: list, ok: bool, indent: int | None = 1) -> int:
-    """`run` and `record`: the JSON written (--out), the --fail-on verdict, the exit code."""
-    _emit_json(args.out, out, indent)
+    """`run` and `record` (issue 50.7): --out FILE writes the JSON, --out - prints it on stdout;
+    without --out the human summary (on stderr) is the whole output. Then the --fail-on verdict
+    and the exit code."""
+    if args.out == "-":
+        print(json.dumps(out, ensure_ascii=False, indent=indent))
+    elif args.out:
+        write_json(args.out, out, indent)
+    else:
+        print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
     failing = reports.fail_on_line(args.fail_on, findings_by_clip + [("pooled", out["pooled_findings"])])
     if failing:
         print(failing, file=sys.stderr)
@@ -84,13 +91,12 @@ def cmd_run(args) -> int:
             recorded.append({"ok": True, "recording": got[0], "trace": res.get("trace")})
         status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
         print(f"{res['audio']}: {status}", file=sys.stderr)
-        if res["ok"] and (line := time_line(res["metrics"].get("time_split"))):
-            print(f"  {line}", file=sys.stderr)
-        for line in reports.finding_lines((res.get("trace") or {}).get("diagnostics") or []):
-            print(f"  {line}", file=sys.stderr)
-        if res["ok"] and res.get("baseline"):
-            for line in reports.numerics_lines((res.get("trace") or {}).get("numerics"), "cloud-only",
-                                               res["baseline"]):
+        tr = res.get("trace") or {}
+        for line in [time_line(res["metrics"].get("time_split")) if res["ok"] else "",
+                     *reports.finding_lines(tr.get("diagnostics") or []),
+                     *(reports.numerics_lines(tr.get("numerics"), "cloud-only", res["baseline"])
+                       if res["ok"] and res.get("baseline") else [])]:
+            if line:
                 print(f"  {line}", file=sys.stderr)
     pooled = run_pooled(recorded, len(results))
     # the contract's keys: each result's trace.info.dtype says which dtype ran
@@ -114,8 +120,8 @@ def run_pooled(recorded: list[dict], n: int) -> list[dict]:
     from specdec_core.recorder import pooled_findings
 
     pooled = pooled_findings(recorded)
-    for line in reports.pooled_lines(pooled, n):
-        print(line, file=sys.stderr)
+    for f in pooled:
+        print(f"all {n} clips pooled: {f['code']} ({f['severity']}): {f['title']}", file=sys.stderr)
     return pooled
 
 
@@ -154,8 +160,7 @@ def cmd_check(args) -> int:
     """The pair check alone (specdec_core/pairs): 0 usable, 1 unusable (an error finding)."""
     from specdec_core.pairs import check_backend
 
-    options = {"edge_model": args.edge_model, "cloud_model": args.cloud_model}
-    report = check_backend(args.backend, {k: v for k, v in options.items() if v})
+    report = check_backend(args.backend, {k: v for k in ("edge_model", "cloud_model") if (v := getattr(args, k))})
     print(reports.check_report(report))
     if args.json:
         write_json(args.json, report)
@@ -168,17 +173,6 @@ def write_json(path: str, obj, indent: int | None = 1) -> None:
         Path(path).write_text(json.dumps(obj, indent=indent, ensure_ascii=False), encoding="utf-8")
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror}") from None
-
-
-def _emit_json(out: str | None, obj, indent: int | None = 1) -> None:
-    """`run` and `record` (issue 50.7): --out FILE writes the JSON, --out - prints it on stdout;
-    without --out the human summary (on stderr) is the whole output."""
-    if out == "-":
-        print(json.dumps(obj, ensure_ascii=False, indent=indent))
-    elif out:
-        write_json(out, obj, indent)
-    else:
-        print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
 
 
 def cmd_faults(args) -> int:

@@ -224,11 +224,6 @@ def finding_lines(findings: list[dict]) -> list[str]:
     return out
 
 
-def pooled_lines(pooled: list[dict], n: int) -> list[str]:
-    """The text report's lines of the pooled findings (`record` and `run`)."""
-    return [f"all {n} clips pooled: {f['code']} ({f['severity']}): {f['title']}" for f in pooled]
-
-
 def by_severity(findings: list[dict]) -> str:
     """'1 error: stale_cache (explains context_mismatch, unverified_end) · info: vocab_widths':
     the root findings, each with the symptoms folded under it (codes once each): `record`."""
