@@ -158,10 +158,6 @@ def _pair(x) -> str:
     return f"{x[0]:.2f}–{x[1]:.2f}" if x else "n/a"
 
 
-def _t(t) -> str:
-    return f"{t:g}" if isinstance(t, (int, float)) else str(t)
-
-
 def advice_line(a: dict, check: dict | None) -> str:
     """`advice: k = …` — the advised k and threshold with their predictions and the rerun."""
     def rerun(job):
@@ -176,12 +172,13 @@ def advice_line(a: dict, check: dict | None) -> str:
             f"the cloud loop{rerun('advised_k')})")
     if a.get("threshold") is None:
         b = a.get("best_within_budget")
-        best = "" if not b else (f"; best: {_t(b['threshold'])} nats, {b['predicted']:.2f}×, "
+        best = "" if not b else (f"; best: {_num(b['threshold'], 'None', 'g')} nats, {b['predicted']:.2f}×, "
                                  f"{b['gain_over_classic']:+.1%}, quality cost {b['quality_cost']:.3f}")
         line += (f"; entropy threshold: none (none with quality cost ≤ {a['quality_budget']:.2f} is "
                  f"predicted ≥ {a.get('min_gain', 0):.0%} faster than classic at k = {a['k']}{best})")
     else:
-        line += (f"; entropy threshold {_t(a['threshold'])} nats at k = {a['k']}: predicted {a['threshold_predicted']:.2f}× "
+        line += (f"; entropy threshold {_num(a['threshold'], 'None', 'g')} nats at k = {a['k']}: "
+                 f"predicted {a['threshold_predicted']:.2f}× "
                  f"at quality cost {a['threshold_quality_cost']:.3f} ≤ {a['quality_budget']:.2f}"
                  f"{rerun('advised_threshold')}")
     return line
