@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from specdec_core.errors import UserError
 from specdec_core.pairs import versions
 from specdec_core.findings import SEVERITIES, finding
 from specdec_core.pairs.checks import CHECKS
@@ -67,8 +68,6 @@ def warning_lines(backend) -> list[str]:
 def backend_report(name: str, options: dict | None = None) -> tuple[dict | None, str | None]:
     """(report, None), or (None, the one-line reason) when the folders cannot be read (the app's
     pair panel shows either)."""
-    from specdec_core.errors import UserError
-
     try:
         return check_backend(name or "demo", options), None
     except UserError as e:
