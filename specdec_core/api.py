@@ -17,7 +17,6 @@ from typing import Iterator
 
 from specdec_core.backends import load_backend, prepare  # noqa: F401  (re-exported)
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
 from specdec_core.errors import UserError
 from specdec_core.recorder.driver.builtin import judged_run
@@ -48,19 +47,14 @@ def open_backend(opts, *cfgs: DecodeConfig):
     return with_cloud(backend, url, *cfgs, model=getattr(opts, "cloud_model", None) if url else None)
 
 
-def stream_prompt(backend, prompt, cfg: DecodeConfig, decoder: SpeculativeDecoder | None = None,
-                  trace: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
+def stream_prompt(backend, prompt, cfg: DecodeConfig, cancel: threading.Event | None = None) -> Iterator[dict]:
     """Events of one speculative decode (see docs/architecture.md) of a prompt that `prepare`
-    built (audio errors come first). Setting `cancel` (or calling decoder.cancel()) from another
-    thread stops it within one round. The run is recorded (on private copies of the models:
-    other sessions may decode on them) and judged by the recorder's checks; a `decoder` given
-    is streamed as it is, unjudged."""
+    built (audio errors come first). Setting `cancel` from another thread stops it within one
+    round. The run is recorded (on private copies of the models: other sessions may decode on
+    them) and judged by the recorder's checks."""
     from specdec_core.recorder.driver.builtin import judged_stream
 
-    if decoder is not None:
-        yield from decoder.stream(prompt, cancel=cancel)
-        return
-    yield from judged_stream(backend, prompt, cfg, trace=trace, cancel=cancel, isolated=True)
+    yield from judged_stream(backend, prompt, cfg, cancel=cancel, isolated=True)
 
 
 def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name: str | None = None,
@@ -68,7 +62,8 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
     """One entry of the CLI's `results` list. User errors become {"ok": false, "error": ...}.
     A cancelled or timed-out decode is still ok, with metrics.ended_by saying so. `recordings`
     (optional) receives the run's recording (what `run` pools over its clips)."""
-    label = name or _name(audio_src)
+    label = name or (str(audio_src) if isinstance(audio_src, (str, Path))
+                     else None if audio_src is None else "<array>")
     try:
         prompt = prepare(backend, audio_src, cfg, speaker=speaker)
         got: dict = {}
@@ -87,9 +82,3 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
         return res
     except UserError as e:
         return {"audio": label, "ok": False, "error": str(e)}
-
-
-def _name(src) -> str | None:
-    if isinstance(src, (str, Path)):
-        return str(src)
-    return None if src is None else "<array>"

@@ -23,21 +23,14 @@ def _params(model) -> list:
         return []
 
 
-def cache_kw(model) -> str:
-    """The keyword `model.forward` takes its KV cache by: 'cache' (transformers >= 5.24) or
-    'past_key_values' (older releases, and models that still declare it)."""
-    cls = type(model)
-    kw = _KW.get(cls)
-    if kw is None:
-        params = _params(model)
-        kw = "cache" if "cache" in params else "past_key_values"
-        _KW[cls] = kw
-    return kw
-
-
 def with_cache(model, cache) -> dict:
-    """Keyword arguments that hand `cache` to `model`'s forward (or generate's model call)."""
-    return {cache_kw(model): cache}
+    """Keyword arguments that hand `cache` to `model`'s forward (or generate's model call), by
+    the keyword its forward takes: 'cache' (transformers >= 5.24) or 'past_key_values' (older
+    releases, and models that still declare it)."""
+    cls = type(model)
+    if cls not in _KW:
+        _KW[cls] = "cache" if "cache" in _params(model) else "past_key_values"
+    return {_KW[cls]: cache}
 
 
 def forward_cache(model, args: tuple = (), kwargs: dict | None = None):
@@ -95,16 +88,11 @@ def audio_only_processor(processor):
 def cache_gather(cache, base: int, slots: list[int]) -> None:
     """Copy the keys and values at absolute `slots` (ascending, each >= base) down to positions
     base, base+1, ... of every layer, in place (a tree's accepted path; the caller crops).
-    transformers 5 caches hold `layers[i].keys/values`; older ones `key_cache/value_cache`."""
+    Every transformers of the tested range (>= 5.0) holds them as `layers[i].keys/values`."""
     import torch
 
     idx = None
-    if hasattr(cache, "layers"):
-        pairs = [(layer, name) for layer in cache.layers for name in ("keys", "values")]
-    else:
-        pairs = [(lst, i) for lst in (cache.key_cache, cache.value_cache) for i in range(len(lst))]
-    for owner, name in pairs:
-        t = getattr(owner, name) if isinstance(name, str) else owner[name]
+    for t in (getattr(layer, name) for layer in cache.layers for name in ("keys", "values")):
         if idx is None:
             idx = torch.tensor(slots, dtype=torch.long, device=t.device)
         t[..., base: base + len(slots), :] = t.index_select(-2, idx)

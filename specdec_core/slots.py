@@ -101,12 +101,6 @@ class RoundSlots:
 
     def call(self, fn, *args, owner=None, **kwargs):
         """fn(*args, **kwargs) in one slot (work that is not a stream of rounds, e.g. a
-        cloud-only reference decode); fn may offer the slot between its steps (pass_turn)."""
-        self.acquire(owner)
-        before = getattr(_HELD, "slot", None)
-        _HELD.slot = (self, owner)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _HELD.slot = before
-            self.release()
+        cloud-only reference decode); fn may offer the slot between its steps (pass_turn).
+        It is a stream of one round: its one event is fn's result."""
+        return next(self.rounds((fn(*args, **kwargs) for _ in (0,)), owner))

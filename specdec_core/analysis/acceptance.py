@@ -42,11 +42,6 @@ def _nth(r: int) -> str:
     return f"{r}{'th' if 10 <= r % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(r % 10, 'th')}"
 
 
-def _ranks_words(ranks: list[int]) -> str:
-    c = sorted(Counter(ranks).items())
-    return ", ".join(f"rank {r} ×{n}" for r, n in c)
-
-
 def _departure(tokens, t_low) -> str:
     """Where the committed text leaves the cloud's greedy output (module docstring)."""
     first = next(t for t in tokens if _get(t, "target_rank") != 1)
@@ -78,7 +73,8 @@ def rank_findings(tokens, declared: dict, prompt_len: int | None = None) -> list
     listed = ", ".join(f"{_get(t, 'i')} {_get(t, 'text')!r} (rank {_get(t, 'target_rank')})"
                        for t in low[:SHOWN]) + (f", … {n - SHOWN} more" if n > SHOWN else "")
     how = (f"{n} of {total} committed tokens ({n / max(total, 1):.0%}) are accepted drafts the cloud "
-           f"did not rank 1st ({_ranks_words(ranks)}): {listed}; {_departure(tokens, low[0])}")
+           f"did not rank 1st ({', '.join(f'rank {r} ×{c}' for r, c in sorted(Counter(ranks).items()))}): "
+           f"{listed}; {_departure(tokens, low[0])}")
     ev = {"model": "cloud", "forward": None, "tokens": None,
           "position": None if prompt_len is None else prompt_len + pos[0], "index": pos[0],
           "rank": ranks[0], "positions": pos, "ranks": ranks, "n_positions": n,

@@ -125,17 +125,13 @@ def mishear_test(split: dict | None, trace=None) -> dict | None:
             "audio_rejected": n, "audio_free_matches": hit}
 
 
-def rejects_audio(test: dict | None) -> bool:
-    """Drafts at audio-dependent positions rejected much more often, with enough evidence."""
+def mishears(test: dict | None) -> bool:
+    """Drafts at audio-dependent positions rejected much more often, with enough evidence, and
+    the rejected drafts are what the cloud says without the audio."""
     return bool(test) and (test["audio_judged"] >= MIN_JUDGED and test["p_value"] <= MAX_P
                            and test["audio_rejection"] - test["other_rejection"] >= MIN_DIFF
-                           and test["ratio"] >= MIN_RATIO)
-
-
-def mishears(test: dict | None) -> bool:
-    """rejects_audio, and the rejected drafts are what the cloud says without the audio."""
-    return rejects_audio(test) and (test["audio_free_matches"] >= MIN_MATCHES and
-                                    test["audio_free_matches"] >= MIN_MATCH_SHARE * test["audio_rejected"])
+                           and test["ratio"] >= MIN_RATIO and test["audio_free_matches"] >= MIN_MATCHES
+                           and test["audio_free_matches"] >= MIN_MATCH_SHARE * test["audio_rejected"])
 
 
 CAUSE = ("the edge does not hear the clip as well as the cloud, or does not get the audio at all "

@@ -10,14 +10,9 @@ from specdec_core.analysis.metrics import threshold_nats
 from specdec_core.audio.conditions import LENGTH_BANDS
 from specdec_core.findings import finding
 
+# spans of 1-8 hanzi/punctuation written twice in a row ('音色音色', '，，'): the 'HelloHello'
+# symptom. Chinese reduplication ('慢慢') makes one or two normal, so `doubling` needs several.
 _DOUBLED = re.compile(r"([\u4e00-\u9fff，。、：；！？]{1,8}?)\1")
-
-
-def doubled_spans(text: str) -> list[str]:
-    """Spans of 1-8 hanzi/punctuation written twice in a row ('音色音色', '，，'): the
-    'HelloHello' symptom. Chinese reduplication ('慢慢') makes one or two normal, so the
-    finding needs several."""
-    return [m.group(1) for m in _DOUBLED.finditer(text)]
 
 
 # -- checks on the trace's text and declared knobs: entries of the one check list
@@ -70,7 +65,7 @@ def punct_flood(trace) -> list:
 
 
 def doubling(trace) -> list:
-    dbl = doubled_spans(trace.text)
+    dbl = [m.group(1) for m in _DOUBLED.finditer(trace.text)]
     if len(dbl) < 3:
         return []
     return [finding("doubling", f"{len(dbl)} doubled spans ('{dbl[0]}{dbl[0]}' ...)",

@@ -14,13 +14,7 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
     drafted_v = sum(r.drafted for r in verified)
     accepted = sum(r.accepted for r in verified)
     by_source = {s: sum(t.source == s for t in toks) for s in ("accepted", "corrected", "draft", "bonus")}
-    # per_position_acceptance[j]: of verified rounds that drafted > j tokens, the share whose
-    # token j was accepted (acceptance is a prefix, so accepted > j).
-    k = max((r.drafted for r in verified), default=0)
-    ppa = []
-    for j in range(k):
-        reached = [r for r in verified if r.drafted > j]
-        ppa.append(round(sum(r.accepted > j for r in reached) / len(reached), 4) if reached else None)
+    ppa = [round(a / d, 4) for d, a in by_position([(r.accepted, r.drafted) for r in verified])]
     n = len(toks)
     m = {
         "new_tokens": n,
@@ -43,7 +37,9 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
         "cache_desyncs": sum(w.get("kind") == "cache_desync" for w in trace.warnings),
         "ended_by": trace.ended_by,
         "entropy_threshold_nats": threshold_nats(trace),
-        "share_above_threshold": share_above_threshold(trace),
+        # of ALL drafted tokens (committed and later rejected; the cloud's corrections and bonus
+        # tokens were never drafted): the share whose draft entropy exceeds the threshold
+        "share_above_threshold": share_above(drafted_entropies(trace), threshold_nats(trace)),
         # None where the backend cannot take the audio away (decoding/dependence.py)
         "acceptance_by_dependence": acceptance_by_dependence(trace),
     }
@@ -54,6 +50,14 @@ def compute_metrics(trace, wall_s: float, draft_forwards: int, target_forwards: 
     m.update(link_metrics(trace, wall_s))
     m.update(text_metrics(trace.text))
     return m
+
+
+def by_position(steps) -> list[tuple[int, int]]:
+    """(drafted, accepted) at draft position j = 1..k over (accepted, drafted) steps: the steps
+    that drafted a j-th token and those whose j-th was accepted (acceptance is a prefix, so
+    accepted >= j). Our rounds (per_position_acceptance) and a served engine's steps alike."""
+    k = max((d for _, d in steps), default=0)
+    return [(sum(d >= j for _, d in steps), sum(min(a, d) >= j for a, d in steps)) for j in range(1, k + 1)]
 
 
 def mean_accepted_length(verified) -> float | None:
@@ -176,15 +180,9 @@ def drafted_entropies(trace) -> list[float]:
     return [e for r in recs if (e := _number(_get(r, "entropy"))) is not None]
 
 
-def share_above_threshold(trace) -> float | None:
-    """Share of ALL drafted tokens (committed and later rejected ones; the cloud's corrections
-    and bonus tokens were never drafted) whose draft entropy exceeds the resolved threshold,
-    the same strict test as the gate. None without a threshold or without drafted entropies."""
-    return share_above(drafted_entropies(trace), threshold_nats(trace))
-
-
 def share_above(entropies: list[float], threshold: float | None) -> float | None:
-    """Share of `entropies` strictly above `threshold` (None: no threshold or no entropies)."""
+    """Share of `entropies` strictly above `threshold`, the same strict test as the gate (None:
+    no threshold or no entropies)."""
     if threshold is None or not entropies:
         return None
     return round(sum(e > threshold for e in entropies) / len(entropies), 4)

@@ -13,11 +13,6 @@ from specdec_core.decoding.vocab import is_cjk
 LEAK_MARKERS = ("Human", "User", "user\n", "assistant", "<|im_", "<|endoftext|>")
 
 
-def is_punct(ch: str) -> bool:
-    """Any Unicode punctuation (category P*): ，。、：；！？ and ASCII ,.!?;: but also “”（）…—."""
-    return unicodedata.category(ch).startswith("P")
-
-
 def _repeats(s: str, n: int) -> tuple[int, int]:
     """(n-gram occurrences that repeat an earlier one, all n-gram occurrences) of string s."""
     total = max(0, len(s) - n + 1)
@@ -45,7 +40,7 @@ def text_metrics(text: str) -> dict:
     leak_markers      the markers found, in LEAK_MARKERS order.
     """
     solid = [ch for ch in text if not ch.isspace()]
-    punct = sum(1 for ch in solid if is_punct(ch))
+    punct = sum(unicodedata.category(ch).startswith("P") for ch in solid)   # ，。、 ,.! “”（）…—
     cjk = "".join(ch for ch in text if is_cjk(ch))
     r2, t2 = _repeats(cjk, 2)
     r3, t3 = _repeats(cjk, 3)

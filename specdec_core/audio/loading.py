@@ -96,6 +96,7 @@ def _truncation(head: bytes, total: int) -> tuple[float, float] | None:
 
 
 def _sf_read(f, name: str, max_seconds: float, cut=None) -> tuple[np.ndarray, int, str, list[str]]:
+    said = cut and f"truncated WAV: {name} holds {cut[1]:.2f} s of the {cut[0]:.2f} s its header declares"
     try:
         with sf.SoundFile(f) as snd:
             sr, channels, frames = snd.samplerate, snd.channels, snd.frames
@@ -107,15 +108,13 @@ def _sf_read(f, name: str, max_seconds: float, cut=None) -> tuple[np.ndarray, in
         raise
     except Exception:
         if cut:
-            raise AudioError(f"truncated WAV: {name} holds {cut[1]:.2f} s of the {cut[0]:.2f} s its "
-                             "header declares (the file was cut off; upload it again)") from None
+            raise AudioError(said + " (the file was cut off; upload it again)") from None
         raise AudioError(f"not an audio file: {name} (soundfile could not read it)") from None
     notes = []
     if cut:
-        msg = f"truncated WAV: {name} holds {cut[1]:.2f} s of the {cut[0]:.2f} s its header declares"
         if cut[1] < MIN_SECONDS:
-            raise AudioError(msg + f" (the file was cut off; at least {MIN_SECONDS} s are needed)")
-        notes.append(msg + "; decoding what is there")
+            raise AudioError(said + f" (the file was cut off; at least {MIN_SECONDS} s are needed)")
+        notes.append(said + "; decoding what is there")
     return data, _check_sr(sr, name), name, notes
 
 

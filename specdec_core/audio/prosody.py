@@ -128,17 +128,13 @@ def speaker_stats(items) -> dict[str, speakers.SpeakerStats]:
     return {name: st for name, st in out.items() if st is not None}
 
 
-def resting_hz(median_hz: float, floor_hz: float) -> float:
-    """The voice's estimated resting pitch: the floor, lowered by RANGE_SHARE of the range
-    between floor and median (aroused speech raises the median well above its floor)."""
-    return floor_hz * (floor_hz / median_hz) ** RANGE_SHARE if median_hz > 0 else floor_hz
-
-
 def low_register_probability(median_hz: float, floor_hz: float) -> float:
     """P(low, typically male, voice) from the clip's F0 distribution (0.5 when unvoiced)."""
     if not median_hz or not floor_hz:
         return 0.5
-    z = _st(resting_hz(median_hz, floor_hz)) - _st(REGISTER_SPLIT_HZ)
+    # the voice's resting pitch: the floor, lowered by RANGE_SHARE of the range between floor
+    # and median (aroused speech raises the median well above its floor)
+    z = _st(floor_hz * (floor_hz / median_hz) ** RANGE_SHARE) - _st(REGISTER_SPLIT_HZ)
     return float(1.0 / (1.0 + np.exp(z / REGISTER_WIDTH_ST)))
 
 

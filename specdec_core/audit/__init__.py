@@ -106,9 +106,8 @@ def served_trace(run: Run, tokenizer) -> Trace:
     drafts when replay is on. Steps that cannot be placed: one round of the whole output."""
     s = run.served
     tr = Trace(prompt_len=len(s.prompt), backend="served", ended_by=s.finish)
+    # steps that cannot be placed (starts None) zip to nothing: one round of the whole output
     bounds = [(0, 0, 0)] + [(st, a, d) for (a, d), st in zip(run.steps, run.starts or [])]
-    if run.starts is None:
-        bounds = [(0, 0, 0)]
     marks = sorted(bounds) + [(len(s.ids), 0, 0)]
     for r, ((st, a, d), (nxt, _, _)) in enumerate(zip(marks, marks[1:])):
         end = min(nxt, len(s.ids))

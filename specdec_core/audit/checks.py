@@ -149,14 +149,10 @@ def counters(run: Run) -> list:
 
 def by_draft_position(runs: list[Run]) -> list[dict]:
     """[{position j, drafted, accepted, rate}]: how often the j-th draft of a step was accepted."""
-    drafted, accepted = Counter(), Counter()
-    for r in runs:
-        for a, d in r.steps:
-            for j in range(1, d + 1):
-                drafted[j] += 1
-                accepted[j] += a >= j
-    return [{"position": j, "drafted": drafted[j], "accepted": accepted[j],
-             "rate": round(accepted[j] / drafted[j], 4)} for j in sorted(drafted)]
+    from specdec_core.analysis.metrics import by_position
+
+    return [{"position": j, "drafted": d, "accepted": a, "rate": round(a / d, 4)}
+            for j, (d, a) in enumerate(by_position([s for r in runs for s in r.steps]), 1)]
 
 
 def by_context(runs: list[Run]) -> list[dict]:

@@ -36,10 +36,9 @@ def add_parser(sub):
 def cmd_audit(args) -> int:
     from specdec_core.api import load_backend, prepare
     from specdec_core.audit import audit
+    from specdec_core.audit.served import Engine
     from specdec_core.cli import reports
     from specdec_core.decoding.config import DecodeConfig
-
-    from specdec_core.audit.served import Engine
 
     if args.max_tokens < 1 or args.n != 1:
         raise UserError(f"--max-tokens {args.max_tokens}, n = {args.n}: a greedy audit asks one "

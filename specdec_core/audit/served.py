@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec_core.backends.openai_client import CompletionsClient, RemoteError
+from specdec_core.backends.openai_client import CompletionsClient, RemoteError, token_id
 from specdec_core.backends.remote import _pick_model
 from specdec_core.errors import UserError
 
@@ -61,8 +61,8 @@ class Engine:
         try:
             choices = data["choices"]
             lp = choices[0]["logprobs"]
-            ids = [_tid(t) for t in lp["tokens"]]
-            top = [{_tid(k): float(v) for k, v in (row or {}).items()} for row in lp["top_logprobs"]]
+            ids = [token_id(t) for t in lp["tokens"]]
+            top = [{token_id(k): float(v) for k, v in (row or {}).items()} for row in lp["top_logprobs"]]
         except (KeyError, IndexError, TypeError, ValueError):
             raise RemoteError(f"served engine {self.url} sent completions without token log-probs "
                               f"(needs an OpenAI-compatible `logprobs`)") from None
@@ -104,10 +104,6 @@ def _joined(events: list[dict]) -> dict:
             finish = c.get("finish_reason") or finish
         out.update({k: ev[k] for k in ("usage", "metrics") if ev.get(k) is not None})
     return {"choices": [{"logprobs": lp, "finish_reason": finish}], **out}
-
-
-def _tid(t) -> int:
-    return int(str(t).removeprefix("token_id:"))
 
 
 # -- the reference ------------------------------------------------------------------------------
@@ -167,9 +163,9 @@ class Replay:
                 raise UserError(f"--replay {spec}: not a model folder with a config.json "
                                 "(give the drafter's folder, or ngram)") from None
             self.kind, self.window = "draft", cfg.get("max_position_embeddings")
-            from transformers import AutoModelForCausalLM
+            from specdec_core.backends.hf import load_causal_lm
 
-            self.model = AutoModelForCausalLM.from_pretrained(path, dtype="float32").eval()
+            self.model = load_causal_lm(str(path), "drafter")
         self.name = spec
 
     def propose(self, ctx: list[int], k: int) -> list[int]:

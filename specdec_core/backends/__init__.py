@@ -59,28 +59,27 @@ def _load(name: str, options: tuple) -> Backend:
     opts = dict(options)
     # The pair check (specdec_core/pairs) reads both folders' own files before any weights: an
     # error finding stops the load with its one line; the report rides on the backend.
-    report = pairs.require_usable(pairs.check_backend(name, opts))
+    report = pairs.check_backend(name, opts)
+    if pairs.error_message(report):
+        raise BackendError(pairs.error_message(report))
     pairs.versions.warn_if_untested()
-    backend = _construct(name, opts)
-    backend.pair_check = report
-    return backend
-
-
-def _construct(name: str, opts: dict) -> Backend:
     if "dtype" in opts:
         opts["dtype"] = torch_dtype(opts["dtype"])
-    if name == "demo":
-        from specdec_core.backends.demo import DemoBackend
-
-        return DemoBackend(**opts)
     if name == "hf":
         from specdec_core.backends.hf import HFBackend, hf_paths
 
         edge, cloud = hf_paths(opts)
-        return HFBackend(edge, cloud, **{k: v for k, v in opts.items() if k not in ("edge_model", "cloud_model")})
-    from specdec_core.backends.omni import OmniBackend
+        backend = HFBackend(edge, cloud, **{k: v for k, v in opts.items() if k not in ("edge_model", "cloud_model")})
+    elif name == "demo":
+        from specdec_core.backends.demo import DemoBackend
 
-    return OmniBackend(**opts)
+        backend = DemoBackend(**opts)
+    else:
+        from specdec_core.backends.omni import OmniBackend
+
+        backend = OmniBackend(**opts)
+    backend.pair_check = report
+    return backend
 
 
 MAX_SECONDS = float(os.environ.get("SPECSCOPE_MAX_SECONDS", "60"))

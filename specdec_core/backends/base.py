@@ -41,6 +41,10 @@ class Backend:
         dependence of each token (decoding/dependence.py). None: this backend cannot."""
         return None
 
+    def head_rows(self) -> int:
+        """The output-head rows both models have: logits are compared on them."""
+        return min(m.get_output_embeddings().weight.shape[0] for m in (self.edge, self.cloud))
+
     def describe(self) -> dict:
         def n(m):
             return sum(p.numel() for p in m.parameters())

@@ -81,10 +81,7 @@ class CloudPolicy:
         if not text or text.lower() == NONE:
             return None
         if self.allowlist:
-            try:
-                key = canonical(text)
-            except ValueError:
-                key = None
+            key = _key(text)
             for entry in self.allowlist:
                 if text == entry or (key is not None and key == _key(entry)):
                     return entry            # the operator's URL, never the visitor's spelling
@@ -117,6 +114,7 @@ def cloud_policy(env=None) -> CloudPolicy:
 
 
 def _key(entry: str) -> str | None:
+    """canonical(entry), None where it is not an http(s) address."""
     try:
         return canonical(entry)
     except ValueError:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from specdec_core.audio import conditions
 from specdec_core.demo import prompt
+from specdec_core.demo.head import DraftHead
 from specdec_core.errors import BackendError, ConfigError
 from specdec_core.backends.base import Backend, PromptInputs
+from specdec_core.backends.hf import load_causal_lm
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "demo" / "models"
 
@@ -22,20 +24,10 @@ def _load(folder: Path, role: str, dtype=torch.float32):
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a 1 MB load needs no progress bar on the CLI's stderr
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype,
-                                                     trust_remote_code=False, use_safetensors=True,
-                                                     local_files_only=True)
+        return load_causal_lm(str(folder), role, dtype)
     finally:
         if bars:
             hf_logging.enable_progress_bar()
-    return model.eval()
-
-
-def load_head(folder: Path, dtype):
-    if not (folder / "model.safetensors").exists():
-        return None
-    from specdec_core.demo.head import DraftHead
-    return DraftHead.from_pretrained(folder, dtype)
 
 
 class DemoBackend(Backend):
@@ -50,7 +42,8 @@ class DemoBackend(Backend):
         self.edge = _load(Path(edge_model) if edge_model else models_dir / "edge", "edge", self.dtype)
         self.cloud = _load(models_dir / "cloud", "cloud", self.dtype)
         # the EAGLE-style draft head trained on the cloud's features (drafter=head, issue 35)
-        self.head = load_head(models_dir / "head", self.dtype)
+        self.head = (DraftHead.from_pretrained(models_dir / "head", self.dtype)
+                     if (models_dir / "head" / "model.safetensors").exists() else None)
         self.tokenizer = AutoTokenizer.from_pretrained(str(models_dir / "cloud"),
                                                        local_files_only=True)
         # Stop by id: <|im_end|> ends the assistant turn, <|endoftext|> ends a document.

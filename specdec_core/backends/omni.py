@@ -14,8 +14,9 @@ import torch
 from specdec_core.backends import omni_prompts
 from specdec_core.backends.base import Backend, PromptInputs
 from specdec_core.backends.omni_loading import (
-    check_config_ids, check_gpu_memory, check_same_tokenizer, load_processor, load_thinker,
-    pick_device, read_thinker_config, resolve_path)
+    check_config_ids, check_gpu_memory, check_same_tokenizer, load_processor, pick_device,
+    read_thinker_config, resolve_path)
+from specdec_core.backends.hf import load_causal_lm
 from specdec_core.compat import output_cache, with_cache
 from specdec_core.decoding.runner import ModelRunner, tree_mask
 from specdec_core.errors import AudioError, BackendError, ConfigError
@@ -81,14 +82,15 @@ class OmniRunner(ModelRunner):
             return self._cut(rows[-keep:] if keep else rows)
         if prefill:
             extra["attention_mask"] = torch.ones_like(ids)
-        if self._cache_position:
-            extra["cache_position"] = torch.arange(start, start + n, device=self.device)
-        out = self.model(input_ids=ids, position_ids=self.positions(start, n),
-                         use_cache=True, **with_cache(self.model, self.cache), **extra)
+        out = self.model(input_ids=ids, position_ids=self.positions(start, n), use_cache=True,
+                         **with_cache(self.model, self.cache), **self._at(start, n), **extra)
         self.cache = output_cache(out)
         # the 5.23 thinker has no logits_to_keep: slice after the head
         return self._cut(out.logits[0, -keep:] if keep else out.logits[0])
 
+    def _at(self, start: int, n: int) -> dict:
+        """cache_position for the thinkers that take it (older transformers), else nothing."""
+        return {"cache_position": torch.arange(start, start + n, device=self.device)} if self._cache_position else {}
 
     def _static_call(self, extra: dict):
         """The thinker at a fixed width: 3-row mrope positions (text position + rope_delta past
@@ -98,12 +100,9 @@ class OmniRunner(ModelRunner):
                               "which a captured graph would freeze; use engine=static")
 
         def call(ids, pos, vis):
-            kw = dict(extra)
-            if self._cache_position:
-                kw["cache_position"] = torch.arange(self._len, self._len + ids.shape[1], device=self.device)
             out = self.model(input_ids=ids, position_ids=pos, use_cache=True,
                              attention_mask=tree_mask(vis, False, self.model, self.device),
-                             **with_cache(self.model, self.cache), **kw)
+                             **with_cache(self.model, self.cache), **self._at(self._len, ids.shape[1]), **extra)
             return out.logits[0]
         return call
 
@@ -132,9 +131,7 @@ class OmniBackend(Backend):
         unk = self.tokenizer.unk_token_id
         self.stop_ids = [i for i in ids if i is not None and i != unk] or list(DEFAULT_STOP_IDS)
         # The 7B head (152064 rows) is wider than the 3B's (151936): compare on the common part.
-        ve = self.edge.get_output_embeddings().weight.shape[0]
-        vc = self.cloud.get_output_embeddings().weight.shape[0]
-        self.shared_vocab = min(ve, vc)
+        self.shared_vocab = self.head_rows()
 
     def _load(self, edge_model, cloud_model, device, force_cpu, dtype, processor) -> None:
         edge_path = resolve_path(edge_model, ENV_EDGE, "edge")
@@ -153,8 +150,10 @@ class OmniBackend(Backend):
                                  self.processor.tokenizer, sample)
         if on_gpu:
             self.info["memory"] = check_gpu_memory(configs, self.device, dtype)
-        self.cloud = load_thinker(cloud_path, "cloud", dtype, self.device)
-        self.edge = self.cloud if same else load_thinker(edge_path, "edge", dtype, self.device)
+        from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
+
+        self.cloud = load_causal_lm(cloud_path, "cloud", dtype, self.device, Thinker)
+        self.edge = self.cloud if same else load_causal_lm(edge_path, "edge", dtype, self.device, Thinker)
         self.paths = {"edge": edge_path, "cloud": cloud_path}
 
     # -- prompts ----------------------------------------------------------------------------------
@@ -203,8 +202,7 @@ class OmniBackend(Backend):
 
     def describe(self) -> dict:
         d = super().describe()
-        d.update(shared_vocab=self.shared_vocab, device=str(self.device), dtype=str(self.dtype).removeprefix("torch."),
-                 **self.info)
+        d.update(shared_vocab=self.shared_vocab, device=str(self.device), **self.info)
         return d
 
 

@@ -5,7 +5,7 @@ gigabytes of weights are read. The backend itself is backends/omni.py.
 """
 from __future__ import annotations
 
-import json
+import importlib.util
 import os
 from pathlib import Path
 
@@ -40,22 +40,17 @@ def resolve_path(value, env: str, role: str) -> str:
 
 def read_thinker_config(path: str, role: str):
     """The thinker config of a folder/hub id; a clear error when it is not an Omni thinker."""
-    from transformers import PretrainedConfig, Qwen2_5OmniThinkerConfig
+    from transformers import Qwen2_5OmniThinkerConfig
+
+    from specdec_core.backends.hf import config_dict
 
     local = Path(path)
     if local.is_dir() and not (local / "config.json").is_file():
         raise BackendError(f"{role} model folder {path} has no config.json (not a Hugging Face model)")
-    try:
-        cfg, _ = PretrainedConfig.get_config_dict(path)
-    except Exception as e:
-        raise BackendError(f"cannot read the {role} model config from {path}: "
-                           f"{first_line(e)}") from None
-    kind = cfg.get("model_type")
+    kind, cfg = config_dict(path, role)
     if kind not in OMNI_TYPES:
         raise BackendError(f"{role} model at {path} is not a Qwen2.5-Omni thinker (config "
                            f"model_type {kind!r}; expected one of {', '.join(OMNI_TYPES)})")
-    if kind == "qwen2_5_omni":
-        cfg = cfg.get("thinker_config") or {}
     cfg = {k: v for k, v in cfg.items() if k != "model_type"}
     try:
         return Qwen2_5OmniThinkerConfig(**cfg)
@@ -112,42 +107,23 @@ def pick_device(device, force_cpu: bool) -> torch.device:
     return wanted
 
 
-def load_thinker(path: str, role: str, dtype: torch.dtype, device: torch.device):
-    from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
-
-    kw = dict(dtype=dtype, use_safetensors=True, trust_remote_code=False)
-    try:
-        if device.type == "cuda":
-            try:  # straight onto the GPU: no 18 GB staging copy in host memory
-                model = Thinker.from_pretrained(path, device_map={"": str(device)}, **kw)
-            except (ImportError, ValueError) as e:
-                if "accelerate" not in str(e).lower():
-                    raise
-                model = Thinker.from_pretrained(path, **kw).to(device)
-        else:
-            model = Thinker.from_pretrained(path, **kw).to(device)
-    except BackendError:
-        raise
-    except Exception as e:  # a user-named folder that does not load is a user error
-        raise BackendError(f"cannot load {role} Omni thinker from {path}: {first_line(e)}") from None
-    return model.eval()
-
-
 def load_processor(path: str, role: str):
     """The folder's Omni processor. Without torchvision transformers cannot build the
     processor's video part at all; audio never uses it, so the processor is then assembled
     from the folder's tokenizer and Whisper feature extractor as an audio-only processor."""
     from transformers import AutoTokenizer, Qwen2_5OmniProcessor, WhisperFeatureExtractor
 
+    from specdec_core.backends.hf import chat_template
+
     first = None
-    if _has_torchvision():
+    if importlib.util.find_spec("torchvision") is not None:
         try:
             return Qwen2_5OmniProcessor.from_pretrained(path)
         except Exception as e:   # e.g. a folder without image-processor files: go audio-only
             first = e
     try:
         return audio_only_processor(WhisperFeatureExtractor.from_pretrained(path),
-                                    AutoTokenizer.from_pretrained(path), _chat_template(path))
+                                    AutoTokenizer.from_pretrained(path), chat_template(path))
     except Exception as e:
         raise BackendError(f"cannot load the Omni processor from {role} model {path}: "
                            f"{first_line(first or e)}") from None
@@ -173,20 +149,6 @@ def audio_only_processor(feature_extractor, tokenizer, chat_template=None):
     return compat.audio_only_processor(AudioOnlyOmniProcessor(  # stand-ins before 5.23: compat.py
         image_processor=None, video_processor=None, feature_extractor=feature_extractor,
         tokenizer=tokenizer, chat_template=chat_template or omni_prompts.CHAT_TEMPLATE))
-
-
-def _has_torchvision() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("torchvision") is not None
-
-
-def _chat_template(path: str) -> str:
-    f = Path(path) / "chat_template.json"
-    if f.is_file():
-        return json.loads(f.read_text()).get("chat_template") or omni_prompts.CHAT_TEMPLATE
-    f = Path(path) / "chat_template.jinja"
-    return f.read_text() if f.is_file() else omni_prompts.CHAT_TEMPLATE
 
 
 def check_same_tokenizer(edge_tok, cloud_tok, sample: str) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from specdec_core.backends.cloud_policy import canonical
 from specdec_core.errors import BackendError
 
 
@@ -60,15 +61,11 @@ class CompletionsClient:
     def __init__(self, url: str, timeout: float = 30.0, role: str = "cloud server",
                  hint: str = "start it with `make cloud` or check --cloud-url"):
         self.role, self.hint = role, hint
-        u = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise RemoteError(f"{role} URL must look like http://HOST:PORT, got {url!r}")
-        self.url = f"{u.scheme}://{u.netloc}"
-        self.host = u.hostname
-        try:
-            u.port
+        try:                # scheme://host:port, the one reading of a URL (cloud_policy's)
+            self.url = canonical(url)
         except ValueError:
-            raise RemoteError(f"{role} URL has a bad port: {url!r}") from None
+            raise RemoteError(f"{role} URL must look like http://HOST:PORT, got {url!r}") from None
+        self.host = urllib.parse.urlsplit(self.url).hostname
         self.timeout = float(timeout)
         self._http: httpx.Client | None = None
         self._stream = None            # the network stream of the one pooled connection
@@ -235,12 +232,17 @@ class CompletionsClient:
             plp = choice["prompt_logprobs"]
             rows = [_row(plp[len(ids) - n_rows + j], ids[len(ids) - n_rows + j]) for j in range(n_rows)]
             lp = choice["logprobs"]
-            nxt = int(str(lp["tokens"][0]).removeprefix("token_id:"))
+            nxt = token_id(lp["tokens"][0])
             nxt_lp = float(lp["token_logprobs"][0])
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             raise RemoteError(f"{self.role} {self.url} sent completions without prompt logprobs "
                               f"(needs vLLM's prompt_logprobs)") from None
         return rows, nxt, nxt_lp, reply
+
+
+def token_id(t) -> int:
+    """A token of a reply asked with return_tokens_as_token_ids ("token_id:123") as its id."""
+    return int(str(t).removeprefix("token_id:"))
 
 
 def _row(entry: dict, token: int) -> Row:

@@ -51,9 +51,9 @@ def _add_backend_args(p, cloud_url: bool = True, prompt: bool = True):
                    "omni bfloat16 on a GPU); bfloat16 on the demo pair stands in for a GPU run")
 
 
-def _add_config_args(p):
-    p.add_argument("--config", help="JSON file of knobs")
-    p.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}")
+def _add_config_args(p, which: str = ""):
+    p.add_argument("--config", help=f"JSON file of knobs{which}")
+    p.add_argument("--preset", help=f"one of: {', '.join(PRESETS)}{which}")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
 
@@ -66,18 +66,14 @@ def _add_fail_on(p):
     return p
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
-
-
-def _threshold_list(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip() and x.strip().lower() not in ("null", "none")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers (nats) separated by commas, got {text!r}") from None
+def _listed(cast, what: str):
+    """An argparse type: values separated by commas (blank, null and none skipped)."""
+    def parse(text: str) -> list:
+        try:
+            return [cast(x) for x in text.split(",") if x.strip() and x.strip().lower() not in ("null", "none")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} separated by commas, got {text!r}") from None
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,11 +120,8 @@ def _add_batch(sub) -> None:
     b = sub.add_parser("batch", help="score a manifest of clips")
     b.add_argument("manifest")
     _add_backend_args(b, cloud_url=False)
-    b.add_argument("--config", help="config A (JSON)")
+    _add_config_args(b, " (config A)")
     b.add_argument("--config-b", help="config B (JSON) to compare")
-    b.add_argument("--preset", help="preset for config A")
-    b.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    b.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--limit", type=int, help="only the first N clips")
     b.add_argument("--baseline", metavar="DIR", help="compare row by row with a saved batch "
@@ -160,9 +153,9 @@ def _add_bench(sub) -> None:
                     "trees and HF assisted generation (identical greedy outputs required)")
     be.add_argument("--sweep", action="store_true", help="also sweep k (classic greedy SD) and "
                     "the entropy threshold at --k, with a plot next to --json")
-    be.add_argument("--ks", type=_int_list, default=None, metavar="1,2,...",
+    be.add_argument("--ks", type=_listed(int, "integers"), default=None, metavar="1,2,...",
                     help="k values of the k sweep (default 1..8)")
-    be.add_argument("--thresholds", type=_threshold_list, default=None, metavar="T,T,...",
+    be.add_argument("--thresholds", type=_listed(float, "numbers (nats)"), default=None, metavar="T,T,...",
                     help="entropy thresholds of the threshold sweep, nats (inf = edge only; "
                     "default: quantiles of the edge's draft entropy); classic mode is always in")
     be.add_argument("--sweep-repeats", type=int, default=None, help="repeats of the sweeps "

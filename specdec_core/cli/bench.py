@@ -2,13 +2,12 @@
 and, with --cloud-url, the local cloud against the same cloud behind a server."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from specdec_core.api import load_backend, open_backend
 from specdec_core.cli import reports
-from specdec_core.cli.commands import backend_options, engine_ok
+from specdec_core.cli.commands import engine_ok, write_json
 from specdec_core.decoding.config import DecodeConfig, parse_sets
 from specdec_core.decoding.decoder import model_dtype
 from specdec_core.errors import UserError
@@ -20,7 +19,7 @@ def cmd_bench(args) -> int:
     import torch
 
     from specdec_core.evaluation.advice import advise, check_advice
-    from specdec_core.evaluation.bench import run_bench, sample_prompts
+    from specdec_core.evaluation.bench import run_bench
     from specdec_core.evaluation.cost_model import Costs
     from specdec_core.evaluation.bench_sweep import DEFAULT_KS, plot_sweeps, run_sweeps
 
@@ -28,13 +27,9 @@ def cmd_bench(args) -> int:
     # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
     torch.set_num_threads(args.threads)
     _bench_knobs_ok(args)
-    backend = load_backend(args.backend, **backend_options(args))
-    if not backend.needs_audio:
-        prompts = [backend.build_inputs(None, "detailed")]
-    else:
-        prompts = sample_prompts(backend, args.clips)
-    if not prompts:
-        raise UserError("no prompts to benchmark")
+    backend = load_backend(args.backend, **{k: v for k in ("edge_model", "cloud_model", "prompt", "device", "dtype")
+                                            if (v := getattr(args, k, None))})
+    prompts = _prompts(backend, args)
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     ks = list(args.ks or DEFAULT_KS)
     widths = sorted(set(range(1, max(ks + [args.k]) + 2)) | {12, 16})   # wider: catch-up after gated rounds
@@ -60,14 +55,25 @@ def cmd_bench(args) -> int:
     print(reports.bench_report(res))
     if args.json:
         out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
         if args.sweep:
+            out.parent.mkdir(parents=True, exist_ok=True)
             png = plot_sweeps(res, out.with_suffix(".sweep.png"))
             res["sweep_plot"] = str(png) if png else None
-        out.write_text(json.dumps(res, indent=1), encoding="utf-8")
+        write_json(out, res)
         print(f"wrote {out}" + (f" and {res['sweep_plot']}" if res.get("sweep_plot") else ""))
     print(reports.bench_summary(res))
     return 0 if res["identical_outputs"] and not reports.classic_sweep_mismatches(res) else 1
+
+
+def _prompts(backend, args) -> list:
+    """The benchmarked prompts: the text prompt of a text-only pair, else --clips sample clips."""
+    from specdec_core.evaluation.bench import sample_prompts
+
+    prompts = ([backend.build_inputs(None, "detailed")] if not backend.needs_audio
+               else sample_prompts(backend, args.clips))
+    if not prompts:
+        raise UserError("no prompts to benchmark")
+    return prompts
 
 
 def _bench_trees(backend, prompts, args, costs, log) -> dict:
@@ -99,23 +105,16 @@ def _bench_knobs_ok(args) -> None:
 def cmd_remote_bench(args) -> int:
     import torch
 
-    from specdec_core.evaluation.bench import sample_prompts
     from specdec_core.evaluation.remote_bench import format_report, run_remote_bench
 
     torch.set_num_threads(args.threads)
     cfg = DecodeConfig(k=args.k, cache_check_every=0)
     remote = open_backend(args, cfg)
     local = remote.base
-    prompts = ([local.build_inputs(None, "detailed")] if not local.needs_audio
-               else sample_prompts(local, args.clips))
-    if not prompts:
-        raise UserError("no prompts to benchmark")
-    res = run_remote_bench(local, remote, prompts, k=args.k, repeats=args.repeats,
+    res = run_remote_bench(local, remote, _prompts(local, args), k=args.k, repeats=args.repeats,
                            log=lambda s: print(s, file=sys.stderr))
     res["backend"] = args.backend
     print(format_report(res))
     if args.json:
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1), encoding="utf-8")
+        write_json(args.json, res)
     return 0 if res["identical_outputs"] else 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from contextlib import closing
 from pathlib import Path
 
 from specdec_core.analysis.metrics import time_line
@@ -46,22 +47,39 @@ def load_config(path=None, preset_name=None, sets=(), faults=()) -> DecodeConfig
     return DecodeConfig.from_overrides(d, sets, faults)
 
 
-def backend_options(args) -> dict:
-    cloud_model = None if getattr(args, "cloud_url", None) else args.cloud_model
-    return {k: v for k, v in {"edge_model": args.edge_model, "cloud_model": cloud_model,
-                              "prompt": args.prompt, "device": args.device,
-                              "dtype": getattr(args, "dtype", None)}.items() if v}
+def open_clips(args, *cfgs) -> tuple:
+    """`run` and `record`: the backend (its load-time pair check's warnings printed) and the
+    clips to decode (None: the text prompt of a text-only pair)."""
+    backend = open_backend(args, *cfgs)
+    for line in warning_lines(backend):   # the load-time pair check (specdec_core/pairs)
+        print(line, file=sys.stderr)
+    sources = args.audio or ([None] if not backend.needs_audio else [])
+    if not sources:
+        raise UserError(f"no audio files given (the {backend.name} backend decodes audio; a "
+                        "text-only pair is --backend hf --prompt TEXT)")
+    return backend, sources
+
+
+def finish(args, out: dict, findings_by_clip: list, ok: bool, indent: int | None = 1) -> int:
+    """`run` and `record` (issue 50.7): --out FILE writes the JSON, --out - prints it on stdout;
+    without --out the human summary (on stderr) is the whole output. Then the --fail-on verdict
+    and the exit code."""
+    if args.out == "-":
+        print(json.dumps(out, ensure_ascii=False, indent=indent))
+    elif args.out:
+        write_json(args.out, out, indent)
+    else:
+        print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
+    failing = reports.fail_on_line(args.fail_on, findings_by_clip + [("pooled", out["pooled_findings"])])
+    if failing:
+        print(failing, file=sys.stderr)
+    return 0 if ok and not failing else 1
 
 
 def cmd_run(args) -> int:
     cfg = load_config(args.config, args.preset, args.sets, args.faults)
-    backend = open_backend(args, cfg)
-    for line in warning_lines(backend):   # the load-time pair check (specdec_core/pairs)
-        print(line, file=sys.stderr)
+    backend, sources = open_clips(args, cfg)
     engine_ok(backend, cfg.engine)
-    sources = args.audio or ([None] if not backend.needs_audio else [])
-    if not sources:
-        raise UserError("no audio files given")
     results, recorded = [], []
     for i, src in enumerate(sources):
         # clip i gets seed + i, as `record --seed` gives: pooled runs must be independent
@@ -73,25 +91,19 @@ def cmd_run(args) -> int:
             recorded.append({"ok": True, "recording": got[0], "trace": res.get("trace")})
         status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
         print(f"{res['audio']}: {status}", file=sys.stderr)
-        if res["ok"] and (line := time_line(res["metrics"].get("time_split"))):
-            print(f"  {line}", file=sys.stderr)
-        for line in reports.finding_lines((res.get("trace") or {}).get("diagnostics") or []):
-            print(f"  {line}", file=sys.stderr)
-        if res["ok"] and res.get("baseline"):
-            for line in reports.numerics_lines((res.get("trace") or {}).get("numerics"), "cloud-only",
-                                               res["baseline"]):
+        tr = res.get("trace") or {}
+        for line in [time_line(res["metrics"].get("time_split")) if res["ok"] else "",
+                     *reports.finding_lines(tr.get("diagnostics") or []),
+                     *(reports.numerics_lines(tr.get("numerics"), "cloud-only", res["baseline"])
+                       if res["ok"] and res.get("baseline") else [])]:
+            if line:
                 print(f"  {line}", file=sys.stderr)
     pooled = run_pooled(recorded, len(results))
     # the contract's keys: each result's trace.info.dtype says which dtype ran
     out = {"backend": args.backend, "config": cfg.to_dict(), "results": results,
            "pooled_findings": pooled}
-    _emit_json(args.out, out)
-    failing = reports.fail_on_line(args.fail_on, [
-        (r["audio"], (r.get("trace") or {}).get("diagnostics") or []) for r in results if r["ok"]]
-        + [("pooled", out.get("pooled_findings") or [])])
-    if failing:
-        print(failing, file=sys.stderr)
-    return 0 if all(r["ok"] for r in results) and not failing else 1
+    return finish(args, out, [(r["audio"], (r.get("trace") or {}).get("diagnostics") or [])
+                              for r in results if r["ok"]], all(r["ok"] for r in results))
 
 
 def engine_ok(backend, engine: str) -> None:
@@ -108,8 +120,8 @@ def run_pooled(recorded: list[dict], n: int) -> list[dict]:
     from specdec_core.recorder import pooled_findings
 
     pooled = pooled_findings(recorded)
-    for line in reports.pooled_lines(pooled, n):
-        print(line, file=sys.stderr)
+    for f in pooled:
+        print(f"all {n} clips pooled: {f['code']} ({f['severity']}): {f['title']}", file=sys.stderr)
     return pooled
 
 
@@ -126,7 +138,7 @@ def cmd_batch(args) -> int:
     base_rows = watch.load_rows(args.baseline) if args.baseline else None   # before --out is rewritten
     if args.fail_on_regression and not args.baseline:
         raise UserError("--fail-on-regression needs --baseline DIR")
-    with RowProgress(args.out) as progress:
+    with closing(RowProgress(args.out)) as progress:
         result, ran = run_batch_dir(backend_spec(args), clips, configs, args.out, engine=engine,
                                     workers=args.workers, ray_address=args.ray_address,
                                     cloud_urls=args.cloud_urls, resume=args.resume, on_row=progress)
@@ -148,31 +160,19 @@ def cmd_check(args) -> int:
     """The pair check alone (specdec_core/pairs): 0 usable, 1 unusable (an error finding)."""
     from specdec_core.pairs import check_backend
 
-    options = {"edge_model": args.edge_model, "cloud_model": args.cloud_model}
-    report = check_backend(args.backend, {k: v for k, v in options.items() if v})
+    report = check_backend(args.backend, {k: v for k in ("edge_model", "cloud_model") if (v := getattr(args, k))})
     print(reports.check_report(report))
     if args.json:
-        _write_json(args.json, report)
+        write_json(args.json, report)
     return 0 if report["usable"] else 1
 
 
-def _write_json(path: str, obj, indent: int | None = 1) -> None:
+def write_json(path: str, obj, indent: int | None = 1) -> None:
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(obj, indent=indent, ensure_ascii=False), encoding="utf-8")
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror}") from None
-
-
-def _emit_json(out: str | None, obj, indent: int | None = 1) -> None:
-    """`run` and `record` (issue 50.7): --out FILE writes the JSON, --out - prints it on stdout;
-    without --out the human summary (on stderr) is the whole output."""
-    if out == "-":
-        print(json.dumps(obj, ensure_ascii=False, indent=indent))
-    elif out:
-        _write_json(out, obj, indent)
-    else:
-        print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
 
 
 def cmd_faults(args) -> int:
@@ -195,13 +195,7 @@ def cmd_record(args) -> int:
     knobs = parse_sets(args.sets)
     fn, path = load_function(args.target)
     call_kwargs(fn, knobs, (), {})                 # a wrong signature: exit 2 before any load
-    backend = open_backend(args)
-    for line in warning_lines(backend):            # the load-time pair check's warnings
-        print(line, file=sys.stderr)
-    sources = args.audio or ([None] if not backend.needs_audio else [])
-    if not sources:
-        raise UserError(f"no audio files given (the {backend.name} backend decodes audio; a "
-                        "text-only pair is --backend hf --prompt TEXT)")
+    backend, sources = open_clips(args)
     results = []
     seed = knobs.pop("seed", args.seed)           # --set seed=N is --seed N
     for i, src in enumerate(sources):
@@ -215,13 +209,10 @@ def cmd_record(args) -> int:
                 print(f"  {line}", file=sys.stderr)
     pooled = run_pooled(results, len(results))
     # a recording is large: its JSON is written compact
-    _emit_json(args.out, {"backend": args.backend, "declared": knobs, "results": results,
-                          "pooled_findings": pooled}, indent=None)
-    failing = reports.fail_on_line(args.fail_on, [(r["audio"], r.get("findings") or []) for r in results]
-                                   + [("pooled", pooled)])
-    if failing:
-        print(failing, file=sys.stderr)
-    return 0 if all(r["ok"] for r in results) and not failing else 1
+    return finish(args, {"backend": args.backend, "declared": knobs, "results": results,
+                         "pooled_findings": pooled},
+                  [(r["audio"], r.get("findings") or []) for r in results],
+                  all(r["ok"] for r in results), indent=None)
 
 
 COMMANDS = {"run": cmd_run, "batch": cmd_batch, "faults": cmd_faults,

@@ -44,9 +44,3 @@ class RowProgress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

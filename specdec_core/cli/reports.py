@@ -69,6 +69,15 @@ def _num(v, none: str, fmt: str) -> str:
     return none if v is None else v if isinstance(v, str) else f"{v:{fmt}}"
 
 
+SPEEDUPS = f"{'predicted':>9s} {'measured':>8s} {'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s}"
+
+
+def _speedups(x: dict, clips: int) -> str:
+    """A sweep point's SPEEDUPS columns and its identical clips."""
+    return (f"{x['predicted']:9.3f} {_num(x.get('cost_model'), '', '8.3f'):>8s} {_rng(x, 'achieved_vs_loop'):>21s} "
+            f"{_rng(x, 'achieved_vs_cloud_only'):>21s} {x['identical_clips']:>4d}/{clips}")
+
+
 def bench_report(r: dict) -> str:
     """Wall times, ratios (median and min–max over repeats) and the sweep tables."""
     w, wr = r["wall_s"], r["wall_s_range"]
@@ -88,27 +97,21 @@ def bench_report(r: dict) -> str:
                      f"leviathan = formula with alpha_L, predicted = cost model from counted forwards, "
                      f"measured = measured cost model (forward cost by width + overhead); "
                      f"speedups over the cloud alone, median (range) of {r['sweep_repeats']} repeats):")
-        lines.append(f"  {'k':>3s} {'alpha':>6s} {'alpha_L':>7s} {'leviathan':>9s} {'predicted':>9s} {'measured':>8s} "
-                     f"{'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s} {'identical':>9s}")
+        lines.append(f"  {'k':>3s} {'alpha':>6s} {'alpha_L':>7s} {'leviathan':>9s} {SPEEDUPS} {'identical':>9s}")
         for x in r["k_sweep"]:
             lines.append(f"  {x['k']:>3d} {x['alpha']:6.3f} {x['alpha_leviathan']:7.3f} {x['leviathan']:9.3f} "
-                         f"{x['predicted']:9.3f} {_num(x.get('cost_model'), '', '8.3f'):>8s} "
-                         f"{_rng(x, 'achieved_vs_loop'):>21s} {_rng(x, 'achieved_vs_cloud_only'):>21s} "
-                         f"{x['identical_clips']:>4d}/{r['clips']}")
+                         f"{_speedups(x, r['clips'])}")
     if r.get("threshold_sweep"):
         lines.append(f"threshold sweep at k={r['k']} (entropy in nats, frac = of ln|V| = {r.get('ln_vocab')}; "
                      f"{r.get('thresholds_from')}); lossy: identical = clips token-identical to the "
                      f"cloud's greedy output, prefix = share of it reproduced before the first difference:")
         lines.append(f"  {'threshold':>9s} {'frac':>6s} {'calls/tok':>9s} {'alpha':>6s} {'alpha_L':>7s} "
-                     f"{'edge-only':>9s} {'predicted':>9s} {'measured':>8s} {'vs cloud loop':>21s} {'vs cloud-only (HF)':>21s} "
-                     f"{'identical':>9s} {'prefix':>6s}")
+                     f"{'edge-only':>9s} {SPEEDUPS} {'identical':>9s} {'prefix':>6s}")
         for x in r["threshold_sweep"]:
             t, f = _num(x["threshold"], "null", "g"), _num(x["threshold_frac"], "", ".3f")
             lines.append(f"  {t:>9s} {f:>6s} {x['cloud_calls_per_token']:9.3f} {x['alpha']:6.3f} "
-                         f"{x['alpha_leviathan']:7.3f} {x['edge_only_share']:9.3f} {x['predicted']:9.3f} "
-                         f"{_num(x.get('cost_model'), '', '8.3f'):>8s} "
-                         f"{_rng(x, 'achieved_vs_loop'):>21s} {_rng(x, 'achieved_vs_cloud_only'):>21s} "
-                         f"{x['identical_clips']:>4d}/{r['clips']} {x['prefix_agreement']:6.3f}")
+                         f"{x['alpha_leviathan']:7.3f} {x['edge_only_share']:9.3f} "
+                         f"{_speedups(x, r['clips'])} {x['prefix_agreement']:6.3f}")
     if r.get("advice"):
         a = r["advice"]
         lines.append("advice (measured cost model; k: classic greedy, lossless; thresholds at the advised k, "
@@ -155,10 +158,6 @@ def _pair(x) -> str:
     return f"{x[0]:.2f}–{x[1]:.2f}" if x else "n/a"
 
 
-def _t(t) -> str:
-    return f"{t:g}" if isinstance(t, (int, float)) else str(t)
-
-
 def advice_line(a: dict, check: dict | None) -> str:
     """`advice: k = …` — the advised k and threshold with their predictions and the rerun."""
     def rerun(job):
@@ -173,12 +172,13 @@ def advice_line(a: dict, check: dict | None) -> str:
             f"the cloud loop{rerun('advised_k')})")
     if a.get("threshold") is None:
         b = a.get("best_within_budget")
-        best = "" if not b else (f"; best: {_t(b['threshold'])} nats, {b['predicted']:.2f}×, "
+        best = "" if not b else (f"; best: {_num(b['threshold'], 'None', 'g')} nats, {b['predicted']:.2f}×, "
                                  f"{b['gain_over_classic']:+.1%}, quality cost {b['quality_cost']:.3f}")
         line += (f"; entropy threshold: none (none with quality cost ≤ {a['quality_budget']:.2f} is "
                  f"predicted ≥ {a.get('min_gain', 0):.0%} faster than classic at k = {a['k']}{best})")
     else:
-        line += (f"; entropy threshold {_t(a['threshold'])} nats at k = {a['k']}: predicted {a['threshold_predicted']:.2f}× "
+        line += (f"; entropy threshold {_num(a['threshold'], 'None', 'g')} nats at k = {a['k']}: "
+                 f"predicted {a['threshold_predicted']:.2f}× "
                  f"at quality cost {a['threshold_quality_cost']:.3f} ≤ {a['quality_budget']:.2f}"
                  f"{rerun('advised_threshold')}")
     return line
@@ -219,11 +219,6 @@ def finding_lines(findings: list[dict]) -> list[str]:
         out += [f"  └ explained by {r['code']}: {f['code']}: {f['title']}" for f in fs
                 if f["explained_by"] == r["code"]]
     return out
-
-
-def pooled_lines(pooled: list[dict], n: int) -> list[str]:
-    """The text report's lines of the pooled findings (`record` and `run`)."""
-    return [f"all {n} clips pooled: {f['code']} ({f['severity']}): {f['title']}" for f in pooled]
 
 
 def by_severity(findings: list[dict]) -> str:

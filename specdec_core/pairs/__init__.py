@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from specdec_core.errors import BackendError
+from specdec_core.errors import UserError
 from specdec_core.pairs import versions
 from specdec_core.findings import SEVERITIES, finding
 from specdec_core.pairs.checks import CHECKS
@@ -58,13 +58,6 @@ def error_message(report: dict) -> str | None:
     return f"pair check {f['code']}: {f['title']}: {f['detail']}; fix: {f['fix']}{more}"
 
 
-def require_usable(report: dict) -> dict:
-    msg = error_message(report)
-    if msg:
-        raise BackendError(msg)
-    return report
-
-
 def warning_lines(backend) -> list[str]:
     """The load-time check's warnings on `backend`, one line each (run and record print them)."""
     report = getattr(backend, "pair_check", None) or {"checks": []}
@@ -75,8 +68,6 @@ def warning_lines(backend) -> list[str]:
 def backend_report(name: str, options: dict | None = None) -> tuple[dict | None, str | None]:
     """(report, None), or (None, the one-line reason) when the folders cannot be read (the app's
     pair panel shows either)."""
-    from specdec_core.errors import UserError
-
     try:
         return check_backend(name or "demo", options), None
     except UserError as e:

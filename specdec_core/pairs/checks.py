@@ -22,16 +22,12 @@ def _short(x, n=60) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _specials(side: Side) -> list[str]:
-    return list(getattr(side.tokenizer, "all_special_tokens", []) or [])
-
-
 def tokenizer_mismatch(edge: Side, cloud: Side):
     """Both models read the cloud's prompt ids and the cloud verifies the edge's ids: every id
     must mean the same text to both. Probes (Chinese, digits, English, special tokens) are
     encoded by each tokenizer and decoded back; a stride over the vocabulary is compared too."""
     te, tc = edge.tokenizer, cloud.tokenizer
-    specials = sorted(set(_specials(edge)) | set(_specials(cloud)))[:40]
+    specials = sorted({t for s in (te, tc) for t in getattr(s, "all_special_tokens", []) or []})[:40]
     probes = list(PROBES) + ["".join(specials[:20]) + "你好", "".join(specials[20:]) + "1"]
     fix = "use a draft built on the cloud's tokenizer (same vocabulary and special tokens)"
     for t in specials:

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec_core.errors import BackendError, first_line
+from specdec_core.errors import BackendError
 
 
 @dataclass
@@ -42,29 +42,14 @@ def _json(path: Path) -> dict | None:
 
 def _configs(path: str, role: str) -> tuple[str, dict, dict | None]:
     """(model_type, text config, audio config) of a folder/hub id."""
-    from transformers import PretrainedConfig
+    from specdec_core.backends.hf import config_dict
 
-    try:
-        cfg, _ = PretrainedConfig.get_config_dict(path)
-    except Exception as e:  # noqa: BLE001 - any unreadable folder is the user's to fix
-        raise BackendError(f"cannot read the {role} model config from {path}: {first_line(e)}") from None
-    kind = cfg.get("model_type", "")
-    if kind == "qwen2_5_omni":                  # published layout: the thinker inside
-        cfg = cfg.get("thinker_config") or {}
+    kind, cfg = config_dict(path, role)
     text = dict(cfg.get("text_config") or cfg)
     for k in ("dtype", "torch_dtype"):          # the dtype often sits on the outer config only
         if k in cfg and k not in text:
             text[k] = cfg[k]
     return kind, text, cfg.get("audio_config")
-
-
-def _tokenizer(path: str, role: str):
-    from specdec_core.backends.hf import load_tokenizer
-
-    try:
-        return load_tokenizer(path)
-    except Exception as e:  # noqa: BLE001
-        raise BackendError(f"cannot load the {role} tokenizer from {path}: {first_line(e)}") from None
 
 
 def _feature_extractor(path: str) -> dict | None:
@@ -79,24 +64,16 @@ def _feature_extractor(path: str) -> dict | None:
         return None
 
 
-def _chat_template(path: str, tokenizer) -> str | None:
-    local = Path(path)
-    for name in ("chat_template.jinja", "chat_template.json"):
-        f = local / name
-        if f.is_file():
-            text = f.read_text(encoding="utf-8")
-            return json.loads(text).get("chat_template") if name.endswith(".json") else text
-    return getattr(tokenizer, "chat_template", None)
-
-
 def load_side(path: str, role: str) -> Side:
+    from specdec_core.backends.hf import chat_template, load_tokenizer
+
     path = str(path)
     kind, text, audio = _configs(path, role)
-    tok = _tokenizer(path, role)
+    tok = load_tokenizer(path, role)
     gen = _json(Path(path) / "generation_config.json") or {}
     return Side(role=role, path=path, config=text, tokenizer=tok, model_type=kind,
                 audio_config=audio, feature_extractor=_feature_extractor(path), generation=gen,
-                chat_template=_chat_template(path, tok))
+                chat_template=chat_template(path) or getattr(tok, "chat_template", None))
 
 
 def backend_paths(name: str, options: dict) -> tuple[str, str]:

@@ -45,13 +45,6 @@ def tested_range() -> str | None:
     return None
 
 
-def version_of(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def transformers_version() -> str:
     import transformers
 
@@ -92,8 +85,12 @@ def versions() -> dict:
     """python, torch, transformers, gradio (gradio read from metadata: never imported here)."""
     import torch
 
+    try:
+        gradio = metadata.version("gradio")
+    except metadata.PackageNotFoundError:
+        gradio = None
     return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers_version(), "gradio": version_of("gradio")}
+            "transformers": transformers_version(), "gradio": gradio}
 
 
 def device() -> str:
