@@ -221,9 +221,12 @@ def test_batch_tab_on_the_bundled_manifest(page, artifacts):
     limit.press("Enter")      # the slider follows the box before Run (a busy page is slow to)
     page.wait_for_function("() => document.querySelector('#batch-limit input[type=range]')?.value === '3'")
     page.click("#batch-run")
-    # while the progress bar is drawn over the status line, no hint text sits under it
-    page.wait_for_selector("#batch-status [data-state=run]")
-    assert page.locator("#batch-status .ss-status-text").inner_text().strip() == ""
+    # while the progress bar is drawn over the status line, no hint text sits under it (read in
+    # the same instant as the state: three demo runs can end between two Playwright calls)
+    text = page.wait_for_function(
+        "() => { const s = document.querySelector('#batch-status [data-state=run]');"
+        " return s && [s.querySelector('.ss-status-text').innerText]; }").json_value()
+    assert [t.strip() for t in text] == [""], text
     wait_state(page, "batch-status")
     assert "3 runs" in page.inner_text("#batch-status") and "backend: demo" in page.inner_text("#batch-status")
     checks = page.locator("#batch-checklist .ss-check")

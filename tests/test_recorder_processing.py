@@ -32,9 +32,14 @@ def record(demo, name, knobs, clips=CLIPS, reference=False):
     return res
 
 
+# findings measured from wall-clock shares (recorder/checks/speed/speed.py): a loaded machine
+# raises them on any loop, so they are no verdict on the processing
+TIMED = {"loop_overhead", "recomputed_context"}
+
+
 def loud(findings) -> set:
-    """Codes of errors and warnings."""
-    return {f["code"] for f in findings if f["severity"] in ("error", "warning")}
+    """Codes of errors and warnings, the wall-clock ones aside."""
+    return {f["code"] for f in findings if f["severity"] in ("error", "warning")} - TIMED
 
 
 def test_penalised_loop_declared_is_quiet_and_reference_penalised(demo):
@@ -83,7 +88,8 @@ def test_argmax_drafts_with_softmax_q_are_found(demo):
 
 def test_top_p_drafter_with_processed_q_declared_is_quiet(demo):
     res = record(demo, "sampling_top_p_draft", {**SAMPLED, "draft_top_p": 0.8}, CLIPS[:2])
-    assert not any(loud(r["findings"]) for r in res) and not loud(pooled_findings(res))
+    assert not any(loud(r["findings"]) for r in res), [loud(r["findings"]) for r in res]
+    assert not loud(pooled_findings(res)), pooled_findings(res)
     rows = [f["rows"] for f in res[0]["recording"]["forwards"] if f["model"] == "edge"]
     # the stored q is the processed one: some rows put (almost) no mass on their 2nd token
     assert any(r[1] < -1000 for x in rows for r in x["top_logp"])
@@ -102,7 +108,8 @@ def test_processing_knobs_parse_and_refuse():
 def test_sampling_penalty_declared_correct_quiet_ignored_found(demo):
     knobs = {**SAMPLED, "target_repetition_penalty": 1.3}
     good = record(demo, "sampling_penalty_correct", knobs)
-    assert not any(loud(r["findings"]) for r in good) and not loud(pooled_findings(good))
+    assert not any(loud(r["findings"]) for r in good), [loud(r["findings"]) for r in good]
+    assert not loud(pooled_findings(good)), pooled_findings(good)
     bad = record(demo, "sampling_penalty_ignored", knobs)
     found = [f for f in pooled_findings(bad) + [g for r in bad for g in r["findings"]]
              if f["code"] == "lossless_violation"]
