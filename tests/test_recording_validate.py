@@ -56,3 +56,18 @@ def test_nesting_and_non_json_get_one_line():
         parse_json("[" * 100_000 + "]" * 100_000)
     with pytest.raises(RecordingRefused, match="not a JSON file"):
         parse_json("hello")
+
+
+def test_field_shapes_take_plain_numbers_fast_and_judge_any_other_type_one_by_one():
+    # validate._all: plain int/float/None lists pass in one C-level pass; a bool is never a
+    # number, a numpy scalar is judged as isinstance judges it (an in-process recording)
+    import numpy as np
+
+    from specdec_core.recorder.normalize.validate import _int_list, _num_rows, _nums_or_null
+
+    assert _int_list([1, 2]) and _int_list([]) and _int_list([np.int64(3)]) is isinstance(np.int64(3), int)
+    assert not _int_list([1, True]) and not _int_list([1, 2.0]) and not _int_list("ab")
+    assert _num_rows([[1, 2.5], [3]]) and _num_rows([[np.float64(1.0)]])
+    assert not _num_rows([[1, True]]) and not _num_rows([1]) and not _num_rows([[None]])
+    assert _nums_or_null([None, 1.5, 2]) and _nums_or_null([])
+    assert not _nums_or_null([True]) and not _nums_or_null(["a"])

@@ -51,8 +51,15 @@ def parse_json(raw: str | bytes):
                                "(rec.json)") from None
 
 
+def _all(v, plain: set, ok) -> bool:
+    """v is a list whose items all pass `ok`: items of a `plain` type are passed in one C-level
+    pass (JSON and `.tolist()` give only plain ints, floats and None); any other type (a bool, a
+    numpy scalar) sends the list to `ok` item by item."""
+    return isinstance(v, list) and (set(map(type, v)) <= plain or all(map(ok, v)))
+
+
 def _int_list(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    return _all(v, {int}, _int)
 
 
 def _check_forward(j: int, f) -> int:
@@ -94,7 +101,7 @@ def _num(v) -> bool:
 
 
 def _num_rows(v) -> bool:
-    return isinstance(v, list) and all(isinstance(r, list) and all(_num(x) for x in r) for r in v)
+    return isinstance(v, list) and all(_all(r, {int, float}, _num) for r in v)
 
 
 def _int(v) -> bool:
@@ -106,7 +113,7 @@ def _is(kind):
 
 
 def _nums_or_null(v) -> bool:       # a remote cloud's rows have no entropy (recorder/observe/remote_rows.py)
-    return isinstance(v, list) and all(x is None or _num(x) for x in v)
+    return _all(v, {int, float, type(None)}, lambda x: x is None or _num(x))
 
 
 def _opt(ok):
