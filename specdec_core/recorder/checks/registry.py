@@ -4,7 +4,9 @@
     def my_check(e: Evidence) -> list[Finding]: ...
 
 codes: registered in specdec_core/findings.py with their facts; scope "row" runs on every row of
-a batch, "clip" on the clip only; order: where it runs (the first finding of a code is shown);
+a batch, "clip" on the clip only (a loop's recording: both read an Evidence), "request" on one
+audited request of a served engine, "run" on a whole audit (every request), "pair" on a model pair
+(the pair check); order: where it runs (the first finding of a code is shown);
 pooled: fn(list of every clip's Evidence, one per distinct run, 2+) -> findings, run by
 `run_pooled` in `pooled_order` (default: order; `pooled_sum`: a check's per-run data summed and
 judged once). `load` imports every module under recorder/checks/: a new check is its module and
@@ -12,6 +14,7 @@ its registration."""
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass
 from functools import cache
@@ -19,7 +22,8 @@ from typing import Callable
 
 from specdec_core.findings import REGISTRY
 
-SCOPES = ("row", "clip")
+SCOPES = ("row", "clip", "request", "run", "pair")
+LOOP = ("row", "clip")         # the scopes that read a loop's Evidence (and have pooled forms)
 
 
 @dataclass(frozen=True)
@@ -78,14 +82,25 @@ def load() -> None:
         importlib.import_module(m.name)
 
 
+def declared(c: Check, found: list) -> list:
+    """`found` as emitted by `c`; under tests (SPECSCOPE_STRICT_CODES=1, set by tests/conftest.py)
+    a code the check did not declare is an AssertionError."""
+    if os.environ.get("SPECSCOPE_STRICT_CODES") == "1":
+        stray = sorted({f["code"] for f in found} - set(c.codes))
+        assert not stray, f"{c.fn.__module__}.{c.fn.__name__} emitted undeclared codes {stray}"
+    return found
+
+
 def run(e, scope: str = "clip") -> list:
-    """Every registered check of the scope ("row": a batch row that is not the clip) on `e`."""
+    """Every registered check of the scope on `e`: "clip" runs the row and clip checks, "row" (a
+    batch row that is not the clip) the row checks, any other scope its own checks."""
     load()
-    return [f for c in CHECKS if scope == "clip" or c.scope == "row" for f in c.fn(e)]
+    want = LOOP if scope == "clip" else (scope,)
+    return [f for c in CHECKS if c.scope in want for f in declared(c, c.fn(e))]
 
 
 def run_pooled(evidences: list) -> list:
     """Every pooled form over the clips' Evidence (one per distinct run), in order."""
     load()
-    forms = sorted((c for c in CHECKS if c.pooled), key=lambda c: c.pooled_order)
-    return [f for c in forms for f in c.pooled(evidences)]
+    forms = sorted((c for c in CHECKS if c.pooled and c.scope in LOOP), key=lambda c: c.pooled_order)
+    return [f for c in forms for f in declared(c, c.pooled(evidences))]
