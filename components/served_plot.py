@@ -15,7 +15,7 @@ def acceptance_figure(report: dict | None) -> go.Figure:
     ctx = acc.get("by_context") or []
     fig.add_scatter(x=[c["context"] for c in ctx], y=[c["accepted"] / max(1, c["drafted"]) for c in ctx],
                     mode="markers", name="step", row=1, col=2)
-    cliff = next((f for f in (report or {}).get("findings") or [] if f.get("code") == "acceptance_cliff"), None)
+    cliff = next((f for f in (report or {}).get("findings") or [] if f.get("code") == "acceptance_collapse"), None)
     if cliff:
         fig.add_vline(x=cliff["evidence"]["position"], line_dash="dash", row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], title_text="accepted share")

@@ -8,7 +8,7 @@ from specdec_core.audit import checks
 from specdec_core.audit.checks import Run
 from specdec_core.audit.served import Engine, Replay, reference_local, reference_served
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
-from specdec_core.findings import finding
+from specdec_core.recorder.checks import registry
 
 
 def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | None = None,
@@ -23,15 +23,8 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
         runs = [_run(engine, backend, name, ids, reference, rep, max_tokens, stream) for name, ids in inputs]
     finally:
         engine.close()
-    found = checks.never_drafted(runs)
-    for r in runs:
-        found += checks.divergence(r) + checks.counters(r)
-        if rep is not None:
-            found += checks.replay(r, rep.name)
+    found = [f for r in runs for f in registry.run(r, "request")] + registry.run(runs, "run")
     ctx = checks.by_context(runs)
-    k = max((r.served.spec or {}).get("num_spec_tokens", 0) for r in runs)
-    found += checks.collapse(ctx, rep.window if rep else None, k)
-    found += _not_judged(runs)
     return {"engine": {"url": engine.url, "model": engine.model, "max_model_len": engine.max_model_len,
                        "speculates": engine.speculates, "replay": replay, "reference": reference},
             "results": [_result(r, backend.tokenizer) for r in runs],
@@ -43,9 +36,14 @@ def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
     served = engine.complete(ids, max_tokens, stream)
     ref = (reference_local(backend, ids, len(served.ids)) if reference == "local"
            else reference_served(reference, None, ids, len(served.ids)))
-    run = Run(name, served, *ref)
-    run.starts = starts(run, rep)
-    if rep is not None and run.starts is not None:
+    run = Run(name, served, *ref, rep=rep)
+    # steps back to back: a draft model's; an n-gram engine's placed by replaying its rule
+    placed = starts(run, None)
+    run.starts = starts(run, rep) if rep is not None and rep.kind == "ngram" else placed
+    if rep is not None and run.steps and run.starts is None and (placed is not None) == (rep.kind == "ngram"):
+        # the counts contradict the kind replayed: back to back is a draft model's, else an n-gram's
+        run.misfit, run.starts = ("a draft model" if placed else "an n-gram rule"), placed
+    if rep is not None and run.starts is not None and not run.misfit:
         run.replayed = [rep.propose(ids + served.ids[:s], d) for (_, d), s in zip(run.steps, run.starts)]
     return run
 
@@ -74,19 +72,6 @@ def starts(run: Run, rep: Replay | None) -> list[int] | None:
         else:
             pos += 1
     return out if step is None else None
-
-
-def _not_judged(runs: list[Run]) -> list:
-    said = list(dict.fromkeys(note for r in runs for note in r.served.notes))
-    unplaced = [r.name for r in runs if r.steps and r.starts is None]
-    if unplaced:
-        said.append(f"{len(unplaced)} request(s) whose steps cannot be placed in the output (an "
-                    "n-gram engine drafts only where it matches: give --replay ngram): acceptance "
-                    "by context position not judged")
-    return [finding("not_judged", line.split(": ")[0], line, severity="warning",
-                    cause="what the engine sends does not carry what these checks need",
-                    fix="see docs/audit.md, \"Turning the metrics on\"",
-                    evidence={"source": "audit"}) for line in said]
 
 
 def _result(run: Run, tokenizer) -> dict:

@@ -1,12 +1,15 @@
-"""The audit's checks: small functions over the served runs, each returning findings built with
-the served-engine codes registered below. `Run` is one audited request with its
-reference and (when known) each speculative step's place in the output."""
+"""The audit's checks: registered on the one registry (recorder/checks/registry.py), scope
+"request" (one `Run`: an audited request with its reference, its replayed drafter and, when
+known, each speculative step's place in the output) or "run" (every request of the audit), with
+the served-engine codes registered below with their facts."""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 
+from specdec_core.analysis.changepoint import change_point, window_arithmetic
 from specdec_core.findings import finding, register
+from specdec_core.recorder.checks.registry import check
 
 # the served-engine codes (issue 49; docs/audit.md), registered where they are found
 register("spec_never_drafted", "warning", "the served engine drafted nothing: its speculative "
@@ -16,10 +19,6 @@ register("spec_counters", "error", "the engine's speculative counters contradict
          "(zeroed, double-counted or stale)", "Σ per-step ≠ totals, Σ histogram ≠ steps, "
          "Σ j·h[j] ≠ accepted, mean acceptance length ≠ 1 + accepted / steps, or fewer output "
          "tokens than the steps commit", source="audit")
-register("acceptance_cliff", "warning", "acceptance dies past a context position while the engine "
-         "keeps drafting (a drafter window shorter than the context, a position limit)",
-         "steps from a context position accept ≤ 10% of their drafts where the 3+ before accepted "
-         "≥ 30%; names the drafter's max_position_embeddings when it ends there", source="audit")
 register("replay_mismatch", "warning", "the engine's accepted count is not what the exact greedy "
          "rule gives for the declared drafter's proposals (another drafter, or another rule): a "
          "speed cost, not an error while the output matches the reference (lossless_violation "
@@ -29,9 +28,7 @@ register("replay_mismatch", "warning", "the engine's accepted count is not what 
 
 MIN_TOL = 1e-4           # log-probs: the smallest and largest gap a near-tie flip may have (the
 MAX_TOL = 0.5            # measured disagreement x 4 in between; more: not the same model's numerics)
-COLLAPSE_RATE = 0.1      # a tail accepting at most this share of its drafts has collapsed ...
-HEALTHY_RATE = 0.3       # ... when the steps before it accepted at least this share
-MIN_STEPS = 3
+MIN_STEPS = 3            # steps before and after a collapse
 
 
 @dataclass
@@ -42,6 +39,8 @@ class Run:
     ref_top: list[dict] | None = None
     starts: list[int] | None = None     # output index each speculative step begins at
     replayed: list[list[int]] = field(default_factory=list)   # the replayed drafts per step
+    rep: object = None             # served.Replay, the declared drafter replayed (or None)
+    misfit: str | None = None      # the drafter kind the counts show when the replay does not fit
 
     @property
     def steps(self) -> list[tuple[int, int]]:
@@ -49,6 +48,7 @@ class Run:
         return list(zip(s.get("per_step_accepted") or [], s.get("per_step_drafted") or []))
 
 
+@check("spec_never_drafted", scope="run", order=10)
 def never_drafted(runs: list[Run]) -> list:
     """Inconclusive, never a pass: no request had a single drafted token."""
     with_spec = [r for r in runs if r.served.spec is not None]
@@ -66,6 +66,7 @@ def never_drafted(runs: list[Run]) -> list:
                     evidence={"requests": len(with_spec), "output_tokens": n})]
 
 
+@check("numeric_divergence", "lossless_violation", scope="request", order=10)
 def divergence(run: Run) -> list:
     """The first greedy divergence from the reference, judged by the reference's top-2 margin
     against the two stacks' measured disagreement on the positions before it."""
@@ -109,6 +110,7 @@ def divergence(run: Run) -> list:
                     evidence=ev)]
 
 
+@check("spec_counters", scope="request", order=20)
 def counters(run: Run) -> list:
     """The engine's counters against their identities."""
     s = run.served.spec
@@ -147,6 +149,20 @@ def counters(run: Run) -> list:
                     evidence={"request": run.name, "broken": bad})]
 
 
+@check("not_judged", scope="run", order=90)
+def not_judged(runs: list[Run]) -> list:
+    said = list(dict.fromkeys(note for r in runs for note in r.served.notes))
+    unplaced = [r.name for r in runs if r.steps and r.starts is None]
+    if unplaced:
+        said.append(f"{len(unplaced)} request(s) whose steps cannot be placed in the output (the "
+                    "counts show an n-gram engine, drafting only where it matches: give --replay "
+                    "ngram): acceptance by context position not judged")
+    return [finding("not_judged", line.split(": ")[0].split(" (")[0], line, severity="warning",
+                    cause="what the engine sends does not carry what these checks need",
+                    fix="see docs/audit.md, \"Turning the metrics on\"",
+                    evidence={"source": "audit"}) for line in said]
+
+
 def by_draft_position(runs: list[Run]) -> list[dict]:
     """[{position j, drafted, accepted, rate}]: how often the j-th draft of a step was accepted."""
     from specdec_core.analysis.metrics import by_position
@@ -164,46 +180,64 @@ def by_context(runs: list[Run]) -> list[dict]:
     return sorted(rows, key=lambda x: x["context"])
 
 
+@check("acceptance_collapse", scope="run", order=20)
+def collapsed(runs: list[Run]) -> list:
+    rep = next((r.rep for r in runs if r.rep is not None), None)
+    return collapse(by_context(runs), getattr(rep, "window", None),
+                    max((r.served.spec or {}).get("num_spec_tokens", 0) for r in runs))
+
+
 def collapse(rows: list[dict], window: int | None = None, k: int = 0) -> list:
-    """The context position past which acceptance dies while the engine keeps drafting."""
-    rate = lambda xs: sum(x["accepted"] for x in xs) / max(1, sum(x["drafted"] for x in xs))  # noqa: E731
-    # the change point: the cut that leaves the fewest accepted drafts after it and rejected
-    # drafts before it
-    cost = lambda c: sum(x["accepted"] if x["context"] >= c else x["drafted"] - x["accepted"]  # noqa: E731
-                         for x in rows)
-    for cut in sorted({x["context"] for x in rows}, key=cost)[:1]:
-        before = [x for x in rows if x["context"] < cut]
-        after = [x for x in rows if x["context"] >= cut]
-        if len(before) < MIN_STEPS or len(after) < MIN_STEPS:
-            continue
-        if rate(after) <= COLLAPSE_RATE and rate(before) >= HEALTHY_RATE:
-            wasted = sum(x["drafted"] - x["accepted"] for x in after)
-            named = window is not None and cut - k - 1 <= window <= cut + k + 1
-            ev = {"position": cut, "rate_before": round(rate(before), 4), "rate_after": round(rate(after), 4),
-                  "steps_after": len(after), "drafts_wasted": wasted, "window": window}
-            return [finding("acceptance_cliff", f"acceptance collapses past context position {cut}"
-                            + (f": the drafter's window (max_position_embeddings {window}) ends there"
-                               if named else ""),
-                            f"{len(before)} steps before it accepted {ev['rate_before']:.0%} of their "
-                            f"drafts, {len(after)} steps from it {ev['rate_after']:.0%}; the engine "
-                            f"kept drafting: {wasted} drafts wasted",
-                            cause=("the drafter is asked to draft past its own window and proposes "
-                                   "tokens from positions it was never configured for (vllm #58080)"
-                                   if named else "the drafter stops working past a context length: "
-                                   "a window or position limit (vllm #52873), a cache that stops "
-                                   "updating"),
-                            fix=("use a drafter whose max_position_embeddings covers the target's "
-                                 "max_model_len, or cap the context the engine speculates over"
-                                 if named else "audit with --replay DRAFT_DIR to name the drafter's "
-                                 "window; check the drafter's max_position_embeddings"),
-                            evidence=ev)]
-    return []
+    """The context position from which acceptance falls and stays fallen while the engine keeps
+    drafting (analysis/changepoint.py, the recorder's rule); the drafter's window named with its
+    arithmetic when it explains the position. Code `acceptance_collapse`, the evidence keeping
+    the old name `acceptance_cliff` as its alias (one release, docs/audit.md)."""
+    cp = change_point([(x["context"], x["drafted"], x["accepted"]) for x in rows], MIN_STEPS, MIN_STEPS)
+    if cp is None:
+        return []
+    cut, sums = cp["position"], window_arithmetic(cp["position"], window, k)
+    ev = {"position": cut, "rate_before": cp["rate_before"], "rate_after": cp["rate_after"],
+          "steps_after": cp["steps_after"], "drafts_wasted": cp["drafts_wasted"], "window": window,
+          "window_arithmetic": sums, "alias": "acceptance_cliff"}
+    return [finding("acceptance_collapse", f"acceptance collapses past context position {cut}"
+                    + (f": the drafter's window (max_position_embeddings {window}) ends there, "
+                       f"{sums}" if sums else ""),
+                    f"{cp['steps_before']} steps before it accepted {cp['rate_before']:.0%} of their "
+                    f"drafts, {cp['steps_after']} steps from it {cp['rate_after']:.0%}; the engine "
+                    f"kept drafting: {cp['drafts_wasted']} drafts wasted"
+                    + (f" (window - k - 1: the first step whose {k} drafts need a position past "
+                       "the window)" if sums else ""),
+                    cause=("the drafter is asked to draft past its own window and proposes "
+                           "tokens from positions it was never configured for (vllm #58080)"
+                           if sums else "the drafter stops working past a context length: "
+                           "a window or position limit (vllm #52873), a cache that stops updating"),
+                    fix=("use a drafter whose max_position_embeddings covers the target's "
+                         "max_model_len, or cap the context the engine speculates over"
+                         if sums else "replay the declared drafter's folder to name its window; "
+                         "check the drafter's max_position_embeddings"),
+                    evidence=ev)]
 
 
-def replay(run: Run, replay_name: str) -> list:
-    """Each step whose accepted count the exact greedy rule would not give for the replayed
-    drafts (decided only where the output covers the drafts)."""
-    out, off = run.served.ids, []
+@check("replay_mismatch", scope="request", order=30)
+def replay(run: Run) -> list:
+    """A replayed drafter whose kind the engine's counts contradict; else each step whose accepted
+    count the exact greedy rule would not give for the replayed drafts (decided only where the
+    output covers the drafts)."""
+    if run.rep is None:
+        return []
+    replay_name, out, off = run.rep.name, run.served.ids, []
+    if run.misfit:
+        d = sorted({d for _, d in run.steps})
+        return [finding("replay_mismatch", f"{run.name}: the replayed drafter ({replay_name}) does not "
+                        f"fit this engine: its counts show {run.misfit}",
+                        f"{len(run.steps)} steps drafting {'/'.join(map(str, d))} token(s) each for "
+                        f"{len(out)} output tokens" + (", back to back: a draft model drafts at every "
+                                                       "step" if run.misfit == "a draft model" else
+                                                       ": fewer steps than a draft model takes"),
+                        cause="the drafter replayed is not the kind the server runs",
+                        fix="replay the drafter the server declares (its --speculative-config): "
+                        + ("the draft model's folder" if run.misfit == "a draft model" else "the n-gram rule"),
+                        evidence={"request": run.name, "counts_show": run.misfit, "steps": len(run.steps)})]
     for i, ((a, d), start, drafts) in enumerate(zip(run.steps, run.starts or [], run.replayed)):
         want = 0
         while want < min(len(drafts), d) and start + want < len(out) and drafts[want] == out[start + want]:

@@ -3,26 +3,16 @@ output position to the end accept (almost) nothing, a drafter past its length li
 #58080: dummy drafts verified every step) or one whose context broke there. Said with the
 position, the rounds that drafted for nothing and the forwards they cost. Read from the trace's
 rounds, so `record` and `run` alike, whatever the prompt type; a whole run below 30% only where
-a prompt type is declared (the built-in decoder's runs), as before."""
+a prompt type is declared (the built-in decoder's runs), as before. The position: the one
+change-point rule (analysis/changepoint.py), as the served-engine audit's."""
 from __future__ import annotations
 
+from specdec_core.analysis.changepoint import MAX_RATE, change_point
 from specdec_core.findings import finding
 from specdec_core.recorder.checks.registry import check, ev
 
 MIN_ROUNDS = 6         # verified rounds in the collapsed tail
-MAX_RATE = 0.1         # acceptance in the tail
 LOW = 0.3              # a whole run below this is a collapse too (the built-in rule)
-
-
-def _tail(vr: list) -> int | None:
-    """Index of the first round of the longest collapsed tail (its first MIN_ROUNDS rounds accept
-    nothing), or None."""
-    best = None
-    for i in range(len(vr) - MIN_ROUNDS, -1, -1):
-        tail = vr[i:]
-        if not any(r.accepted for r in tail[:MIN_ROUNDS]) and sum(r.accepted for r in tail) <= MAX_RATE * sum(r.drafted for r in tail):
-            best = i
-    return best
 
 
 @check("acceptance_collapse", order=310)
@@ -32,10 +22,10 @@ def acceptance_collapse(e) -> list:
     if len(vr) < 3:
         return []
     acc = lambda rs: sum(r.accepted for r in rs) / max(1, sum(r.drafted for r in rs))  # noqa: E731
-    i = _tail(vr)
-    if i is not None and i > 0 and acc(vr[:i]) < LOW:
-        i = None                    # low before too: no position it collapses from
-    if i is None or (i == 0 and acc(vr) >= LOW):
+    cp = change_point([(r.start, r.drafted, r.accepted) for r in vr], min_after=MIN_ROUNDS)
+    # no rounds before it: the whole run collapsed from its first round
+    i = cp["index"] if cp else 0 if len(vr) >= MIN_ROUNDS and acc(vr) <= MAX_RATE else None
+    if i is None:
         if acc(vr) >= LOW or not e.declared.get("prompt_type"):   # the whole run: a task's
             return []                                            # expectation, as before
         m = e.trace.metrics
