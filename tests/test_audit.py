@@ -163,7 +163,7 @@ def test_the_summary_reads_like_runs_and_json_only_with_out(draft, drafter, cli)
     err = plain.stderr
     assert re.search(r"12 tokens \(finish: length\) · 1 from the prompt pass \+ \d+ steps · mean "
                      r"acceptance length \d\.\d\d · same as the reference", err), err
-    assert "audit: no findings in what a served engine shows" in err and "not visible" in err
+    assert "audit: No findings in what a served engine shows" in err and "not visible" in err
     assert "(no JSON written: --out FILE, or --out - for stdout)" in err and "Loading weights" not in err
     replayed = cli("--url", draft.url, CLIPS[0], "--max-tokens", "12", "--replay", str(drafter))
     assert replayed.stdout == "" and "Loading weights" not in replayed.stderr

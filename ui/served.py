@@ -1,10 +1,9 @@
 """The Live tab's served engine source (issue 49): audit a vLLM server running its own
 speculative decoding on the picked clip. The URL obeys the remote cloud's policy (ui/cloud.py,
-docs/remote.md: an operator's list, or free on loopback); the run is coloured by the engine's per-step
-counts, its acceptance plotted, its findings listed as for every run (docs/audit.md).
-"compare with": side B is our decoder on the same prompt with the Live tab's knobs (the Live
-tab's own run, ui/runs.Run) or a second server audited the same way; the two shown side by
-side, their texts diffed and a verdict line says where they first differ."""
+docs/remote.md); the run is coloured by the engine's per-step counts, its acceptance plotted,
+its findings listed (docs/audit.md). "compare with": side B is our decoder with the Live tab's
+knobs (ui/runs.Run) or a second server audited the same way: shown side by side, texts diffed,
+where they first differ and the definitions each side's figures use (audit.compare)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,7 +20,7 @@ from specdec_core.audit import DEFINITIONS, NO_FINDINGS, compare, summary, verdi
 from specdec_core.errors import UserError
 
 from . import common
-from .cloud import checked_cloud_url, cloud_policy, cloud_url_widget
+from .cloud import checked_cloud_url, cloud_url_widget
 from .runs import Run
 
 REPLAY = ("none", "ngram", "the backend's edge")
@@ -77,7 +76,7 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
     try:
         url = checked_cloud_url(url)                 # refused here, before any connection
         if not url:
-            raise UserError("give the served engine's URL first" + _pick())
+            raise UserError("give the served engine's URL first")
         cfg = DecodeConfig.from_dict(knobs or {})
         src, name = common.resolve_audio(sample, audio)
         backend = common.get_backend(backend_name)
@@ -88,11 +87,12 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
         n = max(1, len(ours.live.trace.get("token_ids") or [])) if ours else 48
         rep = _audit(backend, url, name, ids, replay, n)
     except Exception as e:  # noqa: BLE001 - the page stays usable; bugs are logged
-        return (status_html("err", "Could not audit", _no_flags(common.failure(e))), "",
+        return (status_html("err", "Could not audit", common.failure(e)), "",
                 acceptance_figure(None), findings_html(None), "", "")
     r = rep["results"][0]
     kind = "err" if any(f["severity"] == "error" for f in rep["findings"]) else "ok"
-    a = (status_html(kind, ("A: " if versus != VERSUS[0] else "") + f"Audited {Path(name).name} on {rep['engine']['url']}", summary(rep)),
+    title = ("A: " if versus != VERSUS[0] else "") + f"Audited {Path(name).name} on {rep['engine']['url']}"
+    a = (status_html(kind, title, summary(rep)),
          render_tokens(r["trace"]), acceptance_figure(rep), _findings(rep["findings"]))
     if versus == VERSUS[0]:
         return (*a, "", "")
@@ -106,10 +106,10 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
         try:
             url_b = checked_cloud_url(url_b)
             if not url_b:
-                raise UserError("give the second served engine's (B) URL first" + _pick())
+                raise UserError("give the second served engine's (B) URL first")
             rep_b = _audit(backend, url_b, name, ids, replay_b, len(r["token_ids"]))
         except Exception as e:  # noqa: BLE001 - side A stays shown
-            return (*a, status_html("err", "Could not audit B", _no_flags(common.failure(e))), "")
+            return (*a, status_html("err", "Could not audit B", common.failure(e)), "")
         rb = rep_b["results"][0]
         cmp = compare(rep, rep_b, backend.tokenizer)
         b = (f"B: {rep_b['engine']['url']}", rb["trace"], summary(rep_b), _findings(rep_b["findings"]),
@@ -132,15 +132,6 @@ def _audit(backend, url, name, ids, replay, max_tokens) -> dict:
                  max_tokens=max_tokens)
 
 
-def _pick() -> str:
-    return ", from the list" if cloud_policy().mode == "list" else " (`make cloud-spec` serves one)"
-
-
-def _no_flags(msg: str) -> str:
-    """A CLI's wording on the page: the URL box, not --url."""
-    return msg.replace("check --url", "check the URL")
-
-
 def _findings(found: list) -> str:
     """The findings as for every run; none: what the audit judged and what it cannot see."""
-    return findings_html(found) if found else f'<div class="ss-findings"><div class="ss-none" data-clean="1">{esc(NO_FINDINGS)}</div></div>'
+    return findings_html(found) if found else f'<div class="ss-findings"><div class="ss-none">{esc(NO_FINDINGS)}</div></div>'

@@ -4,6 +4,7 @@ replay of the declared drafter, the checks (audit/checks.py) and a run-like repo
 `trace` colours each served step as a round of ours."""
 from __future__ import annotations
 
+from specdec_core.analysis.divergence import common_prefix
 from specdec_core.audit import checks
 from specdec_core.audit.checks import Run
 from specdec_core.audit.served import Engine, Replay, reference_local, reference_served
@@ -118,69 +119,54 @@ def served_trace(run: Run, tokenizer) -> Trace:
     return tr
 
 
-NO_FINDINGS = ("No findings in what a served engine shows: its output against the reference, its "
-               "counters and its acceptance by position were judged and none fired; what is inside it "
-               "(caches, positions, the drafter's context) is not visible from outside")
-
+NO_FINDINGS = ("No findings in what a served engine shows: its output against the reference, its counters and "
+               "its acceptance by position were judged and none fired; what is inside it (caches, positions, "
+               "the drafter's context) is not visible from outside")
 # what each engine's figures mean, said before a difference in figures is called one in behaviour
-DEFINITIONS = {
-    "vllm": "vLLM: mean acceptance length = 1 + accepted drafts / steps (the step's own target "
-            "token counted); its first token comes from the prompt pass, so its steps start one "
-            "token after it; its counters include drafts accepted past a max_tokens cut",
-    "ours": "our decoder: mean acceptance length = 1 + accepted drafts / cloud calls, its first "
-            "round drafting from the prompt itself (no prompt-pass token)"}
+DEFINITIONS = {"vllm": "vLLM: mean acceptance length = 1 + accepted drafts / steps (the step's own target token "
+                       "counted); its first token comes from the prompt pass, so its steps start one token after it; "
+                       "its counters include drafts accepted past a max_tokens cut",
+               "ours": "our decoder: mean acceptance length = 1 + accepted drafts / cloud calls, its first round "
+                       "drafting from the prompt itself (no prompt-pass token)"}
 
 
 def summary(rep: dict, i: int = 0) -> str:
     """One request's numbers as the page and the CLI say them: its tokens and why it stopped,
     the prompt pass and the steps, the engine's mean acceptance length (and its accepted drafts
     past the cut, which no token shown carries), the verdict against the reference."""
-    r = rep["results"][i]
-    spec, n = r["metrics"]["speculative_decoding"], len(r["token_ids"])
-    parts = [f"{n} tokens (finish: {r['finish'] or 'unknown'})"]
-    if spec:
-        steps, acc = spec.get("num_spec_steps", 0), spec.get("num_accepted_draft_tokens", 0)
-        parts.append(f"1 from the prompt pass + {steps} steps · mean acceptance length "
-                     f"{spec.get('mean_acceptance_length', 1.0):.2f}")
-        shown = sum(t["source"] == "accepted" for t in r["trace"]["tokens"])
-        if r["steps"] and acc > shown:
-            parts[-1] += (f" (the engine counts {acc} accepted drafts, {acc - shown} past the "
-                          f"{n}-token cut; the {shown} shown: 1 + {shown}/{steps} = {1 + shown / steps:.2f})")
-    else:    # one clear line: the output is still compared, acceptance cannot be
-        parts.append(("no speculative decoding on this server" if rep["engine"]["speculates"] is False
-                      else "no speculative metrics from this server") + ": output compared, acceptance not")
-    ref = r["reference"]
-    parts.append("no reference" if ref is None else
-                 "same as the reference" if ref["matches"] else "differs from the reference")
-    return " · ".join(parts)
+    r, ref = rep["results"][i], rep["results"][i]["reference"]
+    spec, n = r["metrics"]["speculative_decoding"] or {}, len(r["token_ids"])
+    steps, acc = spec.get("num_spec_steps", 0), spec.get("num_accepted_draft_tokens", 0)
+    shown = sum(t["source"] == "accepted" for t in r["trace"]["tokens"])
+    nums = (f"1 from the prompt pass + {steps} steps · mean acceptance length {spec.get('mean_acceptance_length', 1.0):.2f}"
+            + (f" (the engine counts {acc} accepted drafts, {acc - shown} past the {n}-token cut; the {shown} "
+               f"shown: 1 + {shown}/{steps} = {1 + shown / steps:.2f})" if r["steps"] and acc > shown else "")
+            if spec else ("no speculative decoding on this server" if rep["engine"]["speculates"] is False
+                          else "no speculative metrics from this server") + ": output compared, acceptance not")
+    return " · ".join([f"{n} tokens (finish: {r['finish'] or 'unknown'})", nums, "no reference" if ref is None else
+                       "same as the reference" if ref["matches"] else "differs from the reference"])
 
 
 def verdict(a: list[int], b: list[int], ref: list[int] | None, tokenizer) -> str:
     """Same output, or the first token where A and B differ and which side the reference has there."""
-    from specdec_core.analysis.divergence import common_prefix
-
     i = common_prefix(a, b)
     if a == b:
         return f"Same output: A and B give the same {len(a)} tokens."
-
-    def word(ids):
-        return repr(tokenizer.decode(ids[i:i + 1])) if i < len(ids) else "the end"
-    line = f"A and B first differ at token {i}: A {word(a)}, B {word(b)}"
-    if ref and i < len(ref):
-        has = [s for s, ids in (("A", a), ("B", b)) if i < len(ids) and ids[i] == ref[i]]
-        line += f"; the reference has {word(ref)} there: " + (f"{has[0]} matches it" if has else "neither matches it")
-    return line + "."
+    word = lambda ids: repr(tokenizer.decode(ids[i:i + 1])) if i < len(ids) else "the end"  # noqa: E731
+    has = [s for s, ids in (("A", a), ("B", b)) if ref and i < min(len(ids), len(ref)) and ids[i] == ref[i]]
+    return (f"A and B first differ at token {i}: A {word(a)}, B {word(b)}" + (
+        f"; the reference has {word(ref)} there: {has[0] + ' matches it' if has else 'neither matches it'}"
+        if ref and i < len(ref) else "") + ".")
 
 
 def compare(a: dict, b: dict, tokenizer) -> dict:
-    """Two audits of the same prompts side by side (issue 57.3): per request the verdict (where
-    the outputs first differ, which side matches the reference), each side's acceptance by draft
-    position, and the definitions each engine's figures use."""
+    """Two audits of the same prompts side by side (issue 57.3): per request the verdict (where the outputs first
+    differ, which side matches the reference), each side's acceptance by draft position, the definitions each
+    engine's figures use."""
     kinds = [x["engine"].get("kind") or "vllm" for x in (a, b)]
     return {"engines": [a["engine"]["url"], b["engine"]["url"]],
-            "requests": [{"audio": ra["audio"], "same": ra["token_ids"] == rb["token_ids"],
-                          "verdict": verdict(ra["token_ids"], rb["token_ids"],
-                                             (ra["reference"] or {}).get("token_ids"), tokenizer)}
-                         for ra, rb in zip(a["results"], b["results"])],
+            "requests": [{"audio": ra["audio"], "same": ra["token_ids"] == rb["token_ids"], "verdict": verdict(
+                ra["token_ids"], rb["token_ids"], (ra["reference"] or {}).get("token_ids"), tokenizer)}
+                for ra, rb in zip(a["results"], b["results"])],
             "by_draft_position": [x["acceptance"]["by_draft_position"] for x in (a, b)],
             "definitions": list(dict.fromkeys(DEFINITIONS.get(k, f"{k}: see docs/audit.md") for k in kinds))}

@@ -1,7 +1,6 @@
-"""The audit's checks: registered on the one registry (recorder/checks/registry.py), scope
-"request" (one `Run`: an audited request with its reference, its replayed drafter and, when
-known, each speculative step's place in the output) or "run" (every request of the audit), with
-the served-engine codes registered below with their facts."""
+"""The audit's checks, registered on the one registry (recorder/checks/registry.py) with scope "request" (one
+`Run`: an audited request, its reference, its replayed drafter and, when known, each speculative step's place in
+the output) or "run" (every request), the served-engine codes registered below with their facts."""
 from __future__ import annotations
 
 from collections import Counter
@@ -152,15 +151,13 @@ def counters(run: Run) -> list:
 @check("not_judged", scope="run", order=90)
 def not_judged(runs: list[Run]) -> list:
     said = list(dict.fromkeys(note for r in runs for note in r.served.notes))
-    unplaced = [r.name for r in runs if r.steps and r.starts is None]
-    if unplaced:
-        said.append(f"{len(unplaced)} request(s) whose steps cannot be placed in the output (the "
-                    "counts show an n-gram engine, drafting only where it matches: give --replay "
-                    "ngram): acceptance by context position not judged")
+    if unplaced := [r.name for r in runs if r.steps and r.starts is None]:
+        said.append(f"{len(unplaced)} request(s) whose steps cannot be placed in the output (the counts show an "
+                    "n-gram engine, drafting only where it matches: give --replay ngram): acceptance by context "
+                    "position not judged")
     return [finding("not_judged", line.split(": ")[0].split(" (")[0], line, severity="warning",
                     cause="what the engine sends does not carry what these checks need",
-                    fix="see docs/audit.md, \"Turning the metrics on\"",
-                    evidence={"source": "audit"}) for line in said]
+                    fix="see docs/audit.md, \"Turning the metrics on\"", evidence={"source": "audit"}) for line in said]
 
 
 def by_draft_position(runs: list[Run]) -> list[dict]:
@@ -188,55 +185,42 @@ def collapsed(runs: list[Run]) -> list:
 
 
 def collapse(rows: list[dict], window: int | None = None, k: int = 0) -> list:
-    """The context position from which acceptance falls and stays fallen while the engine keeps
-    drafting (analysis/changepoint.py, the recorder's rule); the drafter's window named with its
-    arithmetic when it explains the position. Code `acceptance_collapse`, the evidence keeping
-    the old name `acceptance_cliff` as its alias (one release, docs/audit.md)."""
+    """The context position from which acceptance falls and stays fallen while the engine keeps drafting
+    (analysis/changepoint.py, the recorder's rule), the drafter's window named with its arithmetic when it
+    explains it; the old code `acceptance_cliff` kept as the evidence's alias."""
     cp = change_point([(x["context"], x["drafted"], x["accepted"]) for x in rows], MIN_STEPS, MIN_STEPS)
     if cp is None:
         return []
     cut, sums = cp["position"], window_arithmetic(cp["position"], window, k)
-    ev = {"position": cut, "rate_before": cp["rate_before"], "rate_after": cp["rate_after"],
-          "steps_after": cp["steps_after"], "drafts_wasted": cp["drafts_wasted"], "window": window,
-          "window_arithmetic": sums, "alias": "acceptance_cliff"}
-    return [finding("acceptance_collapse", f"acceptance collapses past context position {cut}"
-                    + (f": the drafter's window (max_position_embeddings {window}) ends there, "
-                       f"{sums}" if sums else ""),
-                    f"{cp['steps_before']} steps before it accepted {cp['rate_before']:.0%} of their "
-                    f"drafts, {cp['steps_after']} steps from it {cp['rate_after']:.0%}; the engine "
-                    f"kept drafting: {cp['drafts_wasted']} drafts wasted"
-                    + (f" (window - k - 1: the first step whose {k} drafts need a position past "
-                       "the window)" if sums else ""),
-                    cause=("the drafter is asked to draft past its own window and proposes "
-                           "tokens from positions it was never configured for (vllm #58080)"
-                           if sums else "the drafter stops working past a context length: "
-                           "a window or position limit (vllm #52873), a cache that stops updating"),
-                    fix=("use a drafter whose max_position_embeddings covers the target's "
-                         "max_model_len, or cap the context the engine speculates over"
-                         if sums else "replay the declared drafter's folder to name its window; "
-                         "check the drafter's max_position_embeddings"),
-                    evidence=ev)]
+    named = f": the drafter's window (max_position_embeddings {window}) ends there, {sums}" if sums else ""
+    return [finding("acceptance_collapse", f"acceptance collapses past context position {cut}{named}",
+                    f"{cp['steps_before']} steps before it accepted {cp['rate_before']:.0%} of their drafts, "
+                    f"{cp['steps_after']} steps from it {cp['rate_after']:.0%}; the engine kept drafting: "
+                    f"{cp['drafts_wasted']} drafts wasted" + (f" (window - k - 1: the first step whose {k} drafts "
+                                                              "need a position past it)" if sums else ""),
+                    cause="the drafter is asked to draft past its own window (vllm #58080)" if sums else "the "
+                    "drafter stops working past a context length: a window or position limit (vllm #52873), a "
+                    "cache that stops updating", fix="use a drafter whose max_position_embeddings covers the "
+                    "target's max_model_len, or cap the context the engine speculates over" + (
+                        "" if sums else "; replay the drafter's folder to name its window"),
+                    evidence={"position": cut, **{x: cp[x] for x in ("rate_before", "rate_after", "steps_after",
+                                                                     "drafts_wasted")},
+                              "window": window, "window_arithmetic": sums, "alias": "acceptance_cliff"})]
 
 
 @check("replay_mismatch", scope="request", order=30)
 def replay(run: Run) -> list:
-    """A replayed drafter whose kind the engine's counts contradict; else each step whose accepted
-    count the exact greedy rule would not give for the replayed drafts (decided only where the
-    output covers the drafts)."""
+    """A replayed drafter whose kind the engine's counts contradict; else each step whose accepted count the exact
+    greedy rule would not give for the replayed drafts (decided only where the output covers the drafts)."""
     if run.rep is None:
         return []
     replay_name, out, off = run.rep.name, run.served.ids, []
-    if run.misfit:
-        d = sorted({d for _, d in run.steps})
-        return [finding("replay_mismatch", f"{run.name}: the replayed drafter ({replay_name}) does not "
-                        f"fit this engine: its counts show {run.misfit}",
-                        f"{len(run.steps)} steps drafting {'/'.join(map(str, d))} token(s) each for "
-                        f"{len(out)} output tokens" + (", back to back: a draft model drafts at every "
-                                                       "step" if run.misfit == "a draft model" else
-                                                       ": fewer steps than a draft model takes"),
+    if run.misfit:             # the counts show another kind of drafter than the one replayed
+        return [finding("replay_mismatch", f"{run.name}: the replayed drafter ({replay_name}) does not fit this "
+                        f"engine: its counts show {run.misfit}", f"{len(run.steps)} steps drafting "
+                        f"{sorted({d for _, d in run.steps})} token(s) for {len(out)} output tokens",
                         cause="the drafter replayed is not the kind the server runs",
-                        fix="replay the drafter the server declares (its --speculative-config): "
-                        + ("the draft model's folder" if run.misfit == "a draft model" else "the n-gram rule"),
+                        fix="replay the drafter the server declares (its --speculative-config)",
                         evidence={"request": run.name, "counts_show": run.misfit, "steps": len(run.steps)})]
     for i, ((a, d), start, drafts) in enumerate(zip(run.steps, run.starts or [], run.replayed)):
         want = 0

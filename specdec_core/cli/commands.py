@@ -70,7 +70,7 @@ def finish(args, out: dict, findings_by_clip: list, ok: bool, indent: int | None
         write_json(args.out, out, indent)
     else:
         print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
-    failing = reports.fail_on_line(args.fail_on, findings_by_clip + [("pooled", out["pooled_findings"])])
+    failing = reports.fail_on_line(args.fail_on, findings_by_clip + [("pooled", out.get("pooled_findings", []))])
     if failing:
         print(failing, file=sys.stderr)
     return 0 if ok and not failing else 1
