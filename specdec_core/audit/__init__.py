@@ -1,7 +1,7 @@
-"""Auditing a served engine's speculative decoding from outside (docs/audit.md): greedy requests
-with top log-probs and the per-request metrics, the reference's greedy output, an optional
-replay of the declared drafter, the checks (audit/checks.py) and a run-like report whose
-`trace` colours each served step as a round of ours."""
+"""Auditing a served engine's speculative decoding from outside (docs/audit.md): greedy requests with top log-probs
+and the per-request metrics, the reference's greedy output, an optional replay of the declared drafter, the checks
+(audit/checks.py, on the registry) and a run-like report whose `trace` colours each served step as a round of ours;
+two audits side by side (`compare`)."""
 from __future__ import annotations
 
 from specdec_core.analysis.divergence import common_prefix
@@ -12,12 +12,11 @@ from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
 from specdec_core.recorder.checks import registry
 
 
-def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | None = None,
-          reference: str = "local", replay: str | None = None, max_tokens: int = 48,
-          stream: str | None = None) -> dict:
-    """{"engine", "results": [{audio, ok, token_ids, text, reference, steps, trace}],
-    "acceptance": {by_draft_position, by_context}, "findings"}. One greedy sequence per request
-    (the CLI refuses -n other than 1: vLLM sends speculative metrics for n = 1 only)."""
+def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | None = None, reference: str = "local",
+          replay: str | None = None, max_tokens: int = 48, stream: str | None = None) -> dict:
+    """{"engine", "results": [{audio, ok, token_ids, text, reference, steps, trace}], "acceptance":
+    {by_draft_position, by_context}, "findings"}. One greedy sequence per request (the CLI refuses -n other than 1:
+    vLLM sends speculative metrics for n = 1 only)."""
     engine = Engine(url, model)
     try:
         rep = Replay(replay, max_model_len=engine.max_model_len) if replay else None
@@ -25,18 +24,17 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
     finally:
         engine.close()
     found = [f for r in runs for f in registry.run(r, "request")] + registry.run(runs, "run")
-    ctx = checks.by_context(runs)
     return {"engine": {"url": engine.url, "model": engine.model, "max_model_len": engine.max_model_len,
                        "speculates": engine.speculates, "replay": replay, "reference": reference},
             "results": [_result(r, backend.tokenizer) for r in runs],
-            "acceptance": {"by_draft_position": checks.by_draft_position(runs), "by_context": ctx},
+            "acceptance": {"by_draft_position": checks.by_draft_position(runs), "by_context": checks.by_context(runs)},
             "findings": found}
 
 
 def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
     served = engine.complete(ids, max_tokens, stream)
-    ref = (reference_local(backend, ids, len(served.ids)) if reference == "local"
-           else reference_served(reference, None, ids, len(served.ids)))
+    ref = reference_local(backend, ids, len(served.ids)) if reference == "local" else reference_served(
+        reference, None, ids, len(served.ids))
     run = Run(name, served, *ref, rep=rep)
     # steps back to back: a draft model's; an n-gram engine's placed by replaying its rule
     placed = starts(run, None)
@@ -50,10 +48,9 @@ def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
 
 
 def starts(run: Run, rep: Replay | None) -> list[int] | None:
-    """The output index each speculative step begins at. Every step drafts (a draft model): the
-    first token comes from the prefill, step i after 1 + Σ_{j<i}(a_j + 1) tokens. An n-gram
-    engine drafts only where it finds a match: its steps are placed by replaying the rule; None
-    when they cannot be placed."""
+    """The output index each speculative step begins at. Every step drafts (a draft model): the first token comes
+    from the prefill, step i after 1 + Σ_{j<i}(a_j + 1) tokens. An n-gram engine drafts only where it finds a
+    match: its steps are placed by replaying the rule; None when they cannot be placed."""
     steps, n = run.steps, len(run.served.ids)
     if not steps:
         return None
@@ -87,10 +84,9 @@ def _result(run: Run, tokenizer) -> dict:
 
 
 def served_trace(run: Run, tokenizer) -> Trace:
-    """The served run as rounds of ours: the prefill's token (source "prefill": the prompt pass,
-    not a step's bonus) and each step's accepted drafts,
-    then its corrected (a draft rejected) or bonus (all accepted) token; the replayed rejected
-    drafts when replay is on. Steps that cannot be placed: one round of the whole output."""
+    """The served run as rounds of ours: the prompt pass's token ("prefill", not a step's bonus), each step's accepted
+    drafts then its corrected (a draft rejected) or bonus (all accepted) token; the replayed rejected drafts when
+    replay is on. Steps that cannot be placed: one round of the whole output."""
     s = run.served
     tr = Trace(prompt_len=len(s.prompt), backend="served", ended_by=s.finish)
     # steps that cannot be placed (starts None) zip to nothing: one round of the whole output
@@ -112,9 +108,8 @@ def served_trace(run: Run, tokenizer) -> Trace:
                                            round=r, at=st + a))
     tr.text = tokenizer.decode(s.ids, skip_special_tokens=True)
     spec = s.spec or {}
-    tr.metrics = {k: spec.get(k) for k in ("mean_acceptance_length", "draft_acceptance_rate",
-                                           "num_spec_steps", "num_accepted_draft_tokens",
-                                           "num_draft_tokens")}
+    tr.metrics = {k: spec.get(k) for k in ("mean_acceptance_length", "draft_acceptance_rate", "num_spec_steps",
+                                           "num_accepted_draft_tokens", "num_draft_tokens")}
     tr.metrics["new_tokens"] = len(s.ids)
     return tr
 
@@ -131,9 +126,8 @@ DEFINITIONS = {"vllm": "vLLM: mean acceptance length = 1 + accepted drafts / ste
 
 
 def summary(rep: dict, i: int = 0) -> str:
-    """One request's numbers as the page and the CLI say them: its tokens and why it stopped,
-    the prompt pass and the steps, the engine's mean acceptance length (and its accepted drafts
-    past the cut, which no token shown carries), the verdict against the reference."""
+    """One request's numbers as the page and the CLI say them: its tokens and why it stopped, the prompt pass and
+    the steps, the mean acceptance length (and accepted drafts past the cut), the verdict against the reference."""
     r, ref = rep["results"][i], rep["results"][i]["reference"]
     spec, n = r["metrics"]["speculative_decoding"] or {}, len(r["token_ids"])
     steps, acc = spec.get("num_spec_steps", 0), spec.get("num_accepted_draft_tokens", 0)

@@ -54,15 +54,13 @@ def never_drafted(runs: list[Run]) -> list:
     if not with_spec or any((r.served.spec.get("num_draft_tokens") or 0) > 0 for r in with_spec):
         return []
     n = sum(len(r.served.ids) for r in with_spec)
-    return [finding("spec_never_drafted", f"the engine drafted nothing over {len(with_spec)} "
-                    f"request(s) ({n} output tokens): speculative decoding was not exercised",
-                    "every request reports 0 draft tokens; a lossless output and a clean counter "
-                    "check say nothing about the drafter",
-                    cause="the drafter never ran: not configured for this model, a fallback to the "
-                    "target alone, an n-gram rule that found no match, or drafts disabled past a "
-                    "length", fix="check the server's --speculative-config and its log; audit with "
-                    "prompts the drafter can match (n-gram: repetitive text)",
-                    evidence={"requests": len(with_spec), "output_tokens": n})]
+    return [finding("spec_never_drafted", f"the engine drafted nothing over {len(with_spec)} request(s) ({n} "
+                    "output tokens): speculative decoding was not exercised", "every request reports 0 draft "
+                    "tokens; a lossless output and a clean counter check say nothing about the drafter",
+                    cause="the drafter never ran: not configured for this model, a fallback to the target alone, "
+                    "an n-gram rule that found no match, or drafts disabled past a length", fix="check the "
+                    "server's --speculative-config and its log; audit with prompts the drafter can match "
+                    "(n-gram: repetitive text)", evidence={"requests": len(with_spec), "output_tokens": n})]
 
 
 @check("numeric_divergence", "lossless_violation", scope="request", order=10)
@@ -89,24 +87,21 @@ def divergence(run: Run) -> list:
           "noise_before": round(noise, 6),
           "margin_served": round(s_row[got[i]] - s_row[ref[i]], 6) if ref[i] in s_row else None}
     if ref_gap is not None and ref_gap <= tol:
-        return [finding("numeric_divergence", f"{run.name}: the served output leaves the reference "
-                        f"at token {i} by numerics, not a bug",
-                        f"the reference's top-1 - top-2 margin there is {margin} (log-probs), within "
-                        f"what the two stacks disagree by on the {i} tokens before ({tol}): a near-tie "
-                        "flipped", cause="two implementations (kernels, batch widths) round "
-                        "differently; a near-tie can flip", fix="nothing to fix in the engine; compare "
-                        "more prompts, or in float32 on both sides", evidence=ev)]
-    return [finding("lossless_violation", f"{run.name}: the served greedy output is not the "
-                    f"reference's at token {i} (a confident divergence)",
-                    f"the engine gave token {got[i]} where the reference's greedy is {ref[i]} with a "
-                    f"top-1 - top-2 margin of {margin} log-probs"
+        return [finding("numeric_divergence", f"{run.name}: the served output leaves the reference at token {i} "
+                        f"by numerics, not a bug", f"the reference's top-1 - top-2 margin there is {margin} "
+                        f"(log-probs), within what the two stacks disagree by on the {i} tokens before ({tol}): a "
+                        "near-tie flipped", cause="two implementations (kernels, batch widths) round differently; a "
+                        "near-tie can flip", fix="nothing to fix in the engine; compare more prompts, or in float32 "
+                        "on both sides", evidence=ev)]
+    return [finding("lossless_violation", f"{run.name}: the served greedy output is not the reference's at "
+                    f"token {i} (a confident divergence)", f"the engine gave token {got[i]} where the reference's "
+                    f"greedy is {ref[i]} with a top-1 - top-2 margin of {margin} log-probs"
                     + ("" if ref_gap is not None else f" (token {got[i]} is not even its top-2)")
                     + f"; the two stacks agree within {tol} on the {i} tokens before",
-                    cause="speculation changed a greedy output: the acceptance rule, a corrupted "
-                    "draft/target cache, or a bonus token from the wrong position (vllm #41758)",
-                    fix="rerun the same prompt with speculation off on the same server; if that "
-                    "matches the reference, the spec path is at fault: report it with this prompt",
-                    evidence=ev)]
+                    cause="speculation changed a greedy output: the acceptance rule, a corrupted draft/target "
+                    "cache, or a bonus token from the wrong position (vllm #41758)", fix="rerun the same prompt "
+                    "with speculation off on the same server; if that matches the reference, the spec path is at "
+                    "fault: report it with this prompt", evidence=ev)]
 
 
 @check("spec_counters", scope="request", order=20)
@@ -140,12 +135,11 @@ def counters(run: Run) -> list:
             bad.append(f"output length {n} is shorter than the {least} tokens its steps commit")
     if not bad:
         return []
-    return [finding("spec_counters", f"{run.name}: the engine's speculative counters contradict "
-                    f"each other ({len(bad)} identit{'y' if len(bad) == 1 else 'ies'})", "; ".join(bad),
-                    cause="a counter zeroed, double-counted or left from another request (TensorRT-"
-                    "LLM #17082, tokenspeed #1443)", fix="trust the output, not the counters, until "
-                    "the engine's accounting is fixed; report the identities broken",
-                    evidence={"request": run.name, "broken": bad})]
+    return [finding("spec_counters", f"{run.name}: the engine's speculative counters contradict each other "
+                    f"({len(bad)} identit{'y' if len(bad) == 1 else 'ies'})", "; ".join(bad), cause="a counter "
+                    "zeroed, double-counted or left from another request (TensorRT-LLM #17082, tokenspeed #1443)",
+                    fix="trust the output, not the counters, until the engine's accounting is fixed; report the "
+                    "identities broken", evidence={"request": run.name, "broken": bad})]
 
 
 @check("not_judged", scope="run", order=90)
@@ -233,15 +227,12 @@ def replay(run: Run) -> list:
     if not off:
         return []
     first, lost = off[0], sum(max(0, o["replayed"] - o["engine"]) for o in off)
-    return [finding("replay_mismatch", f"{run.name}: {len(off)} step(s) accepted a count the exact "
-                    f"greedy rule does not give for {replay_name}'s drafts ({lost} token(s) the "
-                    f"declared drafter would have had accepted)",
-                    f"first: step {first['step']} (context {first['context']}) accepted "
-                    f"{first['engine']} where {replay_name}'s drafts {first['drafts']} match the "
-                    f"output for {first['replayed']}",
-                    cause="the engine ran another drafter than declared (or at other positions), "
-                    "or its acceptance is not the exact greedy rule",
-                    fix="check the drafter the server loaded (its log, --speculative-config) against "
-                    "the folder replayed; a drafter past its window drafts dummy tokens",
-                    evidence={"request": run.name, "steps": off[:20], "count": len(off),
-                              "tokens_lost": lost})]
+    return [finding("replay_mismatch", f"{run.name}: {len(off)} step(s) accepted a count the exact greedy rule "
+                    f"does not give for {replay_name}'s drafts ({lost} token(s) the declared drafter would have "
+                    f"had accepted)", f"first: step {first['step']} (context {first['context']}) accepted "
+                    f"{first['engine']} where {replay_name}'s drafts {first['drafts']} match the output for "
+                    f"{first['replayed']}", cause="the engine ran another drafter than declared (or at other "
+                    "positions), or its acceptance is not the exact greedy rule", fix="check the drafter the "
+                    "server loaded (its log, --speculative-config) against the folder replayed; a drafter past "
+                    "its window drafts dummy tokens",
+                    evidence={"request": run.name, "steps": off[:20], "count": len(off), "tokens_lost": lost})]

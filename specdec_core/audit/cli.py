@@ -13,23 +13,22 @@ def add_parser(sub):
     """The audit subparser; --backend / --prompt (the prompt ids' builder) and --fail-on are
     added by the CLI from `run`'s definitions."""
     p = sub.add_parser("audit", help="audit a served engine's speculative decoding (vLLM)")
-    p.add_argument("audio", nargs="*", help="audio files: their prompt ids are built by the "
-                   "backend and sent as ids (or --prompt TEXT)")
-    p.add_argument("--url", required=True, help="the served engine (OpenAI-compatible, e.g. "
-                   "`make cloud-spec`: http://127.0.0.1:8000)")
+    p.add_argument("audio", nargs="*", help="audio files: their prompt ids are built by the backend and sent as "
+                   "ids (or --prompt TEXT)")
+    p.add_argument("--url", required=True, help="the served engine (OpenAI-compatible, e.g. `make cloud-spec`: "
+                   "http://127.0.0.1:8000)")
     p.add_argument("--compare-url", metavar="URL_B", help="a second engine audited on the same prompts, side by "
                    "side: where outputs differ, acceptance by draft position, each engine's definitions")
     p.add_argument("--model", help="the served model's name (default: the one it serves)")
-    p.add_argument("--reference", default="local", help="local (the backend's cloud model, "
-                   "default) | URL of a server of the same model without speculation")
-    p.add_argument("--replay", metavar="DRAFT_DIR|ngram", help="re-run the declared drafter here "
-                   "(its folder, or vLLM's n-gram rule, min 1 max 3) and re-judge every step")
+    p.add_argument("--reference", default="local", help="local (the backend's cloud model, default) | URL of a "
+                   "server of the same model without speculation")
+    p.add_argument("--replay", metavar="DRAFT_DIR|ngram", help="re-run the declared drafter here (its folder, or "
+                   "vLLM's n-gram rule, min 1 max 3) and re-judge every step")
     p.add_argument("--max-tokens", type=int, default=48, help="tokens per request (default 48)")
-    p.add_argument("-n", type=int, default=1, help="sequences per request (default 1; vLLM "
-                   "reports speculative metrics for n = 1 only)")
-    p.add_argument("--stream", choices=("usage", "no-usage"), help="stream the completions, with "
-                   "or without stream_options.include_usage (vLLM sends the metrics on the usage "
-                   "chunk only)")
+    p.add_argument("-n", type=int, default=1, help="sequences per request (default 1; vLLM reports speculative "
+                   "metrics for n = 1 only)")
+    p.add_argument("--stream", choices=("usage", "no-usage"), help="stream the completions, with or without "
+                   "stream_options.include_usage (vLLM sends the metrics on the usage chunk only)")
     p.add_argument("--out", help="output JSON (- for stdout; default: none, the summary only)")
     return p
 
@@ -42,9 +41,9 @@ def cmd_audit(args) -> int:
     from specdec_core.decoding.config import DecodeConfig
 
     if args.max_tokens < 1 or args.n != 1:
-        raise UserError(f"--max-tokens {args.max_tokens}, n = {args.n}: a greedy audit asks one "
-                        "sequence (vLLM refuses n > 1 at temperature 0 and sends speculative "
-                        "metrics for n = 1 only) of at least 1 token; nothing was judged")
+        raise UserError(f"--max-tokens {args.max_tokens}, n = {args.n}: a greedy audit asks one sequence (vLLM "
+                        "refuses n > 1 at temperature 0 and sends speculative metrics for n = 1 only) of at least "
+                        "1 token; nothing was judged")
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()               # no "Loading weights" bar on the summary
