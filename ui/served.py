@@ -33,15 +33,13 @@ class ServedPanel:
     def __init__(self, live):
         self.knobs = live.panel
         with gr.Accordion("Served engine: audit a vLLM server's own speculative decoding", open=False):
-            self.url = cloud_url_widget("live-served-url", "served engine (vLLM with speculative decoding)",
-                                        info=HELP)
+            self.url = cloud_url_widget("live-served-url", "served engine (vLLM with speculative decoding)", info=HELP)
             self.replay = gr.Radio(list(REPLAY), value="none", label="replay the declared drafter",
                                    elem_id="live-served-replay")
             with gr.Row():
                 self.versus = gr.Radio(list(VERSUS), value=VERSUS[0], label="compare with",
                                        elem_id="live-served-versus")
-                self.url_b = cloud_url_widget("live-served-url-b", "second served engine (B)", visible=False,
-                                              info=HELP)
+                self.url_b = cloud_url_widget("live-served-url-b", "second served engine (B)", visible=False, info=HELP)
                 self.replay_b = gr.Radio(list(REPLAY), value="none", label="replay B's declared drafter",
                                          elem_id="live-served-replay-b", visible=False)
             self.btn = gr.Button("Audit the served engine", elem_id="live-served-run")
@@ -91,9 +89,8 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
                 acceptance_figure(None), findings_html(None), "", "")
     r = rep["results"][0]
     kind = "err" if any(f["severity"] == "error" for f in rep["findings"]) else "ok"
-    title = ("A: " if versus != VERSUS[0] else "") + f"Audited {Path(name).name} on {rep['engine']['url']}"
-    a = (status_html(kind, title, summary(rep)),
-         render_tokens(r["trace"]), acceptance_figure(rep), _findings(rep["findings"]))
+    a = (status_html(kind, f"{'A: ' * (versus != VERSUS[0])}Audited {Path(name).name} on {rep['engine']['url']}",
+                     summary(rep)), render_tokens(r["trace"]), acceptance_figure(rep), _findings(rep["findings"]))
     if versus == VERSUS[0]:
         return (*a, "", "")
     if ours:
@@ -118,8 +115,7 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
              + cmp["definitions"])
     side_b = (f'<div class="ss-diff-block"><h5>{esc(b[0])}</h5><div class="ss-note">{esc(b[2])}</div>'
               + render_tokens(b[1]) + b[3] + "</div>")
-    line = verdict(r["token_ids"], b[1].get("token_ids") or [], (r["reference"] or {}).get("token_ids"),
-                   backend.tokenizer)
+    line = verdict(r["token_ids"], b[1].get("token_ids") or [], (r["reference"] or {}).get("token_ids"), backend.tokenizer)
     return (*a, side_b, "".join(f'<div class="ss-note">{esc(x)}</div>' for x in [line, *b[4]])
             + char_diff_html(r["text"], b[1].get("text"), names=("A", "B")))
 

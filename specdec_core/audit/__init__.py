@@ -36,11 +36,11 @@ def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
     ref = reference_local(backend, ids, len(served.ids)) if reference == "local" else reference_served(
         reference, None, ids, len(served.ids))
     run = Run(name, served, *ref, rep=rep)
-    # steps back to back: a draft model's; an n-gram engine's placed by replaying its rule
+    # steps back to back are a draft model's, an n-gram engine's are placed by replaying its rule; counts that
+    # contradict the kind replayed: a misfit (replay_mismatch), placed as the counts allow
     placed = starts(run, None)
     run.starts = starts(run, rep) if rep is not None and rep.kind == "ngram" else placed
     if rep is not None and run.steps and run.starts is None and (placed is not None) == (rep.kind == "ngram"):
-        # the counts contradict the kind replayed: back to back is a draft model's, else an n-gram's
         run.misfit, run.starts = ("a draft model" if placed else "an n-gram rule"), placed
     if rep is not None and run.starts is not None and not run.misfit:
         run.replayed = [rep.propose(ids + served.ids[:s], d) for (_, d), s in zip(run.steps, run.starts)]
@@ -117,12 +117,12 @@ def served_trace(run: Run, tokenizer) -> Trace:
 NO_FINDINGS = ("No findings in what a served engine shows: its output against the reference, its counters and "
                "its acceptance by position were judged and none fired; what is inside it (caches, positions, "
                "the drafter's context) is not visible from outside")
-# what each engine's figures mean, said before a difference in figures is called one in behaviour
-DEFINITIONS = {"vllm": "vLLM: mean acceptance length = 1 + accepted drafts / steps (the step's own target token "
-                       "counted); its first token comes from the prompt pass, so its steps start one token after it; "
-                       "its counters include drafts accepted past a max_tokens cut",
-               "ours": "our decoder: mean acceptance length = 1 + accepted drafts / cloud calls, its first round "
-                       "drafting from the prompt itself (no prompt-pass token)"}
+DEFINITIONS = {  # what each engine's figures mean, said before a difference in figures is one in behaviour
+    "vllm": "vLLM: mean acceptance length = 1 + accepted drafts / steps (the step's own target token counted); its "
+            "first token comes from the prompt pass, so its steps start one token after it; its counters include "
+            "drafts accepted past a max_tokens cut",
+    "ours": "our decoder: mean acceptance length = 1 + accepted drafts / cloud calls, its first round drafting from "
+            "the prompt itself (no prompt-pass token)"}
 
 
 def summary(rep: dict, i: int = 0) -> str:

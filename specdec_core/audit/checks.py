@@ -173,9 +173,8 @@ def by_context(runs: list[Run]) -> list[dict]:
 
 @check("acceptance_collapse", scope="run", order=20)
 def collapsed(runs: list[Run]) -> list:
-    rep = next((r.rep for r in runs if r.rep is not None), None)
-    return collapse(by_context(runs), getattr(rep, "window", None),
-                    max((r.served.spec or {}).get("num_spec_tokens", 0) for r in runs))
+    window = next((r.rep.window for r in runs if r.rep is not None), None)
+    return collapse(by_context(runs), window, max((r.served.spec or {}).get("num_spec_tokens", 0) for r in runs))
 
 
 def collapse(rows: list[dict], window: int | None = None, k: int = 0) -> list:

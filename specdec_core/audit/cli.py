@@ -39,13 +39,12 @@ def cmd_audit(args) -> int:
     from specdec_core.audit.served import Engine
     from specdec_core.cli.commands import finish
     from specdec_core.decoding.config import DecodeConfig
+    from transformers.utils import logging as hf_logging
 
     if args.max_tokens < 1 or args.n != 1:
         raise UserError(f"--max-tokens {args.max_tokens}, n = {args.n}: a greedy audit asks one sequence (vLLM "
                         "refuses n > 1 at temperature 0 and sends speculative metrics for n = 1 only) of at least "
                         "1 token; nothing was judged")
-    from transformers.utils import logging as hf_logging
-
     hf_logging.disable_progress_bar()               # no "Loading weights" bar on the summary
     sides = [(u, m) for u, m in ((args.url, args.model), (args.compare_url, None)) if u]   # --model: A's
     for url, model in sides:
@@ -64,8 +63,8 @@ def cmd_audit(args) -> int:
     rep = reps[0]
     if len(reps) > 1:
         rep = dict(rep, compared_with=reps[1], comparison=compare(reps[0], reps[1], backend.tokenizer))
-        lines += [f"{x['audio']}: {x['verdict']}" for x in rep["comparison"]["requests"]]
-        lines += [f"  {d}" for d in rep["comparison"]["definitions"]]
+        lines += [f"{x['audio']}: {x['verdict']}" for x in rep["comparison"]["requests"]] + [
+            f"  {d}" for d in rep["comparison"]["definitions"]]
     print("\n".join(lines), file=sys.stderr)
     return finish(args, rep, [(x["engine"]["url"], x["findings"]) for x in reps], True)
 

@@ -1,10 +1,8 @@
-"""Acceptance that collapses from a position on (issue 48, item 3): the verified rounds from some
-output position to the end accept (almost) nothing, a drafter past its length limit (vllm
-#58080: dummy drafts verified every step) or one whose context broke there. Said with the
-position, the rounds that drafted for nothing and the forwards they cost. Read from the trace's
-rounds, so `record` and `run` alike, whatever the prompt type; a whole run below 30% only where
-a prompt type is declared (the built-in decoder's runs), as before. The position: the one
-change-point rule (analysis/changepoint.py), as the served-engine audit's."""
+"""Acceptance that collapses from a position on (issue 48, item 3): the verified rounds from some output position to
+the end accept (almost) nothing, a drafter past its length limit (vllm #58080: dummy drafts verified every step) or
+one whose context broke there; the position by the one change-point rule (analysis/changepoint.py), as the audit's.
+Said with the position, the rounds that drafted for nothing and the forwards they cost. Read from the trace's
+rounds, so `record` and `run` alike; a whole run below 30% only where a prompt type is declared, as before."""
 from __future__ import annotations
 
 from specdec_core.analysis.changepoint import change_point
