@@ -81,6 +81,12 @@ def test_a_served_engine_against_our_decoder_gives_the_same_text(client, draft):
     assert n_a == n_b > 8
     assert 'data-identical="1"' in got["verdict"] and "identical texts" in text(got["verdict"])
     assert f"Same output: A and B give the same {n_a} tokens" in text(got["verdict"])
+    # the counters and colours add up (issue 58.2-3): the cut said, the prompt pass's token not a bonus, no
+    # rejected-draft count where it is unknown without replay, vLLM's one-token offset said beside ours
+    assert "(finish: length)" in text(got["status"]) and "1 from the prompt pass" in text(got["status"])
+    assert 'data-source="prefill"' in got["tokens"] and "rejected draft" in text(got["tokens"])
+    assert "rejected draft 0" not in text(got["tokens"])
+    assert "its steps start one token after it" in text(got["verdict"]) and "our decoder:" in text(got["verdict"])
 
 
 def test_two_servers_the_defect_is_on_its_own_side(client, draft, ngram):  # noqa: F811

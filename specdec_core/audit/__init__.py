@@ -110,7 +110,7 @@ def served_trace(run: Run, tokenizer) -> Trace:
     spec = s.spec or {}
     tr.metrics = {k: spec.get(k) for k in ("mean_acceptance_length", "draft_acceptance_rate", "num_spec_steps",
                                            "num_accepted_draft_tokens", "num_draft_tokens")}
-    tr.metrics["new_tokens"] = len(s.ids)
+    tr.metrics["new_tokens"], tr.info["rejected_unknown"] = len(s.ids), not run.replayed   # no count without replay
     return tr
 
 

@@ -196,9 +196,8 @@ def collapse(rows: list[dict], window: int | None = None, k: int = 0) -> list:
                     "cache that stops updating", fix="use a drafter whose max_position_embeddings covers the "
                     "target's max_model_len, or cap the context the engine speculates over" + (
                         "" if sums else "; replay the drafter's folder to name its window"),
-                    evidence={"position": cut, **{x: cp[x] for x in ("rate_before", "rate_after", "steps_after",
-                                                                     "drafts_wasted")},
-                              "window": window, "window_arithmetic": sums, "alias": "acceptance_cliff"})]
+                    evidence={"position": cut, "window": window, "window_arithmetic": sums, "alias": "acceptance_cliff",
+                              **{x: cp[x] for x in ("rate_before", "rate_after", "steps_after", "drafts_wasted")}})]
 
 
 @check("replay_mismatch", scope="request", order=30)
