@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.audio.conditions import LENGTH_BANDS
-from specdec_core.evaluation.checklist import PUNCT_RANGE
+from specdec_core.evaluation.batch.checklist import PUNCT_RANGE
 from specdec_core.findings import from_json
 
 from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct
@@ -138,7 +138,7 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
 
 
 def speed_kind(sp: dict) -> str:
-    """What a speed-up over cloud-only (evaluation/speedup.py) may claim, checked in this order:
+    """What a speed-up over cloud-only (evaluation/bench/speedup.py) may claim, checked in this order:
     busy (not timed), lossy (the speed of a different output), above_bound (above what the
     acceptance allows: timing off), none (the spread covers 1.0), faster or slower. The card, the
     A/B table's cell and the colour of the verdict under the final text all read it."""

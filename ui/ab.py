@@ -9,7 +9,7 @@ import gradio as gr
 from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
-from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, speedup_words
+from specdec_core.evaluation.bench.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, speedup_words
 from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME

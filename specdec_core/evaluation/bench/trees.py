@@ -6,7 +6,7 @@ gather its slots (the decoder's way) or crop to the prefix and feed the path aga
 """
 from __future__ import annotations
 
-from specdec_core.evaluation.bench import RUNNERS, bench_config, decode_stats, ours, ratio, spread, time_jobs
+from specdec_core.evaluation.bench.run import RUNNERS, bench_config, decode_stats, ours, ratio, spread, time_jobs
 
 SHAPES = ("chain", "static", "dynamic")
 

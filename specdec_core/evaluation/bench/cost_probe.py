@@ -14,7 +14,7 @@ import torch
 
 from specdec_core.compat import forward_cache
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.cost_model import (FORMULA, Costs, cloud_token_time, conditional_acceptance,
+from specdec_core.evaluation.bench.cost_model import (FORMULA, Costs, cloud_token_time, conditional_acceptance,
                                                 predict_speedup, round_time, tokens_per_round)
 
 

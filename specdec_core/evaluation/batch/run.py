@@ -1,4 +1,4 @@
-"""Batch runs: clips (evaluation/manifest.py) x one or two configurations -> per-clip rows with
+"""Batch runs: clips (evaluation/batch/manifest.py) x one or two configurations -> per-clip rows with
 metrics and reference scores, a summary and the source notes' checklist per configuration,
 JSON/CSV export.
 
@@ -21,9 +21,9 @@ from typing import Iterator
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.trace import _finite
 from specdec_core.errors import UserError, first_line
-from specdec_core.evaluation.checklist import checklist, metric_values
-from specdec_core.evaluation.manifest import Clip
-from specdec_core.evaluation.scoring import per_label_accuracy, score_text, weighted_f1
+from specdec_core.evaluation.batch.checklist import checklist, metric_values
+from specdec_core.evaluation.batch.manifest import Clip
+from specdec_core.evaluation.batch.scoring import per_label_accuracy, score_text, weighted_f1
 
 # Metrics summarised per configuration (mean and median over ok clips).
 KEY_METRICS = ("new_tokens", "hanzi_count", "acceptance_rate", "mean_accepted_length", "cloud_calls",
@@ -137,7 +137,7 @@ class BatchResult:
             summary[name] = summarize(mine)
             checks[name] = checklist(mine, min_new_tokens=cfg.get("min_new_tokens", 16),
                                      prompt_type=cfg.get("prompt_type", "detailed"))
-        from specdec_core.evaluation.watch import by_label
+        from specdec_core.evaluation.batch.watch import by_label
 
         return cls(rows=rows, configs=configs, summary=summary, checklist=checks, backend=backend,
                    by_label=by_label(rows))

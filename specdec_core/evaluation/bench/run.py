@@ -13,7 +13,7 @@ from specdec_core.decoding import tree_round
 from specdec_core.decoding.baseline import cloud_only, id_criteria, stopper_for
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.cost_probe import CostProbe
+from specdec_core.evaluation.bench.cost_probe import CostProbe
 
 METHODS = ("cloud_only", "cloud_loop", "hf_assisted", "ours_traced", "ours_untraced")
 
@@ -232,9 +232,9 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
 
 def sample_prompts(backend, n: int = 0) -> list:
     from specdec_core.api import prepare
-    from specdec_core.evaluation.manifest import read_manifest
+    from specdec_core.evaluation.batch.manifest import read_manifest
 
-    manifest = Path(__file__).resolve().parents[2] / "sample_audio" / "manifest.csv"
+    manifest = Path(__file__).resolve().parents[3] / "sample_audio" / "manifest.csv"
     clips = read_manifest(manifest)
     if n:
         clips = clips[:n]

@@ -11,10 +11,10 @@ from contextlib import ExitStack, closing
 
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
-from specdec_core.evaluation.batch import BatchResult, failed_row, speaker_stats_for
-from specdec_core.evaluation.clouds import CloudPool
-from specdec_core.evaluation.edges import EdgeSession
-from specdec_core.evaluation.journal import Journal, row_key
+from specdec_core.evaluation.batch.run import BatchResult, failed_row, speaker_stats_for
+from specdec_core.evaluation.batch.clouds import CloudPool
+from specdec_core.evaluation.batch.edges import EdgeSession
+from specdec_core.evaluation.batch.journal import Journal, row_key
 
 ENGINES = ("local", "ray")
 
@@ -89,7 +89,7 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
         else:
             with ExitStack() as stack:
                 if edges is None:
-                    from specdec_core.evaluation.ray_engine import RayEdges
+                    from specdec_core.evaluation.batch.ray_engine import RayEdges
 
                     edges = stack.enter_context(RayEdges(spec, raw, workers, ray_address))
                     edges.warm(pool.up())

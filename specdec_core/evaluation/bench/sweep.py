@@ -7,8 +7,8 @@ import statistics
 from pathlib import Path
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.evaluation.cost_model import trace_speedup
-from specdec_core.evaluation.bench import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
+from specdec_core.evaluation.bench.cost_model import trace_speedup
+from specdec_core.evaluation.bench.run import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
                                            decode_stats, ours, predicted_speedup, ratio, time_jobs)
 
 DEFAULT_KS = tuple(range(1, 9))

@@ -8,7 +8,7 @@ import statistics
 from specdec_core.decoding.baseline import cloud_only
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.bench import time_jobs
+from specdec_core.evaluation.bench.run import time_jobs
 
 METHODS = ("local", "remote")
 
