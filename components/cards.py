@@ -139,13 +139,15 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
 
 def speed_kind(sp: dict) -> str:
     """What a speed-up over cloud-only (evaluation/bench/speedup.py) may claim, checked in this order:
-    busy (not timed), lossy (the speed of a different output), above_bound (above what the
-    acceptance allows: timing off), none (the spread covers 1.0), faster or slower. The card, the
+    busy (not timed), cloud_off (the cloud-only time it shares is off: another side is above its
+    bound), above_bound (above what the acceptance allows: timing off), lossy (the speed of a
+    different output), none (the spread covers 1.0), faster or slower. No ratio is shown against
+    a cloud-only time the page distrusts (issue 58). The card, the
     A/B table's cell and the colour of the verdict under the final text all read it."""
     if sp.get("verdict") == "busy":
         return "busy"
-    if sp.get("lossy") or sp.get("above_bound"):
-        return "lossy" if sp.get("lossy") else "above_bound"
+    if sp.get("cloud_off") or sp.get("above_bound") or sp.get("lossy"):
+        return next(k for k in ("cloud_off", "above_bound", "lossy") if sp.get(k))
     if sp.get("verdict") == "no measurable difference":
         return "none"
     return "faster" if sp.get("verdict") == "faster" else "slower"
@@ -168,6 +170,8 @@ def speed_card(sp: dict) -> str:
     label = "speed of a different output" if kind == "lossy" else term("speedup").label
     if kind == "busy":
         return _card(label, DASH, "machine busy: not timed (see the status line)", "", tip)
+    if kind == "cloud_off":
+        return _card(label, DASH, "cloud-only time off (the other side is above its bound): not shown", "warn", tip)
     if kind == "above_bound":
         return _card(label, DASH, f"above the {sp['bound']:.2f}× this acceptance allows: timing off, not shown",
                      "warn", tip)

@@ -346,6 +346,8 @@ def speedup_cell(sp: dict | None):
         return f"different output ({sp['speedup']:.2f}×)"
     if kind == "above_bound":
         return f"not shown (above {sp['bound']:.2f}×)"
+    if kind == "cloud_off":
+        return "not shown (cloud-only time off)"
     return {"busy": "not timed (machine busy)", "none": "no measurable difference"}.get(kind, sp["speedup"])
 
 
