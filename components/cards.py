@@ -140,14 +140,14 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
 def speed_kind(sp: dict) -> str:
     """What a speed-up over cloud-only (evaluation/bench/speedup.py) may claim, checked in this order:
     busy (not timed), cloud_off (the cloud-only time it shares is off: another side is above its
-    bound), above_bound (above what the acceptance allows: timing off), lossy (the speed of a
-    different output), none (the spread covers 1.0), faster or slower. No ratio is shown against
-    a cloud-only time the page distrusts (issue 58). The card, the
-    A/B table's cell and the colour of the verdict under the final text all read it."""
+    bound), lossy (the speed of a different output), above_bound (above what the acceptance
+    allows: timing off), none (the spread covers 1.0), faster or slower. No ratio is shown against
+    a cloud-only time the page distrusts (issue 58). The card, the A/B table's cell and the colour of the verdict under the final text all read it."""
     if sp.get("verdict") == "busy":
         return "busy"
-    if sp.get("cloud_off") or sp.get("above_bound") or sp.get("lossy"):
-        return next(k for k in ("cloud_off", "above_bound", "lossy") if sp.get(k))
+    for kind in ("cloud_off", "lossy", "above_bound"):
+        if sp.get(kind):
+            return kind
     if sp.get("verdict") == "no measurable difference":
         return "none"
     return "faster" if sp.get("verdict") == "faster" else "slower"

@@ -1,14 +1,71 @@
-"""Backend registry: name -> loader. Loaded backends are cached (models load once)."""
+"""Backend registry: a backend is one entry of REGISTRY (how to build it, where its two model
+folders are, which environment variables offer it, whether it reads audio). Loaded backends are
+cached (models load once)."""
 from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
+from typing import Callable
 
 from specdec_core.errors import BackendError, UserError
 from specdec_core.backends.base import Backend, PromptInputs  # noqa: F401
 
-BACKENDS = ("demo", "omni", "hf")
+
+
+def _demo(opts: dict):
+    from specdec_core.backends.demo import DemoBackend
+    return DemoBackend(**opts)
+
+
+def _demo_paths(opts: dict) -> tuple[str, str]:
+    from specdec_core.backends.demo import MODELS_DIR
+    root = Path(opts.get("models_dir") or MODELS_DIR)
+    return str(root / "edge"), str(root / "cloud")
+
+
+def _omni(opts: dict):
+    from specdec_core.backends.omni import OmniBackend
+    return OmniBackend(**opts)
+
+
+def _omni_paths(opts: dict) -> tuple[str, str]:
+    from specdec_core.backends.omni_loading import resolve_path
+    return (resolve_path(opts.get("edge_model"), "SPECSCOPE_EDGE_MODEL", "edge"),
+            resolve_path(opts.get("cloud_model"), "SPECSCOPE_CLOUD_MODEL", "cloud"))
+
+
+def _hf(opts: dict):
+    from specdec_core.backends.hf import HFBackend
+    edge, cloud = _hf_paths(opts)
+    return HFBackend(edge, cloud, **{k: v for k, v in opts.items() if k not in ("edge_model", "cloud_model")})
+
+
+def _hf_paths(opts: dict) -> tuple[str, str]:
+    from specdec_core.backends.hf import hf_paths
+    return hf_paths(opts)
+
+
+@dataclass(frozen=True)
+class Entry:
+    build: Callable[[dict], Backend]                # options -> the loaded backend
+    paths: Callable[[dict], tuple[str, str]]        # options -> (edge folder, cloud folder)
+    env: tuple[str, ...] = ()                       # all set: offered by available_backends
+    reads_audio: bool = True
+
+
+REGISTRY = {"demo": Entry(_demo, _demo_paths),
+            "omni": Entry(_omni, _omni_paths, ("SPECSCOPE_EDGE_MODEL", "SPECSCOPE_CLOUD_MODEL")),
+            "hf": Entry(_hf, _hf_paths, ("SPECSCOPE_HF_EDGE", "SPECSCOPE_HF_CLOUD"), reads_audio=False)}
+BACKENDS = tuple(REGISTRY)
+
+
+def entry(name: str) -> Entry:
+    if name not in REGISTRY:
+        raise BackendError(f"unknown backend {name!r}; choose from {', '.join(REGISTRY)}")
+    return REGISTRY[name]
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -30,17 +87,11 @@ def torch_dtype(name):
 
 def available_backends() -> list[str]:
     """Backends a user can pick now: demo always; omni/hf when models are configured."""
-    out = ["demo"]
-    if os.environ.get("SPECSCOPE_EDGE_MODEL") and os.environ.get("SPECSCOPE_CLOUD_MODEL"):
-        out.append("omni")
-    if os.environ.get("SPECSCOPE_HF_EDGE") and os.environ.get("SPECSCOPE_HF_CLOUD"):
-        out.append("hf")
-    return out
+    return [n for n, e in REGISTRY.items() if all(os.environ.get(v) for v in e.env)]
 
 
 def load_backend(name: str = "demo", **options) -> Backend:
-    if name not in BACKENDS:
-        raise BackendError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    entry(name)
     # One load at a time: from_pretrained is not thread-safe (an app warm-up thread racing a
     # request left a tied lm_head randomly initialised), and the cache must see one loader.
     if options.get("dtype") is not None:
@@ -65,19 +116,7 @@ def _load(name: str, options: tuple) -> Backend:
     pairs.versions.warn_if_untested()
     if "dtype" in opts:
         opts["dtype"] = torch_dtype(opts["dtype"])
-    if name == "hf":
-        from specdec_core.backends.hf import HFBackend, hf_paths
-
-        edge, cloud = hf_paths(opts)
-        backend = HFBackend(edge, cloud, **{k: v for k, v in opts.items() if k not in ("edge_model", "cloud_model")})
-    elif name == "demo":
-        from specdec_core.backends.demo import DemoBackend
-
-        backend = DemoBackend(**opts)
-    else:
-        from specdec_core.backends.omni import OmniBackend
-
-        backend = OmniBackend(**opts)
+    backend = entry(name).build(opts)
     backend.pair_check = report
     return backend
 

@@ -52,12 +52,11 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
         raise UserError("no clips to run")
     rows, total = [], len(clips) * len(configs)
     norms = speaker_stats_for(backend, clips)
-    for clip, (cname, cfg) in product(clips, configs.items()):
-        if cancel is not None and cancel.is_set():
-            break
-        row = _run_one(backend, clip, cname, cfg, cancel, norms.get(clip.speaker))
-        if cancel is not None and cancel.is_set():
-            break                 # the clip was cut short: not a result
+
+    def one(job):
+        clip, (cname, cfg) = job
+        return _run_one(backend, clip, cname, cfg, cancel, norms.get(clip.speaker))
+    for _, row in run_rows(product(clips, configs.items()), one, cancel):
         rows.append(row)
         yield {"type": "progress", "done": len(rows), "total": total, "row": row}
     result = BatchResult.from_rows(rows, {k: c.to_dict() for k, c in configs.items()},
@@ -66,11 +65,26 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
     yield {"type": "done", "result": result}
 
 
+def run_rows(jobs, run_one, cancel: threading.Event | None = None) -> Iterator[tuple]:
+    """The batch's one row loop, for both paths (iter_batch, and scale.run_batch_dir's local
+    engine): (job, row) per job in order. Setting `cancel` ends it before the next job, and drops
+    the row in flight (cut short: not a result)."""
+    for job in jobs:
+        if cancel is not None and cancel.is_set():
+            return
+        row = run_one(job)
+        if cancel is not None and cancel.is_set():
+            return
+        yield job, row
+
+
 def speaker_stats_for(backend, clips: list[Clip]) -> dict:
     """Per-speaker prosody statistics when the manifest names speakers (audio/speakers.py), for
     backends that read prosody from the audio. `backend`: a loaded backend or a backend name."""
     named = [(c.speaker, c.path) for c in clips if c.speaker and not c.error]
-    reads_prosody = (backend in ("demo", "omni") if isinstance(backend, str)
+    from specdec_core.backends import REGISTRY
+
+    reads_prosody = (backend in REGISTRY and REGISTRY[backend].reads_audio if isinstance(backend, str)
                      else getattr(backend, "needs_audio", False))
     if not named or not reads_prosody:
         return {}

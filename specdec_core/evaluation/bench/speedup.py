@@ -85,7 +85,7 @@ def speedup_words(sp: dict) -> str:
         return ("output differs from cloud-only; " if sp.get("lossy") else "") + busy_words(sp)
     if sp.get("cloud_off"):
         return CLOUD_OFF_WORDS
-    if sp.get("lossy") and not sp.get("above_bound"):
+    if sp.get("lossy"):
         return f"speed of a different output: {sp['speedup']:.2f}× cloud-only's ({rng}); not a speed-up"
     if sp.get("above_bound"):
         return (f"not shown: {sp['speedup']:.2f}× is above the {sp['bound']:.2f}× this acceptance allows "
