@@ -40,6 +40,8 @@ def times_cloud(choice: str, bases: list, runs: list) -> bool:
         return choice == "on" and any(bases)
     cloud = max(b.get("wall_s") or 0.0 for b in bases if b)
     return cloud <= max((r.live.trace.get("metrics") or {}).get("wall_s") or 0.0 for r in runs)
+
+
 # One click, two configurations: A's knobs with these changes on each side (issue 34: chain vs
 # tree; issue 35: the edge model vs the head drafting).
 AB_PRESETS = {
@@ -207,7 +209,7 @@ class ABTab:
     def run(self, request: gr.Request, sample, audio, backend_name, reference_on, *values):
         try:   # values: A's and B's knobs, then (from the page) the time-cloud-only choice
             n = 2 * len(self.panel_a.inputs)
-            values, time_cloud = values[:n], (values[n:] or ("auto",))[0]
+            values, time_cloud = values[:n], (values[n:] or (None,))[0] or "auto"
             cfg_a, cfg_b = self._configs(values)
             src, name = common.resolve_audio(sample, audio)
             backend = common.get_backend(backend_name)
@@ -225,7 +227,8 @@ class ABTab:
                 yield self._pack(status_html("run", f"Timing A, B{' and cloud-only' if timed else ''}: "
                                              f"{REPEATS} quiet repeats each, interleaved…", "", ctx))
             samples = time_repeats(runs, session, bases if timed else (None, None))
-            yield self._finished(runs, bases, samples, name, ctx, untimed=any(bases) and not timed)
+            untimed = UNTIMED_WORDS[time_cloud] if any(bases) and not timed else ""
+            yield self._finished(runs, bases, samples, name, ctx, untimed)
         except Exception as e:  # noqa: BLE001 - keep the page usable
             msg = common.failure(e, toast=True)
             yield self._cleared(status_html("err", "Could not run", msg), [v.cleared() for v in self.views])
@@ -256,12 +259,12 @@ class ABTab:
                         else runs[1].run_baseline())
         return bases
 
-    def _finished(self, runs, bases, samples, name, ctx, untimed: bool = False) -> list:
+    def _finished(self, runs, bases, samples, name, ctx, untimed: str = "") -> list:
         ta, tb = runs[0].live.trace, runs[1].live.trace
         sps = side_speedups(runs, bases, samples)
         detail = pair_detail(ta, tb, sps, busy_line(sps, samples[0] if samples else None))
         if untimed:
-            detail += f" · {UNTIMED_WORDS}"
+            detail += f" · {untimed}"
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
         rows, timings = timing_rows(sps, samples[0] if samples else [None, None])
@@ -277,8 +280,9 @@ class ABTab:
             [r.findings_html() for r in runs])
 
 
-UNTIMED_WORDS = ("cloud-only not timed (one cloud-only decode costs more than a side's; "
-                 "'time cloud-only too: on' gives the speed-up)")
+UNTIMED_WORDS = {"auto": "cloud-only not timed: one cloud-only decode costs more than a side's "
+                         "('time cloud-only too: on' gives the speed-up)",
+                 "off": "cloud-only not timed ('time cloud-only too: off'): no speed-up"}
 
 
 def busy_line(sps: list, decode: list | None) -> str:

@@ -77,7 +77,7 @@ def load_side(path: str, role: str) -> Side:
 
 def backend_paths(name: str, options: dict) -> tuple[str, str]:
     """(edge folder, cloud folder) the backend `name` would load with these options."""
-    from specdec_core.backends import entry
+    from specdec_core.backends.registry import entry
 
     return entry(name).paths(options)
 

@@ -82,7 +82,7 @@ def speaker_stats_for(backend, clips: list[Clip]) -> dict:
     """Per-speaker prosody statistics when the manifest names speakers (audio/speakers.py), for
     backends that read prosody from the audio. `backend`: a loaded backend or a backend name."""
     named = [(c.speaker, c.path) for c in clips if c.speaker and not c.error]
-    from specdec_core.backends import REGISTRY
+    from specdec_core.backends.registry import REGISTRY
 
     reads_prosody = (backend in REGISTRY and REGISTRY[backend].reads_audio if isinstance(backend, str)
                      else getattr(backend, "needs_audio", False))
