@@ -10,6 +10,7 @@ from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
 from specdec_core.evaluation.bench.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, speedup_words
+from specdec_core.evaluation.bench.stats import paired
 from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
@@ -306,8 +307,7 @@ def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
     if all(samples):
         timings["decode_s"] = tuple(samples)
         if all(sps):
-            timings["speedup"] = tuple([c / x for c, x in zip(sp["cloud_samples"], sp["decode_samples"])]
-                                       for sp in sps)
+            timings["speedup"] = tuple(paired(sp["cloud_samples"], sp["decode_samples"]) for sp in sps)
             timings["cloud_only_s"] = tuple(sp["cloud_samples"] for sp in sps)
         for key, (sa, sb) in timings.items():   # the speed-up as the cards say it: median over median
             rows.append((key, *([speedup_cell(sp) for sp in sps] if key == "speedup" else
