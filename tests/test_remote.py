@@ -21,8 +21,8 @@ from specdec_core.backends import load_backend
 from specdec_core.decoding.baseline import cloud_only
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.batch import iter_batch
-from specdec_core.evaluation.manifest import read_manifest
+from specdec_core.evaluation.batch.run import iter_batch
+from specdec_core.evaluation.batch.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "sample_audio" / "manifest.csv"
@@ -193,7 +193,7 @@ def test_two_cloud_urls_share_the_rows_and_one_that_dies_costs_its_row_only(serv
     a resume runs that one row again."""
     from tcp_forward import Forwarder
 
-    from specdec_core.evaluation.scale import run_batch_dir
+    from specdec_core.evaluation.batch.scale import run_batch_dir
 
     fwd = Forwarder(int(server.url.rsplit(":", 1)[1]), die_after=20)
     clips = read_manifest(MANIFEST)[:8]

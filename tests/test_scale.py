@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.evaluation.journal import read_rows
-from specdec_core.evaluation.manifest import read_manifest
-from specdec_core.evaluation.scale import run_batch_dir
+from specdec_core.evaluation.batch.journal import read_rows
+from specdec_core.evaluation.batch.manifest import read_manifest
+from specdec_core.evaluation.batch.scale import run_batch_dir
 
 ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
 
@@ -193,7 +193,7 @@ def test_a_worker_that_dies_costs_its_row_only(tmp_path):
     """SIGKILL the process of a Ray actor while it decodes a row: one row per death fails with a
     one-line error marked retry, Ray restarts the worker, every other row is ok and equal to the local
     engine's; a resume runs the failed rows only."""
-    from specdec_core.evaluation.ray_engine import RayEdges
+    from specdec_core.evaluation.batch.ray_engine import RayEdges
 
     clips = read_manifest(SAMPLES / "manifest.csv")[:8]
     cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)

@@ -19,10 +19,10 @@ from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
 from specdec_core.decoding.faults import FAULTS
 from specdec_core.errors import UserError
-from specdec_core.evaluation.edges import backend_spec
-from specdec_core.evaluation.manifest import read_manifest
-from specdec_core.evaluation import watch
-from specdec_core.evaluation.scale import run_batch_dir
+from specdec_core.evaluation.batch.edges import backend_spec
+from specdec_core.evaluation.batch.manifest import read_manifest
+from specdec_core.evaluation.batch import watch
+from specdec_core.evaluation.batch.scale import run_batch_dir
 from specdec_core.pairs import warning_lines
 
 
