@@ -38,3 +38,14 @@ def tok():
     from tiny import char_tokenizer
 
     return char_tokenizer()
+
+
+def pytest_sessionfinish(session):
+    """The run's controller (or a run without xdist) stops the servers the test files shared
+    (tests/cloud_server.shared_server): after every worker is done with them."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from cloud_server import stop_shared
+
+    for url in stop_shared():
+        print(f"\nstopped the shared cloud server at {url}")
