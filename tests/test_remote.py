@@ -81,10 +81,7 @@ def want(local, prompts):
 
 
 def cli(*args, env=None):
-    # one torch thread, as in this process (conftest.py): two threads on two busy cores spin
-    # against each other (the CLI's tokens do not depend on it: float32, greedy)
-    env = {"SPECSCOPE_CLOUD_TIMEOUT": str(TIMEOUT_S), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           **(env or os.environ)}
+    env = {"SPECSCOPE_CLOUD_TIMEOUT": str(TIMEOUT_S), **(env or os.environ)}   # one torch thread: conftest.py
     return subprocess.run([sys.executable, "-m", "specdec_core", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=1800, env=env)
 
