@@ -52,3 +52,27 @@ def pytest_sessionfinish(session):
 
     for url in stop_shared():
         print(f"\nstopped the shared cloud server at {url}")
+
+
+# Test files that take minutes: vLLM servers, Ray clusters, a browser. With `-n 2 --dist loadfile`
+# a file runs whole on one worker, and xdist would hand files out most-tests-first, which leaves
+# these few-test, many-minute files to the end: one worker then runs them alone while the other
+# has nothing left. Handed out longest first instead (xdist's own reordering off).
+MINUTES = {"test_remote.py": 4, "test_scale.py": 3, "test_audit.py": 2, "test_served_ab.py": 2}
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):          # pytest-xdist installed
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    count: dict = {}
+    for it in items:
+        count[it.path] = count.get(it.path, 0) + 1
+    browser = {it.path for it in items if it.get_closest_marker("browser")}
+
+    def weight(path):
+        return (MINUTES.get(path.name, 1 if path in browser else 0), count[path])
+    items.sort(key=lambda it: weight(it.path), reverse=True)      # stable: a file's order kept
