@@ -175,6 +175,21 @@ def run_id() -> str:
     return os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
 
 
+def _owner() -> int:
+    """The run's controller: the xdist worker's parent, or this process."""
+    return os.getppid() if "PYTEST_XDIST_WORKER" in os.environ else os.getpid()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 class _Lock:
     """An exclusive file lock under SHARED (held across processes; released on exit or crash)."""
 
@@ -222,21 +237,25 @@ def shared_server(key: str, make_args: tuple = ("cloud",)) -> "CloudServer":
         build_venv()
         srv = CloudServer(SHARED, make_args)
         srv.start()
-        info_path.write_text(json.dumps({"run": run_id(), "make_args": list(make_args), "url": srv.url,
+        info_path.write_text(json.dumps({"run": run_id(), "owner": _owner(), "make_args": list(make_args), "url": srv.url,
                                          "port": srv.port, "pgid": srv.proc.pid,
                                          "start_s": srv.start_s[-1]}))
         print(f"cloud server {key} ({' '.join(make_args)}) ready in {srv.start_s[-1]:.0f} s at {srv.url}")
         return srv
 
 
-def stop_shared() -> list[str]:
-    """Stop every shared server (the controller, at the session's end): what it stopped."""
+def stop_shared(left_only: bool = False) -> list[str]:
+    """Stop every shared server (the controller, at the session's end), or `left_only` those
+    whose run's controller is gone (at the session's start): the URLs it stopped. Two runs at
+    once in one checkout do not share (the second takes the first's servers over)."""
     stopped = []
     for info_path in sorted(SHARED.glob("server-*.json")):
         with _Lock(info_path.stem):
             try:
                 info = json.loads(info_path.read_text())
             except (OSError, ValueError):
+                continue
+            if left_only and info.get("owner") and _alive(info["owner"]):
                 continue
             CloudServer.attach(info).stop()
             info_path.unlink(missing_ok=True)

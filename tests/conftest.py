@@ -43,9 +43,17 @@ def tok():
     return char_tokenizer()
 
 
+def pytest_sessionstart(session):
+    """The run's controller (or a run without xdist) stops shared servers a killed run left."""
+    if not hasattr(session.config, "workerinput"):
+        from cloud_server import stop_shared
+
+        stop_shared(left_only=True)
+
+
 def pytest_sessionfinish(session):
-    """The run's controller (or a run without xdist) stops the servers the test files shared
-    (tests/cloud_server.shared_server): after every worker is done with them."""
+    """... and stops the servers the test files shared (tests/cloud_server.shared_server) once
+    every worker is done with them."""
     if hasattr(session.config, "workerinput"):
         return
     from cloud_server import stop_shared
