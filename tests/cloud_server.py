@@ -244,6 +244,15 @@ def shared_server(key: str, make_args: tuple = ("cloud",)) -> "CloudServer":
         return srv
 
 
+def use_shared(key: str):
+    """Hold `key`'s servers for one test: tests of two files (two xdist workers) never send them
+    requests at the same time. vLLM batches concurrent requests, and the audit's exact replay
+    holds a request's drafts to what the drafter proposes for it alone: with test_served_ab.py's
+    requests beside them (its contexts run past the drafter's window), test_audit.py's clean run
+    once saw a replay_mismatch (1 run of 1, 2 cores at load ~25)."""
+    return _Lock(f"use-{key}")
+
+
 def stop_shared(left_only: bool = False) -> list[str]:
     """Stop every shared server (the controller, at the session's end), or `left_only` those
     whose run's controller is gone (at the session's start): the URLs it stopped. Two runs at

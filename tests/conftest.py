@@ -43,6 +43,19 @@ def tok():
     return char_tokenizer()
 
 
+@pytest.fixture(autouse=True)
+def _one_test_at_a_time_on_shared_servers(request):
+    """A test that uses the shared cloud-spec servers (tests/test_audit.py's `servers`, also
+    tests/test_served_ab.py's) has them to itself while it runs (cloud_server.use_shared)."""
+    if "servers" not in request.fixturenames:
+        yield
+        return
+    from cloud_server import use_shared
+
+    with use_shared("cloud-spec"):
+        yield
+
+
 def pytest_sessionstart(session):
     """The run's controller (or a run without xdist) stops shared servers a killed run left."""
     if not hasattr(session.config, "workerinput"):
