@@ -66,10 +66,9 @@ RAY_BIN = str(Path(sys.executable).with_name("ray"))
 @pytest.fixture(scope="module")
 def cluster():
     """One `ray start --head` for the module (what a user runs on the head node; a start is
-    tens of seconds on a busy machine): every test but the killed batch's (whose CLI starts a Ray
-    of its own, to see it go down with it) joins it, the CLI with --ray-address, this process
-    through RayEdges(address=...). Stopped at the module's end by ending its own process group,
-    never `ray stop` (that takes every Ray on the machine, another xdist worker's too)."""
+    tens of seconds on a busy machine): the tests that join a cluster share it. Stopped at the
+    module's end by ending its own process group, never `ray stop` (that takes every Ray on the
+    machine, another xdist worker's too)."""
     port = _free_port()
     env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
     start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "2",
@@ -234,7 +233,7 @@ def _config_b(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_worker_that_dies_costs_its_row_only(tmp_path, cluster):
+def test_a_worker_that_dies_costs_its_row_only(tmp_path):
     """SIGKILL the process of a Ray actor while it decodes a row: one row per death fails with a
     one-line error marked retry, Ray restarts the worker, every other row is ok and equal to the local
     engine's; a resume runs the failed rows only."""
@@ -245,7 +244,7 @@ def test_a_worker_that_dies_costs_its_row_only(tmp_path, cluster):
     local, _ = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "local")
     want = {r["name"]: r["token_ids"] for r in local.rows}
     killed: list[str] = []
-    with RayEdges(SPEC, {"A": cfg.to_dict()}, workers=2, address=cluster["address"]) as edges:
+    with RayEdges(SPEC, {"A": cfg.to_dict()}, workers=2) as edges:
         edges.warm()
 
         def on_row(ev):
@@ -313,7 +312,7 @@ def test_batch_usage_errors_are_one_line_and_exit_2(tmp_path, args, needle):
 
 
 @pytest.mark.parametrize("engine", ["local", "ray"])
-def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine, request):
+def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
     """Setting `cancel` after the first row (the Batch tab's Stop button): no further row is
     started, rows in flight are dropped (not journalled half-done), and a resume runs exactly
     the rest, with no duplicate lines."""
@@ -330,9 +329,8 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine, request
             cancel.set()
 
     workers = 2 if engine == "ray" else None
-    address = request.getfixturevalue("cluster")["address"] if engine == "ray" else None
     res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path, engine=engine, workers=workers,
-                             ray_address=address, on_row=on_row, cancel=cancel)
+                             on_row=on_row, cancel=cancel)
     assert 1 <= len(res.rows) < len(clips) and ran == len(res.rows)
     assert [r["name"] for r in res.rows] == [c.name for c in clips if c.name in seen]
     assert keys_of(jsonl_lines(tmp_path)) == [(n, "A") for n in seen]
