@@ -253,10 +253,11 @@ def use_shared(key: str):
     return _Lock(f"use-{key}")
 
 
-def stop_shared(left_only: bool = False) -> list[str]:
-    """Stop every shared server (the controller, at the session's end), or `left_only` those
-    whose run's controller is gone (at the session's start): the URLs it stopped. Two runs at
-    once in one checkout do not share (the second takes the first's servers over)."""
+def stop_shared(owner: int | None = None) -> list[str]:
+    """Stop the shared servers of the run whose controller is `owner` (at its session's end)
+    and those whose run's controller is gone (a killed run's, also at a session's start): the
+    URLs it stopped. Two runs at once in one checkout each keep theirs running; they do not
+    share (the second to ask for a configuration takes its port file over)."""
     stopped = []
     for info_path in sorted(SHARED.glob("server-*.json")):
         with _Lock(info_path.stem):
@@ -264,7 +265,7 @@ def stop_shared(left_only: bool = False) -> list[str]:
                 info = json.loads(info_path.read_text())
             except (OSError, ValueError):
                 continue
-            if left_only and info.get("owner") and _alive(info["owner"]):
+            if info.get("owner") != owner and info.get("owner") and _alive(info["owner"]):
                 continue
             CloudServer.attach(info).stop()
             info_path.unlink(missing_ok=True)

@@ -61,7 +61,7 @@ def pytest_sessionstart(session):
     if not hasattr(session.config, "workerinput"):
         from cloud_server import stop_shared
 
-        stop_shared(left_only=True)
+        stop_shared()
 
 
 def pytest_sessionfinish(session):
@@ -71,7 +71,7 @@ def pytest_sessionfinish(session):
         return
     from cloud_server import stop_shared
 
-    for url in stop_shared():
+    for url in stop_shared(os.getpid()):
         print(f"\nstopped the shared cloud server at {url}")
 
 
