@@ -9,8 +9,9 @@ tail when it does not come up.
 file and xdist worker that asks for it (the suite's time on a busy machine is mostly server
 start-up). The first caller starts it under a file lock and writes its port file under
 test-artifacts/cloud-shared/; later callers, in any process of the same run, reuse it while it
-answers. The run's controller stops them all at the session's end (conftest.py); a server left
-by another (crashed) run is stopped and started afresh.
+answers. The run's controller stops them at the session's end (conftest.py), and servers a
+killed run left (its controller gone) at the next session's start or end. Each test holds them
+alone while it runs (use_shared). Port files and model folders are per run.
 """
 from __future__ import annotations
 
@@ -207,37 +208,32 @@ class _Lock:
 
 
 def shared_dir(name: str, build) -> Path:
-    """SHARED/<name>, built once per run by `build(path)` (a model folder a shared server
-    serves): rebuilt when another run left it, never while this run's servers use it."""
-    path = SHARED / name
+    """test-artifacts/cloud-shared/run-<run>/<name>, built once per run by `build(path)` (a model
+    folder a shared server serves); clean_shared() removes those of past runs."""
+    path = SHARED / f"run-{run_id()}" / name
     with _Lock(f"dir-{name}"):
-        stamp = path / ".specscope-run"
-        if not (stamp.is_file() and stamp.read_text() == run_id()):
-            if path.exists():
-                import shutil
-
-                shutil.rmtree(path)
+        if not path.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)
             build(path)
-            stamp.write_text(run_id())
     return path
 
 
 def shared_server(key: str, make_args: tuple = ("cloud",)) -> "CloudServer":
     """The run's one server for `make_args` (see the module's doc). The caller must not stop it."""
-    info_path = SHARED / f"server-{key}.json"
-    with _Lock(f"server-{key}"):
+    name = f"server-{key}-{run_id()}"
+    info_path = SHARED / f"{name}.json"
+    with _Lock(name):
         if info_path.is_file():
-            info = json.loads(info_path.read_text())
-            srv = CloudServer.attach(info)
-            if info["run"] == run_id() and info["make_args"] == list(make_args) and srv.ready():
+            srv = CloudServer.attach(json.loads(info_path.read_text()))
+            if srv.ready():
                 print(f"cloud server {key} shared at {srv.url} (started by another test file)")
                 return srv
-            srv.stop()                       # another run's, or one that died: start afresh
+            srv.stop()                                  # it died: start it afresh
             info_path.unlink()
         build_venv()
         srv = CloudServer(SHARED, make_args)
         srv.start()
-        info_path.write_text(json.dumps({"run": run_id(), "owner": _owner(), "make_args": list(make_args), "url": srv.url,
+        info_path.write_text(json.dumps({"owner": _owner(), "make_args": list(make_args), "url": srv.url,
                                          "port": srv.port, "pgid": srv.proc.pid,
                                          "start_s": srv.start_s[-1]}))
         print(f"cloud server {key} ({' '.join(make_args)}) ready in {srv.start_s[-1]:.0f} s at {srv.url}")
@@ -256,8 +252,8 @@ def use_shared(key: str):
 def stop_shared(owner: int | None = None) -> list[str]:
     """Stop the shared servers of the run whose controller is `owner` (at its session's end)
     and those whose run's controller is gone (a killed run's, also at a session's start): the
-    URLs it stopped. Two runs at once in one checkout each keep theirs running; they do not
-    share (the second to ask for a configuration takes its port file over)."""
+    URLs it stopped. Two runs at once in one checkout each have their own (port files are per
+    run)."""
     stopped = []
     for info_path in sorted(SHARED.glob("server-*.json")):
         with _Lock(info_path.stem):
@@ -271,3 +267,12 @@ def stop_shared(owner: int | None = None) -> list[str]:
             info_path.unlink(missing_ok=True)
             stopped.append(info["url"])
     return stopped
+
+
+def clean_shared(max_age_s: float = 6 * 3600) -> None:
+    """Remove the shared folders of runs older than `max_age_s` (at a session's start)."""
+    import shutil
+
+    for d in SHARED.glob("run-*"):
+        if time.time() - d.stat().st_mtime > max_age_s:
+            shutil.rmtree(d, ignore_errors=True)

@@ -59,9 +59,10 @@ def _one_test_at_a_time_on_shared_servers(request):
 def pytest_sessionstart(session):
     """The run's controller (or a run without xdist) stops shared servers a killed run left."""
     if not hasattr(session.config, "workerinput"):
-        from cloud_server import stop_shared
+        from cloud_server import clean_shared, stop_shared
 
         stop_shared()
+        clean_shared()
 
 
 def pytest_sessionfinish(session):
