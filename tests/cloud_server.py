@@ -270,9 +270,10 @@ def stop_shared(owner: int | None = None) -> list[str]:
 
 
 def clean_shared(max_age_s: float = 6 * 3600) -> None:
-    """Remove the shared folders of runs older than `max_age_s` (at a session's start)."""
+    """Remove the shared folders, lock files and server logs of runs older than `max_age_s`
+    (at a session's start)."""
     import shutil
 
-    for d in SHARED.glob("run-*"):
+    for d in [*SHARED.glob("run-*"), *SHARED.glob("server-*-*.lock"), *SHARED.glob("cloud-*.log")]:
         if time.time() - d.stat().st_mtime > max_age_s:
-            shutil.rmtree(d, ignore_errors=True)
+            shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
