@@ -66,9 +66,11 @@ RAY_BIN = str(Path(sys.executable).with_name("ray"))
 @pytest.fixture(scope="module")
 def cluster():
     """One `ray start --head` for the module (what a user runs on the head node; a start is
-    tens of seconds on a busy machine): the tests that join a cluster share it. Stopped at the
-    module's end by ending its own process group, never `ray stop` (that takes every Ray on the
-    machine, another xdist worker's too)."""
+    tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it;
+    the killed batch's CLI keeps a Ray of its own (it checks that Ray goes down with it), and
+    this process's RayEdges a local one (joining from here was refused: "Failed to connect").
+    Stopped at the module's end by ending its own process group, never `ray stop` (that takes
+    every Ray on the machine, another xdist worker's or another run's too)."""
     port = _free_port()
     env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
     start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "2",
