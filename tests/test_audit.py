@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cloud_server import CloudServer, build_venv, free_port
+from cloud_server import free_port, shared_dir, shared_server
 from specdec_core.api import prepare
 from specdec_core.audit import audit, checks
 from specdec_core.backends import load_backend
@@ -28,33 +28,28 @@ pytestmark = [pytest.mark.cloud, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
-def drafter(tmp_path_factory):
-    """The demo edge with a window shorter than the contexts it will be asked to draft for."""
-    d = tmp_path_factory.mktemp("drafter") / "edge72"
-    shutil.copytree(ROOT / "specdec_core" / "demo" / "models" / "edge", d)
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["max_position_embeddings"] = WINDOW
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
+def drafter():
+    """The demo edge with a window shorter than the contexts it will be asked to draft for
+    (one folder per test run, shared with the draft-model server that serves it)."""
+    def build(d):
+        shutil.copytree(ROOT / "specdec_core" / "demo" / "models" / "edge", d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["max_position_embeddings"] = WINDOW
+        (d / "config.json").write_text(json.dumps(cfg))
+    return shared_dir("edge72", build)
 
 
 @pytest.fixture(scope="module")
-def servers(artifacts, drafter):
-    """Both servers, started side by side (a start is mostly waiting: the suite's time)."""
+def servers(drafter):
+    """Both servers, started side by side (a start is mostly waiting: the suite's time), once
+    per test run: tests/test_served_ab.py and any worker get the same two (cloud_server.py)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    build_venv()
-    srvs = {"draft": CloudServer(artifacts, ("cloud-spec", "SPEC=draft", f"SPEC_DRAFT={drafter}")),
-            "ngram": CloudServer(artifacts, ("cloud-spec", "SPEC=ngram"))}
-    try:
-        with ThreadPoolExecutor(2) as ex:
-            list(ex.map(lambda s: s.start(), srvs.values()))
-        for name, srv in srvs.items():
-            print(f"cloud-spec SPEC={name} ready in {srv.start_s[-1]:.0f} s at {srv.url}")
-        yield srvs
-    finally:
-        for srv in srvs.values():
-            srv.stop()
+    args = {"draft": ("cloud-spec", "SPEC=draft", f"SPEC_DRAFT={drafter}"),
+            "ngram": ("cloud-spec", "SPEC=ngram")}
+    with ThreadPoolExecutor(2) as ex:
+        srvs = dict(zip(args, ex.map(lambda kv: shared_server(*kv), args.items())))
+    return srvs
 
 
 @pytest.fixture(scope="module")

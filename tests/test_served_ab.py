@@ -40,7 +40,7 @@ def app(draft, ngram, stub):  # noqa: F811
 def client(app):
     from gradio_client import Client
 
-    return Client(app["url"], verbose=False)
+    return Client(app["url"], verbose=False, httpx_kwargs={"timeout": 300})   # a busy machine: >5 s
 
 
 def audit(client, url, versus="nothing", url_b="none", replay="none", replay_b="none", **knobs) -> dict:
