@@ -83,6 +83,20 @@ def test_faults_and_presets_listing():
     assert cli("presets").returncode == 0
 
 
+def test_faults_and_the_page_describe_a_fault_with_one_text():
+    """Issue 58.9: `faults` said "fractured/repeated text" for no_resync where the page's fault
+    picker said "text often identical": both now print FaultInfo.text."""
+    from components.formatting import snake_words
+    from specdec_core.decoding.faults import FAULTS
+    from ui.knobs import fault_choices
+
+    line = next(ln for ln in cli("faults").stdout.splitlines() if ln.startswith("no_resync "))
+    label = dict((v, k) for k, v in fault_choices())["no_resync"]
+    said = FAULTS["no_resync"].text
+    assert line.endswith(said) and "seen here: text often identical" in said, line
+    assert snake_words(said) in label, (said, label)
+
+
 def test_run_without_out_prints_the_summary_not_the_json(pair):
     """Issue 50 (7): without --out a CI gate reads the human summary, not ~100 KB of trace JSON;
     `--out -` still writes the JSON to stdout."""

@@ -177,7 +177,7 @@ def write_json(path: str, obj, indent: int | None = 1) -> None:
 
 def cmd_faults(args) -> int:
     for f in FAULTS.values():
-        print(f"{f.name:20s} seed {f.seed:11s} {f.symptom}  -- {f.bug}")
+        print(f"{f.name:20s} seed {f.seed:11s} {f.text}")
     return 0
 
 
