@@ -393,7 +393,7 @@ def record_help_html() -> str:
             + esc(RECORD_EXAMPLE) + '</pre></details>'
             '<div>It re-runs the whole sequence each forward, so <code>record</code> warns '
             '<code>recomputed_context</code>; <code>examples/decoders/correct.py</code> is the same loop with '
-            'caches. Record yours: <code>python -m specdec_core record my_loop.py:decode sample_audio/sad_01.wav '
+            'caches. Record yours: <code>.venv/bin/python -m specdec_core record my_loop.py:decode sample_audio/sad_01.wav '
             '--out rec.json</code>, then upload <code>rec.json</code> here. The guide: '
             f'<a href="{RECORDER_DOC}" target="_blank" rel="noopener" data-doc="docs/recorder.md">'
             'docs/recorder.md</a> (in this repository).</div></div>')
