@@ -65,13 +65,9 @@ def split_rounds(recording: dict | None) -> list[list[dict]]:
 
 
 def round_choices(recording: dict | None) -> list[tuple[str, int]]:
-    out = []
-    for n, g in enumerate(split_rounds(recording), 1):
-        n_edge = sum(f.get("model") == "edge" for f in g)
-        has_cloud = any(f.get("model") == "cloud" for f in g)
-        out.append((f"cloud call {n}: {n_edge} edge forward(s) before it" if has_cloud
-                    else f"tail {n}: {n_edge} edge forward(s), no cloud call", n))
-    return out
+    return [(f"cloud call {n}: {e} edge forward(s) before it" if g[-1].get("model") == "cloud"
+             else f"tail {n}: {e} edge forward(s), no cloud call", n)
+            for n, g in enumerate(split_rounds(recording), 1) for e in [sum(f.get("model") == "edge" for f in g)]]
 
 
 def _after(f: dict) -> int | None:

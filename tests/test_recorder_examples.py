@@ -86,7 +86,7 @@ def test_cloud_cache_cropped_short_names_the_line_and_blames_nothing_on_the_edge
         assert f["explained_by"] is None and ev["model"] == "cloud", f
         assert (f"the cache holds {ev['position']} tokens" in f["cause"]
                 and f"from position {ev['position'] + 1}" in f["cause"]
-                and "one token fewer than the loop's counter" in f["cause"]), f["cause"]
+                and "the cache holds one token fewer than the loop's counter" in f["cause"]), f["cause"]
         assert "crop the cache to the committed length" in f["fix"], f["fix"]
         assert not [g for g in res["findings"] if g["evidence"].get("model") == "edge"
                     or g["code"] == "hidden_draft_processing"], res["findings"]

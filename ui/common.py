@@ -164,11 +164,6 @@ def warm_up(name: str = "demo") -> None:
 
 
 # ---- server limits (a shared Space) ------------------------------------------------------------
-def scroll_js(elem_id: str) -> str:
-    """An event's .then(None, js=...): bring a result that lands below the fold into view."""
-    return f"() => document.getElementById({elem_id!r})?.scrollIntoView({{block: 'start'}})"
-
-
 def _env_float(name: str, default: float) -> float:
     try:
         return float(os.environ.get(name, default))

@@ -44,10 +44,8 @@ def _doc(name: str) -> str:
 def example_group(name: str) -> str:
     """Trees and heads by file name; the rest by what the docstring says first: a bug (or a
     correct file "with" one change) or a correct loop."""
-    if name.startswith("tree_"):
-        return GROUPS[2]
-    if name.startswith("head_"):
-        return GROUPS[3]
+    if name.startswith(("tree_", "head_")):
+        return GROUPS[2 if name.startswith("tree_") else 3]
     first = _doc(name).strip()
     return GROUPS[1] if re.match(r"(Bug|Two independent bugs)\b|\w+\.py with ", first) else GROUPS[0]
 
@@ -89,11 +87,8 @@ def unreadable(e: Exception, name: str = "") -> UserError:
     """An uploaded recording that breaks the analysis: one line saying what is wrong with the
     file, not an exception name (KeyError, TypeError); the traceback goes to the log."""
     traceback.print_exc()
-    where = f"{name}: " if name else ""
-    if isinstance(e, KeyError):
-        return UserError(f"{where}not a usable recording: it has no field {e.args[0]!s} "
-                         "(write it with `.venv/bin/python -m specdec_core record`)")
-    return UserError(f"{where}not a usable recording: a field has the wrong type or shape "
+    what = f"it has no field {e.args[0]!s}" if isinstance(e, KeyError) else "a field has the wrong type or shape"
+    return UserError(f"{f'{name}: ' if name else ''}not a usable recording: {what} "
                      "(write it with `.venv/bin/python -m specdec_core record`)")
 
 
@@ -354,7 +349,7 @@ class InspectTab:
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
                 self.acclen, self.round, self.drill, self.download, self.state, self.timing,
                 self.tree_round, self.tree]
-        scroll = common.scroll_js("inspect-status")      # the result starts below the inputs
+        scroll = "() => document.getElementById('inspect-status')?.scrollIntoView({block: 'start'})"
         self.record.click(self.on_record, [self.decoder, self.sample, self.own], outs,
                           api_visibility="private", concurrency_id="decode", concurrency_limit=ADMIT
                           ).then(None, js=scroll)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 
 from specdec_core.analysis.metrics import time_line
@@ -108,18 +108,15 @@ def cmd_run(args) -> int:
 
 
 def warm_up(backend, src, cfg: DecodeConfig) -> None:
-    """A short untimed decode before the first timed one, as the page's start-up warm-up: a fresh
-    process's first decode pays one-time set-up (it read 7-11 s where later ones take 0.6 s)."""
+    """A short untimed decode first, as the page's start-up warm-up: a fresh process's first
+    decode pays one-time set-up (7-11 s where later ones take 0.6 s)."""
     from specdec_core.api import prepare, stream_prompt
 
     c = dataclasses.replace(cfg, max_new_tokens=8, min_new_tokens=1, faults=[], time_limit_s=30)
-    try:
-        for _ in stream_prompt(backend, prepare(backend, src, c), c):
-            pass
-    except Exception:  # noqa: BLE001 - the timed decode reports any real error on its own
-        return
-    print("(warm-up: 8 tokens decoded untimed first, so the times below are not the first "
-          "decode's set-up)", file=sys.stderr)
+    with suppress(Exception):    # the timed decode reports any real error itself
+        list(stream_prompt(backend, prepare(backend, src, c), c))
+        print("(warm-up: 8 tokens decoded untimed first, so the times below are not the first "
+              "decode's set-up)", file=sys.stderr)
 
 
 def engine_ok(backend, engine: str) -> None:

@@ -24,10 +24,8 @@ def fail_on_line(level: str | None, findings_by_clip) -> str:
         for f in top:
             roots[f["severity"]] += 1
         nested += len(at) - len(top)
-        if at:     # a symptom at the level under a root below it is named on its own
-            hits.setdefault(clip or "prompt", []).extend(
-                [folded_codes(f, found) for f in top] + [f["code"] for f in at if f not in top and not any(
-                    g["code"] == f["explained_by"] for g in top)])
+        if top:
+            hits.setdefault(clip or "prompt", []).extend(folded_codes(f, found) for f in top)
     if not hits:
         return ""
     counted = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in roots.items() if n) or "no root"

@@ -27,11 +27,7 @@ class FaultInfo:
     # knobs without which the fault's code path does not run (a head fault needs drafter=head)
     needs: tuple = ()
 
-    @property
-    def text(self) -> str:
-        """The one description `faults` (CLI) and the page's fault picker show: the bug, and what
-        it shows on the demo pair (the seed note's symptom where nothing was measured here)."""
-        return f"{self.bug}; seen here: {self.seen or self.symptom}"
+    text = property(lambda f: f"{f.bug}; seen here: {f.seen or f.symptom}")   # `faults` and the page
 
 
 FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
