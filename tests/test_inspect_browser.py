@@ -190,7 +190,7 @@ def test_result_scrolls_into_view_and_an_upload_empties_the_pickers(page, artifa
     rec.write_text(json.dumps(record_example("no_resync", "sad_01", max_new_tokens=24)["recording"]),
                    encoding="utf-8")
     in_view = ("() => { const r = document.getElementById('inspect-status').getBoundingClientRect();"
-               " return r.top >= 0 && r.top < window.innerHeight; }")
+               " return r.bottom > 0 && r.top < window.innerHeight; }")
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(page.base_url)
     page.get_by_role("tab", name="Inspect").click()
@@ -208,5 +208,5 @@ def test_result_scrolls_into_view_and_an_upload_empties_the_pickers(page, artifa
     page.wait_for_function("() => document.querySelector('#inspect-status')?.innerText.includes('recorded upload')",
                            timeout=120_000)
     page.wait_for_function(in_view, timeout=30_000)
-    assert page.input_value("#inspect-decoder input") == "" and page.input_value("#inspect-sample input") == ""
     page.screenshot(path=str(artifacts / "inspect-upload-in-view.png"))
+    assert page.input_value("#inspect-decoder input") == "" and page.input_value("#inspect-sample input") == ""

@@ -349,7 +349,7 @@ class InspectTab:
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
                 self.acclen, self.round, self.drill, self.download, self.state, self.timing,
                 self.tree_round, self.tree]
-        scroll = "() => document.getElementById('inspect-status')?.scrollIntoView({block: 'start'})"
+        scroll = "() => document.getElementById('inspect-status')?.scrollIntoView({block: 'center'})"
         self.record.click(self.on_record, [self.decoder, self.sample, self.own], outs,
                           api_visibility="private", concurrency_id="decode", concurrency_limit=ADMIT
                           ).then(None, js=scroll)
