@@ -71,6 +71,8 @@ def fmt(key: str, value, digits: int | None = None) -> str:
     else:
         text = f"{value:.{2 if digits is None else digits}f}"
     short_unit = {"tokens per cloud call": "tokens/call"}.get(unit, unit)
+    if text == "1" and short_unit.isalpha() and len(short_unit) > 2:    # "1 token", "1 call"
+        short_unit = short_unit.removesuffix("s")
     return f"{text} {short_unit}" if short_unit else text
 
 

@@ -65,13 +65,9 @@ def split_rounds(recording: dict | None) -> list[list[dict]]:
 
 
 def round_choices(recording: dict | None) -> list[tuple[str, int]]:
-    out = []
-    for n, g in enumerate(split_rounds(recording), 1):
-        n_edge = sum(f.get("model") == "edge" for f in g)
-        has_cloud = any(f.get("model") == "cloud" for f in g)
-        out.append((f"cloud call {n}: {n_edge} edge forward(s) before it" if has_cloud
-                    else f"tail {n}: {n_edge} edge forward(s), no cloud call", n))
-    return out
+    return [(f"cloud call {n}: {e} edge forward(s) before it" if g[-1].get("model") == "cloud"
+             else f"tail {n}: {e} edge forward(s), no cloud call", n)
+            for n, g in enumerate(split_rounds(recording), 1) for e in [sum(f.get("model") == "edge" for f in g)]]
 
 
 def _after(f: dict) -> int | None:
@@ -393,7 +389,7 @@ def record_help_html() -> str:
             + esc(RECORD_EXAMPLE) + '</pre></details>'
             '<div>It re-runs the whole sequence each forward, so <code>record</code> warns '
             '<code>recomputed_context</code>; <code>examples/decoders/correct.py</code> is the same loop with '
-            'caches. Record yours: <code>python -m specdec_core record my_loop.py:decode sample_audio/sad_01.wav '
+            'caches. Record yours: <code>.venv/bin/python -m specdec_core record my_loop.py:decode sample_audio/sad_01.wav '
             '--out rec.json</code>, then upload <code>rec.json</code> here. The guide: '
             f'<a href="{RECORDER_DOC}" target="_blank" rel="noopener" data-doc="docs/recorder.md">'
             'docs/recorder.md</a> (in this repository).</div></div>')

@@ -83,6 +83,20 @@ def test_faults_and_presets_listing():
     assert cli("presets").returncode == 0
 
 
+def test_faults_and_the_page_describe_a_fault_with_one_text():
+    """Issue 58.9: `faults` said "fractured/repeated text" for no_resync where the page's fault
+    picker said "text often identical": both now print FaultInfo.text."""
+    from components.formatting import snake_words
+    from specdec_core.decoding.faults import FAULTS
+    from ui.knobs import fault_choices
+
+    line = next(ln for ln in cli("faults").stdout.splitlines() if ln.startswith("no_resync "))
+    label = dict((v, k) for k, v in fault_choices())["no_resync"]
+    said = FAULTS["no_resync"].text
+    assert line.endswith(said) and "seen here: text often identical" in said, line
+    assert snake_words(said) in label, (said, label)
+
+
 def test_run_without_out_prints_the_summary_not_the_json(pair):
     """Issue 50 (7): without --out a CI gate reads the human summary, not ~100 KB of trace JSON;
     `--out -` still writes the JSON to stdout."""
@@ -95,6 +109,17 @@ def test_run_without_out_prints_the_summary_not_the_json(pair):
     p = cli(*base, "--out", "-")
     assert p.returncode in (0, 1) and "no JSON written" not in p.stderr, p.stderr
     assert json.loads(p.stdout)["results"][0]["ok"] is True
+
+
+def test_run_warms_up_before_the_first_timed_decode(pair):
+    """Issue 58.9: a fresh process's first decode paid one-time set-up and the CLI printed it as
+    the decoder's time; `run` now decodes a few tokens untimed first, as the page does, and says so
+    on the first time line."""
+    p = cli("run", "--backend", "hf", "--edge-model", str(pair / "edge"), "--cloud-model", str(pair / "cloud"),
+            "--prompt", "说话人语速", "--set", "max_new_tokens=12", "--set", "stop_at_first_sentence=false")
+    timed = [ln for ln in p.stderr.splitlines() if ln.strip().startswith("time: ")]
+    assert p.returncode == 0 and timed and timed[0].endswith(
+        " · after an untimed 8-token warm-up, as on the page (a fresh process's first decode pays set-up)"), p.stderr
 
 
 def test_graphs_engine_on_a_cpu_is_a_usage_error(pair):

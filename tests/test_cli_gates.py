@@ -54,6 +54,20 @@ def test_fail_on_error_gates_record_on_a_buggy_loop(capsys, tmp_path):
     assert code == 0
 
 
+def test_fail_on_line_counts_as_the_summary_line_does(capsys, tmp_path):
+    """Issue 58.9: the summary says '1 error: context_mismatch (explains unverified_end)'; the
+    gate's line counted every nested symptom as another error ('2 finding(s) of severity error')."""
+    code, err = cli(capsys, "record", DEC / "cloud_cache_short.py", CLIP, "--fail-on", "error",
+                    "--out", tmp_path / "rec.json")
+    d = json.loads((tmp_path / "rec.json").read_text(encoding="utf-8"))
+    found = d["results"][0]["findings"]
+    nested = [f["code"] for f in found if f["severity"] == "error" and f["explained_by"]]
+    summary = next(ln for ln in err if "recorded;" in ln)
+    assert code == 1 and nested and "1 error: context_mismatch (explains " in summary, err
+    assert err[-1] == (f"--fail-on error: 1 error (+{len(nested)} nested symptom{'s' * (len(nested) > 1)}): "
+                       f"{CLIP}: context_mismatch (explains {', '.join(nested)})"), err
+
+
 @pytest.mark.parametrize("fault,level,expected", [
     (None, "error", 0), ("no_resync", "error", 1), ("no_resync", None, 0),
 ])

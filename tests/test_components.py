@@ -303,6 +303,15 @@ def test_metric_diff_table_directions():
     assert list(df.index[:2]) == ["acceptance_rate", "corrections"]  # headline order, not alphabetical
 
 
+def test_a_count_of_one_reads_singular():
+    """Issue 58.9: the A/B delta of one token read "+1 tokens"."""
+    from components.compare import _delta
+    from components.formatting import fmt
+
+    assert _delta("new_tokens", 40, 41) == "+1 token" and _delta("new_tokens", 40, 42) == "+2 tokens"
+    assert fmt("cloud_calls", 1) == "1 call" and fmt("decode_s", 1.0) == "1.00 s"
+
+
 def test_char_diff_html():
     html = char_diff_html("语气低沉，语速慢", "语气很低沉，语速<快>")
     assert "<ins>很</ins>" in html and "<del>慢</del>" in html and "<ins>&lt;快&gt;</ins>" in html

@@ -175,3 +175,38 @@ def test_inspect_shows_the_signature_an_example_and_the_guide(page, artifacts):
     assert reply.ok and reply.text().startswith("# The flight recorder"), reply.status
     box = help_box.bounding_box()
     assert box["x"] + box["width"] <= 1280
+
+
+def test_result_scrolls_into_view_and_an_upload_empties_the_pickers(page, artifacts, tmp_path):
+    """Issue 58.9 at 1280 x 900: after a Record and after an upload the result (status, findings)
+    is scrolled into view, not left below the fold; an upload empties the example pickers (they
+    showed the example recorded before); every command the tab shows is typed as it runs."""
+    import json
+    import re
+
+    from ui.inspect import record_example
+
+    rec = tmp_path / "upload.json"
+    rec.write_text(json.dumps(record_example("no_resync", "sad_01", max_new_tokens=24)["recording"]),
+                   encoding="utf-8")
+    in_view = ("() => { const r = document.getElementById('inspect-status').getBoundingClientRect();"
+               " return r.bottom > 0 && r.top < window.innerHeight; }")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(page.base_url)
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_selector("#inspect-record")
+    shown = page.inner_text("body")
+    assert "python -m specdec_core" in shown
+    assert not re.search(r"(?<!\.venv/bin/)python -m", shown), re.findall(r".{30}python -m.{20}", shown)
+    assert not page.evaluate(in_view)          # below the fold before: the test can fail
+    pick_option(page, "inspect-decoder", "Correct — A correct greedy")
+    page.click("#inspect-record")
+    assert wait_state(page, "inspect-status", timeout=240_000) == "ok", page.inner_text("#inspect-status")
+    page.wait_for_function(in_view, timeout=30_000)
+    assert page.input_value("#inspect-decoder input")
+    page.locator("#inspect-upload input[type=file]").set_input_files(str(rec))
+    page.wait_for_function("() => document.querySelector('#inspect-status')?.innerText.includes('recorded upload')",
+                           timeout=120_000)
+    page.wait_for_function(in_view, timeout=30_000)
+    page.screenshot(path=str(artifacts / "inspect-upload-in-view.png"))
+    assert page.input_value("#inspect-decoder input") == "" and page.input_value("#inspect-sample input") == ""

@@ -26,6 +26,7 @@ EXPECTED = {
     "mask_1x1": "position_error", "input_corruption": "context_mismatch",
     "eos_inside_block": "missed_eos", "token_fed_twice": "context_mismatch",
     "off_by_one": "off_by_one", "vocab_mismatch": "vocab_mismatch",
+    "cloud_cache_short": "context_mismatch",
 }
 
 
@@ -72,6 +73,25 @@ def test_example_decoder_gets_its_expected_code(demo, name):
     assert len(hits) >= 3, [(r["audio"], r.get("error") or sorted(codes(r))) for r in results]
     f = next(f for f in results[0]["findings"] + results[1]["findings"] if f["code"] == EXPECTED[name])
     assert f["cause"] and f["fix"] and set(f["evidence"]) >= {"model", "forward", "position", "tokens"}
+
+
+def test_cloud_cache_cropped_short_names_the_line_and_blames_nothing_on_the_edge(demo):
+    """Issue 58.8: the cloud cache cropped one token short of the loop's counter. The root says
+    so from the evidence (cache length vs the committed position the fed ids continue from), with
+    a fix that names the crop; the edge, which the loop never changed, is blamed for nothing."""
+    for res in record(demo, "cloud_cache_short", SIX[:2]):
+        assert res["ok"], res
+        f = next(f for f in res["findings"] if f["code"] == "context_mismatch")
+        ev = f["evidence"]
+        assert f["explained_by"] is None and ev["model"] == "cloud", f
+        assert (f"the cache holds {ev['position']} tokens" in f["cause"]
+                and f"from position {ev['position'] + 1}" in f["cause"]
+                and "the cache holds one token fewer than the loop's counter" in f["cause"]), f["cause"]
+        assert "crop the cache to the committed length" in f["fix"], f["fix"]
+        assert not [g for g in res["findings"] if g["evidence"].get("model") == "edge"
+                    or g["code"] == "hidden_draft_processing"], res["findings"]
+        assert {g["code"] for g in res["findings"] if g["severity"] == "error"
+                and not g["explained_by"]} == {"context_mismatch"}, res["findings"]
 
 
 ZOO = {"string_stop": "unverified_end", "special_text_stop": "missed_eos",

@@ -114,6 +114,21 @@ def test_checklist_one_bad_clip_fails_its_item(bad, item):
     assert all(it["passed"] for it in others)
 
 
+def test_a_clause_said_twice_fails_the_repeat_item():
+    """Issue 58.9: an edge-only batch passed "repeat rate low" while its clips said
+    "音调起伏不大，音调起伏不大": the 2/3-gram rate of a whole description dilutes a repeated phrase."""
+    from specdec_core.analysis.textmetrics import repeated_clauses, text_metrics
+
+    said = "说话时多次停顿，语速偏慢，音调起伏不大，音量偏低，音调起伏不大，音调起伏不大，听起来比较悲伤。"
+    assert text_metrics(said)["repeat_rate"] <= 0.30 and repeated_clauses(said) == 2
+    assert repeated_clauses("说话人语速中等，语调平稳，慢慢地说。") == 0 and repeated_clauses(None) == 0
+    clean = "说话时音调较高，语调变化剧烈，音量较大，表达流畅，语气急促，听起来比较愤怒。"
+    rows = [dict(good_row(), text=clean) for _ in range(4)]
+    assert by_name(checklist(rows))["repeat rate low"]["passed"] is True
+    d = by_name(checklist(rows + [dict(good_row(), text=said)]))["repeat rate low"]
+    assert d["passed"] is False and "1 say a clause twice" in d["value"], d
+
+
 def test_checklist_medians_means_and_bands():
     # spans: median of 2, 2, 5 = 2 < 3
     d = by_name(checklist([good_row(mean_accepted_length=v) for v in (2, 2, 5)]))

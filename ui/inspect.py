@@ -44,10 +44,8 @@ def _doc(name: str) -> str:
 def example_group(name: str) -> str:
     """Trees and heads by file name; the rest by what the docstring says first: a bug (or a
     correct file "with" one change) or a correct loop."""
-    if name.startswith("tree_"):
-        return GROUPS[2]
-    if name.startswith("head_"):
-        return GROUPS[3]
+    if name.startswith(("tree_", "head_")):
+        return GROUPS[2 if name.startswith("tree_") else 3]
     first = _doc(name).strip()
     return GROUPS[1] if re.match(r"(Bug|Two independent bugs)\b|\w+\.py with ", first) else GROUPS[0]
 
@@ -89,12 +87,9 @@ def unreadable(e: Exception, name: str = "") -> UserError:
     """An uploaded recording that breaks the analysis: one line saying what is wrong with the
     file, not an exception name (KeyError, TypeError); the traceback goes to the log."""
     traceback.print_exc()
-    where = f"{name}: " if name else ""
-    if isinstance(e, KeyError):
-        return UserError(f"{where}not a usable recording: it has no field {e.args[0]!s} "
-                         "(write it with `python -m specdec_core record`)")
-    return UserError(f"{where}not a usable recording: a field has the wrong type or shape "
-                     "(write it with `python -m specdec_core record`)")
+    what = f"it has no field {e.args[0]!s}" if isinstance(e, KeyError) else "a field has the wrong type or shape"
+    return UserError(f"{f'{name}: ' if name else ''}not a usable recording: {what} "
+                     "(write it with `.venv/bin/python -m specdec_core record`)")
 
 
 OWN_CODE_ENV = "SPECSCOPE_RECORD_OWN_CODE"
@@ -115,7 +110,7 @@ def _own_function(path: str):
 
     if not own_code_allowed():
         raise UserError(f"recording your own file from the page is off: the operator sets {OWN_CODE_ENV}=1 "
-                        "(never on a Space); or run `python -m specdec_core record FILE.py AUDIO`")
+                        "(never on a Space); or run `.venv/bin/python -m specdec_core record FILE.py AUDIO`")
     fn, path = load_function(str(path))
     check_call(fn, 4, {"k": 4, "max_new_tokens": 8, "stop_ids": ()})
     return fn, path
@@ -131,6 +126,8 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
     if own:
         fn, path = _own_function(own)
         decoder = Path(own).name
+    elif not decoder or not sample:
+        raise UserError("pick an example decoder and a sample clip, then Record")
     elif decoder not in example_names():
         raise UserError(f"unknown example decoder {decoder!r}; choose one of {', '.join(example_names())}")
     else:
@@ -270,7 +267,7 @@ class InspectTab:
     def _inputs(self):
         """The example decoder and clip to record, or a recording to upload."""
         gr.Markdown("Record **your own** speculative decoder (here: the example zoo in "
-                    "`examples/decoders/`) or upload a recording (`python -m specdec_core record "
+                    "`examples/decoders/`) or upload a recording (`.venv/bin/python -m specdec_core record "
                     "FILE.py:FUNCTION AUDIO --out rec.json`). The findings are computed blind, "
                     "from what the two models were fed and scored.")
         gr.HTML(record_help_html(), elem_id="inspect-record-help-box")
@@ -295,7 +292,7 @@ class InspectTab:
         if own_code_allowed():
             return gr.File(label="or your own decoder (.py with decode(...); this server runs it)",
                            file_types=[".py"], type="filepath", elem_id="inspect-own-file")
-        gr.Markdown(f"Your own file: `python -m specdec_core record FILE.py AUDIO` on your machine. "
+        gr.Markdown(f"Your own file: `.venv/bin/python -m specdec_core record FILE.py AUDIO` on your machine. "
                     f"Recording it from this page runs it in this server, so it is an operator setting "
                     f"({OWN_CODE_ENV}=1; never on a Space).", elem_classes="ss-note", elem_id="inspect-own-note")
         return gr.State(None)
@@ -352,9 +349,13 @@ class InspectTab:
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
                 self.acclen, self.round, self.drill, self.download, self.state, self.timing,
                 self.tree_round, self.tree]
+        scroll = "() => document.getElementById('inspect-status')?.scrollIntoView({block: 'center'})"
         self.record.click(self.on_record, [self.decoder, self.sample, self.own], outs,
-                          api_visibility="private", concurrency_id="decode", concurrency_limit=ADMIT)
-        self.upload.upload(self.on_upload, [self.upload], outs, api_visibility="private")
+                          api_visibility="private", concurrency_id="decode", concurrency_limit=ADMIT
+                          ).then(None, js=scroll)
+        # an upload is no example: the pickers are emptied, not left on the last one recorded
+        self.upload.upload(lambda path: [*self.on_upload(path), None, None], [self.upload],
+                           outs + [self.decoder, self.sample], api_visibility="private").then(None, js=scroll)
         self.round.change(self.on_round, [self.state, self.round], [self.drill, self.tree_round, self.tree],
                           api_visibility="private")
         self.tree_round.submit(on_tree, [self.state, self.tree_round], [self.tree_round, self.tree],

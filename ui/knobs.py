@@ -48,10 +48,9 @@ def preset_info(name: str) -> str:
 
 
 def fault_choices() -> list[tuple[str, str]]:
-    """'no resync — what it shows on the demo pair (seed ...)', in words (the value stays the
-    fault's name): the symptom a user will see here, which on a greedy, always-verified run is
-    often not the text symptom of the seed note."""
-    return [(f"{fault_label(f.name)} — {snake_words(f.seen or f.symptom)} (source note {f.seed})", f.name)
+    """'no resync — the bug; seen here: ... (source note ...)', in words (the value stays the
+    fault's name): `faults`' own text (FaultInfo.text)."""
+    return [(f"{fault_label(f.name)} — {snake_words(f.text)} (source note {f.seed})", f.name)
             for f in FAULTS.values()]
 
 

@@ -19,6 +19,13 @@ def _repeats(s: str, n: int) -> tuple[int, int]:
     return total - len({s[i:i + n] for i in range(total)}), total
 
 
+def repeated_clauses(text: str | None) -> int:
+    """Clauses (runs of 2+ CJK chars between other chars) that say again a clause said earlier in
+    the text: "语速中等，语速中等" -> 1. A repeated phrase the n-gram rate of a long text dilutes."""
+    clauses = [c for c in "".join(ch if is_cjk(ch) else " " for ch in text or "").split() if len(c) >= 2]
+    return len(clauses) - len(set(clauses))
+
+
 def text_metrics(text: str) -> dict:
     """Metrics of one text.
 

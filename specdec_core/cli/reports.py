@@ -12,19 +12,25 @@ EXIT_CODES = ("exit codes: 0 every clip ran (and, with --fail-on, no finding of 
 
 
 def fail_on_line(level: str | None, findings_by_clip) -> str:
-    """--fail-on error|warning: one line naming the findings of that severity or worse (clip:
-    code, ...), or '' when there is none (or no --fail-on). Nested symptoms count too."""
+    """--fail-on error|warning: one line naming the root findings of that severity or worse
+    (clip: code (explains ...)), counted as the summary line counts them, or '' when there is
+    none (or no --fail-on). Nested symptoms count too (named after their root)."""
     if not level:
         return ""
-    hits = {}
+    hits, roots, nested = {}, {s: 0 for s in FAIL_ON[level]}, 0
     for clip, found in findings_by_clip:
-        codes = [f["code"] for f in found if f.get("severity") in FAIL_ON[level]]
-        if codes:
-            hits[clip or "prompt"] = hits.get(clip or "prompt", []) + codes
+        at = [f for f in found if f.get("severity") in FAIL_ON[level]]
+        top = [f for f in at if not f.get("explained_by")]
+        for f in top:
+            roots[f["severity"]] += 1
+        nested += len(at) - len(top)
+        if top:
+            hits.setdefault(clip or "prompt", []).extend(folded_codes(f, found) for f in top)
     if not hits:
         return ""
-    n = sum(len(v) for v in hits.values())
-    return (f"--fail-on {level}: {n} finding(s) of severity {level} or worse: "
+    counted = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in roots.items() if n) or "no root"
+    also = f" (+{nested} nested symptom{'s' if nested > 1 else ''})" if nested else ""
+    return (f"--fail-on {level}: {counted}{also}: "
             + "; ".join(f"{clip}: {', '.join(dict.fromkeys(v))}" for clip, v in hits.items()))
 
 

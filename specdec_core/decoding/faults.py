@@ -27,6 +27,8 @@ class FaultInfo:
     # knobs without which the fault's code path does not run (a head fault needs drafter=head)
     needs: tuple = ()
 
+    text = property(lambda f: f"{f.bug}; seen here: {f.seen or f.symptom}")   # `faults` and the page
+
 
 FAULTS: dict[str, FaultInfo] = {f.name: f for f in [
     FaultInfo("string_stop", "000 A", "stop when the decoded text (draft included) contains 。, a "

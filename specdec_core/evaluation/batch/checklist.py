@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from statistics import mean, median
 
+from specdec_core.analysis.textmetrics import repeated_clauses
 from specdec_core.audio.conditions import LENGTH_BANDS
 
 MIN_MEDIAN_SPAN = 3.0          # tokens per cloud call; below it speculation barely pays
@@ -101,12 +102,14 @@ def _text_items(ok: list) -> list:
     med_d, floods = median(dens), sum(d > PUNCT_FLOOD for d in dens)
     rep, adj = median(metric_values(ok, "repeat_rate")), mean(metric_values(ok, "adjacent_repeats"))
     loops = sum(bool((r.get("metrics") or {}).get("cycles")) for r in ok)   # a median hides them
+    said = sum(bool(repeated_clauses(r.get("text"))) for r in ok)             # and these
     return [_item("punctuation density", PUNCT_RANGE[0] <= med_d <= PUNCT_RANGE[1] and floods == 0,
                   f"median {med_d:.1%}, {floods} clips > {PUNCT_FLOOD:.0%}",
                   f"median {PUNCT_RANGE[0]:.0%}-{PUNCT_RANGE[1]:.0%}, no clip > {PUNCT_FLOOD:.0%}"),
-            _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT and not loops,
-                  f"median {rep:.1%}, {loops} of {len(ok)} clips loop",
-                  f"median <= {MAX_MEDIAN_REPEAT:.0%} (repeated CJK 2/3-grams), no clip in a cycle"),
+            _item("repeat rate low", rep <= MAX_MEDIAN_REPEAT and not loops and not said,
+                  f"median {rep:.1%}, {loops} of {len(ok)} clips loop, {said} say a clause twice",
+                  f"median <= {MAX_MEDIAN_REPEAT:.0%} (repeated CJK 2/3-grams), no clip in a cycle "
+                  "or saying a clause twice"),
             _item("adjacent repeats near zero", adj <= MAX_MEAN_ADJACENT, f"mean {adj:.2f} per clip",
                   f"mean <= {MAX_MEAN_ADJACENT:g} per clip")]
 

@@ -66,12 +66,14 @@ class Evidence:
     def samples(self) -> list:
         """(edge forward, row, drafted id) of every draft made from the context the cloud
         verified. Tree rounds are left out: their nodes are chosen (top-k), not drawn
-        (recorder/checks/tree/sampling.py)."""
-        out = []
+        (recorder/checks/tree/sampling.py). Unverified, a position drafted before a cloud forward
+        scored may hold that forward's correction (the cloud fed another context): not a sample."""
+        out, last = [], max((f.i for f in self.t.fwds if f.model == "cloud" and f.rows), default=-1)
         for rnd in self.rounds:
             ref = rnd.cloud.ctx if rnd.verified else self.t.C
             out += [(f, r, ref[p]) for p, (f, r) in rnd.drafted_by.items() if not rnd.is_tree
-                    and max(rnd.block_start, self.t.P) <= p < len(ref) and f.ctx[:p] == ref[:p]]
+                    and max(rnd.block_start, self.t.P) <= p < len(ref) and f.ctx[:p] == ref[:p]
+                    and (rnd.verified or f.i > last)]
         return out
 
 

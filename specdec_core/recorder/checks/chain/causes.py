@@ -46,6 +46,9 @@ def stale_fix(f: Fwd) -> str:
             "(cache.crop(-(cache_len - keep)))")
 
 
+CROP_SHORT = "fewer than the loop's counter of what it has seen"
+
+
 def mismatch(f: Fwd, d: int, C: list, texts=None) -> str:
     ctx = f.ctx
     if d >= 1 and ctx[d] == ctx[d - 1] and d - 1 < len(C) and ctx[d - 1] == C[d - 1]:
@@ -56,7 +59,13 @@ def mismatch(f: Fwd, d: int, C: list, texts=None) -> str:
     if m:
         return (f"the {m} token(s) before position {d} are repeated from it: a block added to the "
                 "model input twice (e.g. drafts appended to the input and committed again)")
-    if d + 1 < len(C) and ctx[d] == C[d + 1]:
+    m = next((m for m in range(1, 9) if d + m < len(C) and ctx[d] == C[d + m]), None)
+    if m and d == f.L:       # the cache is right up to its end; the fed ids skip m committed tokens
+        n = "one token" if m == 1 else f"{m} tokens"
+        return (f"the cache holds {f.L} tokens and the ids fed after it continue the committed text from "
+                f"position {d + m}: the cache holds {n} {CROP_SHORT} (cropped short of the counter, or the "
+                "counter moved past the crop), so the committed token(s) between were never fed")
+    if m == 1:
         return (f"position {d} holds the committed token of position {d + 1}: a committed token "
                 "is missing from this model's input")
     return (f"the input holds {token(ctx[d], texts)} at position {d} where the committed text has "

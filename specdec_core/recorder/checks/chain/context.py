@@ -113,7 +113,8 @@ def check_contexts(e) -> list[dict]:
                      "that is not the committed sequence")
             detail = f"{what} at position {d}: fed {fed}, committed {committed}"
             cause = causes.mismatch(f, d, C, texts)
-            fix = "feed each model exactly seq[cache_len:] of the one committed sequence"
+            fix = ("crop the cache to the committed length the loop's counter holds (or feed seq[cache_len:])"
+                   if causes.CROP_SHORT in cause else "feed each model exactly seq[cache_len:] of the one committed sequence")
         out.append(finding(code, f"{title} ({len(lst)} forward(s))", f"{f.model} forward {f.i}: {detail}{also}",
                            cause, fix, ev(f, d, toks, n_forwards=len(lst), models=models)))
     return out
