@@ -88,7 +88,7 @@ def check_stops(e) -> list[dict]:
 
 
 # -- registered (recorder/checks/registry.py)
-@check("rank_window_exceeded", "lossy_accept", scope="row", order=60)
+@check("rank_window_exceeded", "lossy_accept", "lossless_violation", scope="row", order=60)
 def rank_window(e) -> list:
     """Accepted drafts the cloud ranks 2nd or lower against the declared window (greedy: 1),
     the built-in decoder's rule (acceptance.py); before check_lossless, whose finding of the
