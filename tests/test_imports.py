@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,30 @@ def test_nothing_outside_the_recorder_imports_past_its_public_api():
     assert past_recorder_api("def f():\n    from specdec_core.recorder.driver.clip import KNOBS\n"
                              "import specdec_core.recorder.analyze\nfrom specdec_core.recorder import analyze\n") \
         == ["3 specdec_core.recorder.analyze", "2 specdec_core.recorder.driver.clip"]    # ast.walk: breadth first
+
+
+# -- the docs name only files that exist
+DOC_PATH = re.compile(r"(?<![\w/])((?:specdec_core|recorder)/[\w./]*\w/?)")
+
+
+def missing_paths(text: str) -> list[str]:
+    """The `specdec_core/...` and `recorder/...` names in `text` that name no file or folder
+    (`recorder/x/y.fn`: a name in recorder/x/y.py)."""
+    out = []
+    for name in DOC_PATH.findall(text):
+        p = ROOT / (name if name.startswith("specdec_core/") else "specdec_core/" + name).rstrip("/")
+        stem = p.with_name(p.name.split(".")[0])
+        if not (p.exists() or stem.with_suffix(".py").exists() or (stem.is_dir() and "." in p.name)):
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("doc", ["architecture.md", "recorder.md"])
+def test_the_docs_name_only_files_that_exist(doc):
+    text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+    assert len(DOC_PATH.findall(text)) > 20
+    assert missing_paths(text) == []
+    assert missing_paths("see recorder/driver/clip.isolate and specdec_core/findings.py, "
+                         "recorder/checks/<family>/ and specdec_core/recorder/normalize/") == []
+    assert missing_paths("recorder/driver/gone.py, recorder/model_or_decoder.fn") == [
+        "recorder/driver/gone.py", "recorder/model_or_decoder.fn"]

@@ -4,7 +4,7 @@ finding that explains it). Pure functions of numbers the callers gather (docs/re
 "Bug or numerics?")."""
 from __future__ import annotations
 
-from specdec_core.findings import REGISTRY
+from specdec_core.findings import REGISTRY, finding
 
 # How far beyond the probed width-1 vs width-(k+1) difference a flip is still put down to
 # numerics: the probe sees a few positions only, and a flip needs the two forwards to move the
@@ -126,8 +126,6 @@ def numeric_finding(fd: dict, dtype: str | None = None) -> dict:
         detail += f"; the two forwards disagree by {fd['swing']} logits there"
     detail += (". From here the texts differ for good; the rest of the run was checked against "
                "the decoder's own forwards.")
-    from specdec_core.findings import finding
-
     return finding(
         "numeric_divergence", f"output leaves the reference at token {fd['index']} by numerics, not a bug",
         detail, cause=(f"{dtype or 'low-precision'} forwards of different widths (1 new token in "
