@@ -227,9 +227,8 @@ def recording_counts(trace: dict | None, recording: dict | None) -> dict:
             "rounds": len(rounds), "checked": sum(bool(r.get("verified")) for r in rounds),
             "calls": sum(f.get("model") == "cloud" for f in fwds),
             "unchecked": sum(t.get("source") == "draft" for t in toks),
-            "off_text": next((f["code"] for f in tr.get("diagnostics") or []
-                              if not f.get("explained_by") and (fact(f.get("code"), "context")
-                                                                or f.get("code") == "incomplete_recording")), None)}
+            "off_text": next((f["code"] for f in tr.get("diagnostics") or [] if not f.get("explained_by")
+                              and (fact(f.get("code"), "context") or f.get("code") == "incomplete_recording")), None)}
 
 
 def _n(n: int, word: str) -> str:
