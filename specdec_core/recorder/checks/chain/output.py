@@ -9,7 +9,7 @@ from specdec_core.findings import finding
 from specdec_core.recorder.checks.registry import check, ev
 
 
-@check("lossless_violation", "rank_window_exceeded", scope="row", order=70)
+@check("lossless_violation", "rank_window_exceeded", "context_mismatch", scope="row", order=70)
 def check_lossless(e) -> list[dict]:
     t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
     greedy = declared.get("verify", "greedy") == "greedy" and not declared.get("temperature")
