@@ -24,7 +24,7 @@ from specdec_core.recorder import EXPECTED, KNOBS as RECORD_KNOBS
 from specdec_core.cli import audit as audit_cli
 from specdec_core.errors import UserError
 
-COMMANDS = {**_COMMANDS, "bench": cmd_bench}
+COMMANDS = {**_COMMANDS, "bench": cmd_bench, "audit": audit_cli.cmd_audit}   # cli/audit.py uses commands
 
 
 class _Parser(argparse.ArgumentParser):

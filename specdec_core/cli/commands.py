@@ -13,7 +13,6 @@ from pathlib import Path
 
 from specdec_core.analysis.metrics import time_line
 from specdec_core.api import open_backend, run_clip
-from specdec_core.cli.audit import cmd_audit
 from specdec_core.cli import reports
 from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
@@ -216,5 +215,4 @@ def cmd_record(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "batch": cmd_batch, "faults": cmd_faults,
-            "presets": cmd_presets, "record": cmd_record, "check": cmd_check,
-            "audit": cmd_audit}
+            "presets": cmd_presets, "record": cmd_record, "check": cmd_check}
