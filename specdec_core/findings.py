@@ -12,30 +12,22 @@ KEYS = ("code", "severity", "title", "detail", "cause", "fix", "evidence", "expl
 @dataclass(frozen=True)
 class Code:
     """One registry entry. `severity` is the default; a check may lower or raise it only where
-    `severities` lists the alternative (e.g. `lossy_accept`: info, warning past the top-5).
-    What the report folding needs to know of the code (recorder/report/): `root` (its rank as a
-    root cause, 1 = most fundamental; 0 = not a root) and `explains` (the codes its evidence
-    explains), `end` (about the run's end: nested under an incomplete recording's cut), `text`
-    (a text symptom: the model's own when the loop is shown exact), `context` (the models read
-    a context other than the committed text: explains a divergence and idle cloud calls),
-    `dedupes` ((mark, code, key): where a finding's evidence has `mark`, the findings of `code`
-    with evidence `key` measure the same cause and are dropped), `named` ((key, title, fix): the
-    causes the report names inside this code), `trace` (the analysis/diagnostics check that
-    emits it)."""
+    `severities` lists the alternative (e.g. `lossy_accept`: info, warning past the top-5). The
+    facts the consumers read (docs/recorder.md, "Adding a check") follow."""
     code: str
     severity: str
     mechanism: str
     trigger: str
     source: str = "decoder, recorder"
     severities: tuple = ()
-    root: int = 0
-    explains: tuple = ()
-    end: bool = False
-    text: bool = False
-    context: bool = False
-    dedupes: tuple = ()
-    named: tuple = ()
-    trace: str = ""
+    root: int = 0             # rank as a root cause (1 = most fundamental; 0 = not a root)
+    explains: tuple = ()      # the codes its evidence explains (recorder/report/roots.py)
+    end: bool = False         # about the run's end: nested under an incomplete recording's cut
+    text: bool = False        # a text symptom: the model's own when the loop is shown exact
+    context: bool = False     # the models read a context other than the committed text
+    dedupes: tuple = ()       # (mark, code, key): where evidence has mark, code's findings with key go
+    named: tuple = ()         # (key, title, fix): the causes the report names inside this code
+    trace: str = ""           # the analysis/diagnostics check that emits it
 
 
 REGISTRY: dict[str, Code] = {}
