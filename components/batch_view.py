@@ -8,7 +8,7 @@ import os
 import pandas as pd
 
 from specdec_core.analysis.glossary import hover, term
-from specdec_core.evaluation.checklist import checklist_head
+from specdec_core.evaluation.batch.checklist import checklist_head
 
 from .formatting import ended_by_words, esc, fmt, is_number
 

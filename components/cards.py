@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.audio.conditions import LENGTH_BANDS
-from specdec_core.evaluation.checklist import PUNCT_RANGE
+from specdec_core.evaluation.batch.checklist import PUNCT_RANGE
 from specdec_core.findings import from_json
 
 from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct
@@ -138,14 +138,16 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
 
 
 def speed_kind(sp: dict) -> str:
-    """What a speed-up over cloud-only (evaluation/speedup.py) may claim, checked in this order:
-    busy (not timed), lossy (the speed of a different output), above_bound (above what the
-    acceptance allows: timing off), none (the spread covers 1.0), faster or slower. The card, the
-    A/B table's cell and the colour of the verdict under the final text all read it."""
+    """What a speed-up over cloud-only (evaluation/bench/speedup.py) may claim, checked in this order:
+    busy (not timed), cloud_off (the cloud-only time it shares is off: another side is above its
+    bound), lossy (the speed of a different output), above_bound (above what the acceptance
+    allows: timing off), none (the spread covers 1.0), faster or slower. No ratio is shown against
+    a cloud-only time the page distrusts (issue 58). The card, the A/B table's cell and the colour of the verdict under the final text all read it."""
     if sp.get("verdict") == "busy":
         return "busy"
-    if sp.get("lossy") or sp.get("above_bound"):
-        return "lossy" if sp.get("lossy") else "above_bound"
+    for kind in ("cloud_off", "lossy", "above_bound"):
+        if sp.get(kind):
+            return kind
     if sp.get("verdict") == "no measurable difference":
         return "none"
     return "faster" if sp.get("verdict") == "faster" else "slower"
@@ -168,6 +170,8 @@ def speed_card(sp: dict) -> str:
     label = "speed of a different output" if kind == "lossy" else term("speedup").label
     if kind == "busy":
         return _card(label, DASH, "machine busy: not timed (see the status line)", "", tip)
+    if kind == "cloud_off":
+        return _card(label, DASH, "cloud-only time off (the other side is above its bound): not shown", "warn", tip)
     if kind == "above_bound":
         return _card(label, DASH, f"above the {sp['bound']:.2f}× this acceptance allows: timing off, not shown",
                      "warn", tip)

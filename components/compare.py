@@ -10,8 +10,8 @@ import pandas as pd
 
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.audio.conditions import LENGTH_BANDS
-from specdec_core.evaluation.checklist import PUNCT_RANGE
-from specdec_core.evaluation.speedup import REPEATS, speedup_words
+from specdec_core.evaluation.batch.checklist import PUNCT_RANGE
+from specdec_core.evaluation.bench.speedup import REPEATS, speedup_words
 
 from .cards import speed_kind, speed_times
 from .formatting import esc, fmt, is_number
@@ -346,11 +346,13 @@ def speedup_cell(sp: dict | None):
         return f"different output ({sp['speedup']:.2f}×)"
     if kind == "above_bound":
         return f"not shown (above {sp['bound']:.2f}×)"
+    if kind == "cloud_off":
+        return "not shown (cloud-only time off)"
     return {"busy": "not timed (machine busy)", "none": "no measurable difference"}.get(kind, sp["speedup"])
 
 
 def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
-    """Next to the final text: the speed-up over cloud-only with its spread (evaluation/speedup.py:
+    """Next to the final text: the speed-up over cloud-only with its spread (evaluation/bench/speedup.py:
     "no measurable difference" when the spread covers 1.0, "speed of a different output" when
     the texts differ, not shown above the acceptance's bound) and a character diff of the text
     against the cloud-only text."""

@@ -221,7 +221,8 @@ def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool 
     caret = '<span class="ss-caret" aria-hidden="true">▍</span>' if live else ""
     return (
         '<div class="ss-trace">'
-        + _legend(counts, len(rejected), n_cycle, any(r.get("node") is not None for r in rejected))
+        + _legend(counts, None if (trace.get("info") or {}).get("rejected_unknown") else len(rejected), n_cycle,
+                  any(r.get("node") is not None for r in rejected))
         + "".join(colour_legend(c, hidden=c != colour) for c in COLOURINGS[1:])
         + f'<div class="ss-tokens">{body}{caret}</div></div>'
     )

@@ -22,8 +22,8 @@ from specdec_core.audio import conditions as C, prosody  # noqa: E402
 from specdec_core.audio.loading import load_audio  # noqa: E402
 from specdec_core.backends import load_backend  # noqa: E402
 from specdec_core.decoding.config import DecodeConfig  # noqa: E402
-from specdec_core.evaluation.manifest import read_manifest  # noqa: E402
-from specdec_core.evaluation.scoring import emotion_of_text  # noqa: E402
+from specdec_core.evaluation.batch.manifest import read_manifest  # noqa: E402
+from specdec_core.evaluation.batch.scoring import emotion_of_text  # noqa: E402
 
 
 def report(manifest: str, by_speaker: bool) -> list[dict]:

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     from specdec_core.decoding.baseline import cloud_only
     from specdec_core.decoding.config import DecodeConfig
     from specdec_core.decoding.decoder import SpeculativeDecoder
-    from specdec_core.evaluation.bench import sample_prompts
+    from specdec_core.evaluation.bench.run import sample_prompts
 
     torch.set_num_threads(1)
     backend = load_backend("demo")

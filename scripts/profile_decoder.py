@@ -64,7 +64,7 @@ def main() -> None:
 
     from specdec_core.backends import load_backend
     from specdec_core.decoding.decoder import SpeculativeDecoder
-    from specdec_core.evaluation.bench import bench_config, sample_prompts
+    from specdec_core.evaluation.bench.run import bench_config, sample_prompts
 
     backend = load_backend("demo")
     prompts = sample_prompts(backend, a.clips)

@@ -40,11 +40,11 @@ def main(argv=None) -> int:
     from specdec_core.api import with_cloud
     from specdec_core.backends import load_backend
     from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.evaluation.manifest import read_manifest
-    from specdec_core.evaluation.bench import sample_prompts
-    from specdec_core.evaluation.ray_engine import RayEdges
-    from specdec_core.evaluation.scale import run_batch_dir
-    from specdec_core.evaluation.remote_bench import format_report, run_remote_bench
+    from specdec_core.evaluation.batch.manifest import read_manifest
+    from specdec_core.evaluation.bench.run import sample_prompts
+    from specdec_core.evaluation.batch.ray_engine import RayEdges
+    from specdec_core.evaluation.batch.scale import run_batch_dir
+    from specdec_core.evaluation.bench.remote import format_report, run_remote_bench
 
     torch.set_num_threads(1)
     local = load_backend("demo")

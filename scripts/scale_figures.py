@@ -33,9 +33,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.evaluation.manifest import read_manifest
-    from specdec_core.evaluation.ray_engine import RayEdges
-    from specdec_core.evaluation.scale import run_batch_dir
+    from specdec_core.evaluation.batch.manifest import read_manifest
+    from specdec_core.evaluation.batch.ray_engine import RayEdges
+    from specdec_core.evaluation.batch.scale import run_batch_dir
 
     clips = read_manifest(ROOT / "sample_audio" / "manifest.csv")[: args.clips]
     cfg = DecodeConfig()

@@ -1,7 +1,9 @@
 """Seconds per test file from a pytest JUnit XML (make test writes test-artifacts/junit.xml):
-where the suite's time goes, slowest first, with the share of the total.
+where the suite's time goes, slowest first, with the share of the total, and the run's wall
+time against the floor no schedule beats on --workers workers (a file runs whole on one worker
+under --dist loadfile): max(sum / workers, the longest file).
 
-    python scripts/test_durations.py test-artifacts/junit.xml [--top 25]
+    python scripts/test_durations.py test-artifacts/junit.xml [--top 25] [--workers 2]
 """
 from __future__ import annotations
 
@@ -23,10 +25,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("junit")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
     files = per_file(a.junit)
     total = sum(files.values()) or 1.0
-    print(f"test time per file (sum over workers: {total:.0f} s)")
+    wall = sum(float(s.get("time") or 0) for s in ET.parse(a.junit).getroot().iter("testsuite"))
+    floor = max(total / max(a.workers, 1), max(files.values(), default=0.0))
+    print(f"test time per file (sum over workers: {total:.0f} s; wall {wall:.0f} s; "
+          f"floor on {a.workers} workers {floor:.0f} s)")
     for f, s in sorted(files.items(), key=lambda kv: -kv[1])[: a.top]:
         print(f"{s:8.1f} s {100 * s / total:5.1f} %  {f}")
 

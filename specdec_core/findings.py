@@ -80,12 +80,15 @@ def finding(code: str, title: str, detail: str = "", cause: str = "", fix: str =
                    evidence=evidence or {}, explained_by=explained_by)
 
 
+ALIASES = {"acceptance_cliff": "acceptance_collapse"}    # old names, read for one release (docs/audit.md)
+
+
 def from_json(d: dict) -> Finding:
     """A finding read from a file, old or new: `key` (older releases) becomes `code`, a missing
     `explained_by` is None, unknown codes are kept as they are (a newer release may have them)."""
     code = d.get("code") or d.get("key") or "unknown"
     sev = d.get("severity") if d.get("severity") in SEVERITIES else "info"
-    return Finding(code=code, severity=sev, title=str(d.get("title", "")), detail=str(d.get("detail", "")),
+    return Finding(code=ALIASES.get(code, code), severity=sev, title=str(d.get("title", "")), detail=str(d.get("detail", "")),
                    cause=str(d.get("cause", "") or ""), fix=str(d.get("fix", "") or ""),
                    evidence=d.get("evidence") or {}, explained_by=d.get("explained_by"))
 

@@ -9,6 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(1)
+# ... and in every process a test starts (CLIs, the app, Ray workers): two torch threads on two
+# cores that xdist's two workers (or other work) already keep busy spin against each other
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -39,3 +42,60 @@ def tok():
     from tiny import char_tokenizer
 
     return char_tokenizer()
+
+
+@pytest.fixture(autouse=True)
+def _one_test_at_a_time_on_shared_servers(request):
+    """A test that uses the shared cloud-spec servers (tests/test_audit.py's `servers`, also
+    tests/test_served_ab.py's) has them to itself while it runs (cloud_server.use_shared)."""
+    if "servers" not in request.fixturenames:
+        yield
+        return
+    from cloud_server import use_shared
+
+    with use_shared("cloud-spec"):
+        yield
+
+
+def pytest_sessionstart(session):
+    """The run's controller (or a run without xdist) stops shared servers a killed run left."""
+    if not hasattr(session.config, "workerinput"):
+        from cloud_server import clean_shared, stop_shared
+
+        stop_shared()
+        clean_shared()
+
+
+def pytest_sessionfinish(session):
+    """... and stops the servers the test files shared (tests/cloud_server.shared_server) once
+    every worker is done with them."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from cloud_server import stop_shared
+
+    for url in stop_shared(os.getpid()):
+        print(f"\nstopped the shared cloud server at {url}")
+
+
+# Test files that take minutes: vLLM servers, Ray clusters, a browser. With `-n 2 --dist loadfile`
+# a file runs whole on one worker, and xdist would hand files out most-tests-first, which leaves
+# these few-test, many-minute files to the end: one worker then runs them alone while the other
+# has nothing left. Handed out longest first instead (xdist's own reordering off).
+MINUTES = {"test_remote.py": 4, "test_scale.py": 3, "test_audit.py": 2, "test_served_ab.py": 2}
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):          # pytest-xdist installed
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    count: dict = {}
+    for it in items:
+        count[it.path] = count.get(it.path, 0) + 1
+    browser = {it.path for it in items if it.get_closest_marker("browser")}
+
+    def weight(path):
+        return (MINUTES.get(path.name, 1 if path in browser else 0), count[path])
+    items.sort(key=lambda it: weight(it.path), reverse=True)      # stable: a file's order kept

@@ -14,7 +14,7 @@ from components.compare import IDENTICAL, REPEATS, metric_diff_html, noise_verdi
 from components.formatting import fmt
 from specdec_core import DecodeConfig
 from specdec_core.api import load_backend, prepare, run_clip
-from specdec_core.evaluation.checklist import checklist
+from specdec_core.evaluation.batch.checklist import checklist
 
 CLIP = str(Path(__file__).resolve().parents[1] / "sample_audio" / "sad_01.wav")
 SHARE = re.compile(r"^\d+\.\d%$")       # how every share is written: 65.7%

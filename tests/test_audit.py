@@ -6,13 +6,14 @@ speculative metrics, n > 1. Small requests, one start per server for the module.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from cloud_server import CloudServer, build_venv, free_port
+from cloud_server import free_port, shared_dir, shared_server
 from specdec_core.api import prepare
 from specdec_core.audit import audit, checks
 from specdec_core.backends import load_backend
@@ -21,38 +22,34 @@ from specdec_core.decoding.config import DecodeConfig
 ROOT = Path(__file__).resolve().parents[1]
 CLIPS = [str(ROOT / "sample_audio" / f"{n}.wav") for n in ("angry_01", "happy_01")]
 WINDOW = 72           # the drafter's max_position_embeddings; the demo prompts are 54 tokens
+K = 4                 # the served drafter's k (make cloud-spec)
 
 pytestmark = [pytest.mark.cloud, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
-def drafter(tmp_path_factory):
-    """The demo edge with a window shorter than the contexts it will be asked to draft for."""
-    d = tmp_path_factory.mktemp("drafter") / "edge72"
-    shutil.copytree(ROOT / "specdec_core" / "demo" / "models" / "edge", d)
-    cfg = json.loads((d / "config.json").read_text())
-    cfg["max_position_embeddings"] = WINDOW
-    (d / "config.json").write_text(json.dumps(cfg))
-    return d
+def drafter():
+    """The demo edge with a window shorter than the contexts it will be asked to draft for
+    (one folder per test run, shared with the draft-model server that serves it)."""
+    def build(d):
+        shutil.copytree(ROOT / "specdec_core" / "demo" / "models" / "edge", d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["max_position_embeddings"] = WINDOW
+        (d / "config.json").write_text(json.dumps(cfg))
+    return shared_dir("edge72", build)
 
 
 @pytest.fixture(scope="module")
-def servers(artifacts, drafter):
-    """Both servers, started side by side (a start is mostly waiting: the suite's time)."""
+def servers(drafter):
+    """Both servers, started side by side (a start is mostly waiting: the suite's time), once
+    per test run: tests/test_served_ab.py and any worker get the same two (cloud_server.py)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    build_venv()
-    srvs = {"draft": CloudServer(artifacts, ("cloud-spec", "SPEC=draft", f"SPEC_DRAFT={drafter}")),
-            "ngram": CloudServer(artifacts, ("cloud-spec", "SPEC=ngram"))}
-    try:
-        with ThreadPoolExecutor(2) as ex:
-            list(ex.map(lambda s: s.start(), srvs.values()))
-        for name, srv in srvs.items():
-            print(f"cloud-spec SPEC={name} ready in {srv.start_s[-1]:.0f} s at {srv.url}")
-        yield srvs
-    finally:
-        for srv in srvs.values():
-            srv.stop()
+    args = {"draft": ("cloud-spec", "SPEC=draft", f"SPEC_DRAFT={drafter}"),
+            "ngram": ("cloud-spec", "SPEC=ngram")}
+    with ThreadPoolExecutor(2) as ex:
+        srvs = dict(zip(args, ex.map(lambda kv: shared_server(*kv), args.items())))
+    return srvs
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +106,9 @@ def test_a_clean_served_run_passes_and_reads_like_a_run(draft, drafter, tmp_path
         assert [x["accepted"] for x in rounds[1:]][:-1] == spec["per_step_accepted"][:-1]
         assert [x["start"] for x in rounds[1:]] == [s["context"] - 54 for s in r["steps"]]
         srcs = [t["source"] for t in r["trace"]["tokens"]]
-        assert srcs.count("accepted") + srcs.count("bonus") + srcs.count("corrected") == 12
+        # the prompt pass's token is the prefill's, not a step's bonus (issue 58.2)
+        assert srcs[0] == "prefill" and srcs.count("prefill") == 1
+        assert srcs.count("accepted") + srcs.count("bonus") + srcs.count("corrected") == 11
     assert rep["acceptance"]["by_draft_position"][0]["rate"] > 0.5
 
 
@@ -119,10 +118,16 @@ def test_a_drafter_window_shorter_than_the_context_is_found(draft, drafter, inpu
     accepted there. The output stays lossless: the verifier rejects the dummy drafts."""
     rep = audit(demo, draft.url, inputs, replay=str(drafter), max_tokens=40)
     assert all(r["reference"]["matches"] for r in rep["results"])
-    cliff = next(f for f in rep["findings"] if f["code"] == "acceptance_cliff")
+    # one code for loops and engines (issue 57.1); the old name kept as the evidence's alias
+    cliff = next(f for f in rep["findings"] if f["code"] == "acceptance_collapse")
     ev = cliff["evidence"]
+    assert ev["alias"] == "acceptance_cliff" and "acceptance_cliff" not in codes(rep)
     assert ev["window"] == WINDOW and WINDOW - 5 <= ev["position"] <= WINDOW + 2, ev
-    assert f"max_position_embeddings {WINDOW}" in cliff["title"]
+    # the sustained change point: within k of window - k - 1, the arithmetic said
+    k = K
+    assert abs(ev["position"] - (WINDOW - k - 1)) <= k, ev
+    assert ev["window_arithmetic"] == f"{WINDOW} - {k} - 1 = {WINDOW - k - 1}"
+    assert f"max_position_embeddings {WINDOW}" in cliff["title"] and ev["window_arithmetic"] in cliff["title"]
     assert ev["rate_after"] == 0.0 and ev["rate_before"] > 0.5 and ev["drafts_wasted"] > 40
     off = [f for f in rep["findings"] if f["code"] == "replay_mismatch"]
     # lossless output: the other drafter costs speed (a warning with its cost), not an error
@@ -138,10 +143,59 @@ def test_a_drafter_window_shorter_than_the_context_is_found(draft, drafter, inpu
 
 def test_fail_on_warning_exits_1_on_the_defect(draft, drafter, cli):
     p = cli("--url", draft.url, CLIPS[0], "--max-tokens", "30", "--replay", str(drafter),
-            "--fail-on", "warning")
+            "--fail-on", "warning", "--out", "-")
     assert p.returncode == 1, p.stderr[-2000:]
     assert "--fail-on warning:" in p.stderr and "replay_mismatch" in p.stderr
     assert json.loads(p.stdout)["findings"]
+
+
+def test_the_summary_reads_like_runs_and_json_only_with_out(draft, drafter, cli):
+    """Issue 58.5: no JSON on stdout without --out; per request the tokens and why it stopped,
+    the steps, the mean acceptance length, the verdict against the reference, a findings line;
+    with --replay a line of what the replay judged; no "Loading weights" bar."""
+    plain = cli("--url", draft.url, CLIPS[0], "--max-tokens", "12")
+    assert plain.returncode == 0 and plain.stdout == "", plain.stdout[:300]
+    err = plain.stderr
+    # the engine's counters include drafts accepted past the cut: said with the figure the tokens shown give
+    assert re.search(r"12 tokens \(finish: length\) · 1 from the prompt pass \+ \d+ steps · mean acceptance length "
+                     r"\d\.\d\d( \(the engine counts \d+ accepted drafts, \d+ past the 12-token cut; the \d+ shown: "
+                     r"1 \+ \d+/\d+ = \d\.\d\d\))? · same as the reference", err), err
+    assert "audit: No findings in what a served engine shows" in err and "not visible" in err
+    assert "(no JSON written: --out FILE, or --out - for stdout)" in err and "Loading weights" not in err
+    replayed = cli("--url", draft.url, CLIPS[0], "--max-tokens", "12", "--replay", str(drafter))
+    assert replayed.stdout == "" and "Loading weights" not in replayed.stderr
+    assert re.search(rf"replayed {re.escape(str(drafter))}: \d+ steps re-judged", replayed.stderr), replayed.stderr
+    assert "replayed" not in err
+
+
+def test_an_ngram_replay_on_a_draft_model_server_is_a_replay_mismatch(draft, cli):
+    """Issue 58.1: the engine drafted k tokens at every step, as a draft model does: the n-gram
+    rule replayed does not fit it, said as such (not advice to do what was done); its steps are
+    still placed and acceptance by context judged."""
+    p = cli("--url", draft.url, CLIPS[0], "--max-tokens", "24", "--replay", "ngram", "--out", "-")
+    rep = json.loads(p.stdout)
+    off = [f for f in rep["findings"] if f["code"] == "replay_mismatch"]
+    assert len(off) == 1 and off[0]["evidence"]["counts_show"] == "a draft model", rep["findings"]
+    assert "does not fit this engine" in off[0]["title"] and "draft model" in off[0]["title"]
+    assert not any("--replay ngram" in f["detail"] for f in rep["findings"])
+    assert rep["results"][0]["steps"] and rep["acceptance"]["by_context"]
+    assert "replayed ngram: the replayed drafter (ngram) does not fit" in p.stderr
+
+
+def test_two_engines_side_by_side(draft, ngram, cli):
+    """Issue 57.3: a draft-model server and an n-gram server on the same prompt: the same greedy
+    output (A matches B and the reference), each side's acceptance by draft position, and the
+    definitions each engine's figures use, before any difference is called one in behaviour."""
+    p = cli("--url", draft.url, "--compare-url", ngram.url, CLIPS[0], "--max-tokens", "16", "--out", "-")
+    assert p.returncode == 0, p.stderr[-2000:]
+    rep = json.loads(p.stdout)
+    cmp = rep["comparison"]
+    assert cmp["engines"] == [draft.url, ngram.url] and rep["compared_with"]["engine"]["url"] == ngram.url
+    assert cmp["requests"][0]["same"] and "Same output: A and B give the same 16 tokens" in cmp["requests"][0]["verdict"]
+    a_pos, b_pos = cmp["by_draft_position"]
+    assert [x["position"] for x in a_pos] == [1, 2, 3, 4] and a_pos != b_pos
+    assert any("counts the step's own target token" in d or "1 + accepted drafts / steps" in d for d in cmp["definitions"])
+    assert f"A: {draft.url}" in p.stderr and f"B: {ngram.url}" in p.stderr and "Same output" in p.stderr
 
 
 def test_ngram_replay_places_every_step_and_agrees(ngram, inputs, demo):

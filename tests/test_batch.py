@@ -12,8 +12,8 @@ from tiny import PairBackend, char_tokenizer, perturbed, tiny_qwen2
 
 from specdec_core.cli.reports import batch_report
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.evaluation.batch import BatchResult, iter_batch
-from specdec_core.evaluation.manifest import Clip, clips_from_uploads, read_manifest
+from specdec_core.evaluation.batch.run import BatchResult, iter_batch
+from specdec_core.evaluation.batch.manifest import Clip, clips_from_uploads, read_manifest
 from specdec_core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]

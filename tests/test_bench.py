@@ -7,9 +7,9 @@ import re
 import pytest
 
 from specdec_core.cli import main, reports
-from specdec_core.evaluation.bench import (METHODS, bench_config, cost_model_speedup, decode_stats,
+from specdec_core.evaluation.bench.run import (METHODS, bench_config, cost_model_speedup, decode_stats,
                                            leviathan_alpha, predicted_speedup, run_bench)
-from specdec_core.evaluation.bench_sweep import auto_thresholds, plot_sweeps, run_sweeps
+from specdec_core.evaluation.bench.sweep import auto_thresholds, plot_sweeps, run_sweeps
 from tiny import PairBackend, char_tokenizer, perturbed, tiny_qwen2
 
 QUIET = {"log": lambda s: None}

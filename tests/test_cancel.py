@@ -10,8 +10,8 @@ import pytest
 
 from specdec_core.api import LiveTrace, load_backend, prepare, run_clip, stream_prompt
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.evaluation.batch import iter_batch
-from specdec_core.evaluation.manifest import read_manifest
+from specdec_core.evaluation.batch.run import iter_batch
+from specdec_core.evaluation.batch.manifest import read_manifest
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_audio"
 CLIP = str(SAMPLES / "angry_01.wav")

@@ -516,7 +516,7 @@ def test_ab_table_reads_as_labels_with_units_and_judges_like_for_like():
 
 def test_speedup_and_text_next_to_cloud_only():
     from components.compare import vs_cloud_html
-    from specdec_core.evaluation.speedup import speedup_stats
+    from specdec_core.evaluation.bench.speedup import speedup_stats
 
     sp = speedup_stats([1.0, 1.1, 0.9], [2.0, 2.2, 1.9], tokens=40, cloud_calls=10, same_text=False)
     assert sp["speedup"] == pytest.approx(2.0) and (sp["lo"], sp["hi"]) == (pytest.approx(1.9 / 1.1),
@@ -532,7 +532,7 @@ def test_speedup_and_text_next_to_cloud_only():
 
 def test_a_speedup_whose_spread_covers_one_is_no_measurable_difference():
     from components.compare import speedup_cell, vs_cloud_html
-    from specdec_core.evaluation.speedup import bound, interleaved_order, speedup_stats
+    from specdec_core.evaluation.bench.speedup import bound, interleaved_order, speedup_stats
 
     assert interleaved_order(3, 3) == [0, 1, 2, 2, 1, 0, 0, 1, 2]
     sp = speedup_stats([0.20, 0.25, 0.21], [0.22, 0.19, 0.30], tokens=50, cloud_calls=13, same_text=True)
@@ -561,7 +561,7 @@ def test_cards_of_a_lossy_run_do_not_call_full_acceptance_good(trace):
     bad = metric_cards(m, "detailed", findings=lossy)
     card = bad[: bad.index("</div></div>")]
     assert 'data-status="warn"' in card and "lossy" in card and "target &gt; 60%" not in card
-    from specdec_core.evaluation.speedup import speedup_stats
+    from specdec_core.evaluation.bench.speedup import speedup_stats
     sp = metric_cards(m, "detailed", speedup=speedup_stats([1.0] * 3, [1.4, 1.5, 1.4], 40, 10, True))
     assert "1.40×" in sp and "1.00 s vs 1.40 s (medians)" in sp and "1.40–1.50×" in sp
     lossy_sp = metric_cards(m, "detailed", speedup=speedup_stats([1.0] * 3, [1.4] * 3, 40, 10, False))
@@ -620,7 +620,7 @@ def test_label_table_states_denominators_and_its_whole_lies_between_its_halves()
     """Issue 43: overall 65.2% beside halves 76.9% / 83.0% came from two denominators (every
     draft vs judged drafts); the table now names both and shows the per-judged whole."""
     from components.batch_view import label_matrix_html
-    from specdec_core.evaluation.watch import label_columns
+    from specdec_core.evaluation.batch.watch import label_columns
 
     def row(drafted, accepted, aj, aa, oj, oa):
         rounds = [{"verified": True, "drafted": drafted, "accepted": accepted}]
@@ -640,7 +640,7 @@ def test_label_table_states_denominators_and_its_whole_lies_between_its_halves()
 
 
 def test_default_batch_clips_span_every_label():
-    from specdec_core.evaluation.manifest import read_manifest, spread_labels
+    from specdec_core.evaluation.batch.manifest import read_manifest, spread_labels
 
     clips = read_manifest(Path(__file__).resolve().parents[1] / "sample_audio" / "manifest.csv")
     labels = list(dict.fromkeys(c.label for c in clips))
@@ -654,7 +654,7 @@ def test_trees_are_judged_by_mean_acceptance_length_on_cards_checklist_and_ab():
     headline, passes the checklist on the chain's target per cloud call, and A/B names no winner
     on counts a tree and a chain count differently."""
     from components.compare import metric_diff_html
-    from specdec_core.evaluation.checklist import _acceptance_items
+    from specdec_core.evaluation.batch.checklist import _acceptance_items
 
     tree = {"acceptance_rate": 0.36, "mean_accepted_length": 4.64, "nodes_per_call": 10.0,
             "cloud_calls": 12, "new_tokens": 53, "rejected_tokens": 80, "draft_forwards": 48}
@@ -730,7 +730,7 @@ def test_a_busy_machine_times_nothing_and_says_so_once():
     difference' and the slower '2.62× faster than cloud-only'. Repeats that vary more than 2x give
     one line (timing not possible now, use bench), and A/B verdicts never order against medians."""
     from components.compare import speedup_cell, vs_cloud_html
-    from specdec_core.evaluation.speedup import ordered, speedup_stats
+    from specdec_core.evaluation.bench.speedup import ordered, speedup_stats
     from ui.ab import busy_line, pair_detail, timing_rows
 
     live = speedup_stats([0.1, 0.3, 1.9], [0.8, 0.9, 1.05], tokens=53, cloud_calls=14, same_text=True)

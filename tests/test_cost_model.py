@@ -1,4 +1,4 @@
-"""The measured cost model (evaluation/cost_model.py) and the bench advice (evaluation/advice.py).
+"""The measured cost model (evaluation/bench/cost_model.py) and the bench advice (evaluation/bench/advice.py).
 
 Only pure functions and the JSON schema are tested: no assertion here depends on a wall-clock
 timing (speed claims come from `make bench`, docs/benchmarks.md)."""
@@ -10,9 +10,9 @@ import pytest
 from specdec_core.api import load_backend
 from specdec_core.cli import main
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation import cost_model as cm
-from specdec_core.evaluation import cost_probe
-from specdec_core.evaluation.bench import bench_config, sample_prompts
+from specdec_core.evaluation.bench import cost_model as cm
+from specdec_core.evaluation.bench import cost_probe
+from specdec_core.evaluation.bench.run import bench_config, sample_prompts
 
 COSTS = cm.Costs(edge={1: 1.0, 2: 1.5}, cloud={1: 4.0, 2: 4.5, 3: 5.0, 4: 5.5, 5: 6.0, 6: 6.5},
                  round_overhead=0.8, k_ref=4, overhead_per_k=0.1, token_overhead=0.2)
@@ -42,7 +42,7 @@ def test_predicted_speedup_matches_a_hand_computation():
 
 def test_cost_model_reduces_to_leviathan_when_its_assumptions_hold():
     """Width-free forwards (cloud 1, edge c), no overhead, i.i.d. acceptance α: the formula."""
-    from specdec_core.evaluation.bench import predicted_speedup
+    from specdec_core.evaluation.bench.run import predicted_speedup
 
     c, alpha = 0.2, 0.8
     flat = cm.Costs(edge={1: c, 2: c}, cloud={w: 1.0 for w in range(1, 10)})

@@ -24,7 +24,7 @@ from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
 from devtools import demo_corpus as corpus
-from specdec_core.evaluation.scoring import emotion_of_text
+from specdec_core.evaluation.batch.scoring import emotion_of_text
 from sample_script import load_make_samples
 
 ROOT = Path(__file__).resolve().parents[1]

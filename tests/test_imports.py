@@ -81,7 +81,7 @@ def test_graph_reads_relative_and_function_level_imports():
     mods = modules("specdec_core")
     g = import_graph(mods)
     assert "specdec_core.decoding.steps" in g["specdec_core.decoding.decoder"]
-    assert "specdec_core.evaluation.manifest" in g["specdec_core.evaluation.bench"]  # inside a function
+    assert "specdec_core.evaluation.batch.manifest" in g["specdec_core.evaluation.bench.run"]  # inside a function
     ui = import_graph(modules("ui"))
     assert "ui.common" in ui["ui.runs"]                                                 # relative
 

@@ -91,7 +91,7 @@ def test_identical_texts_show_no_only_in_legend():
 
 
 def test_speedup_line_says_which_time_it_uses():
-    from specdec_core.evaluation.speedup import speedup_stats
+    from specdec_core.evaluation.bench.speedup import speedup_stats
     html = vs_cloud_html("a", "a", speedup_stats([0.17] * 3, [0.2, 0.21, 0.2], 40, 10, True))
     assert "decoding 0.17 s (median of 3 quiet repeats, no page drawing)" in html
     assert "cloud-only 0.20 s (median of 3, interleaved with them)" in html
@@ -298,7 +298,7 @@ def test_status_names_which_time_each_number_is():
     from ui.live import finished_detail
     tr = {"tokens": [{}] * 3, "token_ids": [1, 2, 3], "ended_by": "max_tokens",
           "metrics": {"new_tokens": 3, "wall_s": 0.2}}
-    from specdec_core.evaluation.speedup import speedup_stats
+    from specdec_core.evaluation.bench.speedup import speedup_stats
     detail = finished_detail(tr, DecodeConfig(), {"token_ids": [1, 2, 3]},
                              speedup_stats([0.17, 0.18, 0.17], [0.2, 0.21, 0.2], 3, 1, True))
     assert "0.20 s wall time" in detail and "1.18× faster than cloud-only (1.11–1.24×)" in detail, detail

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NEVER = ("make demo", "make test", "make cloud", "app.py", "--cloud-url")       # servers, installs
+NEVER = ("make demo", "make test", "make cloud", "app.py", "--cloud-url", "audit --url")   # servers, installs
 # long (18 clips, sweeps, Ray, Omni) or the same path as a command run by default (kept out of
 # the default run for the suite's time budget; SPECSCOPE_README_ALL=1 runs them all)
 LONG = ("sample_audio/*.wav", "batch sample_audio/manifest.csv", "bench ", "make_tiny_omni",

@@ -10,7 +10,7 @@ import pytest
 
 from components.batch_view import label_matrix_html
 from specdec_core.cli import main
-from specdec_core.evaluation import watch
+from specdec_core.evaluation.batch import watch
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIPS = ("neutral_03", "happy_03")       # concise: short decodes

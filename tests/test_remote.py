@@ -21,8 +21,8 @@ from specdec_core.backends import load_backend
 from specdec_core.decoding.baseline import cloud_only
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.batch import iter_batch
-from specdec_core.evaluation.manifest import read_manifest
+from specdec_core.evaluation.batch.run import iter_batch
+from specdec_core.evaluation.batch.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "sample_audio" / "manifest.csv"
@@ -68,8 +68,20 @@ def prompts(local):
             for c in clips}
 
 
+@pytest.fixture(scope="module")
+def want(local, prompts):
+    """The local cloud decoding alone (greedy), per clip name: computed once for the module."""
+    cache: dict[str, list[int]] = {}
+
+    def get(name: str) -> list[int]:
+        if name not in cache:
+            cache[name] = cloud_only(local, prompts[name], DecodeConfig())["token_ids"]
+        return cache[name]
+    return get
+
+
 def cli(*args, env=None):
-    env = {"SPECSCOPE_CLOUD_TIMEOUT": str(TIMEOUT_S), **(env or os.environ)}
+    env = {"SPECSCOPE_CLOUD_TIMEOUT": str(TIMEOUT_S), **(env or os.environ)}   # one torch thread: conftest.py
     return subprocess.run([sys.executable, "-m", "specdec_core", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=1800, env=env)
 
@@ -172,7 +184,7 @@ def test_a_model_with_another_vocabulary_is_refused(server, tmp_path):
     assert p.returncode == 2 and "does not serve 'qwen-7b'" in p.stderr
 
 
-def test_batch_workers_share_the_server(server, local, prompts, tmp_path):
+def test_batch_workers_share_the_server(server, want, tmp_path):
     p = cli("batch", str(MANIFEST), "--cloud-url", server.url, "--workers", "2", "--limit", "6",
             *NO_LIMIT, "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr[-2000:]
@@ -181,19 +193,17 @@ def test_batch_workers_share_the_server(server, local, prompts, tmp_path):
     assert [r["name"] for r in rows] == [c.name for c in read_manifest(MANIFEST)[:6]]
     for r in rows:
         assert r["ok"] and r["metrics"]["link"] == "measured"
-        want = cloud_only(local, prompts[Path(r["audio"]).name], DecodeConfig())["token_ids"]
-        assert r["token_ids"] == want, r["name"]
+        assert r["token_ids"] == want(Path(r["audio"]).name), r["name"]
 
 
-def test_two_cloud_urls_share_the_rows_and_one_that_dies_costs_its_row_only(server, local, prompts,
-                                                                           tmp_path):
+def test_two_cloud_urls_share_the_rows_and_one_that_dies_costs_its_row_only(server, want, tmp_path):
     """Two --cloud-url values: the server itself and a real TCP forwarder to it that dies in the
     middle of a request. Rows alternate between the two; the row in flight on the dead one fails
     with a one-line error naming it (marked retry), every later row goes to the live server, and
     a resume runs that one row again."""
     from tcp_forward import Forwarder
 
-    from specdec_core.evaluation.scale import run_batch_dir
+    from specdec_core.evaluation.batch.scale import run_batch_dir
 
     fwd = Forwarder(int(server.url.rsplit(":", 1)[1]), die_after=20)
     clips = read_manifest(MANIFEST)[:8]
@@ -215,8 +225,7 @@ def test_two_cloud_urls_share_the_rows_and_one_that_dies_costs_its_row_only(serv
     assert all(r["ok"] and r["cloud"] == server.url for r in rows[i + 1:])
     for r in rows:
         if r["ok"]:
-            want = cloud_only(local, prompts[Path(r["audio"]).name], DecodeConfig())["token_ids"]
-            assert r["token_ids"] == want, r["name"]
+            assert r["token_ids"] == want(Path(r["audio"]).name), r["name"]
     res2, ran = run_batch_dir({"backend": "demo"}, clips, {"A": DecodeConfig(time_limit_s=0)}, tmp_path,
                               cloud_urls=urls, resume=True)
     assert ran == 1 and all(r["ok"] for r in res2.rows) and res2.rows[i]["cloud"] == server.url

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.evaluation.journal import read_rows
-from specdec_core.evaluation.manifest import read_manifest
-from specdec_core.evaluation.scale import run_batch_dir
+from specdec_core.evaluation.batch.journal import read_rows
+from specdec_core.evaluation.batch.manifest import read_manifest
+from specdec_core.evaluation.batch.scale import run_batch_dir
 
 ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
 
@@ -60,6 +60,50 @@ def _env():
             "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", "HOME": os.environ.get("HOME", "/tmp")}
 
 
+RAY_BIN = str(Path(sys.executable).with_name("ray"))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One `ray start --head` for the module (what a user runs on the head node; a start is
+    tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it;
+    the killed batch's CLI keeps a Ray of its own (it checks that Ray goes down with it), and
+    this process's RayEdges a local one (joining from here was refused: "Failed to connect").
+    Stopped at the module's end by ending its own process group, never `ray stop` (that takes
+    every Ray on the machine, another xdist worker's or another run's too)."""
+    port = _free_port()
+    env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
+    start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "2",
+                              "--include-dashboard=false", "--disable-usage-stats"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=True)           # its daemons keep this group
+    try:
+        _, err = start.communicate(timeout=180)
+        assert start.returncode == 0, err[-2000:]
+        yield {"address": f"127.0.0.1:{port}", "env": env}
+    finally:
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(start.pid, sig)
+            except ProcessLookupError:
+                break
+            t0 = time.time()
+            while _alive(_group(start.pid)) and time.time() - t0 < wait:
+                time.sleep(0.2)
+
+
+def _group(pgid: int) -> set[int]:
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[3]) == pgid:
+                    out.add(int(d.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
 def jsonl_lines(out: Path) -> list[str]:
     return (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
 
@@ -68,12 +112,14 @@ def keys_of(lines):
     return [(json.loads(ln)["name"], json.loads(ln)["config"]) for ln in lines]
 
 
-def test_ray_equals_local_on_a_manifest_with_a_broken_clip_and_resume_runs_nothing(tmp_path):
+def test_ray_equals_local_on_a_manifest_with_a_broken_clip_and_resume_runs_nothing(tmp_path, cluster):
+    """On the module's cluster (the CLI starting a Ray of its own: the killed-batch test)."""
     manifest = broken_manifest(tmp_path)
     local_out, ray_out = tmp_path / "local", tmp_path / "ray"
     local, ran = run_batch_dir(SPEC, read_manifest(manifest), {"A": CFG}, local_out)
     assert ran == 4
-    p = cli(manifest, "--engine", "ray", "--workers", "2", *KNOBS, "--out", ray_out)
+    join = ("--ray-address", cluster["address"])
+    p = cli(manifest, "--engine", "ray", *join, "--workers", "2", *KNOBS, "--out", ray_out)
     assert p.returncode == 1, p.stderr[-3000:]          # one clip failed
     assert "Traceback" not in p.stderr
     assert "ran 4 of 4 rows (ray engine)" in p.stdout
@@ -92,7 +138,7 @@ def test_ray_equals_local_on_a_manifest_with_a_broken_clip_and_resume_runs_nothi
 
     before = (ray_out / "results.jsonl").read_bytes()
     mtime = (ray_out / "results.jsonl").stat().st_mtime_ns
-    p = cli(manifest, "--engine", "ray", "--workers", "2", *KNOBS, "--out", ray_out, "--resume")
+    p = cli(manifest, "--engine", "ray", *join, "--workers", "2", *KNOBS, "--out", ray_out, "--resume")
     assert p.returncode == 1, p.stderr[-3000:]
     assert "resume: 4 of 4 rows already in" in p.stderr and "ran 0 of 4 rows" in p.stdout
     assert (ray_out / "results.jsonl").read_bytes() == before
@@ -193,7 +239,7 @@ def test_a_worker_that_dies_costs_its_row_only(tmp_path):
     """SIGKILL the process of a Ray actor while it decodes a row: one row per death fails with a
     one-line error marked retry, Ray restarts the worker, every other row is ok and equal to the local
     engine's; a resume runs the failed rows only."""
-    from specdec_core.evaluation.ray_engine import RayEdges
+    from specdec_core.evaluation.batch.ray_engine import RayEdges
 
     clips = read_manifest(SAMPLES / "manifest.csv")[:8]
     cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)
@@ -296,30 +342,21 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
     assert len(jsonl_lines(tmp_path)) == len(clips)
 
 
-def test_joins_a_running_ray_cluster_and_leaves_it_running(tmp_path):
-    """`ray start --head` (what a user runs on the head node), then `batch --ray-address`: the
-    rows run on that cluster's workers, equal to the local engine, and the cluster is still up
-    afterwards (the batch leaves it as it was)."""
-    ray_bin = str(Path(sys.executable).with_name("ray"))
-    port = _free_port()
-    env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
-    start = subprocess.run([ray_bin, "start", "--head", "--port", str(port), "--num-cpus", "2",
-                            "--include-dashboard=false", "--disable-usage-stats"],
-                           capture_output=True, text=True, timeout=180, env=env)
-    assert start.returncode == 0, start.stderr[-2000:]
-    try:
-        manifest = broken_manifest(tmp_path)
-        p = cli(manifest, "--engine", "ray", "--ray-address", f"127.0.0.1:{port}", "--workers", "2",
-                *KNOBS, "--out", tmp_path / "cluster")
-        assert p.returncode == 1, p.stderr[-3000:]            # the broken clip's row failed
-        assert "ran 4 of 4 rows (ray engine)" in p.stdout
-        rows = json.loads((tmp_path / "cluster" / "results.json").read_text(encoding="utf-8"))["rows"]
-        assert [r["ok"] for r in rows] == [True, True, False, True]
-        local, _ = run_batch_dir(SPEC, read_manifest(manifest), {"A": CFG}, tmp_path / "local")
-        assert [r.get("token_ids") for r in rows] == [r.get("token_ids") for r in local.rows]
-        status = subprocess.run([ray_bin, "status", "--address", f"127.0.0.1:{port}"],
-                                capture_output=True, text=True, timeout=120,
-                                env=env | {"RAY_AUTH_MODE": "token"})    # `ray start` made a token
-        assert "CPU" in status.stdout, status.stdout + status.stderr   # still up after the batch
-    finally:
-        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, timeout=120, env=env)
+def test_joins_a_running_ray_cluster_and_leaves_it_running(tmp_path, cluster):
+    """`ray start --head` (what a user runs on the head node: the module's cluster), then
+    `batch --ray-address`: the rows run on that cluster's workers, equal to the local engine, and
+    the cluster is still up afterwards (the batch leaves it as it was)."""
+    address = cluster["address"]
+    manifest = broken_manifest(tmp_path)
+    p = cli(manifest, "--engine", "ray", "--ray-address", address, "--workers", "2",
+            *KNOBS, "--out", tmp_path / "cluster")
+    assert p.returncode == 1, p.stderr[-3000:]            # the broken clip's row failed
+    assert "ran 4 of 4 rows (ray engine)" in p.stdout
+    rows = json.loads((tmp_path / "cluster" / "results.json").read_text(encoding="utf-8"))["rows"]
+    assert [r["ok"] for r in rows] == [True, True, False, True]
+    local, _ = run_batch_dir(SPEC, read_manifest(manifest), {"A": CFG}, tmp_path / "local")
+    assert [r.get("token_ids") for r in rows] == [r.get("token_ids") for r in local.rows]
+    status = subprocess.run([RAY_BIN, "status", "--address", address],
+                            capture_output=True, text=True, timeout=120,
+                            env=cluster["env"] | {"RAY_AUTH_MODE": "token"})    # `ray start` made a token
+    assert "CPU" in status.stdout, status.stdout + status.stderr   # still up after the batch

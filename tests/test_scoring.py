@@ -1,8 +1,8 @@
 """Reference scoring and the checklist on hand-made cases."""
 import pytest
 
-from specdec_core.evaluation.checklist import checklist, premature_stop
-from specdec_core.evaluation.scoring import (chrf, emotion_hit, emotion_of_text, per_label_accuracy, score_text,
+from specdec_core.evaluation.batch.checklist import checklist, premature_stop
+from specdec_core.evaluation.batch.scoring import (chrf, emotion_hit, emotion_of_text, per_label_accuracy, score_text,
                                   weighted_f1)
 
 REF = "说话人音调很高且起伏剧烈，音量很大，语速很快，情绪愤怒。"
@@ -159,7 +159,7 @@ def test_looping_clips_fail_the_repeat_check_and_counts_head_their_lines(tmp_pat
 
     from components.batch_view import checklist_html
     from specdec_core.cli.progress import RowProgress
-    from specdec_core.evaluation.checklist import checklist_head
+    from specdec_core.evaluation.batch.checklist import checklist_head
 
     edge_only = dict(acceptance_rate=None, mean_accepted_length=None, cloud_calls=0, cloud_call_rate=0.0,
                      repeat_rate=0.005)

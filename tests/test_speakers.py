@@ -14,8 +14,8 @@ from specdec_core.audio import prosody, speakers
 from specdec_core.audio.loading import load_audio
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.evaluation.batch import iter_batch
-from specdec_core.evaluation.manifest import read_manifest
+from specdec_core.evaluation.batch.run import iter_batch
+from specdec_core.evaluation.batch.manifest import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_audio"
@@ -110,7 +110,7 @@ def test_single_clip_run_says_which_normalisation_was_used():
 def test_batch_dir_applies_speaker_normalisation_like_the_batch_tab(tmp_path):
     """The CLI's batch (evaluation/scale.run_batch_dir, both engines) reads a speaker's clips
     relative to that speaker, as the Batch tab's iter_batch does."""
-    from specdec_core.evaluation.scale import run_batch_dir
+    from specdec_core.evaluation.batch.scale import run_batch_dir
 
     clips = [r for r in calibration_rows() if r["name"].endswith("_02")][:4]
     lines = ["name,path,label,prompt_type,reference,speaker"]

@@ -119,7 +119,7 @@ def test_static_shape_is_ancestor_closed():
 
 
 def test_tree_advice_prices_the_verify_forward_by_width():
-    from specdec_core.evaluation.cost_model import Costs, tree_advice
+    from specdec_core.evaluation.bench.cost_model import Costs, tree_advice
 
     mal = {"chain": 3.6, "dynamic": 4.1}
     flat = Costs(edge={1: 1e-4, 2: 1.1e-4}, cloud={1: 1e-3, 5: 1e-3, 11: 1.05e-3})      # a GPU

@@ -9,7 +9,8 @@ import gradio as gr
 from components.findings import findings_html, findings_summary
 from components.formatting import ended_by_words, fault_label
 from components.compare import REPEATS, char_diff_html, metric_diff_html, speedup_cell
-from specdec_core.evaluation.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, speedup_words
+from specdec_core.evaluation.bench.speedup import BUSY, BUSY_WORDS, busy_factor, busy_words, speedup_words
+from specdec_core.evaluation.bench.stats import paired
 from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
@@ -26,6 +27,22 @@ from .views import TraceView
 from .gpu import gpu
 
 NO_FAULT = "—"
+# Issue 58: A/B took 84 s for k=2 vs k=6 when cloud-only was timed on every repeat. "auto" times it
+# only where one cloud-only decode costs no more than the slower side's decode.
+TIME_CLOUD = ("auto", "on", "off")
+TIME_CLOUD_INFO = (f"{REPEATS} more cloud-only decodes for a speed-up per side; auto: only when one costs no "
+                   "more than a side's decode")
+
+
+def times_cloud(choice: str, bases: list, runs: list) -> bool:
+    """Whether A/B times cloud-only (the speed-up's denominator) beside A and B: `choice` "on" or
+    "off", or "auto": when its one decode took no longer than the slower side's."""
+    if choice != "auto" or not any(bases):
+        return choice == "on" and any(bases)
+    cloud = max(b.get("wall_s") or 0.0 for b in bases if b)
+    return cloud <= max((r.live.trace.get("metrics") or {}).get("wall_s") or 0.0 for r in runs)
+
+
 # One click, two configurations: A's knobs with these changes on each side (issue 34: chain vs
 # tree; issue 35: the edge model vs the head drafting).
 AB_PRESETS = {
@@ -62,6 +79,8 @@ class ABTab:
                 self.reference = gr.Checkbox(value=True, label="compare with cloud-only",
                                              info="also decode with the cloud model alone (greedy): "
                                                   "speed-up and text diff per side")
+                self.time_cloud = gr.Radio(list(TIME_CLOUD), value="auto", label="time cloud-only too",
+                                           elem_id="ab-time-cloud", info=TIME_CLOUD_INFO)
             with gr.Column(scale=2, min_width=320):
                 self.fault_vs_fixed = gr.Dropdown(
                     [NO_FAULT] + [(fault_label(n), n) for n in FAULTS], value=NO_FAULT, elem_id="ab-fault",
@@ -126,7 +145,7 @@ class ABTab:
 
     def _wire(self):
         a, b = self.panel_a, self.panel_b
-        ins = [self.sample, self.audio, self.backend, self.reference, *a.inputs, *b.inputs]
+        ins = [self.sample, self.audio, self.backend, self.reference, *a.inputs, *b.inputs, self.time_cloud]
         run_kw = dict(api_visibility="private", concurrency_id="decode", concurrency_limit=limits.ADMIT,
                       trigger_mode="once", show_progress="hidden")
         waiting = dict(fn=limits.waiting_status, inputs=None, outputs=self.status, queue=False,   # issue 37
@@ -189,7 +208,9 @@ class ABTab:
                           [findings_html(None)] * 2)
 
     def run(self, request: gr.Request, sample, audio, backend_name, reference_on, *values):
-        try:
+        try:   # values: A's and B's knobs, then (from the page) the time-cloud-only choice
+            n = 2 * len(self.panel_a.inputs)
+            values, time_cloud = values[:n], (values[n:] or (None,))[0] or "auto"
             cfg_a, cfg_b = self._configs(values)
             src, name = common.resolve_audio(sample, audio)
             backend = common.get_backend(backend_name)
@@ -202,11 +223,13 @@ class ABTab:
                                 [v.reset() for v in self.views])
             yield from self._stream_pair(runs, name, ctx)
             bases = yield from self._references(runs, reference_on, ctx)
+            timed = times_cloud(time_cloud, bases, runs)
             if not (runs[0].stopped or runs[1].stopped):
-                yield self._pack(status_html("run", f"Timing A, B{' and cloud-only' if any(bases) else ''}: "
+                yield self._pack(status_html("run", f"Timing A, B{' and cloud-only' if timed else ''}: "
                                              f"{REPEATS} quiet repeats each, interleaved…", "", ctx))
-            samples = time_repeats(runs, session, bases)
-            yield self._finished(runs, bases, samples, name, ctx)
+            samples = time_repeats(runs, session, bases if timed else (None, None))
+            untimed = UNTIMED_WORDS[time_cloud] if any(bases) and not timed else ""
+            yield self._finished(runs, bases, samples, name, ctx, untimed)
         except Exception as e:  # noqa: BLE001 - keep the page usable
             msg = common.failure(e, toast=True)
             yield self._cleared(status_html("err", "Could not run", msg), [v.cleared() for v in self.views])
@@ -237,10 +260,12 @@ class ABTab:
                         else runs[1].run_baseline())
         return bases
 
-    def _finished(self, runs, bases, samples, name, ctx) -> list:
+    def _finished(self, runs, bases, samples, name, ctx, untimed: str = "") -> list:
         ta, tb = runs[0].live.trace, runs[1].live.trace
         sps = side_speedups(runs, bases, samples)
         detail = pair_detail(ta, tb, sps, busy_line(sps, samples[0] if samples else None))
+        if untimed:
+            detail += f" · {untimed}"
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
         rows, timings = timing_rows(sps, samples[0] if samples else [None, None])
@@ -254,6 +279,11 @@ class ABTab:
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
             [r.findings_html() for r in runs])
+
+
+UNTIMED_WORDS = {"auto": "cloud-only not timed: one cloud-only decode costs more than a side's "
+                         "('time cloud-only too: on' gives the speed-up)",
+                 "off": "cloud-only not timed ('time cloud-only too: off'): no speed-up"}
 
 
 def busy_line(sps: list, decode: list | None) -> str:
@@ -277,8 +307,7 @@ def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
     if all(samples):
         timings["decode_s"] = tuple(samples)
         if all(sps):
-            timings["speedup"] = tuple([c / x for c, x in zip(sp["cloud_samples"], sp["decode_samples"])]
-                                       for sp in sps)
+            timings["speedup"] = tuple(paired(sp["cloud_samples"], sp["decode_samples"]) for sp in sps)
             timings["cloud_only_s"] = tuple(sp["cloud_samples"] for sp in sps)
         for key, (sa, sb) in timings.items():   # the speed-up as the cards say it: median over median
             rows.append((key, *([speedup_cell(sp) for sp in sps] if key == "speedup" else

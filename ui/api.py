@@ -19,8 +19,8 @@ from gradio import FileData
 from specdec_core.caps import cap_config
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
-from specdec_core.evaluation.batch import iter_batch
-from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest
+from specdec_core.evaluation.batch.run import iter_batch
+from specdec_core.evaluation.batch.manifest import clips_from_uploads, read_manifest
 
 from . import common
 from .limits import ADMIT

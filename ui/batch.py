@@ -14,10 +14,10 @@ from components.status import status_html
 from specdec_core.caps import cap_config
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import ConfigError, UserError
-from specdec_core.evaluation.batch import iter_batch
-from specdec_core.evaluation.edges import SPEC_KEYS
-from specdec_core.evaluation.scale import ENGINES, run_batch_dir
-from specdec_core.evaluation.manifest import clips_from_uploads, read_manifest, spread_labels
+from specdec_core.evaluation.batch.run import iter_batch
+from specdec_core.evaluation.batch.edges import SPEC_KEYS
+from specdec_core.evaluation.batch.scale import ENGINES, run_batch_dir
+from specdec_core.evaluation.batch.manifest import clips_from_uploads, read_manifest, spread_labels
 
 from . import common, limits
 from .gpu import gpu
@@ -178,7 +178,7 @@ def _run_local(items, configs, backend_name, cancel, progress, total):
 
 
 def _run_ray(items, configs, backend_name, workers, cancel, progress, total):
-    """The CLI's `batch --engine ray` (evaluation.scale.run_batch_dir): a local Ray with N edge
+    """The CLI's `batch --engine ray` (evaluation.batch.scale.run_batch_dir): a local Ray with N edge
     actors that starts and stops with the batch; finished rows are journalled in the export
     folder as they come (results.jsonl)."""
     workers = int(workers or 1)

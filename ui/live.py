@@ -18,7 +18,7 @@ from components.config_panel import (LINK_KNOBS, SPECS_BY_NAME, checked_for_widg
                                      query_to_config)
 from specdec_core.api import with_cloud
 from specdec_core.backends import available_backends
-from specdec_core.evaluation.speedup import speedup_words
+from specdec_core.evaluation.bench.speedup import speedup_words
 from specdec_core.backends.cloud_policy import NONE
 from specdec_core.pairs import backend_report
 from specdec_core.decoding.config import DecodeConfig

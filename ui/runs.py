@@ -12,7 +12,7 @@ from specdec_core.decoding.reference import compare, reference_for, same_referen
 from specdec_core.decoding.config import DecodeConfig
 
 from specdec_core.caps import cap_config, note_cuts
-from specdec_core.evaluation.speedup import REPEATS, ordered, speedup_stats, time_interleaved
+from specdec_core.evaluation.bench.speedup import REPEATS, ordered, speedup_stats, time_interleaved
 
 from .common import running, token_texts
 from .limits import in_slot, take_turns
@@ -86,14 +86,14 @@ class Run:
 
 
 def time_sides(backend, sides: list, session: str, n: int = REPEATS) -> list[list[float]] | None:
-    """The quiet interleaved repeats of evaluation/speedup.py, stoppable by the session's Stop."""
+    """The quiet interleaved repeats of evaluation/bench/speedup.py, stoppable by the session's Stop."""
     with running(session) as cancel:
         return time_interleaved(backend, sides, n, cancel)
 
 
 def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS):
     """([each run's decode times], [each run's cloud-only times, None without its reference]) on
-    `n` quiet repeats, interleaved A B C, C B A, … (evaluation/speedup.py) so that drift on the
+    `n` quiet repeats, interleaved A B C, C B A, … (evaluation/bench/speedup.py) so that drift on the
     machine falls on every side alike, cloud-only included (issue 43); one cloud-only side when
     A/B's runs share a reference. None when a run was stopped or Stop is pressed meanwhile."""
     if any(r.stopped for r in runs):

@@ -1,10 +1,9 @@
 """The Live tab's served engine source (issue 49): audit a vLLM server running its own
-speculative decoding on the picked clip. The server comes from the operator's allowlist, as
-the remote cloud's (ui/cloud.py, docs/remote.md); the run is coloured by the engine's per-step
-counts, its acceptance plotted, its findings listed as for every run (docs/audit.md).
-"compare with": side B is our decoder on the same prompt with the Live tab's knobs (the Live
-tab's own run, ui/runs.Run) or a second server audited the same way; the two shown side by
-side, their texts diffed and a verdict line says where they first differ."""
+speculative decoding on the picked clip. The URL obeys the remote cloud's policy (ui/cloud.py,
+docs/remote.md); the run is coloured by the engine's per-step counts, its acceptance plotted,
+its findings listed (docs/audit.md). "compare with": side B is our decoder with the Live tab's
+knobs (ui/runs.Run) or a second server audited the same way: shown side by side, texts diffed,
+where they first differ and the definitions each side's figures use (audit.compare)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +16,7 @@ from components.formatting import esc
 from components.served_plot import acceptance_figure
 from components.status import status_html
 from components.token_view import render_tokens
-from specdec_core.analysis.divergence import common_prefix
+from specdec_core.audit import DEFINITIONS, NO_FINDINGS, compare, summary, verdict
 from specdec_core.errors import UserError
 
 from . import common
@@ -25,6 +24,8 @@ from .cloud import checked_cloud_url, cloud_url_widget
 from .runs import Run
 
 REPLAY = ("none", "ngram", "the backend's edge")
+HELP = ("the URL of a vLLM server running its own speculative decoding (`make cloud-spec` serves "
+        "the demo pair at http://127.0.0.1:8000); this page audits it from outside")
 VERSUS = ("nothing", "our decoder (the Live tab's knobs)", "a second served engine")
 
 
@@ -32,13 +33,13 @@ class ServedPanel:
     def __init__(self, live):
         self.knobs = live.panel
         with gr.Accordion("Served engine: audit a vLLM server's own speculative decoding", open=False):
-            self.url = cloud_url_widget("live-served-url", "served engine (vLLM with speculative decoding)")
+            self.url = cloud_url_widget("live-served-url", "served engine (vLLM with speculative decoding)", info=HELP)
             self.replay = gr.Radio(list(REPLAY), value="none", label="replay the declared drafter",
                                    elem_id="live-served-replay")
             with gr.Row():
                 self.versus = gr.Radio(list(VERSUS), value=VERSUS[0], label="compare with",
                                        elem_id="live-served-versus")
-                self.url_b = cloud_url_widget("live-served-url-b", "second served engine (B)", visible=False)
+                self.url_b = cloud_url_widget("live-served-url-b", "second served engine (B)", visible=False, info=HELP)
                 self.replay_b = gr.Radio(list(REPLAY), value="none", label="replay B's declared drafter",
                                          elem_id="live-served-replay-b", visible=False)
             self.btn = gr.Button("Audit the served engine", elem_id="live-served-run")
@@ -73,7 +74,7 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
     try:
         url = checked_cloud_url(url)                 # refused here, before any connection
         if not url:
-            raise UserError("pick a served engine first (its URL, from the operator's list)")
+            raise UserError("give the served engine's URL first")
         cfg = DecodeConfig.from_dict(knobs or {})
         src, name = common.resolve_audio(sample, audio)
         backend = common.get_backend(backend_name)
@@ -88,28 +89,34 @@ def run(sample, audio, backend_name, url, replay, versus=VERSUS[0], url_b=None, 
                 acceptance_figure(None), findings_html(None), "", "")
     r = rep["results"][0]
     kind = "err" if any(f["severity"] == "error" for f in rep["findings"]) else "ok"
-    a = (status_html(kind, f"Audited {Path(name).name} on {rep['engine']['url']}", _numbers(rep)),
-         render_tokens(r["trace"]), acceptance_figure(rep), findings_html(rep["findings"]))
+    a = (status_html(kind, f"{'A: ' * (versus != VERSUS[0])}Audited {Path(name).name} on {rep['engine']['url']}",
+                     summary(rep)), render_tokens(r["trace"]), acceptance_figure(rep), _findings(rep["findings"]))
     if versus == VERSUS[0]:
         return (*a, "", "")
     if ours:
         tr = ours.live.trace
-        b = ("B: our decoder", tr, _numbers(None, tr), tr.get("diagnostics"))
+        m = tr.get("metrics") or {}
+        b = ("B: our decoder", tr, f"{m.get('new_tokens', 0)} tokens · {m.get('cloud_calls', 0)} cloud calls · "
+             f"mean acceptance length {m.get('mean_accepted_length') or 1.0:.2f}", findings_html(tr.get("diagnostics")),
+             [DEFINITIONS["vllm"], DEFINITIONS["ours"]])
     else:
         try:
             url_b = checked_cloud_url(url_b)
             if not url_b:
-                raise UserError("pick the second served engine (B) first, from the operator's list")
+                raise UserError("give the second served engine's (B) URL first")
             rep_b = _audit(backend, url_b, name, ids, replay_b, len(r["token_ids"]))
         except Exception as e:  # noqa: BLE001 - side A stays shown
             return (*a, status_html("err", "Could not audit B", common.failure(e)), "")
         rb = rep_b["results"][0]
-        b = (f"B: {rep_b['engine']['url']}", rb["trace"], _numbers(rep_b), rep_b["findings"])
+        cmp = compare(rep, rep_b, backend.tokenizer)
+        b = (f"B: {rep_b['engine']['url']}", rb["trace"], summary(rep_b), _findings(rep_b["findings"]),
+             [f"acceptance by draft position, {s}: " + (", ".join(f"{x['position']}: {x['rate']:.0%}" for x in pos)
+                                                        or "not known") for s, pos in zip("AB", cmp["by_draft_position"])]
+             + cmp["definitions"])
     side_b = (f'<div class="ss-diff-block"><h5>{esc(b[0])}</h5><div class="ss-note">{esc(b[2])}</div>'
-              + render_tokens(b[1]) + findings_html(b[3]) + "</div>")
-    line = verdict(r["token_ids"], b[1].get("token_ids") or [], (r["reference"] or {}).get("token_ids"),
-                   backend.tokenizer)
-    return (*a, side_b, f'<div class="ss-note">{esc(line)}</div>'
+              + render_tokens(b[1]) + b[3] + "</div>")
+    line = verdict(r["token_ids"], b[1].get("token_ids") or [], (r["reference"] or {}).get("token_ids"), backend.tokenizer)
+    return (*a, side_b, "".join(f'<div class="ss-note">{esc(x)}</div>' for x in [line, *b[4]])
             + char_diff_html(r["text"], b[1].get("text"), names=("A", "B")))
 
 
@@ -121,34 +128,6 @@ def _audit(backend, url, name, ids, replay, max_tokens) -> dict:
                  max_tokens=max_tokens)
 
 
-def _numbers(rep, trace=None) -> str:
-    """A side's key numbers: tokens, steps (an engine) or cloud calls (ours), mean acceptance length."""
-    if trace is not None:
-        m = trace.get("metrics") or {}
-        return (f"{m.get('new_tokens', 0)} tokens · {m.get('cloud_calls', 0)} cloud calls · mean "
-                f"acceptance length {m.get('mean_accepted_length') or 1.0:.2f}")
-    r = rep["results"][0]
-    spec = r["metrics"]["speculative_decoding"]
-    if spec:
-        nums = (f"{spec.get('num_spec_steps', 0)} steps · mean acceptance length "
-                f"{spec.get('mean_acceptance_length', 1.0):.2f}")
-    else:    # one clear line: the output is still compared, acceptance cannot be
-        nums = ("no speculative decoding on this server" if rep["engine"]["speculates"] is False
-                else "no speculative metrics from this server") + ": output compared, acceptance not"
-    return (f"{len(r['token_ids'])} tokens · {nums} · "
-            + ("same as the reference" if (r["reference"] or {}).get("matches") else "differs from the reference"))
-
-
-def verdict(a: list[int], b: list[int], ref: list[int] | None, tokenizer) -> str:
-    """Same output, or the first token where A and B differ and which side the reference has there."""
-    i = common_prefix(a, b)
-    if a == b:
-        return f"Same output: A and B give the same {len(a)} tokens."
-
-    def word(ids):
-        return repr(tokenizer.decode(ids[i:i + 1])) if i < len(ids) else "the end"
-    line = f"A and B first differ at token {i}: A {word(a)}, B {word(b)}"
-    if ref and i < len(ref):
-        has = [s for s, ids in (("A", a), ("B", b)) if i < len(ids) and ids[i] == ref[i]]
-        line += f"; the reference has {word(ref)} there: " + (f"{has[0]} matches it" if has else "neither matches it")
-    return line + "."
+def _findings(found: list) -> str:
+    """The findings as for every run; none: what the audit judged and what it cannot see."""
+    return findings_html(found) if found else f'<div class="ss-findings"><div class="ss-none">{esc(NO_FINDINGS)}</div></div>'

@@ -12,7 +12,7 @@ from specdec_core.backends.remote import _pick_model
 from specdec_core.errors import UserError
 
 TOP = 2                      # top log-probs asked per output token: the top-2 margin
-HINT = "start it with `make cloud-spec` or check --url"
+HINT = "start it with `make cloud-spec` or check its URL"
 
 
 @dataclass

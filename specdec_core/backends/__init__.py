@@ -1,4 +1,5 @@
-"""Backend registry: name -> loader. Loaded backends are cached (models load once)."""
+"""Backends by name: a backend is one entry of registry.REGISTRY. Loaded backends are cached
+(models load once)."""
 from __future__ import annotations
 
 import os
@@ -7,8 +8,9 @@ from functools import lru_cache
 
 from specdec_core.errors import BackendError, UserError
 from specdec_core.backends.base import Backend, PromptInputs  # noqa: F401
+from specdec_core.backends.registry import BACKENDS, REGISTRY, Entry, entry  # noqa: F401
 
-BACKENDS = ("demo", "omni", "hf")
+
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -30,17 +32,11 @@ def torch_dtype(name):
 
 def available_backends() -> list[str]:
     """Backends a user can pick now: demo always; omni/hf when models are configured."""
-    out = ["demo"]
-    if os.environ.get("SPECSCOPE_EDGE_MODEL") and os.environ.get("SPECSCOPE_CLOUD_MODEL"):
-        out.append("omni")
-    if os.environ.get("SPECSCOPE_HF_EDGE") and os.environ.get("SPECSCOPE_HF_CLOUD"):
-        out.append("hf")
-    return out
+    return [n for n, e in REGISTRY.items() if all(os.environ.get(v) for v in e.env)]
 
 
 def load_backend(name: str = "demo", **options) -> Backend:
-    if name not in BACKENDS:
-        raise BackendError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    entry(name)
     # One load at a time: from_pretrained is not thread-safe (an app warm-up thread racing a
     # request left a tied lm_head randomly initialised), and the cache must see one loader.
     if options.get("dtype") is not None:
@@ -65,19 +61,7 @@ def _load(name: str, options: tuple) -> Backend:
     pairs.versions.warn_if_untested()
     if "dtype" in opts:
         opts["dtype"] = torch_dtype(opts["dtype"])
-    if name == "hf":
-        from specdec_core.backends.hf import HFBackend, hf_paths
-
-        edge, cloud = hf_paths(opts)
-        backend = HFBackend(edge, cloud, **{k: v for k, v in opts.items() if k not in ("edge_model", "cloud_model")})
-    elif name == "demo":
-        from specdec_core.backends.demo import DemoBackend
-
-        backend = DemoBackend(**opts)
-    else:
-        from specdec_core.backends.omni import OmniBackend
-
-        backend = OmniBackend(**opts)
+    backend = entry(name).build(opts)
     backend.pair_check = report
     return backend
 

@@ -18,10 +18,10 @@ def cmd_bench(args) -> int:
         return cmd_remote_bench(args)
     import torch
 
-    from specdec_core.evaluation.advice import advise, check_advice
-    from specdec_core.evaluation.bench import run_bench
-    from specdec_core.evaluation.cost_model import Costs
-    from specdec_core.evaluation.bench_sweep import DEFAULT_KS, plot_sweeps, run_sweeps
+    from specdec_core.evaluation.bench.advice import advise, check_advice
+    from specdec_core.evaluation.bench.run import run_bench
+    from specdec_core.evaluation.bench.cost_model import Costs
+    from specdec_core.evaluation.bench.sweep import DEFAULT_KS, plot_sweeps, run_sweeps
 
     # Tiny models run fastest on one thread, and a fixed count keeps repeats comparable when
     # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
@@ -67,7 +67,7 @@ def cmd_bench(args) -> int:
 
 def _prompts(backend, args) -> list:
     """The benchmarked prompts: the text prompt of a text-only pair, else --clips sample clips."""
-    from specdec_core.evaluation.bench import sample_prompts
+    from specdec_core.evaluation.bench.run import sample_prompts
 
     prompts = ([backend.build_inputs(None, "detailed")] if not backend.needs_audio
                else sample_prompts(backend, args.clips))
@@ -78,8 +78,8 @@ def _prompts(backend, args) -> list:
 
 def _bench_trees(backend, prompts, args, costs, log) -> dict:
     """bench --trees: chain vs static vs dynamic trees, and the cost model's advice."""
-    from specdec_core.evaluation.bench_trees import run_tree_bench, tree_report
-    from specdec_core.evaluation.cost_model import tree_advice
+    from specdec_core.evaluation.bench.trees import run_tree_bench, tree_report
+    from specdec_core.evaluation.bench.cost_model import tree_advice
 
     t = run_tree_bench(backend, prompts, k=args.k, repeats=args.repeats, log=log)
     t["advice"] = tree_advice(costs, args.k, t["tree_branch"], t["tree_nodes"],
@@ -90,7 +90,7 @@ def _bench_trees(backend, prompts, args, costs, log) -> dict:
 
 def _bench_knobs_ok(args) -> None:
     """Bad bench arguments fail now, not after the main run."""
-    from specdec_core.evaluation.bench import bench_config
+    from specdec_core.evaluation.bench.run import bench_config
 
     if args.repeats < 1 or (args.sweep_repeats is not None and args.sweep_repeats < 1):
         raise UserError("--repeats and --sweep-repeats must be at least 1")
@@ -105,7 +105,7 @@ def _bench_knobs_ok(args) -> None:
 def cmd_remote_bench(args) -> int:
     import torch
 
-    from specdec_core.evaluation.remote_bench import format_report, run_remote_bench
+    from specdec_core.evaluation.bench.remote import format_report, run_remote_bench
 
     torch.set_num_threads(args.threads)
     cfg = DecodeConfig(k=args.k, cache_check_every=0)

@@ -18,10 +18,10 @@ from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
 from specdec_core.decoding.faults import FAULTS
 from specdec_core.errors import UserError
-from specdec_core.evaluation.edges import backend_spec
-from specdec_core.evaluation.manifest import read_manifest
-from specdec_core.evaluation import watch
-from specdec_core.evaluation.scale import run_batch_dir
+from specdec_core.evaluation.batch.edges import backend_spec
+from specdec_core.evaluation.batch.manifest import read_manifest
+from specdec_core.evaluation.batch import watch
+from specdec_core.evaluation.batch.scale import run_batch_dir
 from specdec_core.pairs import warning_lines
 
 
@@ -69,7 +69,7 @@ def finish(args, out: dict, findings_by_clip: list, ok: bool, indent: int | None
         write_json(args.out, out, indent)
     else:
         print("(no JSON written: --out FILE, or --out - for stdout)", file=sys.stderr)
-    failing = reports.fail_on_line(args.fail_on, findings_by_clip + [("pooled", out["pooled_findings"])])
+    failing = reports.fail_on_line(args.fail_on, findings_by_clip + [("pooled", out.get("pooled_findings", []))])
     if failing:
         print(failing, file=sys.stderr)
     return 0 if ok and not failing else 1

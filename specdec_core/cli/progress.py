@@ -6,7 +6,7 @@ import sys
 
 
 class RowProgress:
-    """on_row callback of evaluation.scale.run_batch_dir."""
+    """on_row callback of evaluation.batch.scale.run_batch_dir."""
 
     def __init__(self, out_dir, file=None):
         self.out_dir, self.file = out_dir, file or sys.stderr

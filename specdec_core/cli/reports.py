@@ -1,8 +1,8 @@
 """Plain-text reports the CLI prints (batch summary + checklist, benchmark ratios)."""
 from __future__ import annotations
 
-from specdec_core.evaluation.batch import KEY_METRICS, BatchResult
-from specdec_core.evaluation.bench import METHODS
+from specdec_core.evaluation.batch.run import KEY_METRICS, BatchResult
+from specdec_core.evaluation.bench.run import METHODS
 
 
 FAIL_ON = {"error": ("error",), "warning": ("error", "warning")}
@@ -48,14 +48,14 @@ def batch_report(result: BatchResult) -> str:
                        f"{s['no_emotion']} name no emotion)   weighted F1 {s['weighted_f1']:.3f}")
             out.append("   per label              " + ", ".join(f"{k} {v:.2f}" for k, v in s["per_label_accuracy"].items()))
         items = result.checklist[name]
-        from specdec_core.evaluation.checklist import checklist_head
+        from specdec_core.evaluation.batch.checklist import checklist_head
 
         out.append(f"-- checklist {name}: {checklist_head(items)}")
         for it in items:
             mark = {True: "PASS", False: "FAIL", None: "info"}[it["passed"]]
             out.append(f"   [{mark}] {it['name']:28s} {it['value']:40s} target: {it['target']}")
     if result.by_label:
-        from specdec_core.evaluation.watch import label_report
+        from specdec_core.evaluation.batch.watch import label_report
         out.append(label_report(result.by_label))
     return "\n".join(out)
 

@@ -9,7 +9,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec_core.errors import BackendError
 
 
 @dataclass
@@ -78,18 +77,7 @@ def load_side(path: str, role: str) -> Side:
 
 def backend_paths(name: str, options: dict) -> tuple[str, str]:
     """(edge folder, cloud folder) the backend `name` would load with these options."""
-    if name == "demo":
-        from specdec_core.backends.demo import MODELS_DIR
+    from specdec_core.backends.registry import entry
 
-        root = Path(options.get("models_dir") or MODELS_DIR)
-        return str(root / "edge"), str(root / "cloud")
-    if name == "hf":
-        from specdec_core.backends.hf import hf_paths
+    return entry(name).paths(options)
 
-        return hf_paths(options)
-    if name == "omni":
-        from specdec_core.backends.omni_loading import resolve_path
-
-        return (resolve_path(options.get("edge_model"), "SPECSCOPE_EDGE_MODEL", "edge"),
-                resolve_path(options.get("cloud_model"), "SPECSCOPE_CLOUD_MODEL", "cloud"))
-    raise BackendError(f"unknown backend {name!r}; choose from demo, omni, hf")

@@ -1,4 +1,4 @@
-"""Batch runs: clips (evaluation/manifest.py) x one or two configurations -> per-clip rows with
+"""Batch runs: clips (evaluation/batch/manifest.py) x one or two configurations -> per-clip rows with
 metrics and reference scores, a summary and the source notes' checklist per configuration,
 JSON/CSV export.
 
@@ -21,9 +21,9 @@ from typing import Iterator
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.trace import _finite
 from specdec_core.errors import UserError, first_line
-from specdec_core.evaluation.checklist import checklist, metric_values
-from specdec_core.evaluation.manifest import Clip
-from specdec_core.evaluation.scoring import per_label_accuracy, score_text, weighted_f1
+from specdec_core.evaluation.batch.checklist import checklist, metric_values
+from specdec_core.evaluation.batch.manifest import Clip
+from specdec_core.evaluation.batch.scoring import per_label_accuracy, score_text, weighted_f1
 
 # Metrics summarised per configuration (mean and median over ok clips).
 KEY_METRICS = ("new_tokens", "hanzi_count", "acceptance_rate", "mean_accepted_length", "cloud_calls",
@@ -52,12 +52,11 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
         raise UserError("no clips to run")
     rows, total = [], len(clips) * len(configs)
     norms = speaker_stats_for(backend, clips)
-    for clip, (cname, cfg) in product(clips, configs.items()):
-        if cancel is not None and cancel.is_set():
-            break
-        row = _run_one(backend, clip, cname, cfg, cancel, norms.get(clip.speaker))
-        if cancel is not None and cancel.is_set():
-            break                 # the clip was cut short: not a result
+
+    def one(job):
+        clip, (cname, cfg) = job
+        return _run_one(backend, clip, cname, cfg, cancel, norms.get(clip.speaker))
+    for _, row in run_rows(product(clips, configs.items()), one, cancel):
         rows.append(row)
         yield {"type": "progress", "done": len(rows), "total": total, "row": row}
     result = BatchResult.from_rows(rows, {k: c.to_dict() for k, c in configs.items()},
@@ -66,11 +65,26 @@ def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
     yield {"type": "done", "result": result}
 
 
+def run_rows(jobs, run_one, cancel: threading.Event | None = None) -> Iterator[tuple]:
+    """The batch's one row loop, for both paths (iter_batch, and scale.run_batch_dir's local
+    engine): (job, row) per job in order. Setting `cancel` ends it before the next job, and drops
+    the row in flight (cut short: not a result)."""
+    for job in jobs:
+        if cancel is not None and cancel.is_set():
+            return
+        row = run_one(job)
+        if cancel is not None and cancel.is_set():
+            return
+        yield job, row
+
+
 def speaker_stats_for(backend, clips: list[Clip]) -> dict:
     """Per-speaker prosody statistics when the manifest names speakers (audio/speakers.py), for
     backends that read prosody from the audio. `backend`: a loaded backend or a backend name."""
     named = [(c.speaker, c.path) for c in clips if c.speaker and not c.error]
-    reads_prosody = (backend in ("demo", "omni") if isinstance(backend, str)
+    from specdec_core.backends.registry import REGISTRY
+
+    reads_prosody = (backend in REGISTRY and REGISTRY[backend].reads_audio if isinstance(backend, str)
                      else getattr(backend, "needs_audio", False))
     if not named or not reads_prosody:
         return {}
@@ -137,7 +151,7 @@ class BatchResult:
             summary[name] = summarize(mine)
             checks[name] = checklist(mine, min_new_tokens=cfg.get("min_new_tokens", 16),
                                      prompt_type=cfg.get("prompt_type", "detailed"))
-        from specdec_core.evaluation.watch import by_label
+        from specdec_core.evaluation.batch.watch import by_label
 
         return cls(rows=rows, configs=configs, summary=summary, checklist=checks, backend=backend,
                    by_label=by_label(rows))

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation import cost_model as cm
-from specdec_core.evaluation.cost_probe import default_clock, mean, timed
-from specdec_core.evaluation.bench import RUNNERS, bench_config, cloud_loop, ratio, time_jobs
-from specdec_core.evaluation.bench_sweep import auto_thresholds, prefix_quality
+from specdec_core.evaluation.bench import cost_model as cm
+from specdec_core.evaluation.bench.cost_probe import default_clock, mean, timed
+from specdec_core.evaluation.bench.run import RUNNERS, bench_config, cloud_loop
+from specdec_core.evaluation.bench.stats import ratio, time_jobs
+from specdec_core.evaluation.bench.sweep import auto_thresholds, prefix_quality
 
 QUALITY_BUDGET = 0.10
 TOLERANCE = 0.15

@@ -11,10 +11,10 @@ from contextlib import ExitStack, closing
 
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import UserError
-from specdec_core.evaluation.batch import BatchResult, failed_row, speaker_stats_for
-from specdec_core.evaluation.clouds import CloudPool
-from specdec_core.evaluation.edges import EdgeSession
-from specdec_core.evaluation.journal import Journal, row_key
+from specdec_core.evaluation.batch.run import BatchResult, failed_row, run_rows, speaker_stats_for
+from specdec_core.evaluation.batch.clouds import CloudPool
+from specdec_core.evaluation.batch.edges import EdgeSession
+from specdec_core.evaluation.batch.journal import Journal, row_key
 
 ENGINES = ("local", "ray")
 
@@ -89,7 +89,7 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
         else:
             with ExitStack() as stack:
                 if edges is None:
-                    from specdec_core.evaluation.ray_engine import RayEdges
+                    from specdec_core.evaluation.batch.ray_engine import RayEdges
 
                     edges = stack.enter_context(RayEdges(spec, raw, workers, ray_address))
                     edges.warm(pool.up())
@@ -101,17 +101,14 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
 
 
 def _run_local(session: EdgeSession, jobs, pool: CloudPool, emit, raw, speakers, cancel=None) -> None:
-    for job in jobs:
-        if cancel is not None and cancel.is_set():
-            return
+    def one(job):
         url, why = pool.pick()
         if why:
-            emit(job, failed_row(*job, raw[job[1]], why, retry=True))
-            continue
+            return failed_row(*job, raw[job[1]], why, retry=True)
         row = session.run(job, url, speakers.get(job[0].speaker), cancel=cancel)
-        if cancel is not None and cancel.is_set():
-            return                # the row was cut short: not a result
         pool.done(url, row)
+        return row
+    for job, row in run_rows(jobs, one, cancel):
         emit(job, row)
 
 

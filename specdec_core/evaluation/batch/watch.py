@@ -4,7 +4,7 @@
     compare(rows, load_rows(DIR))      -> results.json["baseline"]: per-row changes, the speed
                                           ratio with its noise range, and `regressions`
 
-Rows are batch rows (evaluation/batch.py): name, config, label, ok, token_ids, metrics, trace.
+Rows are batch rows (evaluation/batch/run.py): name, config, label, ok, token_ids, metrics, trace.
 Acceptance is pooled over the clips (sums of counts, not a mean of rates), with the serving
 engines' definitions (analysis/glossary.py).
 """
@@ -17,7 +17,7 @@ from statistics import median
 
 from specdec_core.analysis.divergence import first_index as first_divergence
 from specdec_core.errors import UserError
-from specdec_core.evaluation.journal import read_rows
+from specdec_core.evaluation.batch.journal import read_rows
 
 NO_LABEL = "(none)"
 # Changes smaller than these are not regressions (greedy runs repeat exactly; these only absorb

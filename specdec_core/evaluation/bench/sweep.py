@@ -1,5 +1,5 @@
 """`bench --sweep`: the k sweep and the entropy-threshold sweep, and their plot, on the bench's
-one interleaved timing loop (bench.time_jobs); docs/benchmarks.md."""
+one interleaved timing loop (stats.time_jobs); docs/benchmarks.md."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,10 @@ import statistics
 from pathlib import Path
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.evaluation.cost_model import trace_speedup
-from specdec_core.evaluation.bench import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
-                                           decode_stats, ours, predicted_speedup, ratio, time_jobs)
+from specdec_core.evaluation.bench.cost_model import trace_speedup
+from specdec_core.evaluation.bench.run import (RUNNERS, bench_config, cloud_loop, cost_model_speedup,
+                                               decode_stats, ours, predicted_speedup)
+from specdec_core.evaluation.bench.stats import ratio, time_jobs
 
 DEFAULT_KS = tuple(range(1, 9))
 # Auto thresholds: these quantiles of each block's highest draft entropy (nats; what the gate

@@ -3,7 +3,6 @@ interleaved, outputs compared token for token (docs/benchmarks.md). The k and en
 sweeps live in bench_sweep.py."""
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 
@@ -13,7 +12,8 @@ from specdec_core.decoding import tree_round
 from specdec_core.decoding.baseline import cloud_only, id_criteria, stopper_for
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.cost_probe import CostProbe
+from specdec_core.evaluation.bench.cost_probe import CostProbe
+from specdec_core.evaluation.bench.stats import paired, ratio, spread, time_jobs
 
 METHODS = ("cloud_only", "cloud_loop", "hf_assisted", "ours_traced", "ours_untraced")
 
@@ -112,41 +112,6 @@ RUNNERS = {"cloud_only": lambda b, p, c: cloud_only(b, p, c)["token_ids"], "clou
            "hf_assisted": hf_assisted, "ours_traced": ours(True), "ours_untraced": ours(False)}
 
 
-def time_jobs(backend, prompts, jobs: dict, repeats: int, log=print, tag: str = "",
-              clock=time.perf_counter) -> tuple[dict, dict]:
-    """Wall time of every job (name -> (runner, cfg)) over all prompts, per repeat, and what each
-    job returned per prompt in the first repeat. Interleaved: each prompt is decoded by every job
-    before the next prompt, in a job order that rotates every repeat, so that machine noise is
-    spread over all jobs."""
-    names = list(jobs)
-    times, first = {j: [] for j in names}, {j: [] for j in names}
-    for rep in range(repeats):
-        order = names[rep % len(names):] + names[: rep % len(names)]
-        tot = dict.fromkeys(names, 0.0)
-        for p in prompts:
-            for j in order:
-                fn, cfg = jobs[j]
-                t0 = clock()
-                out = fn(backend, p, cfg)
-                tot[j] += clock() - t0
-                if rep == 0:
-                    first[j].append(out)
-        for j in names:
-            times[j].append(tot[j])
-        log(f"{tag}repeat {rep + 1}/{repeats}: " + "  ".join(f"{j}={tot[j]:.3f}s" for j in names))
-    return times, first
-
-
-def spread(values: list[float]) -> tuple[float, list[float]]:
-    """Median and [min, max] of per-repeat values, rounded."""
-    return round(statistics.median(values), 4), [round(min(values), 4), round(max(values), 4)]
-
-
-def ratio(num: list[float], den: list[float]) -> tuple[float, list[float]]:
-    """Per-repeat ratios num/den (both timed in the same repeat), as median and range."""
-    return spread([a / b for a, b in zip(num, den)])
-
-
 def decode_stats(backend, prompts, cfg: DecodeConfig, traces: list | None = None) -> dict:
     """From one traced decode per prompt (run here unless `traces` are given): the outputs,
     acceptance, cloud calls, counted decode forwards (the runners' counters minus the prompt
@@ -175,7 +140,7 @@ def decode_stats(backend, prompts, cfg: DecodeConfig, traces: list | None = None
 
 def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, widths=None,
               clock: str = "wall", knobs: dict | None = None) -> dict:
-    """The five methods at one k; speedups are medians of per-repeat ratios, with ranges. A cost
+    """The five methods at one k; speed-ups by stats.speedup (median over median, with the spread). A cost
     probe (cost_model.CostProbe: forward-width microbenchmark, timed traced decode, timed cloud
     loop) runs inside the same interleaved loop, so every repeat gets its own measured costs and
     its own prediction; `widths`: forward widths to measure (default 1..k+1). clock="cpu" times
@@ -220,7 +185,7 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
             st["tokens"], st["target_forwards"], st["draft_forwards"], e1 / v1), 4)})
     # the measured cost model: one prediction per repeat from that repeat's costs, compared with
     # that repeat's achieved speedup over the cloud loop (both sides of every ratio timed together)
-    achieved = [a / b for a, b in zip(times["cloud_loop"], times["ours_traced"])]
+    achieved = paired(times["cloud_loop"], times["ours_traced"])
     model = probe.summary(k, achieved)
     res["cost_model"] = model
     res.update({key: model[key] for key in ("predicted_speedup", "achieved_over_predicted",
@@ -232,9 +197,9 @@ def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, w
 
 def sample_prompts(backend, n: int = 0) -> list:
     from specdec_core.api import prepare
-    from specdec_core.evaluation.manifest import read_manifest
+    from specdec_core.evaluation.batch.manifest import read_manifest
 
-    manifest = Path(__file__).resolve().parents[2] / "sample_audio" / "manifest.csv"
+    manifest = Path(__file__).resolve().parents[3] / "sample_audio" / "manifest.csv"
     clips = read_manifest(manifest)
     if n:
         clips = clips[:n]

@@ -10,51 +10,42 @@ cloud-only repeat over the slowest decode. When it covers 1.0 the page says "no 
 difference" instead of a number."""
 from __future__ import annotations
 
-import statistics
 import threading
+from statistics import median
 
-REPEATS = 3
+from specdec_core.evaluation.bench.stats import REPEATS, Stopped, busy_factor, interleaved_order, speedup, time_jobs  # noqa: F401
+
 BUSY = 2.0      # a side whose quiet repeats vary by more than this factor: the machine is busy
 BUSY_WORDS = ("timing not possible now: the repeats disagree (one decode's varied up to {f:.1f}×: the machine "
               "is busy); `python -m specdec_core bench` measures speed on a quiet machine")
+CLOUD_OFF_WORDS = ("not shown: the cloud-only time both sides share is off (the other side would be above what "
+                   "its acceptance allows), so no side is divided by it")
 
 
-def busy_factor(*samples) -> float:
-    """The largest max/min over the sides' repeats (1.0 for steady timings)."""
-    return max([max(xs) / min(xs) for xs in samples if xs and min(xs) > 0] or [1.0])
+def _decode(backend, prompt, cfg, cancel):
+    from specdec_core.decoding.decoder import SpeculativeDecoder
 
-
-def interleaved_order(n_sides: int, n: int = REPEATS) -> list[int]:
-    """Side indices in timing order: 0 1 … m, then m … 1 0, then 0 1 … m again, so that drift
-    on the machine falls on every side alike."""
-    sides = list(range(n_sides))
-    return [s for i in range(n) for s in (sides if i % 2 == 0 else sides[::-1])]
+    tr = SpeculativeDecoder(backend, cfg, trace=False, dependence=False).run(prompt, cancel)
+    if tr.ended_by in ("cancelled", "time_limit"):
+        raise Stopped
+    return (tr.metrics.get("time_split") or {}).get("total_s") or tr.metrics["wall_s"]
 
 
 def time_interleaved(backend, sides: list[tuple[str, object, object]], n: int = REPEATS,
                      cancel: threading.Event | None = None) -> list[list[float]] | None:
-    """Seconds of each side, `n` quiet repeats interleaved (interleaved_order). A side is
-    ("decode", cfg, prompt): the speculative decoder without trace or page drawing, its own time
-    (time_split total); or ("cloud_only", cfg, prompt): HF generate alone, its wall time. None when
-    cancelled or a decode hits its time limit."""
+    """Seconds of each side on `n` quiet repeats of stats.time_jobs. A side is ("decode", cfg,
+    prompt): the speculative decoder without trace or page drawing, its own time (time_split
+    total); or ("cloud_only", cfg, prompt): HF generate alone, its wall time. None when cancelled
+    or a decode hits its time limit."""
     from specdec_core.decoding.baseline import cloud_only
-    from specdec_core.decoding.decoder import SpeculativeDecoder
 
     cancel = cancel or threading.Event()
-    out: list[list[float]] = [[] for _ in sides]
-    for i in interleaved_order(len(sides), n):
-        if cancel.is_set():
-            return None
-        kind, cfg, prompt = sides[i]
-        if kind == "cloud_only":
-            out[i].append(cloud_only(backend, prompt, cfg)["wall_s"])
-            continue
-        tr = SpeculativeDecoder(backend, cfg, trace=False, dependence=False).run(prompt, cancel)
-        if tr.ended_by in ("cancelled", "time_limit"):
-            return None
-        split = tr.metrics.get("time_split") or {}
-        out[i].append(split.get("total_s") or tr.metrics["wall_s"])
-    return out
+    run = {"cloud_only": lambda b, p, c: cloud_only(b, p, c)["wall_s"],
+           "decode": lambda b, p, c: _decode(b, p, c, cancel)}
+    jobs = {i: (lambda b, _, c, f=run[kind], p=prompt: f(b, p, c), cfg, float)
+            for i, (kind, cfg, prompt) in enumerate(sides)}
+    out = time_jobs(backend, [None], jobs, n, cancel=cancel)
+    return None if out is None else [out[0][i] for i in range(len(sides))]
 
 
 def bound(tokens: int | None, cloud_calls: int | None) -> float | None:
@@ -75,13 +66,12 @@ def speedup_stats(decode_s: list[float], cloud_s: list[float], tokens: int | Non
     above_bound: the median exceeds what the measured acceptance allows (bound())."""
     if not decode_s or not cloud_s or min(decode_s) <= 0 or min(cloud_s) <= 0:
         return None
-    d, c = statistics.median(decode_s), statistics.median(cloud_s)
-    x, lo, hi = c / d, min(cloud_s) / max(decode_s), max(cloud_s) / min(decode_s)
+    x, lo, hi = speedup(cloud_s, decode_s)
     verdict = "no measurable difference" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
     if busy_factor(decode_s, cloud_s) > BUSY:      # no verdict: one line says so (busy_words)
         verdict = "busy"
     b = bound(tokens, cloud_calls)
-    return {"speedup": x, "lo": lo, "hi": hi, "decode_s": d, "cloud_only_s": c,
+    return {"speedup": x, "lo": lo, "hi": hi, "decode_s": median(decode_s), "cloud_only_s": median(cloud_s),
             "decode_samples": list(decode_s), "cloud_samples": list(cloud_s), "repeats": len(decode_s),
             "verdict": verdict, "lossy": same_text is False, "bound": b,
             "above_bound": b is not None and x > b}
@@ -93,6 +83,8 @@ def speedup_words(sp: dict) -> str:
     rng = f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
     if sp.get("verdict") == "busy":
         return ("output differs from cloud-only; " if sp.get("lossy") else "") + busy_words(sp)
+    if sp.get("cloud_off"):
+        return CLOUD_OFF_WORDS
     if sp.get("lossy"):
         return f"speed of a different output: {sp['speedup']:.2f}× cloud-only's ({rng}); not a speed-up"
     if sp.get("above_bound"):
@@ -112,7 +104,9 @@ def busy_words(sp: dict) -> str:
 def ordered(sps: list) -> list:
     """Two sides timed in one interleaving (A/B): one busy side, or verdicts that order the sides
     against their medians (the faster median 'no measurable difference', the slower 'faster'),
-    make both busy: the page then says once that timing is not possible now."""
+    make both busy: the page then says once that timing is not possible now. A side above its
+    bound shows that the cloud-only time is off: a side divided by the same cloud-only time gets
+    no ratio either (cloud_off; issue 58: A hidden as 'timing off', B shown '2.70× faster')."""
     rank = {"slower": 0, "no measurable difference": 1, "faster": 2}
     a, b = sps if len(sps) == 2 else (None, None)
     if not a or not b:
@@ -120,4 +114,6 @@ def ordered(sps: list) -> list:
     ra, rb = rank.get(a["verdict"], -9), rank.get(b["verdict"], 9)
     if "busy" in (a["verdict"], b["verdict"]) or (a["speedup"] - b["speedup"]) * (ra - rb) < 0:
         return [dict(x, verdict="busy") for x in sps]
+    if a["cloud_samples"] == b["cloud_samples"] and (a["above_bound"] or b["above_bound"]):
+        return [x if x["above_bound"] else dict(x, cloud_off=True) for x in sps]
     return sps

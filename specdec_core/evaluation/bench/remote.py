@@ -1,5 +1,5 @@
 """`bench --cloud-url URL`: the same clips decoded with the cloud in this process and behind the
-server, interleaved in one run (bench.time_jobs), outputs identical token for token: tokens/s,
+server, interleaved in one run (bench/stats.time_jobs), outputs identical token for token: tokens/s,
 request time and bytes per cloud call next to the link model's count (docs/remote.md, "Measured")."""
 from __future__ import annotations
 
@@ -8,20 +8,14 @@ import statistics
 from specdec_core.decoding.baseline import cloud_only
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.bench import time_jobs
+from specdec_core.evaluation.bench.stats import percentile, speedup, spread, time_jobs
 
 METHODS = ("local", "remote")
 
 
-def _pct(v: list[float], q: float) -> float:
-    v = sorted(v)
-    return v[min(len(v) - 1, max(0, round(q * (len(v) - 1))))]
-
-
 def _spread(v: list, digits: int | None = None) -> dict:
-    """Median, min and max of v (rounded to `digits` when given)."""
-    return {k: x if digits is None else round(x, digits)
-            for k, x in zip(("median", "min", "max"), (statistics.median(v), min(v), max(v)))}
+    med, (lo, hi) = spread(v, digits)
+    return {"median": med, "min": lo, "max": hi}
 
 
 def run_remote_bench(local, remote, prompts: list, k: int = 4, repeats: int = 3, log=print) -> dict:
@@ -50,10 +44,10 @@ def run_remote_bench(local, remote, prompts: list, k: int = 4, repeats: int = 3,
         "identical_outputs": not mismatches, "mismatches": mismatches,
         "cloud": getattr(remote, "model", None), "url": getattr(remote, "url", None),
         "tokens_per_s": {m: _spread([tokens / w for w in walls[m]], 2) for m in METHODS},
-        "remote_over_local_time": round(statistics.median(walls["remote"]) / statistics.median(walls["local"]), 3),
+        "remote_over_local_time": round(speedup(walls["remote"], walls["local"])[0], 3),
         "calls": len(req),
         "request_ms": {"median": round(1000 * statistics.median(req), 2),
-                       "p10": round(1000 * _pct(req, 0.1), 2), "p90": round(1000 * _pct(req, 0.9), 2)},
+                       "p10": round(1000 * percentile(req, 0.1), 2), "p90": round(1000 * percentile(req, 0.9), 2)},
         "bytes_up_per_call": _spread(up), "bytes_down_per_call": _spread(down),
         "modelled_bytes_up_per_call": statistics.median(model_up),
         "modelled_bytes_down_per_call": statistics.median(model_down),

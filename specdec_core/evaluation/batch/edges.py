@@ -1,7 +1,7 @@
 """One edge worker of a batch: the backend opened once, then one clip x configuration at a time.
 
 `EdgeSession` is what every engine runs a row with: the local engine keeps one in the command's
-process, the Ray engine one per actor (`EdgeActor`, evaluation/ray_engine.py). The edge model
+process, the Ray engine one per actor (`EdgeActor`, evaluation/batch/ray_engine.py). The edge model
 (and the local cloud, if any) is loaded once; each cloud server URL gets its remote-cloud wrapper
 on first use (checked then: reachable, same vocabulary), so a row can go to any server.
 """
@@ -51,7 +51,7 @@ class EdgeSession:
         """Open the backend and its wrapper for every server that answers now. A backend that
         cannot be opened, or a reachable server that cannot verify for it (another vocabulary,
         no such model), raises UserError: a usage error, not a row failure."""
-        from specdec_core.evaluation.clouds import probe
+        from specdec_core.evaluation.batch.clouds import probe
 
         self.open()
         for url in urls:
@@ -65,7 +65,7 @@ class EdgeSession:
         """One row: (clip, config name) decoded on the backend for url; never raises. speaker:
         the clip's speaker statistics (evaluation.batch.speaker_stats_for), if any; cancel: a
         threading.Event that stops the decode within one round."""
-        from specdec_core.evaluation.batch import _run_one, failed_row
+        from specdec_core.evaluation.batch.run import _run_one, failed_row
 
         clip, cname = job
         try:

@@ -14,8 +14,9 @@ import torch
 
 from specdec_core.compat import forward_cache
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.evaluation.cost_model import (FORMULA, Costs, cloud_token_time, conditional_acceptance,
+from specdec_core.evaluation.bench.cost_model import (FORMULA, Costs, cloud_token_time, conditional_acceptance,
                                                 predict_speedup, round_time, tokens_per_round)
+from specdec_core.evaluation.bench.stats import paired, spread
 
 
 def default_clock(backend):
@@ -234,9 +235,8 @@ class CostProbe:
         n = tokens / max(1, len(self.outputs))
         per = [self.costs_of(s, k) for s in self.samples]
         preds = [predict_speedup(acc["profile"], k, c, n) for c in per]
-        ratios = [a / p for a, p in zip(achieved, preds)]
+        ratios = paired(achieved, preds)
         costs = self.median_costs(k)
-        rng = lambda xs: [round(min(xs), 4), round(max(xs), 4)]  # noqa: E731
         return {**costs.to_dict(), "cache_len": self.cache_len, "estimator": "mean over samples, median over repeats",
                 "clock": self.clock[1] if self.clock else None,
                 "edge_logits": "last position (drafting)", "cloud_logits": "every position (verify)",
@@ -246,10 +246,9 @@ class CostProbe:
                 "tokens_per_decode": round(n, 2),
                 "round_time_s": round(round_time(acc["profile"], k, costs), 7),
                 "cloud_token_s": round(cloud_token_time(costs), 7),
-                "predicted_speedup": round(statistics.median(preds), 4), "predicted_range": rng(preds),
+                "predicted_speedup": spread(preds)[0], "predicted_range": spread(preds)[1],
                 "predicted_long_decode": round(predict_speedup(acc["profile"], k, costs), 4),
-                "achieved_over_predicted": round(statistics.median(ratios), 4),
-                "achieved_over_predicted_range": rng(ratios),
+                "achieved_over_predicted": spread(ratios)[0], "achieved_over_predicted_range": spread(ratios)[1],
                 "in_run_forwards": self.in_run_forwards(),
                 "per_repeat": [{"predicted": round(p, 4), "achieved_vs_loop": round(a, 4),
                                 "round_overhead_s": round(c.round_overhead, 7),

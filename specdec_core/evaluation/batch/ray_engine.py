@@ -12,12 +12,12 @@ from contextlib import suppress
 from pathlib import Path
 
 from specdec_core.errors import UserError, first_line
-from specdec_core.evaluation.batch import failed_row
-from specdec_core.evaluation.edges import EdgeActor
+from specdec_core.evaluation.batch.run import failed_row
+from specdec_core.evaluation.batch.edges import EdgeActor
 
 MAX_RESTARTS = 3
 PING_S = 0.5
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 def _ray():
