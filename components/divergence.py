@@ -2,7 +2,7 @@
 (`reference.first_divergence`, analysis/divergence.py) and for the numerics probe."""
 from __future__ import annotations
 
-from specdec_core.recorder.driver.numerics import probe_line
+from specdec_core.decoding.numerics import probe_line
 
 from .formatting import DASH, esc
 

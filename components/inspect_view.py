@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from specdec_core.findings import fact
+
 from .formatting import DASH, esc, fmt, pct
 
 INSPECT_CSS = """
@@ -210,8 +212,9 @@ def recording_counts(trace: dict | None, recording: dict | None) -> dict:
     checked   the rounds a cloud call checked;
     calls     cloud calls = every forward of the cloud model (the drill-down's steps);
     unchecked committed tokens no cloud call checked (the trace's unchecked drafts);
-    off_text  the finding that says why cloud calls checked nothing committed: the cloud ran on
-              a context that is not the text (stale cache, wrong ids or positions), or None."""
+    off_text  the finding that says why cloud calls checked nothing committed: a root with the
+              `context` fact (findings.py: the cloud ran on a context that is not the text), or
+              a recording cut short; None when there is none."""
     tr = trace or {}
     toks, rounds = tr.get("tokens") or [], tr.get("rounds") or []
     fwds = (recording or {}).get("forwards") or []
@@ -220,13 +223,8 @@ def recording_counts(trace: dict | None, recording: dict | None) -> dict:
             "rounds": len(rounds), "checked": sum(bool(r.get("verified")) for r in rounds),
             "calls": sum(f.get("model") == "cloud" for f in fwds),
             "unchecked": sum(t.get("source") == "draft" for t in toks),
-            "off_text": next((f["code"] for f in tr.get("diagnostics") or []
-                              if f.get("code") in _OFF_TEXT and not f.get("explained_by")), None)}
-
-
-# roots that put the cloud on a context other than the committed text
-_OFF_TEXT = ("stale_cache", "context_mismatch", "position_error", "off_by_one", "tree_mask",
-             "tree_positions", "draft_context", "incomplete_recording")
+            "off_text": next((f["code"] for f in tr.get("diagnostics") or [] if not f.get("explained_by")
+                              and (fact(f.get("code"), "context") or f.get("code") == "incomplete_recording")), None)}
 
 
 def _n(n: int, word: str) -> str:

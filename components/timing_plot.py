@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specdec_core.analysis.metrics import round_split
-from specdec_core.recorder.checks.speed.speed import loop_round_times, recording_split
+from specdec_core.recorder import loop_round_times, recording_split
 
 from .formatting import is_number
 from .palette import CLOUD_CALL_COLOR, SOURCE_COLORS

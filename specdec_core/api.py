@@ -19,7 +19,7 @@ from specdec_core.backends import load_backend, prepare  # noqa: F401  (re-expor
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
 from specdec_core.errors import UserError
-from specdec_core.recorder.driver.builtin import judged_run
+from specdec_core.recorder import judged_run
 
 def with_cloud(backend, cloud_url: str | None, *cfgs: DecodeConfig, model: str | None = None):
     """The backend with its cloud behind the OpenAI-compatible server at cloud_url (checked
@@ -52,7 +52,7 @@ def stream_prompt(backend, prompt, cfg: DecodeConfig, cancel: threading.Event | 
     built (audio errors come first). Setting `cancel` from another thread stops it within one
     round. The run is recorded (on private copies of the models: other sessions may decode on
     them) and judged by the recorder's checks."""
-    from specdec_core.recorder.driver.builtin import judged_stream
+    from specdec_core.recorder import judged_stream
 
     yield from judged_stream(backend, prompt, cfg, cancel=cancel, isolated=True)
 

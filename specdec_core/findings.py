@@ -12,21 +12,22 @@ KEYS = ("code", "severity", "title", "detail", "cause", "fix", "evidence", "expl
 @dataclass(frozen=True)
 class Code:
     """One registry entry. `severity` is the default; a check may lower or raise it only where
-    `severities` lists the alternative (e.g. `lossy_accept`: info, warning past the top-5).
-    What the report folding needs to know of the code (recorder/report/): `root` (its rank as a
-    root cause, 1 = most fundamental; 0 = not a root) and `explains` (the codes its evidence
-    explains), `end` (about the run's end: nested under an incomplete recording's cut), `text`
-    (a text symptom: the model's own when the loop is shown exact)."""
+    `severities` lists the alternative (e.g. `lossy_accept`: info, warning past the top-5). The
+    facts the consumers read (docs/recorder.md, "Adding a check") follow."""
     code: str
     severity: str
     mechanism: str
     trigger: str
     source: str = "decoder, recorder"
     severities: tuple = ()
-    root: int = 0
-    explains: tuple = ()
-    end: bool = False
-    text: bool = False
+    root: int = 0             # rank as a root cause (1 = most fundamental; 0 = not a root)
+    explains: tuple = ()      # the codes its evidence explains (recorder/report/roots.py)
+    end: bool = False         # about the run's end: nested under an incomplete recording's cut
+    text: bool = False        # a text symptom: the model's own when the loop is shown exact
+    context: bool = False     # the models read a context other than the committed text
+    dedupes: tuple = ()       # (mark, code, key): where evidence has mark, code's findings with key go
+    named: tuple = ()         # (key, title, fix): the causes the report names inside this code
+    trace: str = ""           # the analysis/diagnostics check that emits it
 
 
 REGISTRY: dict[str, Code] = {}
@@ -125,16 +126,16 @@ register("stale_cache", "error", "a cache holds tokens that are not the committe
          "rolled back (cropped) after a correction, or not compacted to a tree's accepted path",
          "a forward attends to a cache position written before (or by) the decision that replaced "
          "its token; after a tree verify, the next forward's cache holds a rejected node's keys",
-         root=5, explains=CONTEXT_SYMPTOMS)
+         root=5, explains=CONTEXT_SYMPTOMS, context=True)
 register("context_mismatch", "error", "the models read a context that is not the verified text "
          "(a token fed twice, a block appended to the input twice, a token missing)",
          "a forward's context differs from the committed sequence at a position the cloud had decided, "
          "the edge drafted from a context other than the one verified, or committed tokens repeat the block before them",
-         root=6, explains=CONTEXT_SYMPTOMS[1:])
+         root=6, explains=CONTEXT_SYMPTOMS[1:], context=True)
 register("position_error", "error", "position ids / cache positions / attention mask do not "
          "continue the cache (positions reset, a mask built for the new tokens only)",
          "position_ids or cache_position != cache length + arange(n), or a mask shorter than the context",
-         root=4, explains=CONTEXT_SYMPTOMS)
+         root=4, explains=CONTEXT_SYMPTOMS, context=True)
 register("hidden_draft_processing", "error", "the draft logits are changed before the pick (a second "
          "temperature, penalties, a filter) beyond the declared rule",
          "greedy declared and drafts that are not the edge's argmax; or the maximum-likelihood draft "
@@ -146,10 +147,16 @@ register("draft_schedule", "info", "the decoder chooses its draft length itself 
          "verified rounds draft lengths varying past k+1")
 register("off_by_one", "error", "an off-by-one in the draft loop or the acceptance count",
          "a round drafted more than k or committed more than k+1 tokens",
-         root=7, explains=("lossless_violation", "unverified_end") + TEXT_SYMPTOMS)
+         root=7, explains=("lossless_violation", "unverified_end") + TEXT_SYMPTOMS, context=True)
 register("lossless_violation", "error", "the acceptance test is not the declared lossless rule",
          "greedy declared and committed tokens that are not the cloud's argmax",
-         root=10, explains=TEXT_SYMPTOMS)
+         root=10, explains=TEXT_SYMPTOMS, named=(
+             ("penalty_not_applied", "the declared repetition penalty is not applied",
+              "apply the declared penalty to the cloud's logits of every verified slot (given the "
+              "sequence and the drafts before it) before its argmax / sampling"),
+             ("first_draft_unverified", "the first draft of each block is committed unverified",
+              "compare draft 0 with the verify row at the position before it (row 0 of the "
+              "block), as every other draft")))
 register("rank_window_exceeded", "error", "the acceptance test accepts past the declared rank window",
          "an accepted draft ranked by the cloud beyond rank_threshold", root=11, explains=TEXT_SYMPTOMS)
 register("lossy_accept", "info", "the cost of a declared rank window: drafts the cloud ranked 2nd or "
@@ -163,23 +170,24 @@ register("unverified_end", "error", "the run ended on tokens the cloud never ver
          "output tail never scored by a cloud forward, or a stop on a non-stop token before the limit",
          root=9, explains=TEXT_SYMPTOMS, end=True)
 register("dropped_output", "error", "tokens the loop returned are not what the models were fed",
-         "the returned ids differ from the sequence the last forwards were fed", end=True)
+         "the returned ids differ from the sequence the last forwards were fed", end=True,
+         context=True)
 register("cycle", "error", "a deterministic draft loop revisits the same state: a short pattern repeats",
          "the committed text repeats a short pattern (declared cycle detection)",
-         severities=("error", "warning"), text=True)
+         severities=("error", "warning"), text=True, trace="cycles")
 register("doubling", "error", "tokens appended to the input twice: phrases written twice in a row",
          "three or more spans of 1-8 hanzi written twice in a row",
-         severities=("error", "warning"), text=True)
+         severities=("error", "warning"), text=True, trace="doubling")
 register("template_leak", "error", "the decoder ran past <|im_end|> into the next chat turn",
          "chat-template markers in the output text",
-         severities=("error", "warning"), end=True, text=True)
+         severities=("error", "warning"), end=True, text=True, trace="template_leak")
 register("punct_flood", "error", "an over-sharp draft distribution or position errors make punctuation win",
          "more than 40% of the output characters are punctuation",
-         severities=("error", "warning"), text=True)
+         severities=("error", "warning"), text=True, trace="punct_flood")
 register("length", "info", "the description is too short or too long for its prompt type",
-         "hanzi count outside the prompt type's length band", end=True)
+         "hanzi count outside the prompt type's length band", end=True, trace="length")
 register("no_stop", "warning", "stop ids not recognised: no stop before max_new_tokens",
-         "the run ended on the length limit", end=True)
+         "the run ended on the length limit", end=True, trace="no_stop")
 register("acceptance_collapse", "warning", "the drafts stop matching from an output position on (a "
          "drafter past its length limit or window, placeholder drafts verified anyway) or overall "
          "(a wrong context or a distorted distribution): lossless, drafting and verifying for nothing",
@@ -187,11 +195,12 @@ register("acceptance_collapse", "warning", "the drafts stop matching from an out
          "rounds that accepted 30% or more, or acceptance below 30% over 3+ cloud calls (with a "
          "declared prompt type)", end=True)
 register("always_verify", "info", "the entropy threshold never lets a block through",
-         "entropy-gated run with a cloud call on every block")
+         "entropy-gated run with a cloud call on every block", trace="entropy_gate")
 register("never_verify", "info", "the entropy threshold is above every draft entropy: the output is "
-         "the edge alone", "entropy-gated run with no cloud call")
+         "the edge alone", "entropy-gated run with no cloud call", trace="entropy_gate")
 register("edge_mishears", "warning", "the edge drafts as if it had not heard the clip",
-         "rejections concentrated at audio-dependent positions (greedy runs)")
+         "rejections concentrated at audio-dependent positions (greedy runs)",
+         trace="check_edge_mishears")
 register("numeric_divergence", "info", "the run and its reference differ by numerics, not a bug",
          "first divergence at a near-tie with no error finding", source="decoder (baseline)")
 register("sampling_rule", "info", "an exact acceptance rule identified (sample-and-match; argmax drafts with a one-hot q)",
@@ -201,7 +210,8 @@ register("acceptance_rule", "error", "the probabilistic acceptance test is not m
          root=12, explains=("residual_mismatch",) + TEXT_SYMPTOMS)
 register("greedy_draft_sampling", "error", "drafts picked greedily while sampling is declared: the "
          "p/q test is biased", "sampled run with every draft the edge's argmax",
-         root=15, explains=("hidden_draft_processing",) + TEXT_SYMPTOMS)
+         root=15, explains=("hidden_draft_processing",) + TEXT_SYMPTOMS,
+         dedupes=(("argmax_drafts", "hidden_draft_processing", "effective_temperature"),))
 register("residual_mismatch", "error", "the correction is not drawn from the residual max(0, p - q)",
          "corrections outside the residual's support", root=13, explains=TEXT_SYMPTOMS)
 register("loop_overhead", "warning", "the loop spends its time outside the model forwards",
@@ -224,7 +234,7 @@ register("zeroed_kv", "error", "a row's cache holds slots whose keys were zeroed
          "ragged rollback zeroed the rejected tail, and each such slot still adds e^0 to the softmax "
          "denominator (mlx-vlm #1962)", "a batched forward attends (attention mask 1) to cached "
          "slots whose keys are all zero", source="recorder",
-         root=2, explains=("position_error",) + CONTEXT_SYMPTOMS)
+         root=2, explains=("position_error",) + CONTEXT_SYMPTOMS, context=True)
 register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
          "tokenizer vocabularies or encodings differ", source="pair")
 register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",
@@ -249,15 +259,16 @@ register("check_failed", "info", "a pair check raised instead of answering (neve
 register("tree_mask", "error", "the tree attention mask lets a node see a node that is not its "
          "ancestor (a sibling, another branch)", "in a tree verify forward, a node's mask row sees a "
          "column outside its parent's row plus its parent",
-         root=3, explains=("position_error",) + CONTEXT_SYMPTOMS)
+         root=3, explains=("position_error",) + CONTEXT_SYMPTOMS, context=True)
 register("tree_positions", "error", "tree nodes are given positions by slot, not prefix + depth",
          "in a tree verify forward, a node's position != the position after the prefix + its depth",
-         root=2, explains=("position_error", "tree_mask") + CONTEXT_SYMPTOMS)
+         root=2, explains=("position_error", "tree_mask") + CONTEXT_SYMPTOMS, context=True)
 register("tree_inferred", "info", "the tree of a verify forward was inferred: no mask argument",
          "a tree forward (repeated positions) without a 4D attention_mask", "recorder")
 register("draft_context", "warning", "drafting reads a context other than the node's "
          "ancestors (draft slots instead of parents): lossless, fewer drafts accepted",
-         "an edge forward drafting tree nodes whose mask or positions are not its ancestors'")
+         "an edge forward drafting tree nodes whose mask or positions are not its ancestors'",
+         context=True)
 
 # -- heads (issue 35) ------------------------------------------------------------------------
 register("stale_features", "warning",

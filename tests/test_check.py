@@ -18,7 +18,7 @@ from specdec_core.backends.demo import MODELS_DIR
 from devtools.omni_tiny import make_tiny_pair, omni_tokenizer
 from specdec_core.errors import BackendError
 from specdec_core.pairs import check_folders, error_message, versions
-from specdec_core.pairs.checks import CHECKS
+from specdec_core.recorder.checks import registry
 from tiny import tiny_qwen2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,8 @@ def demo(tmp_path):
 
 
 def test_every_contract_code_is_a_check():
-    assert {c.__name__ for c in CHECKS} == CODES
+    pair = registry.of("pair")
+    assert {c.fn.__name__ for c in pair} == CODES == {code for c in pair for code in c.codes}
 
 
 def test_cli_demo_and_tiny_omni_pass(omni, tmp_path):

@@ -4,6 +4,7 @@ lines."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,60 @@ def test_no_function_over_60_lines_in_specdec_core():
 
 def test_no_function_over_60_lines_in_components_and_ui():
     assert _long_functions("components", "ui") == []
+
+
+def test_a_check_emits_only_its_declared_codes(monkeypatch):
+    """Under tests (tests/conftest.py) a check that emits a code it did not declare fails."""
+    from specdec_core.recorder.checks import registry
+
+    assert os.environ["SPECSCOPE_STRICT_CODES"] == "1"
+    registry.load()
+    monkeypatch.setattr(registry, "CHECKS", [])           # the fixture check alone
+
+    @registry.check("cycle", scope="run")
+    def stray(x) -> list:
+        return [finding("cycle", "declared")] + ([finding("doubling", "not declared")] if x else [])
+
+    assert [f["code"] for f in registry.run(False, "run")] == ["cycle"]
+    with pytest.raises(AssertionError, match=r"stray emitted undeclared codes \['doubling'\]"):
+        registry.run(True, "run")
+    monkeypatch.setenv("SPECSCOPE_STRICT_CODES", "0")     # the product: findings as emitted
+    assert [f["code"] for f in registry.run(True, "run")] == ["cycle", "doubling"]
+
+
+def test_side_tables_are_facts_given_at_registration():
+    """What a consumer reads of a code is given where the code is registered."""
+    from specdec_core.analysis import diagnostics as d
+    from specdec_core.recorder.checks import registry
+    from specdec_core.recorder.checks.text.trace import codes
+
+    assert {c.code for c in REGISTRY.values() if c.context} == {
+        "stale_cache", "context_mismatch", "position_error", "off_by_one", "dropped_output",
+        "tree_positions", "tree_mask", "zeroed_kv", "draft_context"}
+    assert [k for k, _, _ in REGISTRY["lossless_violation"].named] == ["penalty_not_applied",
+                                                                      "first_draft_unverified"]
+    assert {c.code: c.dedupes for c in REGISTRY.values() if c.dedupes} == {"greedy_draft_sampling": (
+        ("argmax_drafts", "hidden_draft_processing", "effective_temperature"),)}
+    assert {fn.__name__: codes(fn) for fn in d.TRACE_CHECKS + d.TASK_CHECKS} == {
+        "cycles": ("cycle",), "template_leak": ("template_leak",), "punct_flood": ("punct_flood",),
+        "doubling": ("doubling",), "entropy_gate": ("always_verify", "never_verify"),
+        "check_edge_mishears": ("edge_mishears",), "length": ("length",), "no_stop": ("no_stop",)}
+    pair = registry.of("pair")         # the pair checks: registered checks, one code each
+    assert [c.fn.__name__ for c in pair] == [c.codes[0] for c in pair] and len(pair) == 9
+
+
+def test_context_roots_are_read_from_the_fact_by_both_consumers():
+    """The divergence verdict and the Inspect counts name the same context roots; zeroed_kv
+    (attended zero keys: the cloud reads a context that is not the text) is one of them."""
+    from components.inspect_view import recording_counts
+    from specdec_core.analysis.divergence import verdict
+
+    for code in ("zeroed_kv", "stale_cache", "tree_mask"):
+        err = finding(code, "t")
+        fd = verdict(3, {"id": 1}, {"id": 2}, 1, {}, {"same_context": False}, findings=[err])
+        assert fd["explained_by"] == code and fd["cause"] == "decoder"
+        assert recording_counts({"diagnostics": [err]}, None)["off_text"] == code
+    other = finding("cycle", "t")
+    assert verdict(3, {"id": 1}, {"id": 2}, 1, {}, {"same_context": False},
+                   findings=[other])["explained_by"] is None
+    assert recording_counts({"diagnostics": [other]}, None)["off_text"] is None

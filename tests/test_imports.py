@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,85 @@ def test_every_module_imports_in_a_fresh_interpreter(label, order):
     p = subprocess.run([sys.executable, "-c", code, *order], cwd=ROOT, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+# -- the flow in the imports (docs/architecture.md): observe -> normalize -> evidence -> checks ->
+# report -> analyze -> driver; the engine never imports the CLI; the recorder's public API
+FLOW = ("observe", "normalize", "evidence", "checks", "report", "analyze", "driver")
+
+
+def _stage(name: str) -> int | None:
+    parts = name.split(".")
+    return FLOW.index(parts[2]) if parts[:2] == ["specdec_core", "recorder"] and len(parts) > 2 \
+        and parts[2] in FLOW else None
+
+
+def against_flow(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {d}" for m, ds in graph.items() for d in ds
+                  if _stage(m) is not None and _stage(d) is not None and _stage(d) > _stage(m))
+
+
+def test_no_recorder_stage_imports_a_later_one():
+    g = import_graph(modules("specdec_core"))
+    assert against_flow(g) == []
+    assert "specdec_core.recorder.evidence.tape" in g["specdec_core.recorder.evidence.rounds"]  # sees them
+    assert against_flow({"specdec_core.recorder.normalize.x": {"specdec_core.recorder.checks.y"}})
+
+
+def test_the_engine_never_imports_the_cli():
+    g = import_graph(modules("specdec_core"))
+    assert {m: sorted(d) for m, ds in g.items() if not m.startswith("specdec_core.cli")
+            and (d := {x for x in ds if x.startswith("specdec_core.cli")})} == {}
+    assert "specdec_core.cli.reports" in g["specdec_core.cli.commands"]     # the graph sees the CLI's
+
+
+PUBLIC = ("specdec_core.recorder.checks.registry",   # where engine and pair checks register
+          "specdec_core.recorder.checks")
+
+
+def past_recorder_api(source: str) -> list[str]:
+    """The import lines of `source` that name a module inside specdec_core.recorder."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        out += [f"{node.lineno} {n}" for n in names if n.startswith("specdec_core.recorder.")
+                and n not in PUBLIC]
+    return out
+
+
+def test_nothing_outside_the_recorder_imports_past_its_public_api():
+    files = [p for pkg in PACKAGES[:3] for p in modules(pkg).values()
+             if "specdec_core/recorder/" not in p.as_posix()] + [ROOT / "app.py"]
+    assert {p.relative_to(ROOT).as_posix(): hits for p in files
+            if (hits := past_recorder_api(p.read_text(encoding="utf-8")))} == {}
+    assert past_recorder_api("def f():\n    from specdec_core.recorder.driver.clip import KNOBS\n"
+                             "import specdec_core.recorder.analyze\nfrom specdec_core.recorder import analyze\n") \
+        == ["3 specdec_core.recorder.analyze", "2 specdec_core.recorder.driver.clip"]    # ast.walk: breadth first
+
+
+# -- the docs name only files that exist
+DOC_PATH = re.compile(r"(?<![\w/])((?:specdec_core|recorder)/[\w./]*\w/?)")
+
+
+def missing_paths(text: str) -> list[str]:
+    """The `specdec_core/...` and `recorder/...` names in `text` that name no file or folder
+    (`recorder/x/y.fn`: a name in recorder/x/y.py)."""
+    out = []
+    for name in DOC_PATH.findall(text):
+        p = ROOT / (name if name.startswith("specdec_core/") else "specdec_core/" + name).rstrip("/")
+        stem = p.with_name(p.name.split(".")[0])
+        if not (p.exists() or stem.with_suffix(".py").exists() or (stem.is_dir() and "." in p.name)):
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("doc", ["architecture.md", "recorder.md"])
+def test_the_docs_name_only_files_that_exist(doc):
+    text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
+    assert len(DOC_PATH.findall(text)) > 20
+    assert missing_paths(text) == []
+    assert missing_paths("see recorder/driver/clip.isolate and specdec_core/findings.py, "
+                         "recorder/checks/<family>/ and specdec_core/recorder/normalize/") == []
+    assert missing_paths("recorder/driver/gone.py, recorder/model_or_decoder.fn") == [
+        "recorder/driver/gone.py", "recorder/model_or_decoder.fn"]

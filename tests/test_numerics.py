@@ -20,7 +20,7 @@ from specdec_core.api import load_backend, prepare, run_clip
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.errors import BackendError
 from specdec_core.recorder.observe.hooks import _top
-from specdec_core.recorder.driver.numerics import probe, window_starts
+from specdec_core.decoding.numerics import probe, window_starts
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = str(ROOT / "sample_audio" / "happy_01.wav")

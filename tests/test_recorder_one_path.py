@@ -13,14 +13,14 @@ import torch
 from specdec_core.api import load_backend, prepare
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
-from specdec_core.recorder.checks.text.trace import CODES, d
+from specdec_core.recorder.checks.text.trace import codes, d
 from specdec_core.recorder.driver.builtin import declared_knobs, judged_stream
 from specdec_core.recorder.driver.clip import DEFAULTS, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = str(ROOT / "sample_audio" / "angry_01.wav")
 # registered for a declared task only: the built-in declares its prompt type, a user's loop not
-TASK = {c for fn in d.TASK_CHECKS for c in CODES.get(fn.__name__, ())}
+TASK = {c for fn in d.TASK_CHECKS for c in codes(fn)}
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from components.timing_plot import timing_figure
 from components.token_view import render_tokens
 from components.tree_view import picked_tree, render_tree
 from specdec_core.errors import UserError
-from specdec_core.recorder.normalize.validate import check_recording, check_size, max_mb, parse_json
+from specdec_core.recorder import check_recording, check_size, max_mb, parse_json
 
 from . import common
 from .limits import ADMIT, in_slot, release_memory
@@ -105,8 +105,7 @@ def own_code_allowed() -> bool:
 
 def _own_function(path: str):
     """The user's .py file: its `decode`, checked against the call record makes."""
-    from specdec_core.recorder import load_function
-    from specdec_core.recorder.driver.user_code import check_call
+    from specdec_core.recorder import check_call, load_function
 
     if not own_code_allowed():
         raise UserError(f"recording your own file from the page is off: the operator sets {OWN_CODE_ENV}=1 "

@@ -4,13 +4,13 @@ finding that explains it). Pure functions of numbers the callers gather (docs/re
 "Bug or numerics?")."""
 from __future__ import annotations
 
+from specdec_core.findings import REGISTRY, finding
+
 # How far beyond the probed width-1 vs width-(k+1) difference a flip is still put down to
 # numerics: the probe sees a few positions only, and a flip needs the two forwards to move the
 # two tokens' logits in opposite directions (up to twice the per-logit difference).
 PROBE_FACTOR = 4.0
 MIN_TOLERANCE = 1e-3          # logits: float32 near-exact ties
-CONTEXT_CODES = ("stale_cache", "context_mismatch", "position_error", "off_by_one",
-                 "dropped_output", "unverified_end", "tree_positions", "tree_mask")
 
 
 def common_prefix(a, b) -> int:
@@ -75,24 +75,27 @@ def verdict(index: int, user: dict | None, reference: dict | None, round_: int |
     errors = [f for f in findings if f.get("severity") == "error"
               and not ((f.get("evidence") or {}).get("index") or -1) > index]
     code = lambda *cs: next((f.get("code") for f in errors if f.get("code") in cs), None)  # noqa: E731
+    # the roots that put the models on another context (their `context` fact), and a tail no
+    # cloud forward verified
+    context = tuple(c.code for c in REGISTRY.values() if c.context) + ("unverified_end",)
     if user is None or reference is None:
         fd["why"] = ("the decoder stopped before the reference" if user is None
                      else "the decoder went on after the reference stopped")
-        fd["explained_by"] = code("missed_eos", "unverified_end", *CONTEXT_CODES)
+        fd["explained_by"] = code("missed_eos", *context)
         return fd
     if mine.get("unverified"):
         fd["why"] = "no cloud forward over the committed context decided this token"
-        fd["explained_by"] = code(*CONTEXT_CODES, "lossless_violation")
+        fd["explained_by"] = code(*context, "lossless_violation")
         return fd
     if not mine.get("same_context", True):
         fd["why"] = "the forward the decoder committed from saw a different context"
-        fd["explained_by"] = code(*CONTEXT_CODES)
+        fd["explained_by"] = code(*context)
         return fd
     if not mine.get("argmax"):
         fd["why"] = "the committed token is not the argmax of the forward it came from"
         fd["explained_by"] = code("lossless_violation", "rank_window_exceeded", "lossy_accept")
         return fd
-    ctx = code(*CONTEXT_CODES)
+    ctx = code(*context)
     if ctx:
         fd["why"], fd["explained_by"] = "an earlier context or position error", ctx
         return fd
@@ -123,8 +126,6 @@ def numeric_finding(fd: dict, dtype: str | None = None) -> dict:
         detail += f"; the two forwards disagree by {fd['swing']} logits there"
     detail += (". From here the texts differ for good; the rest of the run was checked against "
                "the decoder's own forwards.")
-    from specdec_core.findings import finding
-
     return finding(
         "numeric_divergence", f"output leaves the reference at token {fd['index']} by numerics, not a bug",
         detail, cause=(f"{dtype or 'low-precision'} forwards of different widths (1 new token in "

@@ -20,12 +20,11 @@ from specdec_core.cli.commands import COMMANDS as _COMMANDS
 from specdec_core.cli.reports import EXIT_CODES, FAIL_ON
 from specdec_core.backends import DTYPES
 from specdec_core.decoding.config import PRESETS
-from specdec_core.recorder.driver.clip import KNOBS as RECORD_KNOBS
-from specdec_core.recorder.driver.user_code import EXPECTED
-from specdec_core.audit import cli as audit_cli
+from specdec_core.recorder import EXPECTED, KNOBS as RECORD_KNOBS
+from specdec_core.cli import audit as audit_cli
 from specdec_core.errors import UserError
 
-COMMANDS = {**_COMMANDS, "bench": cmd_bench}
+COMMANDS = {**_COMMANDS, "bench": cmd_bench, "audit": audit_cli.cmd_audit}   # cli/audit.py uses commands
 
 
 class _Parser(argparse.ArgumentParser):

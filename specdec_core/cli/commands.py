@@ -13,7 +13,6 @@ from pathlib import Path
 
 from specdec_core.analysis.metrics import time_line
 from specdec_core.api import open_backend, run_clip
-from specdec_core.audit.cli import cmd_audit
 from specdec_core.cli import reports
 from specdec_core.cli.progress import RowProgress
 from specdec_core.decoding.config import PRESET_HELP, PRESETS, DecodeConfig, preset
@@ -205,7 +204,7 @@ def cmd_presets(args) -> int:
 def cmd_record(args) -> int:
     """`record FILE.py[:FUNCTION] [AUDIO ...]`: the user's decoder recorded and judged per clip
     (recorder/driver/clip.record_clip; clip i gets seed SEED+i), then the pooled checks."""
-    from specdec_core.recorder.driver.clip import call_kwargs, load_function, parse_sets, record_clip
+    from specdec_core.recorder import call_kwargs, load_function, parse_sets, record_clip
 
     knobs = parse_sets(args.sets)
     fn, path = load_function(args.target)
@@ -233,5 +232,4 @@ def cmd_record(args) -> int:
 
 
 COMMANDS = {"run": cmd_run, "batch": cmd_batch, "faults": cmd_faults,
-            "presets": cmd_presets, "record": cmd_record, "check": cmd_check,
-            "audit": cmd_audit}
+            "presets": cmd_presets, "record": cmd_record, "check": cmd_check}

@@ -247,7 +247,7 @@ def numerics_lines(numerics: dict | None, label: str, reference: dict | None) ->
     reference, numerics or decoder (analysis/divergence.py): `run --baseline` (label cloud-only)
     and `record --reference` (label reference)."""
     from specdec_core.analysis.divergence import summary
-    from specdec_core.recorder.driver.numerics import probe_line
+    from specdec_core.decoding.numerics import probe_line
 
     out = [x for x in [probe_line(numerics)] if x]
     if reference:

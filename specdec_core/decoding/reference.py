@@ -29,7 +29,7 @@ def compare(backend, prompt, cfg, trace: dict, probe: bool = True, reference=Non
     base, logits = reference or reference_for(backend, prompt, cfg)
     base = dict(base)
     if probe and "numerics" not in trace:
-        from specdec_core.recorder.driver.numerics import probe as run_probe
+        from specdec_core.decoding.numerics import probe as run_probe
 
         trace["numerics"] = run_probe(backend, prompt, trace.get("token_ids") or [], k=cfg.k)
     fd = first_divergence(trace, base["token_ids"], logits, backend.tokenizer, trace.get("numerics"))

@@ -1,6 +1,6 @@
 """The pair check (`python -m specdec_core check`, and every backend load): can this edge
-draft for this cloud? Each check in checks.CHECKS is one small function returning one finding
-{code, severity, title, detail, fix} or None; a report is
+draft for this cloud? Each check (checks.py, registered with scope "pair") is one small function
+returning one finding {code, severity, title, detail, fix} or None; a report is
 {"checks": [findings], "passed": [codes], "versions": {...}, "device": ..., "edge", "cloud",
 "usable"}. An error finding makes the pair unusable (the backend load stops with its message).
 """
@@ -11,23 +11,26 @@ import time
 from specdec_core.errors import UserError
 from specdec_core.pairs import versions
 from specdec_core.findings import SEVERITIES, finding
-from specdec_core.pairs.checks import CHECKS
+from specdec_core.pairs import checks  # noqa: F401 - registers the pair checks
+from specdec_core.recorder.checks import registry
 from specdec_core.pairs.sides import Side, backend_paths, load_side
 
-__all__ = ["CHECKS", "Side", "check_backend", "check_folders", "error_message", "run_checks"]
+__all__ = ["Side", "check_backend", "check_folders", "error_message", "run_checks"]
 
 
 def run_checks(edge: Side, cloud: Side) -> dict:
     found, passed = [], []
     t0 = time.perf_counter()
-    for check in CHECKS:
+    for c in registry.of("pair"):
         try:
-            f = check(edge, cloud)
+            f = c.fn(edge, cloud)
         except Exception as e:  # noqa: BLE001 - a check that cannot run never blocks a load
-            f = finding("check_failed", f"Check {check.__name__} could not run",
+            f = finding("check_failed", f"Check {c.fn.__name__} could not run",
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
                         fix="report this pair to the SpecScope maintainers")
-        (found.append(f) if f else passed.append(check.__name__))
+        else:
+            registry.declared(c, [f] if f else [])
+        (found.append(f) if f else passed.append(c.fn.__name__))
     found.sort(key=lambda f: SEVERITIES.index(f["severity"]))
     return {"checks": found, "passed": passed, "versions": versions.versions(),
             "device": versions.device(), "edge": edge.path, "cloud": cloud.path,

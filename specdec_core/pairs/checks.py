@@ -1,6 +1,7 @@
 """The pair checks: one small function each, `check(edge, cloud) -> finding | None` (None: the
-pair passes it). A new check is a new function in CHECKS. Every finding comes from the two
-folders' own files (configs, tokenizers, feature extractors), never from the backend's name.
+pair passes it), registered on the checks' registry with scope "pair" (recorder/checks/registry.py:
+a new check is its function and its `@check` line). Every finding comes from the two folders'
+own files (configs, tokenizers, feature extractors), never from the backend's name.
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from specdec_core.analysis.divergence import common_prefix
 from specdec_core.findings import finding
 from specdec_core.pairs import versions
 from specdec_core.pairs.sides import Side
+from specdec_core.recorder.checks.registry import check
 
 PROBES = ("说话人语速较快，音调偏高，情绪开心。", "0123456789 3.14 2026-11-24 100%",
           "The speaker sounds calm and slow.", "中文 mixed with English 42 次")
@@ -22,6 +24,7 @@ def _short(x, n=60) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+@check("tokenizer_mismatch", scope="pair", order=1)
 def tokenizer_mismatch(edge: Side, cloud: Side):
     """Both models read the cloud's prompt ids and the cloud verifies the edge's ids: every id
     must mean the same text to both. Probes (Chinese, digits, English, special tokens) are
@@ -70,6 +73,7 @@ def _stops(side: Side) -> set[int]:
     return out
 
 
+@check("stop_ids_mismatch", scope="pair", order=2)
 def stop_ids_mismatch(edge: Side, cloud: Side):
     """The answer ends on the cloud's stop ids; the edge must stop on the same ones."""
     e, c = _stops(edge), _stops(cloud)
@@ -84,6 +88,7 @@ def stop_ids_mismatch(edge: Side, cloud: Side):
                    fix="give the edge the cloud's eos_token_id (generation_config.json and tokenizer)")
 
 
+@check("chat_template_mismatch", scope="pair", order=3)
 def chat_template_mismatch(edge: Side, cloud: Side):
     """Both models prefill the cloud's prompt; an edge tuned on another chat frame drafts badly."""
     a, b = edge.chat_template, cloud.chat_template
@@ -105,6 +110,7 @@ def chat_template_mismatch(edge: Side, cloud: Side):
                    fix="use an edge from the cloud's model family (same chat template)")
 
 
+@check("vocab_widths", scope="pair", order=4)
 def vocab_widths(edge: Side, cloud: Side):
     """Output heads wider than the tokenizer (padding rows, as in every Qwen checkpoint) are
     fine: SpecScope compares the first min(width) rows. Narrower than the tokenizer is not."""
@@ -130,6 +136,7 @@ def _rope(cfg: dict) -> dict:
             "mrope_section": p.get("mrope_section")}
 
 
+@check("rope_mismatch", scope="pair", order=5)
 def rope_mismatch(edge: Side, cloud: Side):
     """One position sequence feeds both models (3-row mrope positions on the Omni pair)."""
     e, c = _rope(edge.config), _rope(cloud.config)
@@ -142,6 +149,7 @@ def rope_mismatch(edge: Side, cloud: Side):
                    fix="use an edge from the cloud's model family (same rope settings)", severity="error" if mrope else "warning")
 
 
+@check("audio_frontend_mismatch", scope="pair", order=6)
 def audio_frontend_mismatch(edge: Side, cloud: Side):
     """The cloud's processor computes the features both audio encoders read."""
     fe_e, fe_c = edge.feature_extractor or {}, cloud.feature_extractor or {}
@@ -181,6 +189,7 @@ def _not_croppable(side: Side) -> str | None:
     return None
 
 
+@check("cache_not_croppable", scope="pair", order=7)
 def cache_not_croppable(edge: Side, cloud: Side):
     """Rejected drafts roll the KV cache back; sliding-window, static and recurrent caches
     cannot be cropped."""
@@ -192,6 +201,7 @@ def cache_not_croppable(edge: Side, cloud: Side):
                    fix="use full-attention models with a dynamic cache (drop cache_implementation)")
 
 
+@check("dtype_mismatch", scope="pair", order=8)
 def dtype_mismatch(edge: Side, cloud: Side):
     if not edge.dtype or not cloud.dtype or edge.dtype == cloud.dtype:
         return None
@@ -201,6 +211,7 @@ def dtype_mismatch(edge: Side, cloud: Side):
                    fix="compare at one dtype (--dtype) or use checkpoints saved alike")
 
 
+@check("transformers_untested", scope="pair", order=9)
 def transformers_untested(edge: Side, cloud: Side):
     version = versions.transformers_version()
     if versions.is_tested(version) is not False:
@@ -210,10 +221,6 @@ def transformers_untested(edge: Side, cloud: Side):
                    f"transformers{versions.tested_range()}",
                    fix=f"pip install 'transformers{versions.tested_range()}' (or make test to check this one)")
 
-
-CHECKS = [tokenizer_mismatch, stop_ids_mismatch, chat_template_mismatch, vocab_widths,
-          rope_mismatch, audio_frontend_mismatch, cache_not_croppable, dtype_mismatch,
-          transformers_untested]
 
 # what a passed check found, in words (a passed check is not named by the failure it rules out)
 PASSED = {"tokenizer_mismatch": "same tokenizer", "stop_ids_mismatch": "same stop ids",

@@ -6,9 +6,20 @@ it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
   and judge one clip; `pooled_findings(results)`: the pooled checks over several clips
 - `record_builtin` / `judged_run` / `judged_stream`: the built-in decoder recorded and judged the
   same way (both through `recorded`: seed, observers, kept configs, dtype, analysis)
-- `parse_sets`, `DEFAULTS`, `KNOBS`: the declared knobs."""
+- `parse_sets`, `DEFAULTS`, `KNOBS`: the declared knobs; `EXPECTED`, `check_call`, `call_kwargs`:
+  the user function's signature, checked before a clip runs
+- `check_recording`, `check_size`, `max_mb`, `parse_json`: an uploaded recording validated
+- `loop_round_times`, `recording_split`: where a recording's time went (the page's timing plot)
+Nothing outside the recorder imports past this module (tests/test_imports.py) but the one
+registry of checks, `specdec_core.recorder.checks.registry` (engine and pair checks register on
+it as loop checks do; it imports only the findings' registry)."""
 from specdec_core.recorder.analyze import analyze  # noqa: F401
 from specdec_core.recorder.driver.builtin import judged_run, judged_stream, record_builtin  # noqa: F401
-from specdec_core.recorder.driver.clip import (DEFAULTS, KNOBS, head_drafter, load_function,  # noqa: F401
-                                               parse_sets, pooled_findings, record_clip, recorded)
+from specdec_core.recorder.driver.clip import (DEFAULTS, KNOBS, call_kwargs, head_drafter,  # noqa: F401
+                                               load_function, parse_sets, pooled_findings, record_clip,
+                                               recorded)
+from specdec_core.recorder.driver.user_code import EXPECTED, check_call  # noqa: F401
+from specdec_core.recorder.evidence.timing import loop_round_times, recording_split  # noqa: F401
+from specdec_core.recorder.normalize.validate import (check_recording, check_size, max_mb,  # noqa: F401
+                                                      parse_json)
 from specdec_core.recorder.observe.hooks import SCHEMA, Recorder  # noqa: F401

@@ -6,7 +6,8 @@
 codes: registered in specdec_core/findings.py with their facts; scope "row" runs on every row of
 a batch, "clip" on the clip only (a loop's recording: both read an Evidence), "request" on one
 audited request of a served engine, "run" on a whole audit (every request), "pair" on a model pair
-(the pair check); order: where it runs (the first finding of a code is shown);
+(pairs/checks.py: `fn(edge, cloud) -> finding or None`, run by pairs.run_checks, where a check
+that raises is `check_failed`); order: where it runs (the first finding of a code is shown);
 pooled: fn(list of every clip's Evidence, one per distinct run, 2+) -> findings, run by
 `run_pooled` in `pooled_order` (default: order; `pooled_sum`: a check's per-run data summed and
 judged once). `load` imports every module under recorder/checks/: a new check is its module and
@@ -91,12 +92,15 @@ def declared(c: Check, found: list) -> list:
     return found
 
 
+def of(scope: str) -> list:
+    """The registered checks that run in `scope`, in order: "clip" has the row and clip checks."""
+    return [c for c in CHECKS if c.scope in (LOOP if scope == "clip" else (scope,))]
+
+
 def run(e, scope: str = "clip") -> list:
-    """Every registered check of the scope on `e`: "clip" runs the row and clip checks, "row" (a
-    batch row that is not the clip) the row checks, any other scope its own checks."""
+    """Every registered check of the scope on `e` ("row": a batch row that is not the clip)."""
     load()
-    want = LOOP if scope == "clip" else (scope,)
-    return [f for c in CHECKS if c.scope in want for f in declared(c, c.fn(e))]
+    return [f for c in of(scope) for f in declared(c, c.fn(e))]
 
 
 def run_pooled(evidences: list) -> list:

@@ -179,7 +179,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
 
     from specdec_core.backends import prepare
     from specdec_core.decoding.config import DecodeConfig
-    from specdec_core.recorder.driver.numerics import probe
+    from specdec_core.decoding.numerics import probe
 
     label = None if src is None else str(src)     # a text-only pair (hf): no audio
     declared = {k: v for k, v in knobs.items() if k != "prompt_type"}

@@ -7,7 +7,7 @@ import math
 from specdec_core.analysis.metrics import compute_metrics
 from specdec_core.decoding.cycles import CycleDetector
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
-from specdec_core.recorder.checks.speed import speed
+from specdec_core.recorder.evidence import timing
 from specdec_core.recorder.evidence.rounds import Round
 from specdec_core.recorder.evidence.tape import Tapes
 
@@ -80,7 +80,7 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
                backend=rec.get("backend", "recorded"), info=dict(info or {}))
     tr.config["drafter"] = rec.get("drafter")       # model / lookup / self / head (recorder/observe/depth.py)
     who = {"model": "edge"}.get(rec.get("drafter"), rec.get("drafter"))   # each draft's drafter
-    for rnd, times in zip(rounds, speed.round_times(rec, rounds)):
+    for rnd, times in zip(rounds, timing.round_times(rec, rounds)):
         rr = RoundRecord(rnd.n, start=len(tr.tokens), drafted=0, verified=rnd.verified, **times)
         for p in range(rnd.start, rnd.end):
             src = "accepted" if rnd.verified else "draft"
@@ -117,7 +117,7 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
     tr.text = tokenizer.decode(tr.token_ids, skip_special_tokens=True) if tokenizer else ""
     n_edge = sum(f.model == "edge" for f in t.fwds)
     tr.metrics = compute_metrics(tr, rec.get("wall_s") or 0.0, n_edge, len(t.fwds) - n_edge)
-    tr.metrics["time_split"] = speed.recording_split(rec)   # None: recorded without timings
+    tr.metrics["time_split"] = timing.recording_split(rec)   # None: recorded without timings
     return tr
 
 

@@ -10,7 +10,7 @@ is read with the rounds (evidence/resumed.py). `batch_rows` comes first, in anal
 recording split into one single-row recording per row, each then normalized by `run`."""
 from __future__ import annotations
 
-from specdec_core.recorder.evidence.tape import replay
+from specdec_core.recorder.normalize.replayed import replay
 from specdec_core.recorder.normalize import dropped, generated, retokenized, shift, tree, window
 
 

@@ -4,7 +4,7 @@ part by a short shift; the analysis continues on the repaired sequence (docs/rec
 from __future__ import annotations
 
 from specdec_core.analysis.divergence import common_prefix as _agree
-from specdec_core.recorder.evidence.tape import Tapes
+from specdec_core.recorder.normalize.replayed import Tapes
 
 MAX_SHIFT = 3
 RUN = 6            # ids that must agree after the shift (fewer only when the output ends first)

@@ -8,7 +8,7 @@ from functools import cache
 from itertools import accumulate
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.recorder.evidence.tape import replay
+from specdec_core.recorder.normalize.replayed import replay
 from specdec_core.recorder.observe.edge_vocab import texts_of
 
 CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")

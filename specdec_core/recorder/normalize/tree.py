@@ -5,10 +5,79 @@ from __future__ import annotations
 
 import copy
 
-from specdec_core.recorder.checks.tree import structure as tree_checks
 from specdec_core.recorder.observe.tree_hooks import is_tree
 
 TAIL = 16     # columns before a tree read for its rows' keys (draft_logp) and duplicate positions
+PER_ROW = ("argmax", "top_ids", "top_logp", "entropy", "lse_t")
+
+
+def infer_parent(raw: dict, i: int, nodes: list, depth: dict) -> int | None:
+    """Without a mask: the node one level up, before i, under whose row ids[i] ranks best."""
+    up = [j for j in nodes if j < i and depth[j] == depth[i] - 1]
+    cross = (raw.get("rows") or {}).get("cross")
+    if not up:
+        return None
+    if not cross:
+        return up[-1]
+    return min(up, key=lambda j: (cross["rank"][j][i], -j))
+
+
+def inferred_path(raw: dict, tree: dict, C: list) -> list[int]:
+    """Without a mask: at each depth the node with the committed id whose row's argmax is the
+    next committed id (the cloud's own path); the path's parents are set from it."""
+    ids, rows, path = raw["ids"], raw.get("rows") or {}, []
+    off = rows.get("offset", 0)
+    argmax = lambda j: rows["argmax"][j - off] if rows and 0 <= j - off < len(rows["argmax"]) else None
+    while tree["base"] + len(path) < len(C):
+        q = tree["base"] + len(path)
+        cand = [j for j in tree["nodes"] if tree["depth"][j] == len(path) and ids[j] == C[q]]
+        if not cand:
+            break
+        nxt = C[q + 1] if q + 1 < len(C) else None
+        path.append(next((j for j in cand if argmax(j) == nxt), cand[0]))
+    for a, b in zip([None] + path, path):
+        tree["parent"][b] = a
+    return path
+
+
+def _rank(rows: dict, off: int, a: int, b: int, ids: list) -> tuple:
+    """(rank, logp) of ids[b] under row a, from what the recorder kept."""
+    cross = rows.get("cross")
+    if cross:
+        return cross["rank"][a - off][b], cross["logp"][a - off][b]
+    if b == a + 1 and a - off < len(rows["next_rank"]):
+        return rows["next_rank"][a - off], rows["next_logp"][a - off]
+    top = rows["top_ids"][a - off]
+    if ids[b] in top:
+        k = top.index(ids[b])
+        return k + 1, rows["top_logp"][a - off][k]
+    return None, None
+
+
+def chain_rows(rows: dict | None, sel: list[int], n: int, ids: list | None = None) -> dict | None:
+    """The rows of a tree forward for the chain of input indices `sel`."""
+    if not rows:
+        return rows
+    off = rows["offset"]
+    keep = [j for j in sel if j >= off]
+    out = {k: [rows[k][j - off] for j in keep] for k in PER_ROW if k in rows}
+    out.update(offset=len(sel) - len(keep), vocab=rows["vocab"], fed_next=None)
+    ranks, lps = [], []
+    for a, b in zip(keep, keep[1:]):
+        r, lp = _rank(rows, off, a, b, ids or [])
+        ranks.append(r)
+        lps.append(lp)
+    out["next_rank"], out["next_logp"] = ranks, lps
+    return out
+
+
+def stale_slots(exp: tuple, own: list, raw: dict) -> list[dict]:
+    """The slots of the next forward's cache that hold another node than the accepted path's."""
+    fi, want = exp
+    bad = [(s, node, own[s]) for s, node in sorted(want.items())
+           if s < len(own) and own[s] is not None and own[s] != node]
+    return [{"tree_forward": fi, "forward": raw["i"], "model": raw["model"], "slot": s,
+             "want": w[1], "holds": h[1] if h[0] == fi else None} for s, w, h in bad[:1]]
 
 
 def _base_pos(raw: dict, c0: int, slot_pos: list) -> int:
@@ -59,7 +128,7 @@ def build_tree(raw: dict, slot_pos: list) -> dict:
                 else [c for c in sees[i] if c >= L][-1:]
             parent[i] = (up[-1] - L) if up else None
         else:
-            parent[i] = tree_checks.infer_parent(raw, i, nodes, depth)
+            parent[i] = infer_parent(raw, i, nodes, depth)
     seen = [p for p in slot_pos[max(0, c0 - TAIL):min(c0, L)] if p is not None]
     return {"c0": c0, "base": base, "nodes": nodes, "parent": parent, "depth": depth,
             "common_dup": len(seen) != len(set(seen)),   # every row sees two slots at one position
@@ -69,7 +138,7 @@ def build_tree(raw: dict, slot_pos: list) -> dict:
 def accepted_path(raw: dict, tree: dict, C: list) -> list[int]:
     """Node indices of the longest root path that the committed sequence continues."""
     if tree["sees"] is None:
-        return tree_checks.inferred_path(raw, tree, C)
+        return inferred_path(raw, tree, C)
     ids, path, cur = raw["ids"], [], None
     while True:
         d = len(path)
@@ -123,7 +192,7 @@ def _chain_form(raw: dict, tree: dict, path: list[int], C: list) -> dict:
                cache_position=None if raw.get("cache_position") is None else list(range(L, L + len(sel))),
                mask_shape=None, tree_sel=sel, tree_block=L + (tree["nodes"] or [len(ids)])[0])
     out.pop("mask_rows", None)
-    out["rows"] = tree_checks.chain_rows(raw.get("rows"), sel, len(ids), ids)
+    out["rows"] = chain_rows(raw.get("rows"), sel, len(ids), ids)
     return out
 
 
@@ -188,7 +257,7 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
         pos, own = slots.step(raw)
         exp = slots.expect.pop(key, None)
         if exp:
-            stale += tree_checks.stale_slots(exp, own, raw)
+            stale += stale_slots(exp, own, raw)
         if key in pending:                  # a tree without a mask: the path the cache kept
             at, praw, ptree = pending.pop(key)
             path = _kept_path(praw, ptree, own, C) or accepted_path(praw, ptree, C)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from specdec_core.caps import cap, raise_hint
-from specdec_core.recorder.evidence.tape import RecordingError
+from specdec_core.recorder.normalize.replayed import RecordingError
 
 SCHEMA_PREFIX = "specscope.recording/"
 MODELS = ("edge", "cloud")

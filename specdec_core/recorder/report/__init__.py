@@ -4,18 +4,18 @@ facts), a cut recording's nesting (incomplete.py), text symptoms of an exact loo
 (model_or_decoder.py), and the order."""
 from __future__ import annotations
 
-from specdec_core.findings import SEVERITIES
+from specdec_core.findings import REGISTRY, SEVERITIES
 from specdec_core.recorder.report import incomplete, named_causes
 from specdec_core.recorder.report.model_or_decoder import judge_text
 from specdec_core.recorder.report.roots import link
 
 
 def dedupe(found: list) -> list:
-    """Argmax drafts also look like drafts sampled at a tiny temperature: one cause, one code."""
-    if any("argmax_drafts" in f.get("evidence", {}) or f["code"] == "greedy_draft_sampling"
-           for f in found):
-        found = [f for f in found if not (f["code"] == "hidden_draft_processing"
-                                          and "effective_temperature" in f.get("evidence", {}))]
+    """One cause, one code (the codes' `dedupes` facts): argmax drafts also look like drafts
+    sampled at a tiny temperature."""
+    for mark, code, key in (d for c in REGISTRY.values() for d in c.dedupes):
+        if any(mark in f.get("evidence", {}) for f in found):
+            found = [f for f in found if not (f["code"] == code and key in f.get("evidence", {}))]
     return found
 
 

@@ -4,7 +4,7 @@ of each block committed unverified (ohdearquant/lattice #243: every wrong accept
 position 0, the verify row that should have judged it computed and ignored)."""
 from __future__ import annotations
 
-from specdec_core.findings import finding
+from specdec_core.findings import fact, finding
 
 
 def penalty_cause(e, bad) -> str | None:
@@ -39,15 +39,6 @@ def first_draft_cause(rounds, bad) -> str | None:
             f"row {r}); the comparison starts at the second draft")
 
 
-# the named causes: (short title, fix)
-NAMED = {"penalty_not_applied": ("the declared repetition penalty is not applied",
-                                 "apply the declared penalty to the cloud's logits of every verified "
-                                 "slot (given the sequence and the drafts before it) before its argmax / sampling"),
-         "first_draft_unverified": ("the first draft of each block is committed unverified",
-                                    "compare draft 0 with the verify row at the position before it "
-                                    "(row 0 of the block), as every other draft")}
-
-
 def name(found: list, e) -> list:
     """lossless_violation findings with the named cause when the evidence (`e`) fits one."""
     if not any(f["code"] == "lossless_violation" for f in found):
@@ -58,33 +49,8 @@ def name(found: list, e) -> list:
         key, cause = "first_draft_unverified", first_draft_cause(e.rounds, bad)
     if cause is None:
         return found
-    short, fix = NAMED[key]
+    short, fix = {k: (t, fx) for k, t, fx in fact("lossless_violation", "named")}[key]
     return [finding(f["code"], f"{f['title']}: {short}", f["detail"], cause, fix,
                     {**f["evidence"], "named": key}, severity=f["severity"],
                     explained_by=f["explained_by"])
             if f["code"] == "lossless_violation" else f for f in found]
-
-
-def first_draft_sampled(out: list, data: dict, level: float, scope: str) -> list:
-    """Under sampling: no judged draft at block position 0 was ever rejected, which has
-    probability prod(min(1, p/q)) under the rule, while drafts further in are rejected."""
-    import math
-
-    pos0 = data.get("pos0") or []
-    J0 = [j for j, z in zip(data["judged"], pos0) if z] if len(pos0) == len(data["judged"]) else []
-    later_rejected = data.get("later_rejected", 0)
-    if not J0 or not all(j[1] for j in J0) or not later_rejected:
-        return out
-    logp = sum(math.log(j[0]) for j in J0)
-    if logp >= math.log(level):
-        return out
-    return [f for f in out if f["code"] != "acceptance_rule"] + [finding(
-        "acceptance_rule", "the first draft of each block is never rejected: committed unverified",
-        f"{scope}: all {len(J0)} judged drafts at block position 0 were accepted (probability "
-        f"{math.exp(logp):.1e} under min(1, p/q)), while {later_rejected} drafts further in "
-        "were rejected; the verify row that judges draft 0 was computed and ignored",
-        "the acceptance loop starts at the second draft (ohdearquant/lattice #243): draft 0 is "
-        "committed whatever the cloud's row at the position before it says",
-        NAMED["first_draft_unverified"][1], {"model": "cloud", "forward": J0[0][3], "position": J0[0][4],
-                         "tokens": [J0[0][5]], "named": "first_draft_unverified",
-                         "n_block_starts": len(J0), "p_value": math.exp(logp)})]

@@ -9,7 +9,7 @@ from specdec_core.findings import finding
 from specdec_core.recorder.checks.registry import check, ev
 
 
-@check("lossless_violation", "rank_window_exceeded", scope="row", order=70)
+@check("lossless_violation", "rank_window_exceeded", "context_mismatch", scope="row", order=70)
 def check_lossless(e) -> list[dict]:
     t, rounds, declared, texts = e.t, e.rounds, e.declared, e.texts
     greedy = declared.get("verify", "greedy") == "greedy" and not declared.get("temperature")
@@ -88,7 +88,7 @@ def check_stops(e) -> list[dict]:
 
 
 # -- registered (recorder/checks/registry.py)
-@check("rank_window_exceeded", "lossy_accept", scope="row", order=60)
+@check("rank_window_exceeded", "lossy_accept", "lossless_violation", scope="row", order=60)
 def rank_window(e) -> list:
     """Accepted drafts the cloud ranks 2nd or lower against the declared window (greedy: 1),
     the built-in decoder's rule (acceptance.py); before check_lossless, whose finding of the

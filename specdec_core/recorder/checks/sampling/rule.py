@@ -10,9 +10,8 @@ import numpy as np
 
 from specdec_core.recorder.checks.sampling import argmax_rule
 from specdec_core.recorder.checks.sampling import draft_filter
-from specdec_core.recorder.report import named_causes
 from specdec_core.recorder.checks.sampling import q_check
-from specdec_core.findings import finding
+from specdec_core.findings import fact, finding
 from specdec_core.recorder.checks.registry import check, ev, pooled_sum
 
 ALPHA = 1e-3           # family-wise false-alarm rate of the stochastic tests
@@ -166,7 +165,7 @@ def judge(data: dict, scope: str) -> list[dict]:
             "nothing to fix (min(1, p/q) with the residual accepts more drafts)",
             ev(model="cloud", rule="sample_and_match", p_value=m["p"])))
     out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
-    out = named_causes.first_draft_sampled(out, data, level, scope)
+    out = first_draft_sampled(out, data, level, scope)
     return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
 
 
@@ -249,3 +248,26 @@ pooled = pooled_sum(collect, judge, "{n} runs pooled")
        "not_judged", "draft_filter", order=130, pooled=pooled, pooled_order=155)
 def sampling(e) -> list[dict]:
     return judge(collect(e), "this run")
+
+
+def first_draft_sampled(out: list, data: dict, level: float, scope: str) -> list:
+    """Under sampling: no judged draft at block position 0 was ever rejected, which has
+    probability prod(min(1, p/q)) under the rule, while drafts further in are rejected."""
+    pos0 = data.get("pos0") or []
+    J0 = [j for j, z in zip(data["judged"], pos0) if z] if len(pos0) == len(data["judged"]) else []
+    later_rejected = data.get("later_rejected", 0)
+    if not J0 or not all(j[1] for j in J0) or not later_rejected:
+        return out
+    logp = sum(math.log(j[0]) for j in J0)
+    if logp >= math.log(level):
+        return out
+    return [f for f in out if f["code"] != "acceptance_rule"] + [finding(
+        "acceptance_rule", "the first draft of each block is never rejected: committed unverified",
+        f"{scope}: all {len(J0)} judged drafts at block position 0 were accepted (probability "
+        f"{math.exp(logp):.1e} under min(1, p/q)), while {later_rejected} drafts further in "
+        "were rejected; the verify row that judges draft 0 was computed and ignored",
+        "the acceptance loop starts at the second draft (ohdearquant/lattice #243): draft 0 is "
+        "committed whatever the cloud's row at the position before it says",
+        dict((k, fx) for k, _, fx in fact("lossless_violation", "named"))["first_draft_unverified"],
+        {"model": "cloud", "forward": J0[0][3], "position": J0[0][4], "tokens": [J0[0][5]],
+         "named": "first_draft_unverified", "n_block_starts": len(J0), "p_value": math.exp(logp)})]
