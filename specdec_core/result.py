@@ -1,22 +1,21 @@
 """One judged result (docs/architecture.md, "One judged result"): what `record`, `run`, the page
 and the served-engine audit each make of one clip or request. A `ClipResult` carries the text,
 ids, trace, findings, recording and its Evidence (the pooled checks read it); `to_dict()` is the
-JSON entry each contract names (docs/cli.md), the result read as a mapping is that entry.
+JSON entry each contract names (docs/cli.md), and the result read as a mapping is that entry.
 Its findings and its trace's diagnostics are written by one step, recorder/report `finish`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# the JSON entry of each producer, key by key in order; a key that is not a field of the result
-# comes from `extra` (absent there: left out)
-SHAPES = {
-    "record": ("audio", "ok", "text", "token_ids", "findings", "time_split", "trace", "recording",
-               "reference"),
-    "run": ("audio", "ok", "text", "token_ids", "metrics", "trace", "baseline"),
-    "page": ("ok", "error", "findings", "trace", "text", "token_ids", "recording"),
-    "audit": ("audio", "ok", "text", "token_ids", "finish", "metrics", "reference", "steps", "trace"),
-}
+# each producer's JSON entry, key by key; a key that is no field of the result is read from
+# `extra` (one of OPTIONAL absent there is left out)
+SHAPES = {"record": ("audio", "ok", "text", "token_ids", "findings", "time_split", "trace", "recording",
+                     "reference"),
+          "run": ("audio", "ok", "text", "token_ids", "metrics", "trace", "baseline"),
+          "page": ("ok", "error", "findings", "trace", "text", "token_ids", "recording"),
+          "audit": ("audio", "ok", "text", "token_ids", "finish", "metrics", "reference", "steps", "trace")}
+OPTIONAL = ("reference", "baseline", "finish", "steps")
 
 
 @dataclass(eq=False)
@@ -25,7 +24,7 @@ class ClipResult(Mapping):
     audio: str | None = None
     ok: bool = True
     error: str | None = None
-    trace: object = None               # a Trace, or a trace dict (the page's streamed run)
+    trace: object = None               # a Trace, or a trace dict (a streamed run, `run`'s JSON)
     findings: list = field(default_factory=list)
     recording: dict | None = None      # None: nothing recorded (an audited request)
     evidence: object = None            # the clip's Evidence (recorder/evidence), when recorded
@@ -34,77 +33,51 @@ class ClipResult(Mapping):
     batch: dict | None = None          # a batched recording: {"rows", "batch", "row"} (report.finish)
     _json: dict | None = field(default=None, repr=False)
 
-    @property
     def trace_dict(self) -> dict:
-        t = self.trace
-        return (t.to_dict() if hasattr(t, "to_dict") else t) or {}
-
-    def _field(self, key: str, td: dict):
-        if key in self.extra:
-            return self.extra[key]
-        if key == "text":
-            return td.get("text")
-        if key == "token_ids":
-            return td.get("token_ids") if self.ids is None else self.ids
-        if key == "metrics":
-            return getattr(self.trace, "metrics", None) or td.get("metrics")
-        if key == "time_split":
-            return (td.get("metrics") or {}).get("time_split")
-        if key == "trace":
-            return td
-        return getattr(self, key)
+        return (self.trace.to_dict() if hasattr(self.trace, "to_dict") else self.trace) or {}
 
     def to_dict(self) -> dict:
         """The producer's JSON entry (a failed clip: audio, ok, error, and what was recorded)."""
         if not self.ok and self.shape != "page":
-            d = {"audio": self.audio, "ok": False, "error": self.error, "recording": self.recording}
-            return {k: v for k, v in d.items() if k != "recording" or v is not None}
-        td = self.trace_dict
-        return {k: self._field(k, td) for k in SHAPES[self.shape]
-                if k in self.extra or k not in ("reference", "baseline", "finish", "steps")}
+            return {"audio": self.audio, "ok": False, "error": self.error,
+                    **({"recording": self.recording} if self.recording is not None else {})}
+        td = self.trace_dict()
+        own = {"text": td.get("text"), "token_ids": td.get("token_ids") if self.ids is None else self.ids,
+               "metrics": td.get("metrics"), "time_split": (td.get("metrics") or {}).get("time_split"),
+               "trace": td, **self.extra}
+        return {k: own[k] if k in own else getattr(self, k) for k in SHAPES[self.shape]
+                if k in self.extra or k not in OPTIONAL}
 
-    # read as a mapping: the JSON entry, built once (a finished result is not changed after)
+    # read as a mapping, the JSON entry is built once (a finished result is not changed after)
     def _d(self) -> dict:
-        if self._json is None:
-            self._json = self.to_dict()
+        self._json = self.to_dict() if self._json is None else self._json
         return self._json
 
-    def __getitem__(self, key):
-        return self._d()[key]
-
-    def __iter__(self):
-        return iter(self._d())
-
-    def __len__(self) -> int:
-        return len(self._d())
+    __getitem__ = lambda self, key: self._d()[key]   # noqa: E731
+    __iter__ = lambda self: iter(self._d())          # noqa: E731
+    __len__ = lambda self: len(self._d())            # noqa: E731
 
     def identities(self) -> list[str]:
-        """The metric identities this result breaks (empty: none), one line each: rounds =
-        verify forwards, accepted <= drafted, acceptance = accepted / drafted, mean accepted
-        length = 1 + accepted / rounds, the coloured tokens add up to the output."""
-        return identities(self.trace_dict, self["token_ids"] if self.ok else [])
+        """The metric identities the result breaks, one line each (empty: none)."""
+        return identities(self.trace_dict(), self["token_ids"] if self.ok else [])
 
 
 def identities(td: dict, out: list | None = None) -> list[str]:
-    """metric identities broken by a trace dict (its metrics against its rounds and tokens)."""
-    m, rounds, toks = td.get("metrics") or {}, td.get("rounds") or [], td.get("tokens") or []
-    verified = [r for r in rounds if r.get("verified")]
-    drafted, accepted = sum(r["drafted"] for r in verified), sum(r["accepted"] for r in verified)
-    broken = []
-    forwards = m.get("verify_forwards", m.get("target_forwards"))
-    if forwards is not None and forwards != len(verified) and not m.get("rounds_differ"):
-        broken.append(f"rounds: {len(verified)} verified rounds for {forwards} verify forwards")
-    over = [r["round"] for r in verified if r["accepted"] > r["drafted"]]
-    if over or accepted > drafted:
-        broken.append(f"accepted <= drafted: {accepted} accepted of {drafted} drafted (rounds {over[:5]})")
-    want = round(accepted / drafted, 4) if drafted else None
-    if m.get("acceptance_rate") != want:
-        broken.append(f"acceptance: {m.get('acceptance_rate')} for {accepted}/{drafted} = {want}")
-    want = round(1 + accepted / len(verified), 4) if verified else None
-    if m.get("mean_accepted_length") != want:
-        broken.append(f"mean accepted length: {m.get('mean_accepted_length')} for 1 + "
-                      f"{accepted}/{len(verified)} = {want}")
-    n = len(td.get("token_ids") if out is None else out)
-    if len(toks) != n:
-        broken.append(f"coloured tokens: {len(toks)} for an output of {n}")
-    return broken
+    """What a trace dict's metrics break of: rounds = verify forwards (unless the metrics say why
+    they differ: `rounds_differ`), accepted <= drafted, acceptance = accepted / drafted, mean
+    accepted length = 1 + accepted / rounds, the coloured tokens add up to the output `out`."""
+    m, toks = td.get("metrics") or {}, td.get("tokens") or []
+    verified = [r for r in td.get("rounds") or [] if r.get("verified")]
+    n, drafted, accepted = len(verified), sum(r["drafted"] for r in verified), sum(r["accepted"] for r in verified)
+    forwards, over = m.get("target_forwards"), [r["round"] for r in verified if r["accepted"] > r["drafted"]]
+    want = (round(accepted / drafted, 4) if drafted else None, round(1 + accepted / n, 4) if n else None)
+    out = td.get("token_ids") if out is None else out
+    return [line for bad, line in (
+        (forwards is not None and forwards != n and not m.get("rounds_differ"),
+         f"rounds: {n} verified rounds for {forwards} verify forwards"),
+        (bool(over), f"accepted <= drafted: {accepted} accepted of {drafted} drafted (rounds {over[:5]})"),
+        (m.get("acceptance_rate") != want[0], f"acceptance: {m.get('acceptance_rate')} for {accepted}/{drafted}"),
+        (m.get("mean_accepted_length") != want[1],
+         f"mean accepted length: {m.get('mean_accepted_length')} for 1 + {accepted}/{n}"),
+        (len(toks) != len(out or []), f"coloured tokens: {len(toks)} for an output of {len(out or [])}"))
+        if bad]
