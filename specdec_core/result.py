@@ -58,26 +58,34 @@ class ClipResult(Mapping):
     __len__ = lambda self: len(self._d())            # noqa: E731
 
     def identities(self) -> list[str]:
-        """The metric identities the result breaks, one line each (empty: none)."""
-        return identities(self.trace_dict(), self["token_ids"] if self.ok else [])
+        """The metric identities the result breaks, one line each (empty: none). Verify forwards:
+        the recorded cloud forwards fed past the prompt (a prefill verifies nothing). A result
+        with an error finding says why its rounds or its coloured tokens differ from the loop's:
+        the loop did not decode as its forwards claim (those two are not held then)."""
+        e, said = self.evidence, any(f.get("severity") == "error" for f in self.findings or [])
+        fwds = None if e is None else sum(f.model == "cloud" and f.ctx is not None and len(f.ctx) > e.t.P
+                                          for f in e.t.fwds)
+        return identities(self.trace_dict(), self["token_ids"] if self.ok else [], fwds, said)
 
 
-def identities(td: dict, out: list | None = None) -> list[str]:
-    """What a trace dict's metrics break of: rounds = verify forwards (unless the metrics say why
-    they differ: `rounds_differ`), accepted <= drafted, acceptance = accepted / drafted, mean
-    accepted length = 1 + accepted / rounds, the coloured tokens add up to the output `out`."""
+def identities(td: dict, out: list | None = None, forwards: int | None = None, said: bool = False) -> list[str]:
+    """What a trace dict's metrics break of: rounds = verify forwards (`forwards`, default the
+    cloud's forwards; unless the metrics say why they differ, `rounds_differ`, or `said`),
+    accepted <= drafted, acceptance = accepted / drafted, mean accepted length = 1 + accepted /
+    rounds, the coloured tokens add up to the output `out` (unless `said`)."""
     m, toks = td.get("metrics") or {}, td.get("tokens") or []
     verified = [r for r in td.get("rounds") or [] if r.get("verified")]
     n, drafted, accepted = len(verified), sum(r["drafted"] for r in verified), sum(r["accepted"] for r in verified)
-    forwards, over = m.get("target_forwards"), [r["round"] for r in verified if r["accepted"] > r["drafted"]]
+    forwards = m.get("target_forwards") if forwards is None else forwards
+    over, said = [r["round"] for r in verified if r["accepted"] > r["drafted"]], said or m.get("rounds_differ")
     want = (round(accepted / drafted, 4) if drafted else None, round(1 + accepted / n, 4) if n else None)
     out = td.get("token_ids") if out is None else out
     return [line for bad, line in (
-        (forwards is not None and forwards != n and not m.get("rounds_differ"),
+        (forwards is not None and forwards != n and not said,
          f"rounds: {n} verified rounds for {forwards} verify forwards"),
         (bool(over), f"accepted <= drafted: {accepted} accepted of {drafted} drafted (rounds {over[:5]})"),
         (m.get("acceptance_rate") != want[0], f"acceptance: {m.get('acceptance_rate')} for {accepted}/{drafted}"),
         (m.get("mean_accepted_length") != want[1],
          f"mean accepted length: {m.get('mean_accepted_length')} for 1 + {accepted}/{n}"),
-        (len(toks) != len(out or []), f"coloured tokens: {len(toks)} for an output of {len(out or [])}"))
+        (len(toks) != len(out or []) and not said, f"coloured tokens: {len(toks)} for an output of {len(out or [])}"))
         if bad]
