@@ -59,30 +59,32 @@ class ClipResult(Mapping):
 
     def identities(self) -> list[str]:
         """The metric identities the result breaks, one line each (empty: none). Verify forwards:
-        the recorded cloud forwards fed past the prompt (a prefill verifies nothing). A result
-        with an error finding says why its rounds or its coloured tokens differ from the loop's:
-        the loop did not decode as its forwards claim (those two are not held then)."""
+        the recorded cloud forwards, a prefill (fed only the prompt) counted where its token is
+        a round of its own (either count holds). A result with an error finding says why its
+        rounds or its coloured tokens differ from the loop's: the loop did not decode as its
+        forwards claim (those two are not held then)."""
         e, said = self.evidence, any(f.get("severity") == "error" for f in self.findings or [])
-        fwds = None if e is None else sum(f.model == "cloud" and f.ctx is not None and len(f.ctx) > e.t.P
-                                          for f in e.t.fwds)
+        cloud = [] if e is None else [f for f in e.t.fwds if f.model == "cloud"]
+        fwds = (len(cloud), sum(f.ctx is not None and len(f.ctx) > e.t.P for f in cloud)) if cloud else None
         return identities(self.trace_dict(), self["token_ids"] if self.ok else [], fwds, said)
 
 
-def identities(td: dict, out: list | None = None, forwards: int | None = None, said: bool = False) -> list[str]:
-    """What a trace dict's metrics break of: rounds = verify forwards (`forwards`, default the
-    cloud's forwards; unless the metrics say why they differ, `rounds_differ`, or `said`),
+def identities(td: dict, out: list | None = None, forwards: tuple | None = None, said: bool = False) -> list[str]:
+    """What a trace dict's metrics break of: rounds = verify forwards (`forwards`: the counts
+    that hold, default the cloud's forwards; unless the metrics say why they differ,
+    `rounds_differ`, or `said`),
     accepted <= drafted, acceptance = accepted / drafted, mean accepted length = 1 + accepted /
     rounds, the coloured tokens add up to the output `out` (unless `said`)."""
     m, toks = td.get("metrics") or {}, td.get("tokens") or []
     verified = [r for r in td.get("rounds") or [] if r.get("verified")]
     n, drafted, accepted = len(verified), sum(r["drafted"] for r in verified), sum(r["accepted"] for r in verified)
-    forwards = m.get("target_forwards") if forwards is None else forwards
+    forwards = (m.get("target_forwards"),) if forwards is None else forwards
     over, said = [r["round"] for r in verified if r["accepted"] > r["drafted"]], said or m.get("rounds_differ")
     want = (round(accepted / drafted, 4) if drafted else None, round(1 + accepted / n, 4) if n else None)
     out = td.get("token_ids") if out is None else out
     return [line for bad, line in (
-        (forwards is not None and forwards != n and not said,
-         f"rounds: {n} verified rounds for {forwards} verify forwards"),
+        (None not in forwards and n not in forwards and not said,
+         f"rounds: {n} verified rounds for {' or '.join(map(str, sorted(set(forwards))))} verify forwards"),
         (bool(over), f"accepted <= drafted: {accepted} accepted of {drafted} drafted (rounds {over[:5]})"),
         (m.get("acceptance_rate") != want[0], f"acceptance: {m.get('acceptance_rate')} for {accepted}/{drafted}"),
         (m.get("mean_accepted_length") != want[1],
