@@ -29,10 +29,9 @@ def builtin(backend, clips, seed_set: int, fault: bool):
     cfg = DecodeConfig.from_overrides({}, [f"temperature={T}"], ["double_temperature"] if fault else [])
     done = []
     for i, c in enumerate(clips):
-        got: list = []
-        res = run_clip(backend, c, dataclasses.replace(cfg, seed=1000 * seed_set + i), recordings=got)
+        res = run_clip(backend, c, dataclasses.replace(cfg, seed=1000 * seed_set + i))
         assert res["ok"], res.get("error")
-        done.append({"ok": True, "recording": got[0], "trace": res["trace"],
+        done.append({"ok": True, "recording": res.recording, "trace": res["trace"],
                      "findings": res["trace"].get("diagnostics") or []})
     return done
 

@@ -20,6 +20,7 @@ from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.live import LiveTrace  # noqa: F401  (re-exported)
 from specdec_core.errors import UserError
 from specdec_core.recorder import judged_run
+from specdec_core.result import ClipResult
 
 def with_cloud(backend, cloud_url: str | None, *cfgs: DecodeConfig, model: str | None = None):
     """The backend with its cloud behind the OpenAI-compatible server at cloud_url (checked
@@ -58,27 +59,26 @@ def stream_prompt(backend, prompt, cfg: DecodeConfig, cancel: threading.Event | 
 
 
 def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name: str | None = None,
-             cancel: threading.Event | None = None, speaker=None, recordings: list | None = None) -> dict:
-    """One entry of the CLI's `results` list. User errors become {"ok": false, "error": ...}.
-    A cancelled or timed-out decode is still ok, with metrics.ended_by saying so. `recordings`
-    (optional) receives the run's recording (what `run` pools over its clips)."""
+             cancel: threading.Event | None = None, speaker=None) -> ClipResult:
+    """One entry of the CLI's `results` list (a ClipResult: its JSON entry, its recording and
+    Evidence for `run`'s pooled checks). User errors become {"ok": false, "error": ...}.
+    A cancelled or timed-out decode is still ok, with metrics.ended_by saying so."""
     label = name or (str(audio_src) if isinstance(audio_src, (str, Path))
                      else None if audio_src is None else "<array>")
     try:
         prompt = prepare(backend, audio_src, cfg, speaker=speaker)
         got: dict = {}
-        tr = judged_run(backend, prompt, cfg, cancel=cancel, out=got)
-        if recordings is not None and got.get("recording") is not None:
-            recordings.append(got["recording"])
-        res = {"audio": label, "ok": True, "text": tr.text, "token_ids": tr.token_ids,
-               "metrics": tr.metrics, "trace": tr.to_dict()}
-        if baseline and tr.ended_by not in ("cancelled", "time_limit"):
+        judged_run(backend, prompt, cfg, cancel=cancel, out=got)
+        res, own = got["result"], got["result"].trace
+        res.audio, res.trace, res.extra["metrics"] = label, own.to_dict(), own.metrics
+        if baseline and own.ended_by not in ("cancelled", "time_limit"):
             from specdec_core.decoding.reference import compare
 
             # the reference, the numerics probe and the bug-or-numerics verdict at the first
             # divergence (baseline.first_divergence, trace.numerics; docs/recorder.md)
-            res["baseline"] = compare(backend, prompt, cfg, res["trace"])
-            res["metrics"]["matches_baseline"] = res["baseline"]["token_ids"] == tr.token_ids
+            res.extra["baseline"] = base = compare(backend, prompt, cfg, res.trace)
+            own.metrics["matches_baseline"] = base["token_ids"] == own.token_ids
+            res.findings = res.trace["diagnostics"]       # with a numerics verdict (compare)
         return res
     except UserError as e:
-        return {"audio": label, "ok": False, "error": str(e)}
+        return ClipResult("run", label, ok=False, error=str(e))

@@ -220,17 +220,15 @@ def size_guard_js() -> str:
 def analyzed(rec: dict, name: str = "") -> dict:
     """One checked recording analysed -> its entry (ok, error, findings, trace, text, token_ids,
     recording); a file that breaks the analysis gets one line saying what is wrong with it."""
-    from specdec_core.recorder import analyze
+    from specdec_core.recorder import judge
 
     try:
-        trace, findings = analyze(rec, common.get_backend("demo").tokenizer)
+        return judge(rec, common.get_backend("demo").tokenizer, shape="page", ok=not rec.get("error"),
+                     error=rec.get("error"))
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001
         raise unreadable(e, name) from None
-    td = trace.to_dict()
-    return {"ok": not rec.get("error"), "error": rec.get("error"), "findings": findings, "trace": td,
-            "text": td.get("text"), "token_ids": td.get("token_ids"), "recording": rec}
 
 
 def analyze_upload(raw: str) -> dict:
@@ -241,9 +239,8 @@ def analyze_pool(files: list[tuple[str, str]]) -> tuple[list[dict], list[dict]]:
     """[(label, raw JSON)] -> (one entry per recording, pooled findings of the record CLI)."""
     from specdec_core.recorder import pooled_findings
 
-    entries = [{"label": name, **analyzed(rec, name)} for label, raw in files
-               for name, rec in parse_recordings(raw, label)]
-    return entries, pooled_findings(entries)
+    judged = [(name, analyzed(rec, name)) for label, raw in files for name, rec in parse_recordings(raw, label)]
+    return [{"label": name, **r} for name, r in judged], pooled_findings([r for _, r in judged])
 
 
 def _read(path) -> str:

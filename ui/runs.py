@@ -10,6 +10,7 @@ from specdec_core.api import LiveTrace, prepare, stream_prompt
 from specdec_core.decoding.faults import latent
 from specdec_core.decoding.reference import compare, reference_for, same_reference
 from specdec_core.decoding.config import DecodeConfig
+from specdec_core.result import ClipResult
 
 from specdec_core.caps import cap_config, note_cuts
 from specdec_core.evaluation.bench.speedup import REPEATS, ordered, speedup_stats, time_interleaved
@@ -65,14 +66,10 @@ class Run:
 
     def result(self) -> dict:
         """The CLI's per-clip result entry (design.md, CLI contract)."""
-        tr = self.live.trace
-        res = {"audio": self.name, "ok": True, "text": tr.get("text", ""),
-               "token_ids": tr.get("token_ids", []), "metrics": tr.get("metrics", {}), "trace": tr}
-        if self.baseline is not None:
-            res["baseline"] = self.baseline
-            res["metrics"] = {**res["metrics"],
-                              "matches_baseline": self.baseline["token_ids"] == tr.get("token_ids")}
-        return res
+        tr, base = self.live.trace, self.baseline
+        extra = {"metrics": tr.get("metrics", {})} if base is None else {"baseline": base, "metrics": {
+            **tr.get("metrics", {}), "matches_baseline": base["token_ids"] == tr.get("token_ids")}}
+        return ClipResult("run", self.name, trace=tr, findings=tr.get("diagnostics"), extra=extra).to_dict()
 
     def findings_html(self) -> str:
         """The finished run's findings as every tab draws them (components/findings.py): token

@@ -61,13 +61,13 @@ def by_position(steps) -> list[tuple[int, int]]:
 
 
 def mean_accepted_length(verified) -> float | None:
-    """Tokens the cloud vouched for per cloud call: the accepted drafts plus the one correction or
-    bonus token (vLLM's mean acceptance length), at most k + 1. Counted from what the cloud
-    checked, not from what was committed: a faulty commit that appends extra, unchecked tokens
-    (input_corruption) must not raise it above k + 1."""
+    """1 + accepted / cloud calls (vLLM's mean acceptance length: the accepted drafts plus the
+    cloud's one token per call), at most k + 1. Counted from what the cloud checked, not from
+    what was committed: a faulty commit that appends extra, unchecked tokens (input_corruption)
+    must not raise it, nor a last round cut by the length limit lower it."""
     if not verified:
         return None
-    return round(sum(min(r.committed, r.accepted + 1) for r in verified) / len(verified), 4)
+    return round(1 + sum(r.accepted for r in verified) / len(verified), 4)
 
 
 # ---- where the time goes ----------------------------------------------------------------------

@@ -80,15 +80,11 @@ def cmd_run(args) -> int:
     backend, sources = open_clips(args, cfg)
     engine_ok(backend, cfg.engine)
     warmed = warm_up(backend, sources[0], cfg)
-    results, recorded = [], []
+    results = []
     for i, src in enumerate(sources):
         # clip i gets seed + i, as `record --seed` gives: pooled runs must be independent
-        got: list = []
-        res = run_clip(backend, src, dataclasses.replace(cfg, seed=cfg.seed + i),
-                       baseline=args.baseline, recordings=got)
+        res = run_clip(backend, src, dataclasses.replace(cfg, seed=cfg.seed + i), baseline=args.baseline)
         results.append(res)
-        if res["ok"] and got:
-            recorded.append({"ok": True, "recording": got[0], "trace": res.get("trace")})
         status = f"ok: {res['text']}" if res["ok"] else f"error: {res['error']}"
         print(f"{res['audio']}: {status}", file=sys.stderr)
         tr = res.get("trace") or {}
@@ -98,9 +94,9 @@ def cmd_run(args) -> int:
                        if res["ok"] and res.get("baseline") else [])]:
             if line:
                 print(f"  {line}", file=sys.stderr)
-    pooled = run_pooled(recorded, len(results))
+    pooled = run_pooled(results, len(results))
     # the contract's keys: each result's trace.info.dtype says which dtype ran
-    out = {"backend": args.backend, "config": cfg.to_dict(), "results": results,
+    out = {"backend": args.backend, "config": cfg.to_dict(), "results": [r.to_dict() for r in results],
            "pooled_findings": pooled}
     return finish(args, out, [(r["audio"], (r.get("trace") or {}).get("diagnostics") or [])
                               for r in results if r["ok"]], all(r["ok"] for r in results))
@@ -225,7 +221,7 @@ def cmd_record(args) -> int:
                 print(f"  {line}", file=sys.stderr)
     pooled = run_pooled(results, len(results))
     # a recording is large: its JSON is written compact
-    return finish(args, {"backend": args.backend, "declared": knobs, "results": results,
+    return finish(args, {"backend": args.backend, "declared": knobs, "results": [r.to_dict() for r in results],
                          "pooled_findings": pooled},
                   [(r["audio"], r.get("findings") or []) for r in results],
                   all(r["ok"] for r in results), indent=None)

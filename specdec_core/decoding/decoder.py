@@ -149,9 +149,8 @@ class SpeculativeDecoder:
                                               caller_s=caller)
         if dep:
             tr.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
-        # findings come from the one check list, on a recording of this run (recorder/driver/builtin.py);
-        # the decoder's own (checks.py) are joined to them there
-        tr.diagnostics = checks.q_mismatch_findings(tr.warnings)
+        # findings come from the one check list, on a recording of this run, and the decoder's
+        # own (checks.py, from its warnings), written once by recorder/report.finish
         return tr
 
 

@@ -1,7 +1,8 @@
 """The flight recorder: record a user's own speculative decoder (two HF models) and diagnose
 it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
 
-- `Recorder` (observe/hooks.py) -> a recording dict -> `analyze(rec, tokenizer)` -> (trace, findings)
+- `Recorder` (observe/hooks.py) -> a recording dict -> `analyze(rec, tokenizer)` -> (trace, findings);
+  `judge(rec, tokenizer)` -> the judged result (specdec_core/result.ClipResult)
 - `load_function("FILE.py[:FUNCTION]")`, `record_clip(fn, path, backend, audio, knobs)`: record
   and judge one clip; `pooled_findings(results)`: the pooled checks over several clips
 - `record_builtin` / `judged_run` / `judged_stream`: the built-in decoder recorded and judged the
@@ -13,7 +14,7 @@ it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
 Nothing outside the recorder imports past this module (tests/test_imports.py) but the one
 registry of checks, `specdec_core.recorder.checks.registry` (engine and pair checks register on
 it as loop checks do; it imports only the findings' registry)."""
-from specdec_core.recorder.analyze import analyze  # noqa: F401
+from specdec_core.recorder.analyze import analyze, judge  # noqa: F401
 from specdec_core.recorder.driver.builtin import judged_run, judged_stream, record_builtin  # noqa: F401
 from specdec_core.recorder.driver.clip import (DEFAULTS, KNOBS, call_kwargs, head_drafter,  # noqa: F401
                                                load_function, parse_sets, pooled_findings, record_clip,

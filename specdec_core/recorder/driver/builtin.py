@@ -16,11 +16,11 @@ import torch
 from specdec_core.analysis.audio_dependence import acceptance_by_dependence
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder, apply_dependence
-from specdec_core.recorder.report.incomplete import end_not_judged
 from specdec_core.backends.remote import RemoteCloud
+from specdec_core.recorder import report
 from specdec_core.recorder.driver.clip import ENGINE_KNOBS, isolate, recorded
 from specdec_core.recorder.observe.remote_rows import remote_forward
-from specdec_core.recorder.report.roots import link
+
 
 def declared_knobs(backend, cfg: DecodeConfig) -> dict:
     """What a user of the built-in decoder declares: the knobs as set (the faults are bugs in
@@ -36,7 +36,8 @@ def declared_knobs(backend, cfg: DecodeConfig) -> dict:
 def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel=None,
                   isolated: bool = False, out: dict | None = None):
     """decoder.stream's events; the final "done" trace carries the recorder's findings as its
-    diagnostics. `out` (optional) receives the recording and the recorded trace."""
+    diagnostics. `out` (optional) receives the recording, the recorded trace and the judged
+    result (a ClipResult whose trace is the decoder's own)."""
     b, lock = isolate(backend, isolated)
     if isinstance(b, RemoteCloud):       # its verify requests are the cloud's forwards: a copy
         b = copy.copy(b)                 # of the wrapper holds this recording's observer
@@ -54,17 +55,15 @@ def judged_stream(backend, prompt, cfg: DecodeConfig, trace: bool = True, cancel
             yield ev
         own = ev["trace"]
         got["out"] = own.token_ids
-    recording, recorded_trace, found, dep = got["recording"], got["trace"], got["findings"], got["dependence"]
+    res, dep = got["result"], got["dependence"]
     apply_dependence(own, dep)
     if dep:
         own.metrics["audio_dependence"] = {k: dep[k] for k in ("seconds", "forwards", "method")}
         own.metrics["acceptance_by_dependence"] = acceptance_by_dependence(own)
-    own_q = own.diagnostics     # the sampling rule's q check (decoding/head.py), if any
-    if own.ended_by in ("cancelled", "time_limit"):    # stopped from outside: its end is not judged
-        found = end_not_judged(found, own.ended_by)
-    own.diagnostics = link(found + own_q) if own_q else found
+    recorded_trace, res.trace, res.shape = res.trace, own, "run"
+    report.finish(res)      # the findings, with the decoder's own q check and a stop's end
     if out is not None:
-        out.update(recording=recording, trace=recorded_trace)
+        out.update(recording=res.recording, trace=recorded_trace, result=res)
     yield ev
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from specdec_core.decoding.config import KNOBS as ENGINE
 from specdec_core.errors import UserError
+from specdec_core.recorder import report
 from specdec_core.recorder.observe.processing import KNOBS as PROCESSING
 from specdec_core.recorder.driver.user_code import check_call, failed, where as _where
+from specdec_core.result import ClipResult
 
 # The knobs a loop declares (`--set`): the engine's own where they mean the same (its names,
 # types, ranges and defaults: decoding/config.py, decoding/knobs.py; the built-in decoder
@@ -143,14 +145,15 @@ def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=N
     puts the output ids in `got["out"]` (or a failure in `got["error"]`); after it, with the
     hooks off, `got` holds the recording (backend, the dtype that ran, `fields`), the audio
     dependence (its forward inside the hooks would read as a cloud forward verifying the whole
-    output), the recorded trace and the findings. A declared `stop_at_first_sentence` is
-    declared as the ids it stops on."""
+    output) and `got["result"]`, the judged result (recorder/analyze.checked: the recorded trace,
+    the checks' findings, the Evidence) that the caller completes and `report.finish`es. A
+    declared `stop_at_first_sentence` is declared as the ids it stops on."""
     import torch
 
     from specdec_core.decoding.decoder import model_dtype
     from specdec_core.decoding.dependence import audio_dependence
     from specdec_core.decoding.vocab import TokenClasses
-    from specdec_core.recorder.analyze import analyze
+    from specdec_core.recorder.analyze import checked
     from specdec_core.recorder.observe.hooks import Recorder
 
     if seed is not None:
@@ -168,11 +171,11 @@ def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=N
     got["recording"] = recording = dict(got["rec"].finish(out), backend=backend.name,
                                         dtype=model_dtype(backend), seed=seed, **fields)
     got["dependence"] = dep = audio_dependence(backend, prompt, out) if dependence else None
-    got["trace"], got["findings"] = analyze(recording, backend.tokenizer, prompt.info, dep)
+    got["result"] = checked(recording, backend.tokenizer, prompt.info, dep)
 
 
 def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = False,
-                seed: int | None = None, isolated: bool = False) -> dict:
+                seed: int | None = None, isolated: bool = False) -> ClipResult:
     """Record and judge one clip (`record`, the Inspect tab, scripts); `isolated`: on private
     copies of the models as the built-in's judged runs (the page: other sessions decode on them)."""
     import torch
@@ -189,7 +192,7 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         prompt = prepare(backend, src, DecodeConfig(prompt_type=knobs["prompt_type"]))
         kwargs = call_kwargs(fn, knobs, stops, _extra_knobs(fn, knobs, prompt.prefill_kwargs, seed), head)
     except UserError as e:
-        return {"audio": label, "ok": False, "error": str(e)}
+        return ClipResult(audio=label, ok=False, error=str(e))
     sys.path.insert(0, str(path.parent))
     with lock, recorded(backend, prompt, declared, seed, drafter=head) as got, torch.no_grad():
         try:
@@ -202,46 +205,36 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
         finally:
             sys.path.remove(str(path.parent))
     if "error" in got:
-        return {"audio": label, "ok": False, "error": got["error"], "recording": got["rec"].finish([])}
-    out, recording, trace, found = got["out"], got["recording"], got["trace"], got["findings"]
+        return ClipResult(audio=label, ok=False, error=got["error"], recording=got["rec"].finish([]))
+    res = got["result"]
+    res.audio, res.ids, recording = label, got["out"], res.recording
     try:        # width-1 vs width-(k+1) logits of the cloud on this clip
-        recording["numerics"] = probe(backend, prompt, out, k=knobs["k"])
+        recording["numerics"] = probe(backend, prompt, res.ids, k=knobs["k"])
     except Exception:   # noqa: BLE001 - a probe that cannot run is no finding
         recording["numerics"] = None
-    res = {"audio": label, "ok": True, "text": trace.text, "token_ids": out, "findings": found,
-           "time_split": trace.metrics.get("time_split"), "trace": trace.to_dict(),
-           "recording": recording}
     if reference:
-        from specdec_core.analysis.divergence import numeric_finding
         from specdec_core.recorder.driver.reference import reference_diff
 
-        res["reference"] = ref = reference_diff(backend, prompt, out, trace, knobs, recording, found)
-        fd = ref["first_divergence"]
-        if fd is not None and fd["cause"] == "numerics":   # info, never an error (issue 27)
-            res["findings"] = found = found + [numeric_finding(fd, recording["numerics"] and
-                                                               recording["numerics"]["dtype"])]
-    from specdec_core.recorder.report.model_or_decoder import judge_text
-
-    res["findings"] = found = judge_text(found, recording, res.get("reference"))
-    if found:
-        res["trace"]["diagnostics"] = found
-    return res
+        res.extra["reference"] = reference_diff(backend, prompt, res, knobs)
+    return report.finish(res)
 
 
-def pooled_findings(results: list[dict]) -> list[dict]:
+def pooled_findings(results: list) -> list[dict]:
     """Checks that need more evidence than one clip gives, over every recorded clip together
-    (each registered check's pooled form, over the clips' Evidence, one per distinct run; a
-    peaked edge drafts few informative tokens per clip, so a second temperature is often
-    invisible on one clip and plain over six)."""
-    from specdec_core.analysis.audio_dependence import pooled_edge_mishears
-    from specdec_core.recorder import evidence, report
+    (each registered check's pooled form, over the clips' Evidence, one per distinct run: a
+    result's own, else built from its recording; a peaked edge drafts few informative tokens
+    per clip, so a second temperature is often invisible on one clip and plain over six)."""
+    from specdec_core.recorder import evidence
     from specdec_core.recorder.analyze import evidence_of
     from specdec_core.recorder.checks import registry
 
-    runs = evidence.distinct([evidence_of(r["recording"]) for r in results
-                              if r.get("ok") and r.get("recording")])
-    mishears = pooled_edge_mishears([r.get("trace") for r in results if r.get("ok")])
-    return (report.pooled(registry.run_pooled(runs)) if len(runs) > 1 else []) + mishears
+    def clip(r):
+        rec = getattr(r, "recording", None) or r.get("recording")
+        return getattr(r, "evidence", None) or (evidence_of(rec) if rec else None)
+
+    runs = evidence.distinct([e for r in results if r.get("ok") and (e := clip(r)) is not None])
+    traces = [r.get("trace") for r in results if r.get("ok")]
+    return report.pooled(registry.run_pooled(runs) if len(runs) > 1 else [], traces)
 
 
 def isolate(backend, isolated: bool):

@@ -8,8 +8,9 @@ from __future__ import annotations
 from specdec_core.decoding.reference import diverge
 
 
-def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recording: dict,
-                   findings: list[dict]) -> dict:
+def reference_diff(backend, prompt, res, knobs: dict) -> dict:
+    """The `reference` entry of a recorded clip's result `res` (a ClipResult: its output, trace,
+    recording, findings and Evidence)."""
     from specdec_core.decoding.baseline import cloud_only
     from specdec_core.decoding.config import DecodeConfig
 
@@ -17,22 +18,21 @@ def reference_diff(backend, prompt, out: list[int], trace, knobs: dict, recordin
                        min_new_tokens=0, prompt_type=knobs["prompt_type"])
     base, logits = cloud_only(backend, prompt, cfg, keep_logits=True,       # as generate would
                               repetition_penalty=knobs.get("target_repetition_penalty"))
-    side = lambda i, u, r: (trace.tokens[i].round if i < len(trace.tokens) else None,  # noqa: E731
-                            user_row(recording, len(recording.get("prompt_ids") or []) + i, u, r))
-    fd = diverge(out, base["token_ids"], logits, backend.tokenizer, prompt.length, side,
-                 recording.get("numerics"), findings, (recording.get("numerics") or {}).get("dtype"))
+    tokens, numerics = res.trace.tokens, res.recording.get("numerics")
+    P = len(res.recording.get("prompt_ids") or [])
+    side = lambda i, u, r: (tokens[i].round if i < len(tokens) else None,  # noqa: E731
+                            user_row(res.evidence.t, P + i, u, r))
+    fd = diverge(res.ids, base["token_ids"], logits, backend.tokenizer, prompt.length, side,
+                 numerics, res.findings, (numerics or {}).get("dtype"))
     return {"token_ids": base["token_ids"], "text": base["text"], "matches": fd is None,
             "first_divergence": fd}
 
 
-def user_row(recording: dict, p: int, u: int | None, r: int | None) -> dict:
+def user_row(t, p: int, u: int | None, r: int | None) -> dict:
     """What the cloud forward that decided position p said there (the canonical recording's
-    tapes: a tree forward read as its accepted path)."""
-    from specdec_core.recorder.analyze import evidence_of
-
+    tapes `t`: a tree forward read as its accepted path)."""
     if u is None:
         return {}
-    t = evidence_of(recording).t
     if p not in t.decided:
         return {"unverified": True}
     fi, row = t.decided[p]

@@ -1,11 +1,10 @@
 """Evidence: what every check reads, built once per canonical recording, lazily, read-only
 (docs/recorder.md, "Pipeline"): the tapes (what each cache held at every forward), the rounds,
 the reconstructed trace, the trees, the draft samples, the token texts, and the normalizers'
-notes. Pooled checks read a list of Evidence, one per distinct run (`distinct`)."""
+notes. Pooled checks read a list of Evidence, one per distinct run (`distinct`): the Evidence
+each judged result carries (specdec_core/result.py)."""
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -96,23 +95,3 @@ def distinct(items: list) -> list:
             out.append(x)
     return out
 
-
-# The clip's Evidence of the recordings analysed last, for the pooled checks (record, run and
-# the Inspect tab pool the recordings they just analysed): keyed by the recording object.
-_KEPT: OrderedDict = OrderedDict()
-KEEP, _LOCK = 32, threading.Lock()      # the page analyses in several threads
-
-
-def keep(rec: dict, e: Evidence) -> None:
-    with _LOCK:
-        _KEPT.pop(id(rec), None)
-        _KEPT[id(rec)] = (rec, e)
-        while len(_KEPT) > KEEP:
-            _KEPT.popitem(last=False)
-
-
-def kept(rec: dict) -> Evidence | None:
-    """The clip's Evidence of a recording `analyze` read (kept), else None (analyze.evidence_of
-    builds it then)."""
-    hit = _KEPT.get(id(rec))
-    return hit[1] if hit is not None and hit[0] is rec else None

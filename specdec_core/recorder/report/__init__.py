@@ -1,10 +1,11 @@
 """Report: the checks' findings folded once (docs/recorder.md, "Pipeline"): named causes,
 one cause one code (`dedupe`), roots and their symptoms (roots.py, from the codes' registered
 facts), a cut recording's nesting (incomplete.py), text symptoms of an exact loop
-(model_or_decoder.py), and the order."""
+(model_or_decoder.py), and the order; then `finish`, once per judged result (specdec_core/result.py),
+the one writer of its findings and of its trace's diagnostics."""
 from __future__ import annotations
 
-from specdec_core.findings import REGISTRY, SEVERITIES
+from specdec_core.findings import REGISTRY, SEVERITIES, finding
 from specdec_core.recorder.report import incomplete, named_causes
 from specdec_core.recorder.report.model_or_decoder import judge_text
 from specdec_core.recorder.report.roots import link
@@ -33,6 +34,52 @@ def fold(found: list, e) -> list:
     return order(found)
 
 
-def pooled(found: list) -> list:
-    """Pooled findings folded: one cause, one code."""
-    return dedupe(found)
+def pooled(found: list, traces: list = ()) -> list:
+    """Pooled findings folded (one cause, one code), then the edge's mishearing over the clips'
+    traces together (analysis/audio_dependence.py: one clip rarely has enough drafts)."""
+    from specdec_core.analysis.audio_dependence import pooled_edge_mishears
+
+    return dedupe(found) + pooled_edge_mishears(list(traces))
+
+
+STOPPED = ("cancelled", "time_limit")
+
+
+def finish(r):
+    """A judged result's findings as every reader gets them, written once to `r.findings` and
+    its trace's diagnostics: the checks' (folded per clip or row: `fold`), a batch's rows line,
+    the numerics verdict of `record --reference`, the built-in decoder's own q check
+    (decoding/checks.py, from its trace's warnings), a stopped run's end not judged. Returns r."""
+    from specdec_core.analysis.divergence import numeric_finding
+    from specdec_core.decoding.checks import q_mismatch_findings
+
+    found, tr = list(r.findings), r.trace
+    if r.batch:
+        found = order(found + [_rows_line(**r.batch)])
+    fd = (r.extra.get("reference") or {}).get("first_divergence")
+    if fd is not None and fd["cause"] == "numerics":   # info, never an error (issue 27)
+        numerics = (r.recording or {}).get("numerics")
+        found = sorted(found + [numeric_finding(fd, numerics and numerics["dtype"])],
+                       key=lambda f: SEVERITIES.index(f["severity"]))
+    ended_by = getattr(tr, "ended_by", None) or (tr.get("ended_by") if isinstance(tr, dict) else None)
+    if ended_by in STOPPED:        # stopped from outside: its end is not judged
+        found = incomplete.end_not_judged(found, ended_by)
+    own_q = q_mismatch_findings(getattr(tr, "warnings", None) or [])
+    r.findings = found = link(found + own_q) if own_q else found
+    if isinstance(tr, dict):
+        tr["diagnostics"] = found
+    elif tr is not None:
+        tr.diagnostics = found
+    return r
+
+
+def _rows_line(rows: int, batch: int, row: int) -> dict:
+    others = ", ".join(str(b) for b in range(batch) if b != row)
+    every = rows == batch
+    return finding("batch_rows", f"batch of {batch}: " + (
+        f"every row judged; the clip is row {row}" if every else f"only the clip's row ({row}) judged"),
+        f"rows {others}: " + ("judged against what their cloud chose in the contexts they were fed "
+                              "(their output was not returned; their text and speed are not judged)"
+                              if every else "not judged: a sampled row's output cannot be "
+                              "inferred and the loop returned only the clip's"), "", "",
+        {"model": None, "forward": None, "batch": batch, "row": row})
