@@ -53,8 +53,8 @@ def starts(run: Run, rep: Replay | None) -> list[int] | None:
     from the prefill, step i after 1 + Σ_{j<i}(a_j + 1) tokens. An n-gram engine drafts only where it finds a
     match: its steps are placed by replaying the rule; None when they cannot be placed."""
     steps, n = run.steps, len(run.served.ids)
-    if not steps:
-        return None
+    if not steps or (run.served.spec or {}).get("per_step_start"):     # placed by engines.llama_steps
+        return (run.served.spec or {}).get("per_step_start")
     pos, out = 1, []
     if rep is None or rep.kind != "ngram":
         for a, _ in steps:

@@ -71,9 +71,9 @@ def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = No
                          " counters judged by their totals, acceptance by draft and context position"
                          " not (give --replay DRAFT_DIR)")
     elif steps:
-        k, acc, drafted = steps
-        spec.update(per_step_accepted=acc, per_step_drafted=drafted, num_spec_steps=len(acc),
-                    num_spec_tokens=k, steps_from="replay")
+        k, acc, drafted, at = steps
+        spec.update(per_step_accepted=acc, per_step_drafted=drafted, per_step_start=at,
+                    num_spec_steps=len(acc), num_spec_tokens=k, steps_from="replay")
     elif steps == ():
         out.found.append(finding(
             "replay_mismatch", f"the engine's draft totals are not what {rep.name}'s drafts give "
@@ -88,13 +88,13 @@ def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = No
 
 def llama_steps(served, rep, n_predict: int):
     """llama-server's steps rebuilt by replaying the declared drafter: after the prefill's token,
-    each step drafts min(k, tokens left - 1) and keeps the drafts the output matches. (k, per-step
-    accepted, per-step drafted) for the first draft length k whose sums are the engine's totals
-    exactly; () when none is (another drafter)."""
+    each step drafts min(k, tokens left - 1) and keeps the drafts the output matches. (k, and per
+    step: accepted, drafted, start) for the first draft length k whose sums are the engine's
+    totals exactly; () when none is (another drafter)."""
     ids, prompt, want = served.ids, served.prompt, served.spec
     memo: dict = {}              # greedy drafts: a shorter draft is the longer one's prefix
     for k in range(1, MAX_K + 1):
-        pos, acc, drafted = 1, [], []
+        pos, acc, drafted, at = 1, [], [], []
         while pos < len(ids) and min(k, n_predict - pos - 1) > 0:
             if pos not in memo:
                 memo[pos] = rep.propose(prompt + ids[:pos], MAX_K)
@@ -103,7 +103,8 @@ def llama_steps(served, rep, n_predict: int):
             if d:
                 acc.append(a)
                 drafted.append(len(d))
+                at.append(pos)
             pos += a + 1
         if (sum(drafted), sum(acc)) == (want["num_draft_tokens"], want["num_accepted_draft_tokens"]):
-            return k, acc, drafted
+            return k, acc, drafted, at
     return ()
