@@ -117,7 +117,7 @@ case "$cmd" in
     M="$(gguf "$CLOUD")"
     SPEC_ARGS=()
     if [ "$DRAFT" != none ]; then
-      SPEC_ARGS=(-md "$(gguf "$DRAFT")" --draft-max "${LLAMA_DRAFT_MAX:-4}" --draft-min 0 --draft-p-min 0)
+      SPEC_ARGS=(-md "$(gguf "$DRAFT")" --spec-type draft-simple --spec-draft-n-max "${LLAMA_DRAFT_MAX:-4}" --spec-draft-n-min 0 --spec-draft-p-min 0)
     fi
     # shellcheck disable=SC2086
     exec "$SERVER" -m "$M" "${SPEC_ARGS[@]}" --host "${CLOUD_HOST:-127.0.0.1}" \

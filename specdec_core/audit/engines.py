@@ -11,8 +11,8 @@ VLLM, LLAMA = "vllm", "llama.cpp"
 MAX_K = 16               # draft lengths tried when the replay rebuilds llama-server's steps
 
 
-def identify(client) -> tuple[str, str | None, dict]:
-    """(kind, version, llama-server's /props) from what the server answers: vLLM's /version,
+def identify(client) -> tuple[str, str | None]:
+    """(kind, version) from what the server answers: vLLM's /version,
     llama-server's /props (`build_info`) or its /v1/models entry (`owned_by` llamacpp)."""
     def get(path):
         try:
@@ -22,20 +22,25 @@ def identify(client) -> tuple[str, str | None, dict]:
         return data if isinstance(data, dict) else {}
 
     if isinstance(version := get("/version").get("version"), str):
-        return VLLM, version, {}
+        return VLLM, version
     props = get("/props")
     if "build_info" in props or "default_generation_settings" in props:
-        return LLAMA, str(props.get("build_info") or "") or None, props
+        return LLAMA, str(props.get("build_info") or "") or None
     if any(isinstance(m, dict) and m.get("owned_by") == "llamacpp" for m in client.models()):
-        return LLAMA, None, {}
+        return LLAMA, None
     raise RemoteError(f"served engine {client.url} is an OpenAI-compatible server of neither kind "
                       "the audit reads (vLLM answers /version, llama-server /props); nothing was judged")
 
 
-def speculates(props: dict) -> bool | None:
-    """llama-server's `speculative.types` in /props ("none" without -md); None when not said."""
-    kind = ((props.get("default_generation_settings") or {}).get("params") or {}).get("speculative.types")
-    return None if not isinstance(kind, str) else kind not in ("", "none")
+def speculates(client) -> bool | None:
+    """llama-server's /slots: each slot's `speculative` (a draft model loaded and a --spec-type
+    that uses it); None when the endpoint is off (--no-slots) or says nothing."""
+    try:
+        slots = client.request("GET", "/slots").data
+    except RemoteError:
+        return None
+    said = [s.get("speculative") for s in slots if isinstance(s, dict)] if isinstance(slots, list) else []
+    return bool(said[0]) if said and isinstance(said[0], bool) else None
 
 
 def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = None, rep=None):

@@ -41,8 +41,8 @@ class Engine:
             self.model, self.max_model_len = _pick_model(self.client, model)
         except RemoteError as e:
             raise RemoteError(f"{e}; nothing was judged", e.detail) from None
-        self.kind, self.version, props = engines.identify(self.client)
-        self.speculates = self._speculates() if self.kind == engines.VLLM else engines.speculates(props)
+        self.kind, self.version = engines.identify(self.client)
+        self.speculates = self._speculates() if self.kind == engines.VLLM else engines.speculates(self.client)
 
     def _speculates(self) -> bool | None:
         """From vLLM's Prometheus text: whether `vllm:spec_decode_*` counters exist; None when
