@@ -2,8 +2,7 @@
 engine `audit --url` reads, on real servers built from source (`make cloud-llama`): the demo
 cloud with the demo edge as its 4-token draft model (clean), with the demo cloud itself as
 its drafter while the edge is declared (a mismatched drafter), and with no draft model. Bad
-input: a server of neither kind, a llama-server without a completion endpoint, a server that
-dies mid-request. Small requests, one start per server for the module."""
+input: a server of neither kind, a server that dies mid-request. Small requests, one start per server for the module."""
 from __future__ import annotations
 
 import json
@@ -36,7 +35,7 @@ def servers(artifacts):
     """The servers side by side (each start is a second or two once built)."""
     build_llama()
     srvs = {"clean": LlamaServer(artifacts), "other": LlamaServer(artifacts, CLOUD),
-            "plain": LlamaServer(artifacts, "none"), "embed": LlamaServer(artifacts, "none", "--embeddings")}
+            "plain": LlamaServer(artifacts, "none")}
     try:
         for name, srv in srvs.items():
             srv.start()
@@ -119,10 +118,12 @@ def test_a_mismatched_drafter_is_found(servers, demo, inputs):
     assert "lossless_violation" not in codes(rep)
 
 
-def test_a_server_without_a_draft_model_is_inconclusive_never_a_pass(servers, cli):
-    p = cli("--url", servers["plain"].url, CLIPS[0], "--max-tokens", "8", "--fail-on", "warning")
+def test_a_server_without_a_draft_model_is_inconclusive_never_a_pass(servers, tmp_path, cli):
+    out = tmp_path / "plain.json"
+    p = cli("--url", servers["plain"].url, CLIPS[0], "--max-tokens", "8", "--fail-on", "warning",
+            "--out", str(out))
     assert p.returncode == 1, p.stderr[-2000:]
-    rep = json.loads(p.stdout)
+    rep = json.loads(out.read_text())
     assert codes(rep) == ["spec_never_drafted"] and rep["engine"]["speculates"] is False
     assert rep["results"][0]["reference"]["matches"]
 
@@ -164,10 +165,6 @@ def test_a_server_of_neither_kind_is_one_line(demo, cli):
         assert "/v1/completions" not in stub.paths
 
 
-def test_a_llama_server_without_completions_is_one_line(servers, cli):
-    one_line(cli("--url", servers["embed"].url, CLIPS[0], "--max-tokens", "4"), servers["embed"].url)
-
-
 def test_a_server_that_dies_mid_request_is_one_line_and_nothing_else_lost(artifacts, servers, inputs, demo):
     """A llama-server frozen (SIGSTOP) with the completion request in flight, then killed: one
     line; the other servers audit on."""
@@ -191,7 +188,9 @@ def test_a_server_that_dies_mid_request_is_one_line_and_nothing_else_lost(artifa
         doomed.kill()
         t.join(60)
         assert not t.is_alive() and "\n" not in got["error"], got
-        assert doomed.url in got["error"] and "closed the connection" in got["error"], got
+        # the client retries a dropped kept-alive connection once, on a fresh one: refused
+        assert doomed.url in got["error"] and ("closed the connection" in got["error"]
+                                               or "not reachable" in got["error"]), got
     finally:
         doomed.kill()
     rep = audit(demo, servers["clean"].url, inputs[:1], max_tokens=8)
