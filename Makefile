@@ -50,7 +50,7 @@ PYTEST_WORKERS ?= 2
 # The cloud (vLLM) virtualenv builds in the background beside the suite (minutes on a fresh
 # machine, once per machine); tests/test_remote.py waits for it (cloud.sh's file lock) or skips
 # with the reason when it cannot be built. So does llama.cpp's llama-server (scripts/cloud/llama.sh,
-# ~25 min once; tests/test_audit_llama.py).
+# up to an hour once; tests/test_audit_llama.py).
 test: install-test
 	@mkdir -p test-artifacts; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
 	@(scripts/cloud/llama.sh build >test-artifacts/llama-build.log 2>&1 || echo "llama-server not built: tests/test_audit_llama.py will skip" >&2) &
@@ -98,7 +98,7 @@ cloud-venv:
 	scripts/cloud/cloud.sh venv
 
 # llama.cpp's llama-server as the second audited engine (docs/audit.md): built from source once
-# per machine under ~/.cache/specscope (~25 min on 2 cores), the demo pair converted to GGUF, the
+# per machine under ~/.cache/specscope (up to an hour on 2 busy cores), the demo pair converted to GGUF, the
 # demo cloud served with the demo edge (or the HF folder SPEC_DRAFT; none: no draft model) as its
 # 4-token draft model.
 cloud-llama:

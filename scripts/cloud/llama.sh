@@ -32,7 +32,7 @@ build() {
   [ -f "$DIR/.ready" ] && return 0
   local t0=$SECONDS tmp="$DIR.building"
   # Each step below skips what an interrupted earlier build already finished in $tmp.
-  echo "llama: building $DIR (llama.cpp from llama-cpp-python $LLAMA_CPP_PYTHON; ~25 min on 2 cores, once)" >&2
+  echo "llama: building $DIR (llama.cpp from llama-cpp-python $LLAMA_CPP_PYTHON; up to an hour on 2 busy cores, once)" >&2
   mkdir -p "$tmp/bin"
   if [ ! -f "$tmp/src/convert_hf_to_gguf.py" ]; then
     local sdist="${LLAMA_SDIST:-}"
