@@ -9,7 +9,7 @@ LOCK := requirements.lock
 TORCH ?= torch==2.13.0
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test install install-test system-deps bench clean cloud cloud-spec cloud-venv lock test-range
+.PHONY: demo test install install-test system-deps bench clean cloud cloud-spec cloud-venv cloud-llama lock test-range
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -49,9 +49,11 @@ demo: install
 PYTEST_WORKERS ?= 2
 # The cloud (vLLM) virtualenv builds in the background beside the suite (minutes on a fresh
 # machine, once per machine); tests/test_remote.py waits for it (cloud.sh's file lock) or skips
-# with the reason when it cannot be built.
+# with the reason when it cannot be built. So does llama.cpp's llama-server (scripts/cloud/llama.sh,
+# up to an hour once; tests/test_audit_llama.py).
 test: install-test
 	@mkdir -p test-artifacts; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
+	@(scripts/cloud/llama.sh build >test-artifacts/llama-build.log 2>&1 || echo "llama-server not built: tests/test_audit_llama.py will skip" >&2) &
 	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --junitxml=test-artifacts/junit.xml
 	@$(BIN)/python scripts/test_durations.py test-artifacts/junit.xml --top 25 || true
 	$(MAKE) --no-print-directory test-range
@@ -94,6 +96,13 @@ cloud-spec:
 
 cloud-venv:
 	scripts/cloud/cloud.sh venv
+
+# llama.cpp's llama-server as the second audited engine (docs/audit.md): built from source once
+# per machine under ~/.cache/specscope (up to an hour on 2 busy cores), the demo pair converted to GGUF, the
+# demo cloud served with the demo edge (or the HF folder SPEC_DRAFT; none: no draft model) as its
+# 4-token draft model.
+cloud-llama:
+	CLOUD_PORT=$(CLOUD_PORT) SPEC_DRAFT=$(SPEC_DRAFT) CLOUD_MODEL=$(CLOUD_MODEL) scripts/cloud/llama.sh serve
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -58,8 +58,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class OpenAIStub:
-    def __init__(self, model, tokenizer, name: str = "demo-cloud"):
-        self.model, self.tokenizer, self.name = model, tokenizer, name
+    def __init__(self, model, tokenizer, name: str = "demo-cloud", version: str | None = "stub"):
+        self.model, self.tokenizer, self.name = model, tokenizer, name   # version: vLLM's /version
         self.connections, self.paths = 0, []
         self._lock = threading.Lock()
         stub = self
@@ -82,6 +82,8 @@ class OpenAIStub:
                 stub.paths.append(self.path)
                 if self.path == "/v1/models":
                     return self._reply({"data": [{"id": stub.name, "max_model_len": 4096}]})
+                if self.path == "/version" and version:
+                    return self._reply({"version": version})
                 self._reply({"message": "no such path"}, 404)
 
             def do_POST(self):

@@ -23,8 +23,9 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
         runs = [_run(engine, backend, name, ids, reference, rep, max_tokens, stream) for name, ids in inputs]
     finally:
         engine.close()
-    found = [f for r in runs for f in registry.run(r, "request")] + registry.run(runs, "run")
-    return {"engine": {"url": engine.url, "model": engine.model, "max_model_len": engine.max_model_len,
+    found = [f for r in runs for f in registry.run(r, "request") + r.served.found] + registry.run(runs, "run")
+    return {"engine": {"kind": engine.kind, "version": engine.version, "url": engine.url,
+                       "model": engine.model, "max_model_len": engine.max_model_len,
                        "speculates": engine.speculates, "replay": replay, "reference": reference},
             "results": [_result(r, backend.tokenizer) for r in runs],
             "acceptance": {"by_draft_position": checks.by_draft_position(runs), "by_context": checks.by_context(runs)},
@@ -32,7 +33,7 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
 
 
 def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
-    served = engine.complete(ids, max_tokens, stream)
+    served = engine.complete(ids, max_tokens, stream, rep)
     ref = reference_local(backend, ids, len(served.ids)) if reference == "local" else reference_served(
         reference, None, ids, len(served.ids))
     run = Run(name, served, *ref, rep=rep)
@@ -52,8 +53,8 @@ def starts(run: Run, rep: Replay | None) -> list[int] | None:
     from the prefill, step i after 1 + Σ_{j<i}(a_j + 1) tokens. An n-gram engine drafts only where it finds a
     match: its steps are placed by replaying the rule; None when they cannot be placed."""
     steps, n = run.steps, len(run.served.ids)
-    if not steps:
-        return None
+    if not steps or (run.served.spec or {}).get("per_step_start"):     # placed by engines.llama_steps
+        return (run.served.spec or {}).get("per_step_start")
     pos, out = 1, []
     if rep is None or rep.kind != "ngram":
         for a, _ in steps:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specdec_core.audit import engines
 from specdec_core.backends.openai_client import CompletionsClient, RemoteError, token_id
 from specdec_core.backends.remote import _pick_model
 from specdec_core.errors import UserError
@@ -25,10 +26,13 @@ class Served:
     spec: dict | None
     finish: str = ""
     notes: list[str] = field(default_factory=list)    # what could not be read, one line each
+    found: list = field(default_factory=list)         # findings the engine's adapter made
 
 
 class Engine:
-    """One OpenAI-compatible server: its model, its window, whether it speculates at all."""
+    """One OpenAI-compatible server: its kind (vLLM or llama-server, engines.identify) and
+    version, its model, its window, whether it speculates at all. `complete` is vLLM's adapter
+    (llama-server's: engines.complete)."""
 
     def __init__(self, url: str, model: str | None = None, timeout: float = 300.0):
         self.client = CompletionsClient(url, timeout, role="served engine", hint=HINT)
@@ -37,7 +41,8 @@ class Engine:
             self.model, self.max_model_len = _pick_model(self.client, model)
         except RemoteError as e:
             raise RemoteError(f"{e}; nothing was judged", e.detail) from None
-        self.speculates = self._speculates()
+        self.kind, self.version = engines.identify(self.client)
+        self.speculates = self._speculates() if self.kind == engines.VLLM else engines.speculates(self.client)
 
     def _speculates(self) -> bool | None:
         """From vLLM's Prometheus text: whether `vllm:spec_decode_*` counters exist; None when
@@ -48,9 +53,11 @@ class Engine:
             return None
         return ("vllm:spec_decode" in text) if "vllm:" in text else None
 
-    def complete(self, prompt: list[int], max_tokens: int, stream: str | None = None) -> Served:
+    def complete(self, prompt: list[int], max_tokens: int, stream: str | None = None, rep=None) -> Served:
         """stream: None | "usage" | "no-usage" (stream_options.include_usage, on whose final
-        chunk vLLM sends the metrics)."""
+        chunk vLLM sends the metrics). rep: the replay, for an engine that sends totals only."""
+        if self.kind == engines.LLAMA:
+            return engines.complete(self, prompt, max_tokens, stream, rep)
         body = {"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "n": 1,
                 "temperature": 0.0, "logprobs": TOP, "return_tokens_as_token_ids": True}
         if stream:
