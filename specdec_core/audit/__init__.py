@@ -9,7 +9,9 @@ from specdec_core.audit import checks
 from specdec_core.audit.checks import Run
 from specdec_core.audit.served import Engine, Replay, reference_local, reference_served
 from specdec_core.decoding.trace import RoundRecord, TokenRecord, Trace
+from specdec_core.recorder import finish
 from specdec_core.recorder.checks import registry
+from specdec_core.result import ClipResult
 
 
 def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | None = None, reference: str = "local",
@@ -23,11 +25,13 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
         runs = [_run(engine, backend, name, ids, reference, rep, max_tokens, stream) for name, ids in inputs]
     finally:
         engine.close()
-    found = [f for r in runs for f in registry.run(r, "request") + r.served.found] + registry.run(runs, "run")
+    per = [registry.run(r, "request") + r.served.found for r in runs]
+    results = [_result(r, backend.tokenizer, f) for r, f in zip(runs, per)]
+    found = [f for fs in per for f in fs] + registry.run(runs, "run")
     return {"engine": {"kind": engine.kind, "version": engine.version, "url": engine.url,
                        "model": engine.model, "max_model_len": engine.max_model_len,
                        "speculates": engine.speculates, "replay": replay, "reference": reference},
-            "results": [_result(r, backend.tokenizer) for r in runs],
+            "results": [r.to_dict() for r in results],
             "acceptance": {"by_draft_position": checks.by_draft_position(runs), "by_context": checks.by_context(runs)},
             "findings": found}
 
@@ -73,15 +77,17 @@ def starts(run: Run, rep: Replay | None) -> list[int] | None:
     return out if step is None else None
 
 
-def _result(run: Run, tokenizer) -> dict:
-    s, text = run.served, tokenizer.decode(run.served.ids, skip_special_tokens=True)
-    return {"audio": run.name, "ok": True, "text": text, "token_ids": s.ids, "finish": s.finish,
-            "metrics": {"speculative_decoding": s.spec},
-            "reference": None if run.ref_ids is None else {
-                "token_ids": run.ref_ids, "matches": run.ref_ids[:len(s.ids)] == s.ids},
-            "steps": [{"context": len(s.prompt) + st, "accepted": a, "drafted": d}
-                      for (a, d), st in zip(run.steps, run.starts or [])],
-            "trace": served_trace(run, tokenizer).to_dict()}
+def _result(run: Run, tokenizer, found: list) -> ClipResult:
+    """One audited request as the one judged result (specdec_core/result.py): its request-scope findings
+    written by the one fold (its trace's diagnostics too)."""
+    s = run.served
+    return finish(ClipResult("audit", run.name, trace=served_trace(run, tokenizer), ids=s.ids, findings=found, extra={
+        "text": tokenizer.decode(s.ids, skip_special_tokens=True), "finish": s.finish,
+        "metrics": {"speculative_decoding": s.spec},
+        "reference": None if run.ref_ids is None else {
+            "token_ids": run.ref_ids, "matches": run.ref_ids[:len(s.ids)] == s.ids},
+        "steps": [{"context": len(s.prompt) + st, "accepted": a, "drafted": d}
+                  for (a, d), st in zip(run.steps, run.starts or [])]}))
 
 
 def served_trace(run: Run, tokenizer) -> Trace:

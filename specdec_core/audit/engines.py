@@ -4,8 +4,26 @@ position's top-2 log-probs, the draft counters under vLLM's names). vLLM's adapt
 served.Engine.complete itself."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from specdec_core.backends.openai_client import RemoteError
 from specdec_core.findings import finding
+
+TOP = 2                      # top log-probs asked per output token: the top-2 margin
+
+
+@dataclass
+class Served:
+    """One greedy request: output ids, each position's top log-probs {id: lp}, the engine's
+    `metrics.speculative_decoding` (None when absent) and why it stopped."""
+    prompt: list[int]
+    ids: list[int]
+    top: list[dict]
+    spec: dict | None
+    finish: str = ""
+    notes: list[str] = field(default_factory=list)    # what could not be read, one line each
+    found: list = field(default_factory=list)         # findings the engine's adapter made
+
 
 VLLM, LLAMA = "vllm", "llama.cpp"
 MAX_K = 16               # draft lengths tried when the replay rebuilds llama-server's steps
@@ -47,8 +65,6 @@ def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = No
     """One greedy /completion (prompt as ids, `return_tokens`, `n_probs` 2, no prompt cache):
     a `Served` whose spec holds `timings.draft_n` / `draft_n_accepted` (0 when absent: nothing
     was drafted). With a draft-folder replay the steps are rebuilt from it (llama_steps)."""
-    from specdec_core.audit.served import TOP, Served
-
     body = {"prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "n_probs": TOP,
             "return_tokens": True, "cache_prompt": False, "repeat_penalty": 1.0, "stream": False}
     data = engine.client.request("POST", "/completion", body).data

@@ -4,29 +4,15 @@ cloud model or a second server) and the replayed drafter (its folder, or the n-g
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec_core.audit import engines
+from specdec_core.audit.engines import TOP, Served  # noqa: F401  (re-exported)
 from specdec_core.backends.openai_client import CompletionsClient, RemoteError, token_id
 from specdec_core.backends.remote import _pick_model
 from specdec_core.errors import UserError
 
-TOP = 2                      # top log-probs asked per output token: the top-2 margin
 HINT = "start it with `make cloud-spec` or check its URL"
-
-
-@dataclass
-class Served:
-    """One greedy request: output ids, each position's top log-probs {id: lp}, the engine's
-    `metrics.speculative_decoding` (None when absent) and why it stopped."""
-    prompt: list[int]
-    ids: list[int]
-    top: list[dict]
-    spec: dict | None
-    finish: str = ""
-    notes: list[str] = field(default_factory=list)    # what could not be read, one line each
-    found: list = field(default_factory=list)         # findings the engine's adapter made
 
 
 class Engine:

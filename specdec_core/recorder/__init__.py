@@ -7,6 +7,7 @@ it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
   and judge one clip; `pooled_findings(results)`: the pooled checks over several clips
 - `record_builtin` / `judged_run` / `judged_stream`: the built-in decoder recorded and judged the
   same way (both through `recorded`: seed, observers, kept configs, dtype, analysis)
+- `finish(result)`: the one fold, the only writer of a judged result's findings (the audit uses it too)
 - `parse_sets`, `DEFAULTS`, `KNOBS`: the declared knobs; `EXPECTED`, `check_call`, `call_kwargs`:
   the user function's signature, checked before a clip runs
 - `check_recording`, `check_size`, `max_mb`, `parse_json`: an uploaded recording validated
@@ -24,3 +25,4 @@ from specdec_core.recorder.evidence.timing import loop_round_times, recording_sp
 from specdec_core.recorder.normalize.validate import (check_recording, check_size, max_mb,  # noqa: F401
                                                       parse_json)
 from specdec_core.recorder.observe.hooks import SCHEMA, Recorder  # noqa: F401
+from specdec_core.recorder.report import finish  # noqa: F401
