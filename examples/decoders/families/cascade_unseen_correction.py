@@ -1,7 +1,7 @@
 """A three-level CASCADE with a BUG (issue 56): an n-gram lookup drafts for the edge, the edge drafts for
 the cloud.
 
-Each round the n-gram level proposes up to k ids (what followed the last two ids where they
+Each round the n-gram level proposes up to k ids (what followed the last id where it
 occurred before); the edge scores them in one forward and keeps them while they are its own
 argmax, puts its own token at the first disagreement and drafts on greedily up to k ids; the
 cloud verifies that block in one forward, as in `correct.py`. Greedy and exact: the output is the
@@ -26,7 +26,7 @@ def rollback(cache, keep):
         cache.crop(-drop)          # transformers 5: crop(-n_removed)
 
 
-def ngram(seq, k, n=2):
+def ngram(seq, k, n=1):
     """Up to k ids that followed the latest earlier occurrence of the last n ids."""
     tail = seq[-n:]
     for i in range(len(seq) - n - 1, -1, -1):

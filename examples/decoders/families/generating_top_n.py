@@ -79,7 +79,7 @@ def decode(edge, cloud, tokenizer, input_ids, k=4, max_new_tokens=128, stop_ids=
             new.append(target[len(new)])                # the cloud's own token after the block
         # each cache keeps the committed text and the part of its block that was committed
         cloud_seen = len(seq) + min(common(new, target), len(new) - 1)
-        edge_seen = len(seq) + min(common(new, draft), len(new) - 1)
+        edge_seen = min(edge_seen, len(seq) + min(common(new, draft), len(new) - 1))
         rollback(cloud_cache, cloud_seen)
         rollback(edge_cache, edge_seen)
         for tok in new:
