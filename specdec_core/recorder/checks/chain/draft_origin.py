@@ -1,6 +1,7 @@
 """Where a greedy draft came from (issue 56). The row a round maps a draft to made it only if
-that forward was not fed the draft itself; otherwise the draft was made earlier, and the edge row
-before the verify that gives it at that position is its maker. A maker on a context other than
+that forward was not fed the draft itself; otherwise the draft was made earlier: its maker is the
+latest edge forward before the verify whose last row gives it, fed the draft before it (a
+greedy drafting chain; the block's first draft: any). A maker on a context other than
 the one verified: `stale_draft_context` (a pipelined edge re-proposing the block it drafted over
 rejected tokens, a drafter fed rejected tokens). No maker: `unexplained_draft`, what differs
 from what and where, with no borrowed cause."""
@@ -17,8 +18,8 @@ def fed_by(f, r: int) -> bool:
 
 
 def origins(e) -> tuple[list, list]:
-    """(stale, unexplained) greedy drafts whose round's row was fed them: (round, position, id,
-    the round's row, the maker or None)."""
+    """(stale, unexplained) greedy drafts whose round's row was fed them and is not their argmax:
+    (round, position, id, the round's forward and row, the maker or None)."""
     if float(e.declared.get("temperature") or 0.0) > 0:
         return [], []
     edge = [f for f in e.t.fwds if f.model == "edge" and f.rows]
@@ -30,10 +31,10 @@ def origins(e) -> tuple[list, list]:
         for p, (f, r) in sorted(rnd.drafted_by.items()):
             if p >= len(ref) or f.rows["argmax"][r] == ref[p] or not fed_by(f, r):
                 continue
-            maker = next((g for g in reversed(edge) if g.i < rnd.cloud.i and g.row_at(p - 1) is not None
-                          and not fed_by(g, g.row_at(p - 1)) and g.rows["argmax"][g.row_at(p - 1)] == ref[p]),
-                         None)
-            (stale if maker is not None and maker.ctx[:p] != ref[:p] else lost).append((rnd, p, ref[p], f, r, maker))
+            prev = ref[p - 1] if p > rnd.block_start else None
+            maker = next((g for g in reversed(edge) if g.i < rnd.cloud.i and g.rows["argmax"][-1] == ref[p]
+                          and g.first_q + len(g.rows["argmax"]) == len(g.ctx) and prev in (None, g.ctx[-1])), None)
+            (stale if maker is not None and maker.ctx != ref[:p] else lost).append((rnd, p, ref[p], f, r, maker))
     return stale, lost
 
 
@@ -41,16 +42,17 @@ def origins(e) -> tuple[list, list]:
 def draft_origin(e) -> list[dict]:
     stale, lost = origins(e)
     out, texts = [], e.texts
+    join = lambda ids: "".join(texts(i) for i in ids)  # noqa: E731
     if stale:
         rnd, p, x, f, r, g = stale[0]
-        d = common_prefix(g.ctx[:p], rnd.cloud.ctx[:p])
-        held, verified = g.ctx[d:p], rnd.cloud.ctx[d:p]
+        d = common_prefix(g.ctx, rnd.cloud.ctx[:p])
+        held, verified = g.ctx[d:], rnd.cloud.ctx[d:p]
         out.append(finding(
             "stale_draft_context", f"{len(stale)} drafts were made from a context other than the one "
             f"verified (edge forward {g.i} first)",
-            f"round {rnd.n}: draft {texts(x)!r} at position {p} is the argmax of edge forward {g.i}, "
-            f"whose context held {texts(held)!r} (ids {held}) from position {d} where the verified "
-            f"context holds {texts(verified)!r} (ids {verified}); on the verified context the edge "
+            f"round {rnd.n}: draft {texts(x)!r} at position {p} is the last row's argmax of edge forward {g.i}, "
+            f"whose context held {join(held)!r} (ids {held}) from position {d} where the verified "
+            f"context holds {join(verified)!r} (ids {verified}); on the verified context the edge "
             f"gives {texts(f.rows['argmax'][r])!r} (forward {f.i})",
             "drafts proposed after a correction were drafted before it, over tokens the cloud "
             "rejected (a block drafted ahead re-proposed, a drafter fed rejected tokens)",
@@ -64,7 +66,7 @@ def draft_origin(e) -> list[dict]:
             "unexplained_draft", f"{len(lost)} drafts match no edge row that could have made them",
             f"round {rnd.n}: draft {texts(x)!r} (id {x}) at position {p} was fed to edge forward {f.i}, "
             f"whose row there gives {texts(f.rows['argmax'][r])!r} (id {f.rows['argmax'][r]}); no edge "
-            f"forward before verify forward {rnd.cloud.i} gave it at that position",
+            f"forward before verify forward {rnd.cloud.i} gave it after {texts(ref[p - 1])!r}",
             "not named: the drafts come from somewhere the recording does not show (another "
             "drafter, a list kept by the loop, processing outside the edge's rows)",
             "check where the loop's drafts come from between the edge's forwards and the verify",
