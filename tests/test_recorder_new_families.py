@@ -81,3 +81,15 @@ def test_family(demo, name):
     assert top_errors(res) == expected, [(f["code"], f["severity"], f["title"]) for f in res["findings"]]
     assert res["recording"]["drafter"] == drafter
     identities(res, "generating" not in name)
+    codes = {f["code"] for f in res["findings"]}
+    if not expected:
+        assert not codes & {"stale_draft_context", "unexplained_draft", "verify_rows_misaligned"}
+    if name == "pipelined_stale_block.py":       # named as what it is, nothing borrowed
+        assert not codes & {"hidden_draft_processing", "unexplained_draft"}, codes
+        ev = next(f for f in res["findings"] if f["code"] == "stale_draft_context")["evidence"]
+        assert ev["forward"] < ev["verify_forward"] and ev["context_held"] != ev["context_verified"]
+    if name == "logits_to_keep_short.py":        # the slot offset, on every verify
+        ev = next(f for f in res["findings"] if f["code"] == "verify_rows_misaligned")["evidence"]
+        assert ev["slot_offset"] == 1 and ev["rows"] == ev["drafts"]
+        assert ev["n_off"] == ev["n_verifies"] == verify_forwards(res)
+        assert "hidden_draft_processing" not in codes
