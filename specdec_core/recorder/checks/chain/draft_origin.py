@@ -66,7 +66,7 @@ def draft_origin(e) -> list[dict]:
             "unexplained_draft", f"{len(lost)} drafts match no edge row that could have made them",
             f"round {rnd.n}: draft {texts(x)!r} (id {x}) at position {p} was fed to edge forward {f.i}, "
             f"whose row there gives {texts(f.rows['argmax'][r])!r} (id {f.rows['argmax'][r]}); no edge "
-            f"forward before verify forward {rnd.cloud.i} gave it after {texts(ref[p - 1])!r}",
+            f"forward before verify forward {rnd.cloud.i} gave it after {texts(rnd.cloud.ctx[p - 1])!r}",
             "not named: the drafts come from somewhere the recording does not show (another "
             "drafter, a list kept by the loop, processing outside the edge's rows)",
             "check where the loop's drafts come from between the edge's forwards and the verify",
