@@ -114,7 +114,7 @@ TEXT_SYMPTOMS = ("doubling", "cycle", "punct_flood", "template_leak", "length", 
 CONTEXT_SYMPTOMS = ("context_mismatch", "hidden_draft_processing", "unverified_end", "missed_eos",
                     "lossless_violation", "rank_window_exceeded", "acceptance_rule",
                     "residual_mismatch", "off_by_one", "draft_schedule", "sibling_resampled",
-                    "sibling_distribution") + TEXT_SYMPTOMS
+                    "sibling_distribution", "stale_draft_context", "unexplained_draft") + TEXT_SYMPTOMS
 
 # -- the registry (severities past the default: where a check chooses). Sources: decoder = the built-in
 # decoder, recorder = a user's loop (same checks), pair = the pair check, watch = regression watch/batch.
@@ -311,4 +311,4 @@ register("verify_rows_misaligned", "error", "a verify keeps one row per draft (k
          "loop reads each row one slot off and the first draft's judge is missing",
          "verify forwards fed k drafts that return k rows starting at the first draft's own position, "
          "with corrections equal to the argmax of their own position's row", source="recorder",
-         root=2, explains=("stale_draft_context", "unexplained_draft") + CONTEXT_SYMPTOMS)
+         root=2, explains=CONTEXT_SYMPTOMS)

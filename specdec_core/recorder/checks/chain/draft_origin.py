@@ -25,11 +25,11 @@ def origins(e) -> tuple[list, list]:
     edge = [f for f in e.t.fwds if f.model == "edge" and f.rows]
     stale, lost = [], []
     for rnd in e.rounds:
-        if not rnd.verified or rnd.is_tree:
-            continue
-        ref = rnd.cloud.ctx
+        ref = rnd.cloud.ctx if rnd.verified else None
+        if not rnd.verified or rnd.is_tree or ref[:rnd.block_start] != e.t.C[:rnd.block_start]:
+            continue     # a verify off the committed text is a context finding's (chain/context.py)
         for p, (f, r) in sorted(rnd.drafted_by.items()):
-            if p >= len(ref) or f.rows["argmax"][r] == ref[p] or not fed_by(f, r):
+            if p >= len(ref) or f.rows["argmax"][r] == ref[p] or not fed_by(f, r) or f.ctx[:p] != ref[:p]:
                 continue
             prev = ref[p - 1] if p > rnd.block_start else None
             maker = next((g for g in reversed(edge) if g.i < rnd.cloud.i and g.rows["argmax"][-1] == ref[p]
