@@ -67,10 +67,6 @@ def build_rounds(t: Tapes) -> list[Round]:
             s = max(K, f.raw["tree_block"])           # drafts start at the tree's first level
         while s - 1 >= K and s - 1 in drafted and (f.row_at(s - 2) is not None or short and s - 1 == K):
             s -= 1
-        if len(f.ctx) > K and s > K and cur.edge and f.raw.get("tree_block") is None and (
-                s == len(f.ctx) or cur.edge[0].match < cur.edge[0].L):
-            s = K       # the edge's rows are not the block's (a block drafted in an earlier round,
-            #             a stale drafter cache): the block is everything past the frontier
         a = 0
         while (s + a < len(f.ctx) and s + a < len(C) and f.ctx[s + a] == C[s + a]):
             a += 1
