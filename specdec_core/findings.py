@@ -118,7 +118,7 @@ TEXT_SYMPTOMS = ("doubling", "cycle", "punct_flood", "template_leak", "length", 
 CONTEXT_SYMPTOMS = ("context_mismatch", "hidden_draft_processing", "unverified_end", "missed_eos",
                     "lossless_violation", "rank_window_exceeded", "acceptance_rule",
                     "residual_mismatch", "off_by_one", "draft_schedule", "sibling_resampled",
-                    "sibling_distribution") + TEXT_SYMPTOMS
+                    "sibling_distribution", "stale_draft_context", "unexplained_draft") + TEXT_SYMPTOMS
 
 # -- the registry (severities past the default: where a check chooses). Sources: decoder = the built-in
 # decoder, recorder = a user's loop (same checks), pair = the pair check, watch = regression watch/batch.
@@ -311,3 +311,18 @@ register("verify_generates", "warning", "the verifier generates the cloud's toke
          "(k + 1 per round) instead of scoring the drafted block in one forward: lossless, slower "
          "than decoding alone", "a run of one-token cloud forwards after each drafting run, each fed "
          "the cloud's own previous token", source="recorder")
+
+# -- loops the recorder had not seen (issue 56) -------------------------------------------------
+register("stale_draft_context", "error", "drafts proposed for a context were made from another one: "
+         "a block drafted ahead re-proposed after a rejection, a drafter fed rejected tokens",
+         "greedy drafts that the round's edge forward was fed (it did not make them) and that are the "
+         "argmax of an earlier edge row at the same position whose context differs from the verified one",
+         source="recorder", root=19, explains=("acceptance_collapse",))
+register("unexplained_draft", "warning", "drafts that no recorded edge row could have made: said "
+         "where, not given a cause", "greedy drafts that the round's edge forward was fed and that no "
+         "earlier edge row gives at the same position", source="recorder")
+register("verify_rows_misaligned", "error", "a verify keeps one row per draft (k, not k + 1): the "
+         "loop reads each row one slot off and the first draft's judge is missing",
+         "verify forwards fed k drafts that return k rows starting at the first draft's own position, "
+         "with corrections equal to the argmax of their own position's row", source="recorder",
+         root=2, explains=CONTEXT_SYMPTOMS)

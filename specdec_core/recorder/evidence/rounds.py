@@ -20,6 +20,7 @@ class Round:
     extra: int | None = None                           # position of the correction/bonus
     end: int = 0                                       # frontier after
     drafted_by: dict = field(default_factory=dict)     # position -> (edge Fwd, row)
+    misaligned: bool = False    # a verify with one row per draft, none before the block (issue 56)
 
     @property
     def verified(self) -> bool:
@@ -54,7 +55,9 @@ def build_rounds(t: Tapes) -> list[Round]:
         if f.model == "edge":
             cur.edge.append(f)
             continue
-        if not f.rows or f.match < K or f.row_at(K - 1) is None or len(f.ctx) <= K - 1:
+        # one row per draft and none before them (logits_to_keep one short): a misaligned verify
+        short = bool(f.rows) and f.first_q == K < len(f.ctx) == K + len(f.rows["argmax"]) and f.match >= K
+        if not f.rows or f.match < K or (f.row_at(K - 1) is None and not short) or len(f.ctx) <= K - 1:
             continue                                 # a prefill or a stray call: not a verification
         drafted = _draft_rows(cur.edge)
         s = len(f.ctx)
@@ -62,12 +65,13 @@ def build_rounds(t: Tapes) -> list[Round]:
             s = max(K, min(s, f.first_q + 1))   # past the frontier that a row scored is a draft
         if f.raw.get("tree_block") is not None:     # a tree's path (recorder/normalize/tree.py): its
             s = max(K, f.raw["tree_block"])           # drafts start at the tree's first level
-        while s - 1 >= K and s - 1 in drafted and f.row_at(s - 2) is not None:
+        while s - 1 >= K and s - 1 in drafted and (f.row_at(s - 2) is not None or short and s - 1 == K):
             s -= 1
         a = 0
         while (s + a < len(f.ctx) and s + a < len(C) and f.ctx[s + a] == C[s + a]):
             a += 1
         cur.cloud, cur.start, cur.block_start = f, K, s
+        cur.misaligned = short and s == K
         cur.block, cur.accepted = list(f.ctx[s:]), a
         cut = resumed(t, cur, where[f.i], cached_edge) if t.temperature > 0 else None
         if cut is not None:          # the loop's correction repeated the draft (resumed.py)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from specdec_core.findings import finding
+from specdec_core.recorder.checks.chain.draft_origin import fed_by
 from specdec_core.recorder.checks.registry import check, ev
 from specdec_core.recorder.checks.sampling import draft_filter
 
@@ -113,7 +114,8 @@ def check_draft_rule(e) -> list[dict]:
     if T <= 0:
         # a draft penalised as the declared target penalty penalises (generate's assistant) is fine
         pen = lambda f, r: (f.rows.get("penalised_argmax") or [None] * (r + 1))[r]  # noqa: E731
-        off = [(f, r, x) for f, r, x in samples if x not in (f.rows["argmax"][r], pen(f, r))]
+        # only rows that made their draft: a row fed its draft did not (checks/chain/draft_origin.py)
+        off = [(f, r, x) for f, r, x in samples if x not in (f.rows["argmax"][r], pen(f, r)) and not fed_by(f, r)]
         if not off:
             return []
         f, r, x = off[0]
