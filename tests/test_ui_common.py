@@ -52,7 +52,7 @@ def test_the_first_run_waits_for_the_warm_up_instead_of_decoding_beside_it():
     comes after the warm-up ended, and the warm-up went through the judged decode path."""
     import threading
 
-    from specdec_core.recorder.driver import builtin
+    from specdec_core import recorder as builtin     # the public API the engine calls through
 
     decoded = []
     real = builtin.judged_stream

@@ -155,7 +155,7 @@ def not_judged(runs: list[Run]) -> list:
         said.append(f"{len(unplaced)} request(s) whose steps cannot be placed in the output (the counts show an "
                     "n-gram engine, drafting only where it matches: give --replay ngram): acceptance by context "
                     "position not judged")
-    return [finding("not_judged", line.split(": ")[0].split(" (")[0], line, severity="warning",
+    return [finding("not_judged", line.split(": ")[0].split(" (the counts")[0], line, severity="warning",
                     cause="what the engine sends does not carry what these checks need",
                     fix="see docs/audit.md, \"Turning the metrics on\"", evidence={"source": "audit"}) for line in said]
 
