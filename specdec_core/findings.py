@@ -93,25 +93,6 @@ def from_json(d: dict) -> Finding:
                    evidence=d.get("evidence") or {}, explained_by=d.get("explained_by"))
 
 
-def markdown_table() -> str:
-    """The registry as a Markdown table (docs/findings.md carries it; a test keeps them equal)."""
-    rows = ["| code | severity | mechanism | triggered by | source |", "|---|---|---|---|---|"]
-    for c in sorted(REGISTRY.values(), key=lambda c: (SEVERITIES.index(c.severity), c.code)):
-        sev = " / ".join(c.severities)
-        rows.append(f"| `{c.code}` | {sev} | {c.mechanism} | {c.trigger} | {c.source} |")
-    return "\n".join(rows)
-
-
-def write_doc(path: str = "docs/findings.md") -> None:
-    """Regenerate the table in docs/findings.md (python -c "from specdec_core.findings import
-    write_doc; import specdec_core.recorder.analyze, specdec_core.audit.checks; write_doc()")."""
-    from pathlib import Path
-    head, rest = Path(path).read_text(encoding="utf-8").split("<!-- registry:start -->\n")
-    tail = rest.split("\n<!-- registry:end -->")[1]
-    Path(path).write_text(f"{head}<!-- registry:start -->\n{markdown_table()}\n<!-- registry:end -->{tail}",
-                          encoding="utf-8")
-
-
 # symptoms read in the output text, and those read in the contexts (the roots' `explains`)
 TEXT_SYMPTOMS = ("doubling", "cycle", "punct_flood", "template_leak", "length", "no_stop",
                  "acceptance_collapse", "edge_mishears")
@@ -235,25 +216,6 @@ register("zeroed_kv", "error", "a row's cache holds slots whose keys were zeroed
          "denominator (mlx-vlm #1962)", "a batched forward attends (attention mask 1) to cached "
          "slots whose keys are all zero", source="recorder",
          root=2, explains=("position_error",) + CONTEXT_SYMPTOMS, context=True)
-register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
-         "tokenizer vocabularies or encodings differ", source="pair")
-register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",
-         source="pair")
-register("chat_template_mismatch", "warning", "the pair's chat templates render differently",
-         "rendered prompts differ", source="pair")
-register("rope_mismatch", "error", "the pair's rotary position settings differ", "rope config differs "
-         "(error when the multimodal rope sections differ)", source="pair", severities=("error", "warning"))
-register("audio_frontend_mismatch", "error", "the pair's audio front ends differ",
-         "feature extractor settings differ", source="pair")
-register("cache_not_croppable", "error", "the cache class cannot be rolled back", "no crop on the cache",
-         source="pair")
-register("dtype_mismatch", "warning", "the pair runs in different dtypes", "model dtypes differ",
-         source="pair")
-register("transformers_untested", "warning", "the transformers version is outside the tested range",
-         "transformers.__version__", source="pair")
-register("check_failed", "info", "a pair check raised instead of answering (never blocks a load)",
-         "an exception inside a pair check", source="pair")
-
 # -- blocks added by other issues below
 # -- trees (issue 34)
 register("tree_mask", "error", "the tree attention mask lets a node see a node that is not its "

@@ -12,7 +12,8 @@ import pytest
 import specdec_core.pairs  # noqa: F401  (registers nothing of its own: imported for the scan)
 import specdec_core.audit.checks  # noqa: F401  (the served-engine codes)
 import specdec_core.recorder.analyze  # noqa: F401
-from specdec_core.findings import KEYS, REGISTRY, finding, from_json, markdown_table
+from specdec_core.findings import KEYS, REGISTRY, finding, from_json
+from specdec_core.findings_doc import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("specdec_core", "components", "ui")

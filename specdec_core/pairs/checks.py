@@ -6,10 +6,30 @@ own files (configs, tokenizers, feature extractors), never from the backend's na
 from __future__ import annotations
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.findings import finding
+from specdec_core.findings import finding, register
 from specdec_core.pairs import versions
 from specdec_core.pairs.sides import Side
 from specdec_core.recorder.checks.registry import check
+
+# the pair codes, registered where they are found (as the audit's)
+register("tokenizer_mismatch", "error", "the pair's tokenizers map text to different ids",
+         "tokenizer vocabularies or encodings differ", source="pair")
+register("stop_ids_mismatch", "error", "the pair stops on different ids", "EOS / im_end ids differ",
+         source="pair")
+register("chat_template_mismatch", "warning", "the pair's chat templates render differently",
+         "rendered prompts differ", source="pair")
+register("rope_mismatch", "error", "the pair's rotary position settings differ", "rope config differs "
+         "(error when the multimodal rope sections differ)", source="pair", severities=("error", "warning"))
+register("audio_frontend_mismatch", "error", "the pair's audio front ends differ",
+         "feature extractor settings differ", source="pair")
+register("cache_not_croppable", "error", "the cache class cannot be rolled back", "no crop on the cache",
+         source="pair")
+register("dtype_mismatch", "warning", "the pair runs in different dtypes", "model dtypes differ",
+         source="pair")
+register("transformers_untested", "warning", "the transformers version is outside the tested range",
+         "transformers.__version__", source="pair")
+register("check_failed", "info", "a pair check raised instead of answering (never blocks a load)",
+         "an exception inside a pair check", source="pair")
 
 PROBES = ("说话人语速较快，音调偏高，情绪开心。", "0123456789 3.14 2026-11-24 100%",
           "The speaker sounds calm and slow.", "中文 mixed with English 42 次")
