@@ -93,7 +93,7 @@ def _merge(edge: list[dict], run: list[dict], keep: int, greedy: bool, C: list) 
 
 def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     """-> (recording with each generate run as one verify forward, notes: {"generated": counts}
-    read by checks/speed/verify_generates.py)."""
+    read by checks/speed/verify_generates.py, and "own": the cloud's own tokens by run, by rule.py)."""
     fw = rec.get("forwards") or []
     greedy = not (rec.get("declared") or {}).get("temperature")
     runs = list(_runs(fw, greedy))
