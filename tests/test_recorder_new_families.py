@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specdec_core.api import load_backend
-from specdec_core.recorder.driver.clip import load_function, record_clip
+from specdec_core.recorder.driver.clip import load_function, pooled_findings, record_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 FAM = ROOT / "examples" / "decoders" / "families"
@@ -96,3 +96,28 @@ def test_family(demo, name):
         assert ev["slot_offset"] == 1 and ev["rows"] == ev["drafts"]
         assert ev["n_off"] == ev["n_verifies"] == verify_forwards(res)
         assert "hidden_draft_processing" not in codes
+
+
+def test_generating_lossy_rule_caught_twin_clean(demo):
+    """Issue 56 point 3: a generating verifier at T = 0.8 whose rule keeps judging drafts after
+    accepting one the cloud did not generate (top-N, p read after the cloud's own tokens) is an
+    error, pooled over clips; its exact twin (Leviathan's rule, the round ends there) is clean."""
+    clips = [str(ROOT / "sample_audio" / "heldout2" / c) for c in ("angry_m4.wav", "happy_alicia.wav", "angry_m3.wav")]
+    for name, lossy in (("generating_top_n.py", True), ("generating_leviathan.py", False)):
+        fn, path = load_function(str(FAM / name))
+        results = []
+        for clip in clips:
+            torch.manual_seed(0)
+            res = record_clip(fn, path, demo, clip, SAMPLING)
+            assert res["ok"], res.get("error")
+            results.append(res)
+        pooled = pooled_findings(results)
+        errors = {f["code"] for f in pooled if f["severity"] == "error"}
+        if lossy:
+            assert "acceptance_rule" in errors, [(f["code"], f["title"]) for f in pooled]
+            f = next(f for f in pooled if f["code"] == "acceptance_rule")
+            assert f["evidence"]["n_off_context"] >= 2 and f["evidence"]["position"] is not None
+            assert any("acceptance_rule" in top_errors(r) for r in results)
+        else:
+            assert not errors, [(f["code"], f["title"]) for f in pooled]
+            assert all(not top_errors(r) for r in results)

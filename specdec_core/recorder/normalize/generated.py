@@ -93,19 +93,20 @@ def _merge(edge: list[dict], run: list[dict], keep: int, greedy: bool, C: list) 
 
 def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
     """-> (recording with each generate run as one verify forward, notes: {"generated": counts}
-    read by checks/speed/verify_generates.py)."""
+    read by checks/speed/verify_generates.py, and "own": the cloud's own tokens by run, by rule.py)."""
     fw = rec.get("forwards") or []
     greedy = not (rec.get("declared") or {}).get("temperature")
     runs = list(_runs(fw, greedy))
     if not runs:
         return rec, {}
     C = list(rec.get("prompt_ids") or []) + list(rec.get("out_ids") or [])
-    merged, drop, total = {}, set(), 0
+    merged, drop, total, own = {}, set(), 0, {}
     for edge, run, nxt in runs:
         K = (run[0].get("cache_len") or 0) + len(run[0]["ids"])
         kept = (nxt.get("cache_len") or 0) - K if nxt is not None else len(C) - K - 1
         kept = max(0, min(kept, len(run) - 1))
         merged[run[0]["i"]] = _merge(edge, run, kept, greedy, C)
+        own[run[0]["i"]] = (K, [g["ids"][0] for g in run[1:]])     # the cloud's own tokens from K
         drop |= {g["i"] for g in run[1:]}
         total += len(run)
     kept = [merged.get(f["i"], f) for f in fw if f["i"] not in drop]
@@ -117,4 +118,5 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
             f["rows"] = dict(f["rows"], fed_next=dict(fed, forward=new.get(fed["forward"])))
     rec = dict(rec, forwards=kept)
     return rec, {"generated": {"rounds": len(runs), "forwards": total,
-                               "cloud_forwards": sum(f.get("model") == "cloud" for f in fw)}}
+                               "cloud_forwards": sum(f.get("model") == "cloud" for f in fw),
+                               "own": {new[i]: v for i, v in own.items()}}}

@@ -50,6 +50,7 @@ def collect(e) -> dict:
     out["declared"] = e.declared
     out["pos0"], out["later_rejected"] = [], 0   # judged[i] at block position 0 (named_causes)
     out["samples"] = e.samples
+    out["off_context"] = _off_context(e)
     for f, r, x in out["samples"]:
         qa = _at_t(f, r, f.rows["top_logp"][r][0], T)
         if qa is not None:
@@ -88,6 +89,22 @@ def collect(e) -> dict:
         lp = _at_t(cf, rc, lp_known if lp_known is not None else cf.rows["top_logp"][rc][-1], T)
         zero = lq is not None and lp is not None and lp < lq - MARGIN
         out["corr"].append((zero, cf.i, pos, c, lp, lq, f, r))
+    return out
+
+
+def _off_context(e) -> list:
+    """A verifier that generates judges draft i on the cloud's row after ITS OWN tokens: a
+    token committed in that round after one that differs from the cloud's own token was judged
+    on a row of another context -> [(forward, position, token)] (before the next round)."""
+    own, C, out = (e.notes.get("generated") or {}).get("own") or {}, e.t.C, []
+    starts = sorted(rnd.block_start for rnd in e.rounds)
+    for rnd in e.rounds:
+        K, toks = own.get(rnd.cloud.i if rnd.verified else None, (None, None))
+        if K is None:
+            continue
+        end = min([s for s in starts if s > K] + [K + len(toks) + 1, len(C)])
+        i = next((i for i, x in enumerate(toks) if K + i < end and C[K + i] != x), None)
+        out += [] if i is None else [(rnd.cloud.i, p, C[p]) for p in range(K + i + 1, end) if p >= e.t.P]
     return out
 
 
@@ -166,7 +183,24 @@ def judge(data: dict, scope: str) -> list[dict]:
             ev(model="cloud", rule="sample_and_match", p_value=m["p"])))
     out = q_check.resolve(out, data, T, scope, data.get("declared") or {})
     out = first_draft_sampled(out, data, level, scope)
-    return argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
+    out = argmax_rule.resolve(out, data, T, scope) + argmax_rule.none_judged(data, scope)
+    return out + _judged_off_context(data.get("off_context") or [], scope, T, out)
+
+
+def _judged_off_context(oc: list, scope: str, T: float, out: list) -> list:
+    if not oc or any(f["code"] == "acceptance_rule" for f in out):
+        return []
+    return [finding(
+        "acceptance_rule", f"{len(oc)} tokens committed on a row of another context at T={T:g}",
+        f"{scope}: the cloud generated its own tokens; after a committed token that differs from "
+        f"the cloud's own, {len(oc)} more were committed in the same round (forward {oc[0][0]}, "
+        f"position {oc[0][1]}), judged on the cloud's rows after its own tokens, not after theirs",
+        "the loop keeps judging drafts (top-N with min(1, p/q), or equality with the cloud's "
+        "token) after accepting one the cloud did not generate: p is then of another context and "
+        "the output is not distributed as the cloud's samples",
+        "after accepting a draft that differs from the cloud's own token, end the round there (or "
+        "score the block in one forward); accept draft x iff u < p(x)/q(x)",
+        ev(None, oc[0][1], [oc[0][2]], model="cloud", forward=oc[0][0], n_off_context=len(oc)))]
 
 
 def _acceptance(J: list, T: float, scope: str, level: float, residual_bad: bool):
