@@ -36,7 +36,9 @@ def servers(artifacts):
     """The servers side by side (each start is a second or two once built)."""
     build_llama()
     srvs = {"clean": LlamaServer(artifacts, extra="--metrics"), "other": LlamaServer(artifacts, CLOUD),
-            "plain": LlamaServer(artifacts, "none"), "keyed": LlamaServer(artifacts, "none", "--api-key sekret")}
+            "plain": LlamaServer(artifacts, "none"), "keyed": LlamaServer(artifacts, "none", "--api-key sekret"),
+            "ngram": LlamaServer(artifacts, "none", "--spec-type ngram-simple --spec-ngram-simple-size-n 2 "
+                                 "--spec-ngram-simple-size-m 4 --spec-draft-n-max 4")}
     try:
         for name, srv in srvs.items():
             srv.start()
@@ -147,6 +149,32 @@ def test_a_server_without_a_draft_model_is_inconclusive_never_a_pass(servers, tm
     rep = json.loads(out.read_text())
     assert codes(rep) == ["spec_never_drafted"] and rep["engine"]["speculates"] is False
     assert rep["results"][0]["reference"]["matches"]
+
+
+def test_a_replay_that_does_not_fit_a_llama_ngram_server_says_the_kind_its_totals_show(servers, demo, inputs):
+    """llama-server's own n-gram rule (ngram-simple) drafts only where it matches: fewer drafts
+    than output tokens left after the accepted ones. Replaying a draft model there is said as
+    "an n-gram rule"; replaying vLLM's n-gram rule, as another n-gram rule."""
+    for replay, shows in ((EDGE, "an n-gram rule"), ("ngram", "another n-gram rule: no draft length")):
+        rep = audit(demo, servers["ngram"].url, inputs, replay=replay, max_tokens=48)
+        drafted = [r["audio"] for r in rep["results"] if r["metrics"]["speculative_decoding"]["num_draft_tokens"]]
+        off = {f["evidence"]["request"]: f["evidence"]["counts_show"] for f in rep["findings"]
+               if f["code"] == "replay_mismatch"}
+        assert drafted and sorted(off) == sorted(drafted), rep["findings"]
+        assert all(s.startswith(shows) for s in off.values()), off
+        assert all(r["reference"]["matches"] for r in rep["results"])
+
+
+def test_two_llama_servers_side_by_side_say_llamas_definitions(servers, cli):
+    """--compare-url with llama-server on both sides (with and without a draft model): the same
+    greedy output, and llama.cpp's definitions said once."""
+    p = cli("--url", servers["clean"].url, "--compare-url", servers["plain"].url, CLIPS[0], "--max-tokens", "8",
+            "--out", "-")
+    assert p.returncode == 0, p.stderr[-2000:]
+    cmp = json.loads(p.stdout)["comparison"]
+    assert [r["same"] for r in cmp["requests"]] == [True], cmp
+    assert len(cmp["definitions"]) == 1 and "timings.draft_n" in cmp["definitions"][0], cmp["definitions"]
+    assert "Same output" in p.stderr
 
 
 def test_counters_that_do_not_add_up_are_found_on_a_real_reply(servers, inputs):

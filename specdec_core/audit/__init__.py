@@ -128,6 +128,9 @@ DEFINITIONS = {  # what each engine's figures mean, said before a difference in 
     "vllm": "vLLM: mean acceptance length = 1 + accepted drafts / steps (the step's own target token counted); its "
             "first token comes from the prompt pass, so its steps start one token after it; its counters include "
             "drafts accepted past a max_tokens cut",
+    "llama.cpp": "llama.cpp: per request only the totals timings.draft_n (drafted) and draft_n_accepted (kept), no "
+                 "steps (rebuilt by --replay DRAFT_DIR); its first token comes from the prompt pass, as vLLM's; it "
+                 "drafts no token past n_predict",
     "ours": "our decoder: mean acceptance length = 1 + accepted drafts / cloud calls, its first round drafting from "
             "the prompt itself (no prompt-pass token)"}
 

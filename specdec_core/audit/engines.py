@@ -102,7 +102,7 @@ def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = No
         model = spec["num_draft_tokens"] >= len(ids) - 2 - spec["num_accepted_draft_tokens"]
         out.misfit = ("a draft model" if model else "an n-gram rule") if model != (rep.kind == "draft") else (
             f"another {'draft model' if model else 'n-gram rule'}: no draft length 1..{MAX_K} of "
-            f"{rep.name}'s drafts gives its totals")
+            "the replayed drafts gives its totals")
     return out
 
 
