@@ -123,8 +123,10 @@ def test_an_ngram_replay_on_a_llama_draft_model_server_is_a_replay_mismatch(serv
     rep = json.loads(p.stdout)
     off = [f for f in rep["findings"] if f["code"] == "replay_mismatch"]
     assert len(off) == 1 and off[0]["evidence"]["counts_show"] == "a draft model", rep["findings"]
-    assert off[0]["evidence"]["drafted"] == rep["results"][0]["metrics"]["speculative_decoding"]["num_draft_tokens"]
-    assert "replayed ngram: the replayed drafter (ngram) does not fit this engine: its counts show a draft model" in p.stderr
+    spec = rep["results"][0]["metrics"]["speculative_decoding"]
+    assert off[0]["evidence"]["drafted"] == spec["num_draft_tokens"]
+    assert ("replayed ngram: the replayed drafter (ngram) does not fit this engine: its counts show a draft "
+            "model") in p.stderr
 
 
 def test_a_mismatched_drafter_is_found(servers, demo, inputs):
@@ -195,8 +197,8 @@ def test_counters_that_do_not_add_up_are_found_on_a_real_reply(servers, inputs):
     served.spec = dict(real, num_draft_tokens=real["num_draft_tokens"] + 4)
     bad = checks.counters(checks.Run("x", served))
     assert [f["code"] for f in bad] == ["spec_counters"], bad
-    assert bad[0]["evidence"]["broken"] == [f"the server-wide drafted count (/metrics) moved by "
-                                            f"{real['num_draft_tokens']} over this request of {served.spec['num_draft_tokens']}"]
+    assert bad[0]["evidence"]["broken"] == [f"the server-wide drafted count (/metrics) moved by {real['num_draft_tokens']}"
+                                            f" over this request of {served.spec['num_draft_tokens']}"]
     served.spec = dict(served.spec, num_accepted_draft_tokens=served.spec["num_draft_tokens"] + 1)
     bad = checks.counters(checks.Run("x", served))
     assert [f["code"] for f in bad] == ["spec_counters"] and "drafted" in bad[0]["detail"]
