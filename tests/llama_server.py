@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,12 @@ class LlamaServer(CloudServer):
     def __init__(self, log_dir: Path, draft: str | Path | None = None, extra: str = ""):
         super().__init__(log_dir, ("cloud-llama",) + ((f"SPEC_DRAFT={draft}",) if draft else ())
                          + ((f"LLAMA_EXTRA_ARGS={extra}",) if extra else ()))
+
+    def ready(self) -> bool:
+        """/health answers 200 once the model is loaded, with or without --api-key (whose server
+        answers 401 to /v1/models: polling that waited out the whole start timeout)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False

@@ -2,7 +2,8 @@
 engine `audit --url` reads, on real servers built from source (`make cloud-llama`): the demo
 cloud with the demo edge as its 4-token draft model (clean), with the demo cloud itself as
 its drafter while the edge is declared (a mismatched drafter), and with no draft model. Bad
-input: a server of neither kind, a server that dies mid-request. Small requests, one start per server for the module."""
+input: a server of neither kind, a server that wants an API key (401 to everything the audit
+reads), a server that dies mid-request. Small requests, one start per server for the module."""
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ pytestmark = [pytest.mark.cloud, pytest.mark.timeout(4800)]
 def servers(artifacts):
     """The servers side by side (each start is a second or two once built)."""
     build_llama()
-    srvs = {"clean": LlamaServer(artifacts), "other": LlamaServer(artifacts, CLOUD),
-            "plain": LlamaServer(artifacts, "none")}
+    srvs = {"clean": LlamaServer(artifacts, extra="--metrics"), "other": LlamaServer(artifacts, CLOUD),
+            "plain": LlamaServer(artifacts, "none"), "keyed": LlamaServer(artifacts, "none", "--api-key sekret"),
+            "ngram": LlamaServer(artifacts, "none", "--spec-type ngram-simple --spec-ngram-simple-size-n 2 "
+                                 "--spec-ngram-simple-size-m 4 --spec-draft-n-max 4")}
     try:
         for name, srv in srvs.items():
             srv.start()
@@ -91,7 +94,11 @@ def test_a_clean_llama_server_passes_named_with_its_steps_replayed(servers, tmp_
         assert sum(spec["per_step_drafted"]) == spec["num_draft_tokens"] > 0
         assert sum(spec["per_step_accepted"]) == spec["num_accepted_draft_tokens"]
         assert len(r["steps"]) == spec["num_spec_steps"]
+        # the server-wide counters (--metrics) moved by exactly this request's totals and steps
+        assert spec["server_wide"] == {"drafted": spec["num_draft_tokens"], "steps": spec["num_spec_steps"],
+                                       "accepted": spec["num_accepted_draft_tokens"]}, spec
     assert rep["acceptance"]["by_draft_position"][0]["drafted"] > 0
+    assert "mean acceptance length 1.00" not in p.stderr and "+ 0 steps" not in p.stderr
 
 
 def test_without_replay_the_totals_are_judged_and_the_rest_said_in_one_line(servers, demo, inputs):
@@ -103,6 +110,23 @@ def test_without_replay_the_totals_are_judged_and_the_rest_said_in_one_line(serv
     said = rep["findings"][0]["detail"]
     assert "timings.draft_n" in said and "--replay DRAFT_DIR" in said
     assert rep["acceptance"]["by_draft_position"] == [] and r["steps"] == []
+    from specdec_core.audit import summary
+    assert (f"{spec['num_accepted_draft_tokens']} of {spec['num_draft_tokens']} drafts accepted (the engine's "
+            "totals; no steps)") in summary(rep)
+
+
+def test_an_ngram_replay_on_a_llama_draft_model_server_is_a_replay_mismatch(servers, cli):
+    """As on vLLM: the n-gram rule replayed where the totals show a draft model (at least one
+    draft per step, every step back to back) is said as such, in one finding and its line."""
+    p = cli("--url", servers["clean"].url, CLIPS[0], "--max-tokens", "16", "--replay", "ngram", "--out", "-")
+    assert p.returncode == 0, p.stderr[-2000:]
+    rep = json.loads(p.stdout)
+    off = [f for f in rep["findings"] if f["code"] == "replay_mismatch"]
+    assert len(off) == 1 and off[0]["evidence"]["counts_show"] == "a draft model", rep["findings"]
+    spec = rep["results"][0]["metrics"]["speculative_decoding"]
+    assert off[0]["evidence"]["drafted"] == spec["num_draft_tokens"]
+    assert ("replayed ngram: the replayed drafter (ngram) does not fit this engine: its counts show a draft "
+            "model") in p.stderr
 
 
 def test_a_mismatched_drafter_is_found(servers, demo, inputs):
@@ -113,6 +137,7 @@ def test_a_mismatched_drafter_is_found(servers, demo, inputs):
     assert rep["results"][0]["reference"]["matches"]
     off = [f for f in rep["findings"] if f["code"] == "replay_mismatch"]
     assert len(off) == 1 and off[0]["severity"] == "warning", rep["findings"]
+    assert off[0]["evidence"]["counts_show"].startswith("another draft model: no draft length"), off
     spec = rep["results"][0]["metrics"]["speculative_decoding"]
     assert off[0]["evidence"]["accepted"] == spec["num_accepted_draft_tokens"] > 0
     assert "lossless_violation" not in codes(rep)
@@ -128,6 +153,32 @@ def test_a_server_without_a_draft_model_is_inconclusive_never_a_pass(servers, tm
     assert rep["results"][0]["reference"]["matches"]
 
 
+def test_a_replay_that_does_not_fit_a_llama_ngram_server_says_the_kind_its_totals_show(servers, demo, inputs):
+    """llama-server's own n-gram rule (ngram-simple) drafts only where it matches: fewer drafts
+    than output tokens left after the accepted ones. Replaying a draft model there is said as
+    "an n-gram rule"; replaying vLLM's n-gram rule, as another n-gram rule."""
+    for replay, shows in ((EDGE, "an n-gram rule"), ("ngram", "another n-gram rule: no draft length")):
+        rep = audit(demo, servers["ngram"].url, inputs, replay=replay, max_tokens=48)
+        drafted = [r["audio"] for r in rep["results"] if r["metrics"]["speculative_decoding"]["num_draft_tokens"]]
+        off = {f["evidence"]["request"]: f["evidence"]["counts_show"] for f in rep["findings"]
+               if f["code"] == "replay_mismatch"}
+        assert drafted and sorted(off) == sorted(drafted), rep["findings"]
+        assert all(s.startswith(shows) for s in off.values()), off
+        assert all(r["reference"]["matches"] for r in rep["results"])
+
+
+def test_two_llama_servers_side_by_side_say_llamas_definitions(servers, cli):
+    """--compare-url with llama-server on both sides (with and without a draft model): the same
+    greedy output, and llama.cpp's definitions said once."""
+    p = cli("--url", servers["clean"].url, "--compare-url", servers["plain"].url, CLIPS[0], "--max-tokens", "8",
+            "--out", "-")
+    assert p.returncode == 0, p.stderr[-2000:]
+    cmp = json.loads(p.stdout)["comparison"]
+    assert [r["same"] for r in cmp["requests"]] == [True], cmp
+    assert len(cmp["definitions"]) == 1 and "timings.draft_n" in cmp["definitions"][0], cmp["definitions"]
+    assert "Same output" in p.stderr
+
+
 def test_counters_that_do_not_add_up_are_found_on_a_real_reply(servers, inputs):
     """llama-server's totals held to what they must satisfy: accepted <= drafted, and every
     accepted draft an output token after the prefill's. No real server breaks them on demand:
@@ -141,6 +192,13 @@ def test_counters_that_do_not_add_up_are_found_on_a_real_reply(servers, inputs):
         eng.close()
     assert served.spec["num_draft_tokens"] > 0 and served.finish == "length"
     assert checks.counters(checks.Run("x", served)) == []
+    real = served.spec      # a reply claiming more drafts than the server-wide counters (--metrics) moved by
+    assert real["server_wide"]["drafted"] == real["num_draft_tokens"], real
+    served.spec = dict(real, num_draft_tokens=real["num_draft_tokens"] + 4)
+    bad = checks.counters(checks.Run("x", served))
+    assert [f["code"] for f in bad] == ["spec_counters"], bad
+    assert bad[0]["evidence"]["broken"] == [f"the server-wide drafted count (/metrics) moved by {real['num_draft_tokens']}"
+                                            f" over this request of {served.spec['num_draft_tokens']}"]
     served.spec = dict(served.spec, num_accepted_draft_tokens=served.spec["num_draft_tokens"] + 1)
     bad = checks.counters(checks.Run("x", served))
     assert [f["code"] for f in bad] == ["spec_counters"] and "drafted" in bad[0]["detail"]
@@ -163,6 +221,17 @@ def test_a_server_of_neither_kind_is_one_line(demo, cli):
     with OpenAIStub(demo.cloud, demo.tokenizer, version=None) as stub:
         one_line(cli("--url", stub.url, CLIPS[0]), stub.url, "neither kind", "nothing was judged")
         assert "/v1/completions" not in stub.paths
+
+
+def test_a_llama_server_that_wants_an_api_key_is_one_line_and_nothing_else_lost(servers, cli):
+    """llama-server with --api-key answers 401 to all the audit reads (/v1/models, /props,
+    /completion; only /health is open): one line naming it, before anything is loaded, also as
+    the second engine; the first engine still audits."""
+    keyed = servers["keyed"].url
+    one_line(cli("--url", keyed, CLIPS[0]), keyed, "HTTP 401", "credentials", "nothing was judged")
+    one_line(cli("--url", servers["plain"].url, "--compare-url", keyed, CLIPS[0]), keyed, "HTTP 401")
+    p = cli("--url", servers["plain"].url, CLIPS[0], "--max-tokens", "4", "--out", "-")
+    assert p.returncode == 0 and json.loads(p.stdout)["results"][0]["reference"]["matches"], p.stderr[-2000:]
 
 
 def test_a_server_that_dies_mid_request_is_one_line_and_nothing_else_lost(artifacts, servers, inputs, demo):

@@ -25,7 +25,7 @@ def audit(backend, url: str, inputs: list[tuple[str, list[int]]], model: str | N
         runs = [_run(engine, backend, name, ids, reference, rep, max_tokens, stream) for name, ids in inputs]
     finally:
         engine.close()
-    per = [registry.run(r, "request") + r.served.found for r in runs]
+    per = [registry.run(r, "request") for r in runs]
     results = [_result(r, backend.tokenizer, f) for r, f in zip(runs, per)]
     found = [f for fs in per for f in fs] + registry.run(runs, "run")
     return {"engine": {"kind": engine.kind, "version": engine.version, "url": engine.url,
@@ -40,7 +40,7 @@ def _run(engine, backend, name, ids, reference, rep, max_tokens, stream) -> Run:
     served = engine.complete(ids, max_tokens, stream, rep)
     ref = reference_local(backend, ids, len(served.ids)) if reference == "local" else reference_served(
         reference, None, ids, len(served.ids))
-    run = Run(name, served, *ref, rep=rep)
+    run = Run(name, served, *ref, rep=rep, misfit=served.misfit)     # (llama-server: totals the replay misses)
     # steps back to back are a draft model's, an n-gram engine's are placed by replaying its rule; counts that
     # contradict the kind replayed: a misfit (replay_mismatch), placed as the counts allow
     placed = starts(run, None)
@@ -128,6 +128,9 @@ DEFINITIONS = {  # what each engine's figures mean, said before a difference in 
     "vllm": "vLLM: mean acceptance length = 1 + accepted drafts / steps (the step's own target token counted); its "
             "first token comes from the prompt pass, so its steps start one token after it; its counters include "
             "drafts accepted past a max_tokens cut",
+    "llama.cpp": "llama.cpp: per request only the totals timings.draft_n (drafted) and draft_n_accepted (kept), no "
+                 "steps (rebuilt by --replay DRAFT_DIR); its first token comes from the prompt pass, as vLLM's; it "
+                 "drafts no token past n_predict",
     "ours": "our decoder: mean acceptance length = 1 + accepted drafts / cloud calls, its first round drafting from "
             "the prompt itself (no prompt-pass token)"}
 
@@ -139,7 +142,10 @@ def summary(rep: dict, i: int = 0) -> str:
     spec, n = r["metrics"]["speculative_decoding"] or {}, len(r["token_ids"])
     steps, acc = spec.get("num_spec_steps", 0), spec.get("num_accepted_draft_tokens", 0)
     shown = sum(t["source"] == "accepted" for t in r["trace"]["tokens"])
-    nums = (f"1 from the prompt pass + {steps} steps · mean acceptance length {spec.get('mean_acceptance_length', 1.0):.2f}"
+    mean = spec.get("mean_acceptance_length", 1 + acc / steps if steps else 1.0)   # (llama-server: from the steps)
+    nums = (f"{acc} of {spec.get('num_draft_tokens', 0)} drafts accepted (the engine's totals; no steps)"
+            if spec and "num_spec_steps" not in spec else
+            f"1 from the prompt pass + {steps} steps · mean acceptance length {mean:.2f}"
             + (f" (the engine counts {acc} accepted drafts, {acc - shown} past the {n}-token cut; the {shown} "
                f"shown: 1 + {shown}/{steps} = {1 + shown / steps:.2f})" if r["steps"] and acc > shown else "")
             if spec else ("no speculative decoding on this server" if rep["engine"]["speculates"] is False

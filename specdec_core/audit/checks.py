@@ -123,6 +123,10 @@ def counters(run: Run) -> list:
         bad.append(f"accepted {accepted} drafts of {s.get('num_draft_tokens', 0)} drafted")
     if run.served.finish == "length" and len(run.served.ids) < 1 + accepted:
         bad.append(f"output length {len(run.served.ids)} is shorter than 1 + {accepted} accepted drafts")
+    wide = s.get("server_wide") or {}    # llama-server's /metrics moved at least as much as this request
+    for key, mine in (("drafted", s.get("num_draft_tokens", 0)), ("accepted", accepted), ("steps", steps)):
+        if wide.get(key, mine) < mine:
+            bad.append(f"the server-wide {key} count (/metrics) moved by {wide[key]} over this request of {mine}")
     if steps and "mean_acceptance_length" in s:      # (llama-server sends neither of these two)
         want("mean acceptance length", s.get("mean_acceptance_length", 0.0), 1 + accepted / steps, True)
     if s.get("num_draft_tokens") and "draft_acceptance_rate" in s:
@@ -213,13 +217,17 @@ def replay(run: Run) -> list:
     if run.rep is None:
         return []
     replay_name, out, off = run.rep.name, run.served.ids, []
-    if run.misfit:             # the counts show another kind of drafter than the one replayed
+    if run.misfit:             # the counts show another kind of drafter than the one replayed, or (totals) another
+        spec = run.served.spec or {}
+        dr, acc = spec.get("num_draft_tokens", 0), spec.get("num_accepted_draft_tokens", 0)
         return [finding("replay_mismatch", f"{run.name}: the replayed drafter ({replay_name}) does not fit this "
-                        f"engine: its counts show {run.misfit}", f"{len(run.steps)} steps drafting "
-                        f"{sorted({d for _, d in run.steps})} token(s) for {len(out)} output tokens",
-                        cause="the drafter replayed is not the kind the server runs",
-                        fix="replay the drafter the server declares (its --speculative-config)",
-                        evidence={"request": run.name, "counts_show": run.misfit, "steps": len(run.steps)})]
+                        f"engine: its counts show {run.misfit}", (f"{len(run.steps)} steps drafting "
+                        f"{sorted({d for _, d in run.steps})} token(s)" if run.steps else f"{dr} drafted, {acc} "
+                        "accepted (its totals: no steps sent)") + f" for {len(out)} output tokens",
+                        cause="the drafter replayed is not the one the server runs",
+                        fix="replay the drafter the server declares (--speculative-config, llama-server's -md)",
+                        evidence={"request": run.name, "counts_show": run.misfit, "steps": len(run.steps),
+                                  "drafted": dr, "accepted": acc})]
     for i, ((a, d), start, drafts) in enumerate(zip(run.steps, run.starts or [], run.replayed)):
         want = 0
         while want < min(len(drafts), d) and start + want < len(out) and drafts[want] == out[start + want]:

@@ -4,10 +4,10 @@ position's top-2 log-probs, the draft counters under vLLM's names). vLLM's adapt
 served.Engine.complete itself."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from specdec_core.backends.openai_client import RemoteError
-from specdec_core.findings import finding
 
 TOP = 2                      # top log-probs asked per output token: the top-2 margin
 
@@ -22,7 +22,7 @@ class Served:
     spec: dict | None
     finish: str = ""
     notes: list[str] = field(default_factory=list)    # what could not be read, one line each
-    found: list = field(default_factory=list)         # findings the engine's adapter made
+    misfit: str | None = None     # the drafter the totals show when the replay cannot rebuild them
 
 
 VLLM, LLAMA = "vllm", "llama.cpp"
@@ -67,7 +67,9 @@ def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = No
     was drafted). With a draft-folder replay the steps are rebuilt from it (llama_steps)."""
     body = {"prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "n_probs": TOP,
             "return_tokens": True, "cache_prompt": False, "repeat_penalty": 1.0, "stream": False}
+    before = counted(engine)
     data = engine.client.request("POST", "/completion", body).data
+    after = counted(engine) if before else None
     try:
         ids = [int(t) for t in data["tokens"]]
         top = [{int(r["id"]): float(r["logprob"]), **{int(p["id"]): float(p["logprob"])
@@ -81,30 +83,42 @@ def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = No
                           "`return_tokens`, `n_probs`); nothing was judged") from None
     spec = {"num_draft_tokens": int(timings.get("draft_n") or 0),
             "num_accepted_draft_tokens": int(timings.get("draft_n_accepted") or 0)}
+    if after:     # server-wide counters: a cross-check of the reply's totals, never per-step counts
+        spec["server_wide"] = {k: after[k] - before[k] for k in before}
     out = Served(list(prompt), ids, top, spec, "length" if data.get("stop_type") == "limit" else "stop")
     if stream:
         out.notes.append("llama-server sends probabilities and timings on a whole reply only: "
                          "asked unstreamed")
-    steps = (llama_steps(out, rep, max_tokens) if rep is not None and rep.kind == "draft"
-             and spec["num_draft_tokens"] else None)
-    if steps is None and spec["num_draft_tokens"]:
-        out.notes.append("llama-server sends draft totals only (timings.draft_n, draft_n_accepted):"
-                         " counters judged by their totals, acceptance by draft and context position"
-                         " not (give --replay DRAFT_DIR)")
-    elif steps:
+    steps = llama_steps(out, rep, max_tokens) if rep is not None and spec["num_draft_tokens"] else None
+    if steps:
         k, acc, drafted, at = steps
         spec.update(per_step_accepted=acc, per_step_drafted=drafted, per_step_start=at,
                     num_spec_steps=len(acc), num_spec_tokens=k, steps_from="replay")
-    elif steps == ():
-        out.found.append(finding(
-            "replay_mismatch", f"the engine's draft totals are not what {rep.name}'s drafts give "
-            f"at any draft length 1..{MAX_K}", f"llama-server drafted {spec['num_draft_tokens']} and "
-            f"accepted {spec['num_accepted_draft_tokens']}; replaying {rep.name} over the same "
-            "output gives other totals at every draft length",
-            cause="the engine ran another drafter than declared, or its acceptance is not the exact "
-            "greedy rule", fix="check the -md model the server loaded against the folder replayed",
-            evidence={"drafted": spec["num_draft_tokens"], "accepted": spec["num_accepted_draft_tokens"]}))
+    elif spec["num_draft_tokens"]:
+        out.notes.append("llama-server sends draft totals only (timings.draft_n, draft_n_accepted):"
+                         " counters judged by their totals, acceptance by draft and context position"
+                         " not (give --replay DRAFT_DIR)")
+    if steps == ():   # every step drafts (a draft model) unless fewer drafts than steps are left
+        model = spec["num_draft_tokens"] >= len(ids) - 2 - spec["num_accepted_draft_tokens"]
+        out.misfit = ("a draft model" if model else "an n-gram rule") if model != (rep.kind == "draft") else (
+            f"another {'draft model' if model else 'n-gram rule'}: no draft length 1..{MAX_K} of "
+            "the replayed drafts gives its totals")
     return out
+
+
+def counted(engine) -> dict | None:
+    """llama-server's server-wide speculative counters (`--metrics`: /metrics), None when off."""
+    if getattr(engine, "metrics_off", False):
+        return None
+    try:
+        text = engine.client.request("GET", "/metrics").data.get("text") or ""
+    except RemoteError:
+        text = ""
+    got = dict(re.findall(r"^llamacpp:spec_decode_num_(draft_tokens|accepted_tokens|drafts)_total (\d+)$",
+                          text, re.M))
+    engine.metrics_off = len(got) < 3
+    return None if engine.metrics_off else {
+        "drafted": int(got["draft_tokens"]), "accepted": int(got["accepted_tokens"]), "steps": int(got["drafts"])}
 
 
 def llama_steps(served, rep, n_predict: int):
