@@ -101,23 +101,15 @@ def _joined(events: list[dict]) -> dict:
 
 # -- the reference ------------------------------------------------------------------------------
 def greedy(model, prompt_ids: list[int], n: int, vocab: int | None = None) -> tuple[list[int], list[dict]]:
-    """`model`'s greedy continuation, exactly n tokens (no stop: the served run's own length
-    bounds the comparison), with each position's top-2 log-probs {id: lp}."""
+    """`model`'s greedy continuation (decoding/baseline.greedy), exactly n tokens (no stop: the
+    served run's own length bounds the comparison), with each position's top-2 log-probs {id: lp}."""
     import torch
 
-    from specdec_core.compat import output_cache, with_cache
+    from specdec_core.decoding.baseline import greedy as decode
 
-    x, cache, ids, top = torch.tensor([prompt_ids]), None, [], []
-    with torch.inference_mode():
-        for _ in range(n):
-            o = model(input_ids=x, use_cache=True, **({} if cache is None else with_cache(model, cache)))
-            cache = output_cache(o)
-            lp = torch.log_softmax(o.logits[0, -1, :vocab].float(), -1)
-            vals, idx = torch.topk(lp, TOP)
-            ids.append(int(idx[0]))
-            top.append({int(i): float(v) for i, v in zip(idx, vals)})
-            x = idx[:1].view(1, 1)
-    return ids, top
+    ids, logits = decode(model, prompt_ids, n, keep_logits=True, vocab=vocab)
+    vals, idx = torch.topk(torch.log_softmax(logits[:, :vocab], -1), TOP)
+    return ids, [{int(i): float(v) for i, v in zip(ii, vv)} for ii, vv in zip(idx, vals)]
 
 
 def reference_local(backend, prompt_ids: list[int], n: int) -> tuple[list[int], list[dict]]:
