@@ -37,10 +37,11 @@ def cloud_only(backend, prompt, cfg, keep_logits: bool = False, repetition_penal
 
 @torch.inference_mode()
 def greedy(model, input_ids, n: int, stop_ids=None, criteria=(), keep_logits: bool = False,
-           repetition_penalty=None, vocab: int | None = None, **prefill):
+           repetition_penalty=None, vocab: int | None = None, **kw):
     """The one cloud-only greedy decoder (HF generate): (new ids, [n, V] float32 logits of each
     step or None). stop_ids None: exactly n tokens, EOS included (the served-engine audit's
-    reference); `vocab`: ids past it are never chosen."""
+    reference); `vocab`: ids past it are never chosen; `kw`: generate's other inputs (the
+    prompt's prefill inputs, bench's assistant model)."""
     dev = next(model.parameters()).device
     x = torch.as_tensor(input_ids).view(1, -1).to(dev)
     extra = dict(output_logits=True, return_dict_in_generate=True) if keep_logits else {}
@@ -51,7 +52,7 @@ def greedy(model, input_ids, n: int, stop_ids=None, criteria=(), keep_logits: bo
         extra["logits_processor"] = LogitsProcessorList([lambda ids, s: s.index_fill(-1, torch.arange(
             vocab, s.shape[-1], device=s.device), float("-inf"))])
     out = model.generate(
-        input_ids=x, attention_mask=torch.ones_like(x), **prefill, do_sample=False, max_new_tokens=n,
+        input_ids=x, attention_mask=torch.ones_like(x), **kw, do_sample=False, max_new_tokens=n,
         eos_token_id=stop_ids, pad_token_id=stop_ids[0] if stop_ids else None,
         stopping_criteria=StoppingCriteriaList(criteria), temperature=None, top_p=None, top_k=None, **extra)
     seq = out[0] if not hasattr(out, "sequences") else out.sequences[0]
