@@ -72,13 +72,12 @@ def run_clip(backend, audio_src, cfg: DecodeConfig, baseline: bool = False, name
         res, own = got["result"], got["result"].trace
         res.audio, res.trace, res.extra["metrics"] = label, own.to_dict(), own.metrics
         if baseline and own.ended_by not in ("cancelled", "time_limit"):
-            from specdec_core.decoding.reference import compare
+            from specdec_core.recorder import compare
 
             # the reference, the numerics probe and the bug-or-numerics verdict at the first
             # divergence (baseline.first_divergence, trace.numerics; docs/recorder.md)
-            res.extra["baseline"] = base = compare(backend, prompt, cfg, res.trace)
+            res.extra["baseline"] = base = compare(backend, prompt, cfg, res)
             own.metrics["matches_baseline"] = base["token_ids"] == own.token_ids
-            res.findings = res.trace["diagnostics"]       # with a numerics verdict (compare)
         return res
     except UserError as e:
         return ClipResult("run", label, ok=False, error=str(e))

@@ -8,7 +8,8 @@ import threading
 from components.findings import findings_html
 from specdec_core.api import LiveTrace, prepare, stream_prompt
 from specdec_core.decoding.faults import latent
-from specdec_core.decoding.reference import compare, reference_for, same_reference
+from specdec_core.decoding.reference import reference_for, same_reference
+from specdec_core.recorder import compare
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.result import ClipResult
 

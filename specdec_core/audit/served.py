@@ -100,33 +100,21 @@ def _joined(events: list[dict]) -> dict:
 
 
 # -- the reference ------------------------------------------------------------------------------
-def greedy(model, prompt_ids: list[int], n: int, vocab: int | None = None) -> tuple[list[int], list[dict]]:
-    """`model`'s greedy continuation, exactly n tokens (no stop: the served run's own length
-    bounds the comparison), with each position's top-2 log-probs {id: lp}."""
+def reference_local(backend, prompt_ids: list[int], n: int) -> tuple[list[int], list[dict]]:
+    """The local cloud model's greedy output (no speculation; decoding/baseline.greedy), exactly n
+    tokens (no stop: the served run's own length bounds the comparison), with each position's
+    top-2 log-probs {id: lp}."""
     import torch
 
-    from specdec_core.compat import output_cache, with_cache
+    from specdec_core.decoding.baseline import greedy
 
-    x, cache, ids, top = torch.tensor([prompt_ids]), None, [], []
-    with torch.inference_mode():
-        for _ in range(n):
-            o = model(input_ids=x, use_cache=True, **({} if cache is None else with_cache(model, cache)))
-            cache = output_cache(o)
-            lp = torch.log_softmax(o.logits[0, -1, :vocab].float(), -1)
-            vals, idx = torch.topk(lp, TOP)
-            ids.append(int(idx[0]))
-            top.append({int(i): float(v) for i, v in zip(idx, vals)})
-            x = idx[:1].view(1, 1)
-    return ids, top
-
-
-def reference_local(backend, prompt_ids: list[int], n: int) -> tuple[list[int], list[dict]]:
-    """The local cloud model's greedy output (no speculation)."""
-    cloud = getattr(backend, "cloud", None)
+    cloud, vocab = getattr(backend, "cloud", None), getattr(backend, "shared_vocab", None)
     if cloud is None or not callable(cloud):
         raise UserError("--reference local needs a backend with a local cloud model; "
                         "give --reference URL (a server without speculation)")
-    return greedy(cloud, prompt_ids, n, getattr(backend, "shared_vocab", None))
+    ids, logits = greedy(cloud, prompt_ids, n, keep_logits=True, vocab=vocab)
+    vals, idx = torch.topk(torch.log_softmax(logits[:, :vocab], -1), TOP)
+    return ids, [{int(i): float(v) for i, v in zip(ii, vv)} for ii, vv in zip(idx, vals)]
 
 
 def reference_served(url: str, model: str | None, prompt_ids: list[int], n: int) -> tuple[list[int], list[dict]]:
@@ -164,6 +152,8 @@ class Replay:
     def propose(self, ctx: list[int], k: int) -> list[int]:
         if self.kind == "ngram":
             return ngram_propose(ctx, self.lo, self.hi, k, self.max_len)
+        from specdec_core.decoding.baseline import greedy
+
         return greedy(self.model, ctx, k)[0]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 import torch
-from transformers import MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessorList, MaxLengthCriteria, StoppingCriteria, StoppingCriteriaList
 
 from specdec_core.decoding.stopping import StopChecker, build_stopper
 from specdec_core.decoding.vocab import TokenClasses
@@ -17,36 +17,49 @@ def stopper_for(backend, prompt, cfg) -> StopChecker:
                          prompt.length)
 
 
-@torch.inference_mode()
 def cloud_only(backend, prompt, cfg, keep_logits: bool = False, repetition_penalty=None):
     """{"text", "token_ids", "wall_s"}; with keep_logits, (that dict, [n, V] float32 logits of
     each step's forward on the shared vocabulary) -- what the divergence verdict reads. With a
     repetition_penalty (record's declared target_repetition_penalty) generate applies it and the
     kept logits are the penalised ones."""
     checker = stopper_for(backend, prompt, cfg)
-    dev = next(backend.cloud.parameters()).device
     t0 = time.perf_counter()
+    ids, logits = greedy(backend.cloud, prompt.input_ids, cfg.max_new_tokens, list(backend.stop_ids),
+                         [*id_criteria(checker), PassTurn()], keep_logits, repetition_penalty,
+                         **prompt.prefill_kwargs)
+    res = {"text": backend.tokenizer.decode(ids, skip_special_tokens=True), "token_ids": ids,
+           "wall_s": round(time.perf_counter() - t0, 4)}
+    if not keep_logits:
+        return res
+    v = getattr(backend, "shared_vocab", None)
+    return res, (logits[:, :v] if v else logits)
+
+
+@torch.inference_mode()
+def greedy(model, input_ids, n: int, stop_ids=None, criteria=(), keep_logits: bool = False,
+           repetition_penalty=None, vocab: int | None = None, **kw):
+    """The one cloud-only greedy decoder (HF generate): (new ids, [n, V] float32 logits of each
+    step or None). stop_ids None: exactly n tokens, EOS included (the served-engine audit's
+    reference); `vocab`: ids past it are never chosen; `kw`: generate's other inputs (the
+    prompt's prefill inputs, bench's assistant model)."""
+    dev = next(model.parameters()).device
+    x = torch.as_tensor(input_ids).view(1, -1).to(dev)
     extra = dict(output_logits=True, return_dict_in_generate=True) if keep_logits else {}
     if repetition_penalty is not None:
         extra.update(repetition_penalty=float(repetition_penalty),
                      **({"output_scores": True} if keep_logits else {}))
-    out = backend.cloud.generate(
-        input_ids=prompt.input_ids.to(dev), attention_mask=torch.ones_like(prompt.input_ids).to(dev),
-        **prompt.prefill_kwargs, do_sample=False, max_new_tokens=cfg.max_new_tokens,
-        eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
-        stopping_criteria=StoppingCriteriaList([*id_criteria(checker), PassTurn()]),
-        temperature=None, top_p=None, top_k=None, **extra)
-    wall = time.perf_counter() - t0
+    if vocab is not None:
+        extra["logits_processor"] = LogitsProcessorList([lambda ids, s: s.index_fill(-1, torch.arange(
+            vocab, s.shape[-1], device=s.device), float("-inf"))])
+    out = model.generate(
+        input_ids=x, attention_mask=torch.ones_like(x), **kw, do_sample=False, max_new_tokens=n,
+        eos_token_id=stop_ids, pad_token_id=stop_ids[0] if stop_ids else None,
+        stopping_criteria=StoppingCriteriaList(criteria), temperature=None, top_p=None, top_k=None, **extra)
     seq = out[0] if not hasattr(out, "sequences") else out.sequences[0]
-    ids = seq[prompt.length:].tolist()
-    text = backend.tokenizer.decode(ids, skip_special_tokens=True)
-    res = {"text": text, "token_ids": ids, "wall_s": round(wall, 4)}
     if not keep_logits:
-        return res
-    v = getattr(backend, "shared_vocab", None)
+        return seq[x.shape[1]:].tolist(), None
     kept = out.scores if repetition_penalty is not None else out.logits
-    logits = torch.stack([x[0] for x in kept]).float().cpu()
-    return res, (logits[:, :v] if v else logits)
+    return seq[x.shape[1]:].tolist(), torch.stack([s[0] for s in kept]).float().cpu()
 
 
 class PassTurn(StoppingCriteria):

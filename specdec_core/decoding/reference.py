@@ -1,7 +1,7 @@
 """The built-in decoder against the cloud-only reference (`run --baseline`, the Live tab's
-"compare with cloud-only"): the reference decode with its logits, the numerics probe, and the
-bug-or-numerics verdict at the first divergence (analysis/divergence.py), read from the trace
-(each verified token keeps its verify row's `cloud_top2` = [top-1 id, top-2 id, margin])."""
+"compare with cloud-only"; recorder/driver/reference.compare): the reference decode with its
+logits and the bug-or-numerics verdict at the first divergence (analysis/divergence.py), read from
+the trace (each verified token keeps its verify row's `cloud_top2` = [top-1 id, top-2 id, margin])."""
 from __future__ import annotations
 
 from specdec_core.analysis import divergence
@@ -19,27 +19,6 @@ def reference_for(backend, prompt, cfg):
 def same_reference(cfg_a, cfg_b) -> bool:
     """Whether a reference decoded under cfg_a is also cfg_b's (same stops and prompt)."""
     return all(getattr(cfg_a, k) == getattr(cfg_b, k) for k in STOP_KNOBS)
-
-
-def compare(backend, prompt, cfg, trace: dict, probe: bool = True, reference=None) -> dict:
-    """The `baseline` entry: {text, token_ids, wall_s, first_divergence}. Also sets
-    trace["numerics"] (the probe) and, for a numerics divergence, appends the info finding
-    `numeric_divergence` to trace["diagnostics"]. `reference`: reference_for()'s result, to
-    reuse (A/B: one cloud-only decode for both sides)."""
-    base, logits = reference or reference_for(backend, prompt, cfg)
-    base = dict(base)
-    if probe and "numerics" not in trace:
-        from specdec_core.decoding.numerics import probe as run_probe
-
-        trace["numerics"] = run_probe(backend, prompt, trace.get("token_ids") or [], k=cfg.k)
-    fd = first_divergence(trace, base["token_ids"], logits, backend.tokenizer, trace.get("numerics"))
-    base["first_divergence"] = fd
-    trace["reference"] = {"matches": fd is None, "first_divergence": fd}   # the token view's marker
-    if fd is not None and fd["cause"] == "numerics":
-        diags = [d for d in trace.get("diagnostics") or [] if d.get("code") != "clean"]
-        trace["diagnostics"] = diags + [divergence.numeric_finding(fd, (trace.get("info") or {})
-                                                                   .get("dtype"))]
-    return base
 
 
 def first_divergence(trace: dict, ref: list[int], ref_logits, tokenizer, numerics=None) -> dict | None:

@@ -8,6 +8,7 @@ it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
 - `record_builtin` / `judged_run` / `judged_stream`: the built-in decoder recorded and judged the
   same way (both through `recorded`: seed, observers, kept configs, dtype, analysis)
 - `finish(result)`: the one fold, the only writer of a judged result's findings (the audit uses it too)
+  (`compare`: a finished run against its cloud-only reference, its verdict folded by the report)
 - `parse_sets`, `DEFAULTS`, `KNOBS`: the declared knobs; `EXPECTED`, `check_call`, `call_kwargs`:
   the user function's signature, checked before a clip runs
 - `check_recording`, `check_size`, `max_mb`, `parse_json`: an uploaded recording validated
@@ -17,6 +18,7 @@ registry of checks, `specdec_core.recorder.checks.registry` (engine and pair che
 it as loop checks do; it imports only the findings' registry)."""
 from specdec_core.recorder.analyze import analyze, judge  # noqa: F401
 from specdec_core.recorder.driver.builtin import judged_run, judged_stream, record_builtin  # noqa: F401
+from specdec_core.recorder.driver.reference import compare  # noqa: F401
 from specdec_core.recorder.driver.clip import (DEFAULTS, KNOBS, call_kwargs, head_drafter,  # noqa: F401
                                                load_function, parse_sets, pooled_findings, record_clip,
                                                recorded)

@@ -35,11 +35,11 @@ def checked(rec: dict, tokenizer, info=None, dependence=None, **kw) -> ClipResul
         e = _evidence(rec, ctx, info, dependence)
         return ClipResult(trace=e.trace, findings=report.fold(registry.run(e, "clip"), e),
                           recording=rec, evidence=e, **kw)
-    rows, found = batch_rows.split(rec, ctx)   # batch > 1: every row on its own (normalize/)
-    if not rows:                          # the layout could not be read: say so, judge nothing
+    rows, unread = batch_rows.split(rec, ctx)   # batch > 1: every row on its own (normalize/)
+    if not rows:                          # the layout could not be read: the report says so
         e = _evidence(_unbatched(rec), ctx, info, None)
-        return ClipResult(trace=e.trace, findings=found, recording=rec, evidence=e, **kw)
-    e_clip, B = None, rows[0][2]["batch_size"]
+        return ClipResult(trace=e.trace, recording=rec, evidence=e, batch=unread, **kw)
+    found, e_clip, B = [], None, rows[0][2]["batch_size"]
     for b, clip, r in rows:
         e = _evidence(r, ctx, info, dependence if clip else None)
         f = report.fold(registry.run(e, "clip" if clip else "row"), e)

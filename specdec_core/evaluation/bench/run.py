@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from specdec_core.decoding import tree_round
-from specdec_core.decoding.baseline import cloud_only, id_criteria, stopper_for
+from specdec_core.decoding.baseline import cloud_only, greedy, id_criteria, stopper_for
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.decoder import SpeculativeDecoder
 from specdec_core.evaluation.bench.cost_probe import CostProbe
@@ -55,18 +55,13 @@ def bench_config(**kw) -> DecodeConfig:
     return DecodeConfig(cache_check_every=0, **kw)
 
 
-@torch.inference_mode()
 def hf_assisted(backend, prompt, cfg) -> list[int]:
     """transformers' assisted generation: constant schedule, k drafts, confidence threshold off."""
-    dev = next(backend.cloud.parameters()).device
-    out = backend.cloud.generate(
-        input_ids=prompt.input_ids.to(dev), attention_mask=torch.ones_like(prompt.input_ids).to(dev),
-        **prompt.prefill_kwargs, assistant_model=backend.edge, do_sample=False,
-        num_assistant_tokens=cfg.k, num_assistant_tokens_schedule="constant",
-        assistant_confidence_threshold=0.0, max_new_tokens=cfg.max_new_tokens,
-        eos_token_id=list(backend.stop_ids), pad_token_id=backend.stop_ids[0],
-        stopping_criteria=id_criteria(stopper_for(backend, prompt, cfg)), temperature=None, top_p=None, top_k=None)
-    return _cut_at_stop(out[0, prompt.length:].tolist(), stopper_for(backend, prompt, cfg))
+    stops = stopper_for(backend, prompt, cfg)
+    ids, _ = greedy(backend.cloud, prompt.input_ids, cfg.max_new_tokens, list(backend.stop_ids), id_criteria(stops),
+                    assistant_model=backend.edge, num_assistant_tokens=cfg.k, num_assistant_tokens_schedule="constant",
+                    assistant_confidence_threshold=0.0, **prompt.prefill_kwargs)
+    return _cut_at_stop(ids, stops)
 
 
 def _cut_at_stop(ids: list[int], stops) -> list[int]:

@@ -1,11 +1,32 @@
-"""`record --reference`: the cloud's own greedy decode on the same prompt (with the declared
+"""`run --baseline` and the page's cloud-only run (`compare`): the built-in decoder's trace against
+the cloud-only reference, the numerics probe and the verdict, folded into its findings by the
+report. `record --reference`: the cloud's own greedy decode on the same prompt (with the declared
 target_repetition_penalty, as generate applies it), where the user's
 output first leaves it, and why (analysis/divergence.py: numerics or decoder). The user's side
 comes from the recording: the cloud forward whose row decided the divergent position (its top-5
 log-probs: log-prob differences are logit differences), its width and its context."""
 from __future__ import annotations
 
-from specdec_core.decoding.reference import diverge
+from specdec_core.decoding.reference import diverge, first_divergence, reference_for
+from specdec_core.recorder import report
+
+
+def compare(backend, prompt, cfg, target, probe: bool = True, reference=None) -> dict:
+    """The `baseline` entry: {text, token_ids, wall_s, first_divergence}. `target`: the run's
+    trace dict, or its result. Also sets trace["numerics"] (the probe) and trace["reference"] (the
+    token view's marker); a numerics divergence joins the findings (report.compared).
+    `reference`: reference_for()'s result, to reuse (A/B: one cloud-only decode for both sides)."""
+    trace = getattr(target, "trace", target)
+    base, logits = reference or reference_for(backend, prompt, cfg)
+    base = dict(base)
+    if probe and "numerics" not in trace:
+        from specdec_core.decoding.numerics import probe as run_probe
+
+        trace["numerics"] = run_probe(backend, prompt, trace.get("token_ids") or [], k=cfg.k)
+    fd = first_divergence(trace, base["token_ids"], logits, backend.tokenizer, trace.get("numerics"))
+    base["first_divergence"] = fd
+    trace["reference"] = {"matches": fd is None, "first_divergence": fd}
+    return report.compared(target, base)
 
 
 def reference_diff(backend, prompt, res, knobs: dict) -> dict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 
 from specdec_core.analysis.divergence import common_prefix
-from specdec_core.findings import finding
 
 DROP = ("batch_rows", "batch_layout", "mrope", "mask_rows", "slot_moves")
 
@@ -43,25 +42,16 @@ def _origin(fwds: list) -> None:
                 f["position_origin"] = c
 
 
-def _layout_error(B: int, why: str) -> dict:
-    return finding("batch_layout", f"batch of {B}: the rows could not be read; nothing was judged",
-                   why, "the recorder reads each row's padding from a 2D attention mask [batch, "
-                   "cache + new] and finds the clip's row by its prompt",
-                   "pass a 2D attention mask with the padding as zeros, and the clip's prompt "
-                   "as one row's prompt", {"model": None, "forward": None, "batch": B})
-
-
-def split(rec: dict, ctx) -> tuple[list, list]:
-    """recording -> ([(row, clip?, row recording)], findings). No rows: a layout finding.
-    (The one normalizer with a finding of its own: without rows there is no recording to
-    check.)"""
+def split(rec: dict, ctx) -> tuple[list, dict | None]:
+    """recording -> ([(row, clip?, row recording)], None); no rows: ([], {"batch": B, "unread":
+    why}), which the report says (report.finish: `batch_layout`; no recording to check)."""
     fw = rec.get("forwards") or []
     B = max((f.get("batch") or 1) for f in fw)
     bad = next((f for f in fw if (f.get("batch") or 1) > 1 and (f.get("batch_rows") is None
                                                                  or len(f["batch_rows"]) != B)), None)
     if bad is not None:
-        return [], [_layout_error(B, f"forward {bad['i']} ({bad['model']}): "
-                                     + (bad.get("batch_layout") or f"batch {bad.get('batch')}, not {B}"))]
+        return [], {"batch": B, "unread": f"forward {bad['i']} ({bad['model']}): "
+                    + (bad.get("batch_layout") or f"batch {bad.get('batch')}, not {B}")}
     per_row = [[] for _ in range(B)]
     for f, who in _identities([f for f in fw if (f.get("batch") or 1) > 1], B):
         for b, r in enumerate(who):
@@ -70,8 +60,8 @@ def split(rec: dict, ctx) -> tuple[list, list]:
     P = list(rec.get("prompt_ids") or [])
     clip = [b for b, p in enumerate(prompts) if p is not None and P and p[:len(P)] == P]
     if len(clip) != 1:
-        return [], [_layout_error(B, f"the clip's prompt ({len(P)} ids) is the prompt of "
-                                     f"{len(clip)} of the {B} rows")]
+        return [], {"batch": B, "unread": f"the clip's prompt ({len(P)} ids) is the prompt of "
+                                          f"{len(clip)} of the {B} rows"}
     out = []
     sampled = bool((rec.get("declared") or {}).get("temperature"))
     for b, rows in enumerate(per_row):
@@ -88,7 +78,7 @@ def split(rec: dict, ctx) -> tuple[list, list]:
                      batch_row=b, batch_size=B, error=None)
             r["out_ids"] = infer_out(r, ctx)
         out.append((b, b == clip[0], _trim(r, ctx)))
-    return out, []
+    return out, None
 
 
 def _identities(fw: list, B: int) -> list:

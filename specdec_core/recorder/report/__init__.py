@@ -47,20 +47,17 @@ STOPPED = ("cancelled", "time_limit")
 
 def finish(r):
     """A judged result's findings as every reader gets them, written once to `r.findings` and
-    its trace's diagnostics: the checks' (folded per clip or row: `fold`), a batch's rows line,
-    the numerics verdict of `record --reference`, the built-in decoder's own q check
-    (decoding/checks.py, from its trace's warnings), a stopped run's end not judged. Returns r."""
-    from specdec_core.analysis.divergence import numeric_finding
+    its trace's diagnostics: the checks' (folded per clip or row: `fold`), a batch's rows line
+    (or, rows unread, the one finding saying so), the numerics verdict of `record --reference`,
+    the built-in decoder's own q check (decoding/checks.py, from its trace's warnings), a stopped
+    run's end not judged. Returns r."""
     from specdec_core.decoding.checks import q_mismatch_findings
 
     found, tr = list(r.findings), r.trace
     if r.batch:
-        found = order(found + [_rows_line(**r.batch)])
-    fd = (r.extra.get("reference") or {}).get("first_divergence")
-    if fd is not None and fd["cause"] == "numerics":   # info, never an error (issue 27)
-        numerics = (r.recording or {}).get("numerics")
-        found = sorted(found + [numeric_finding(fd, numerics and numerics["dtype"])],
-                       key=lambda f: SEVERITIES.index(f["severity"]))
+        found = order(found + [_layout(**r.batch) if "unread" in r.batch else _rows_line(**r.batch)])
+    numerics = (r.recording or {}).get("numerics")
+    found = _numerics(found, r.extra.get("reference"), numerics and numerics["dtype"])
     ended_by = getattr(tr, "ended_by", None) or (tr.get("ended_by") if isinstance(tr, dict) else None)
     if ended_by in STOPPED:        # stopped from outside: its end is not judged
         found = incomplete.end_not_judged(found, ended_by)
@@ -71,6 +68,36 @@ def finish(r):
     elif tr is not None:
         tr.diagnostics = found
     return r
+
+
+def compared(target, base: dict) -> dict:
+    """A finished run compared afterwards with its cloud-only reference (`run --baseline`, the
+    page's cloud-only run; recorder/driver/reference.compare): the reference's numerics verdict
+    joins its findings and trace diagnostics by finish's step. `target`: the run's trace dict, or
+    its result (a ClipResult whose trace is a dict). Returns base."""
+    tr = getattr(target, "trace", target)
+    tr["diagnostics"] = found = _numerics(tr.get("diagnostics") or [], base, (tr.get("info") or {}).get("dtype"))
+    if tr is not target:
+        target.findings = found
+    return base
+
+
+def _numerics(found: list, reference: dict | None, dtype) -> list:
+    """A divergence from the reference by numerics is an info finding, never an error (issue 27)."""
+    from specdec_core.analysis.divergence import numeric_finding
+
+    fd = (reference or {}).get("first_divergence")
+    if fd is None or fd["cause"] != "numerics":
+        return found
+    return sorted(found + [numeric_finding(fd, dtype)], key=lambda f: SEVERITIES.index(f["severity"]))
+
+
+def _layout(batch: int, unread: str) -> dict:
+    return finding("batch_layout", f"batch of {batch}: the rows could not be read; nothing was judged",
+                   unread, "the recorder reads each row's padding from a 2D attention mask [batch, "
+                   "cache + new] and finds the clip's row by its prompt",
+                   "pass a 2D attention mask with the padding as zeros, and the clip's prompt "
+                   "as one row's prompt", {"model": None, "forward": None, "batch": batch})
 
 
 def _rows_line(rows: int, batch: int, row: int) -> dict:
