@@ -1,7 +1,5 @@
-"""UI building blocks: pure functions of a trace dict / config -> HTML, plotly figures, tables.
-
-Nothing here touches a model or Gradio state. Inject ALL_CSS once in the page.
-"""
+"""UI building blocks: pure functions of a trace / config -> HTML, figures, tables (no model, no
+Gradio state). Inject ALL_CSS once in the page."""
 
 from .batch_view import BATCH_CSS
 from .cards import CARDS_CSS

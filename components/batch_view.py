@@ -1,5 +1,4 @@
-"""Batch view pieces: the regression checklist as pass/fail lines, the per-clip table, and the
-aggregate table and per-configuration checklists of a BatchResult."""
+"""Batch view pieces: checklists, the per-clip table, the aggregate table, acceptance by label."""
 
 from __future__ import annotations
 
@@ -113,8 +112,7 @@ def _lookup(row: dict, keys: tuple[str, ...]):
 
 
 def _cell(key: str, value, digits: int):
-    """A value of the per-clip and the aggregate table, written one way: shares as percentages (as
-    on Live: 65.7%), flags as yes / no, other floats with `digits` decimals (3.60, not 3.6)."""
+    """A table value written one way: shares as percentages, flags yes / no, floats with `digits`."""
     if is_number(value) and term(key).unit == "%":
         return fmt(key, value)
     if isinstance(value, bool):
@@ -161,8 +159,7 @@ AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
 
 
 def aggregate_frame(result) -> pd.DataFrame:
-    """Aggregate rows: one row per summary figure, one column per configuration; why the clips
-    ended, one row per reason in the Live tab's words (a row each: a list would be cut)."""
+    """One row per summary figure (and per reason the clips ended), one column per configuration."""
     cols = {}
     ends = list(dict.fromkeys(k for s in result.summary.values() for k in s.get("ended_by") or {}))
     for name, s in result.summary.items():
@@ -184,8 +181,7 @@ def aggregate_placeholder() -> pd.DataFrame:
 
 
 def aggregate_html(df: pd.DataFrame) -> str:
-    """The aggregate frame as a table that fits its box at 1280 px: the row titles wrap, every
-    configuration's column stays in view (A and B in their colours, as on the A/B tab)."""
+    """The aggregate frame as a table that fits 1280 px: titles wrap, every configuration stays in view."""
     cols = list(df.columns)
     head = "".join(f'<th class="ss-agg-{esc(c.split()[-1])}" data-config="{esc(c)}">{esc(c)}</th>' for c in cols[1:])
     body = "".join("<tr><th>" + esc(r[0]) + "</th>" + "".join(f"<td>{esc(v)}</td>" for v in r[1:]) + "</tr>"
@@ -240,9 +236,7 @@ def _label_cell(c: str, cols: dict) -> str:
 
 
 def label_matrix_html(by_label: dict | None) -> str:
-    """results.json["by_label"] as a table: one row per label and configuration (A and B in their
-    colours), each acceptance with its denominator in the header, the glossary's definition on
-    hover, and a note on why the draft acceptance rate reads lower than its per-judged halves."""
+    """results.json["by_label"]: a row per label and configuration, each acceptance with its denominator."""
     if not by_label:
         return '<div class="ss-none">No acceptance by label yet: run a batch first.</div>'
     head = "".join(f'<th title="{esc(hover(c))}">{esc(term(c).label)}'

@@ -165,8 +165,7 @@ def _spread(xs) -> float:
 
 
 def noise_verdict(key: str, samples_a: list, samples_b: list) -> tuple[str, str]:
-    """A timing judged on repeats: better only when the medians differ by more than NOISE_FACTOR
-    x the larger of the two sides' spreads."""
+    """A timing judged on repeats: better only beyond NOISE_FACTOR x the larger spread."""
     ma, mb = statistics.median(samples_a), statistics.median(samples_b)
     noise = max(_spread(samples_a), _spread(samples_b))
     seen = (f"A {fmt(key, min(samples_a))}–{fmt(key, max(samples_a))}, B {fmt(key, min(samples_b))}–"
@@ -180,9 +179,8 @@ def noise_verdict(key: str, samples_a: list, samples_b: list) -> tuple[str, str]
 
 def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None,
           samples: tuple[list, list] | None = None, tree: bool = False) -> tuple[str, str]:
-    """(winner, why): winner "A" | "B" | "=" | "" (no direction or not comparable).
-    same_text None = unknown (API callers without texts): cost metrics are judged as numbers.
-    `samples`: a timing's repeats per side (A's, B's); judged against their measured spread."""
+    """(winner, why): "A" | "B" | "=" | "" (no direction or not comparable); same_text None: unknown;
+    `samples`: a timing's repeats per side, judged against their spread."""
     band = _band(key, prompt_type)
     if band and is_number(a) and is_number(b):
         return _band_verdict(key, a, b, band)
@@ -212,8 +210,7 @@ def _keys(a_all: dict, b_all: dict) -> list[str]:
 
 def metric_diff_table(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
                       prompt_type: str | None = None) -> pd.DataFrame:
-    """One row per metric (raw key): A, B, delta (B - A) and which side is better where that has
-    a direction. The data behind `metric_diff_html`, for scripts and tests."""
+    """One row per metric: A, B, delta (B - A) and the better side (metric_diff_html's data, for scripts)."""
     a_all, b_all = metrics_a or {}, metrics_b or {}
     rows = []
     for key in _keys(a_all, b_all):
@@ -300,12 +297,9 @@ def _diff_row(key: str, ra, rb, same_text, prompt_type, samples, identical: bool
 def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
                      prompt_type: str | None = None, extra: list[tuple[str, object, object]] | None = None,
                      timings: dict | None = None, identical: bool = False) -> str:
-    """The A/B table a person reads, in groups (speed, text, drafting, link): glossary labels
-    (hover: unit and meaning), rounded values with units, the change B − A, and the better side
-    with its reason on hover. Only rows that apply: no link rows when neither run had a link,
-    failure counts only when a side has one. `extra`: rows (key, A, B) that replace the runs'
-    own (the speed-up over cloud-only, timing medians); `timings`: key -> (A's repeats, B's
-    repeats), judged against their spread; `identical`: the two configurations are the same."""
+    """The A/B table a person reads, in groups, with glossary labels, B − A and the better side (why on
+    hover); only rows that apply. `extra`: (key, A, B) rows that replace the runs' own; `timings`: key ->
+    (A's repeats, B's repeats); `identical`: the two configurations are the same."""
     a_all, b_all = metrics_a or {}, metrics_b or {}
     if not a_all and not b_all:
         return '<div class="ss-none">Run A and B to compare their metrics.</div>'
@@ -337,8 +331,7 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
 
 
 def speedup_cell(sp: dict | None):
-    """The A/B table's speed-up value: the number when it is a measured speed-up (or slow-down) of
-    the same output within the bound, else the words the page says instead (cards.speed_kind)."""
+    """The A/B cell of a speed-up: its number when speed_kind allows one, else the page's words."""
     if not sp:
         return None
     kind = speed_kind(sp)
@@ -352,10 +345,7 @@ def speedup_cell(sp: dict | None):
 
 
 def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
-    """Next to the final text: the speed-up over cloud-only with its spread (evaluation/bench/speedup.py:
-    "no measurable difference" when the spread covers 1.0, "speed of a different output" when
-    the texts differ, not shown above the acceptance's bound) and a character diff of the text
-    against the cloud-only text."""
+    """Under the final text: the speed-up over cloud-only (as speed_kind allows) and the character diff."""
     same = (text or "") == (base_text or "")
     head = ""
     if sp:
@@ -373,8 +363,7 @@ def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = Non
 
 
 def char_diff_html(text_a: str | None, text_b: str | None, names: tuple[str, str] = ("A", "B")) -> str:
-    """Character diff of two outputs: text only in the first struck through, text only in the
-    second underlined."""
+    """Character diff: text only in the first struck through, text only in the second underlined."""
     a, b = text_a or "", text_b or ""
     if a == b:
         what = "identical texts" if a else "both texts are empty"

@@ -1,5 +1,4 @@
-"""Bug or numerics? Pure HTML for where an output leaves the cloud-only reference
-(`reference.first_divergence`, analysis/divergence.py) and for the numerics probe."""
+"""Bug or numerics? HTML for where an output leaves cloud-only (analysis/divergence.py) and the probe."""
 from __future__ import annotations
 
 from specdec_core.decoding.numerics import probe_line
@@ -44,8 +43,7 @@ def divergence_marker(fd: dict | None) -> str:
 
 
 def numerics_html(num: dict | None, fd: dict | None = None) -> str:
-    """Inspect's block: the probe's line ('ties closer than X logits can flip', from a recording
-    or a run trace) and, with a reference, the divergence verdict."""
+    """Inspect's block: the numerics probe's line and, with a reference, the divergence verdict."""
     parts = [esc(t) for t in (probe_line(num), divergence_title(fd) if fd else "") if t]
     if not parts:
         return ""

@@ -1,10 +1,5 @@
-"""Findings as HTML: the one renderer of every tab (Live, A/B, a served engine, Inspect, the
-pair check). Severity-coloured cards, errors first, each with its title, its stable code in
-small type, what, likely cause, fix and evidence (token ids with their text), the symptoms a
-root explains folded under it; the cases that are not a clean bill (no cloud call, a fault
-latent at the knobs, a run that ended in an error) said so. Also the status-line summaries of
-the findings and a badge of the run's configuration. Pure functions of the findings / config
-dicts; inject FINDINGS_CSS once (components.ALL_CSS)."""
+"""Findings as HTML, the one renderer of every tab: severity-coloured cards, errors first, symptoms
+folded under their root, the not-clean cases said so; also status-line summaries and config badges."""
 from __future__ import annotations
 
 from specdec_core.findings import SEVERITIES, from_json
@@ -62,8 +57,7 @@ def _count_key(key) -> bool:
 
 
 def _value(v, ids: bool, texts) -> str:
-    """One evidence value in words: a token id with its text, a long id list as text (cut
-    after SHOWN_IDS), a long list cut after SHOWN_VALUES, an object as `key value` pairs."""
+    """One evidence value in words: ids with their text, long lists cut, objects as `key value` pairs."""
     if isinstance(v, bool) or v is None:
         return str(v).lower() if v is not None else DASH
     if isinstance(v, float):
@@ -84,8 +78,7 @@ def _value(v, ids: bool, texts) -> str:
 
 
 def evidence_lines(ev: dict | None, texts=None) -> list[str]:
-    """A finding's evidence as readable `key: value` lines (plain text, not escaped); `texts`
-    (token id -> text) decodes token ids."""
+    """A finding's evidence as `key: value` lines (plain text); `texts` decodes token ids."""
     return [f"{str(k).replace('_', ' ')}: {_value(v, _id_key(k), texts)}"
             for k, v in (ev or {}).items() if v not in (None, [], {}, "")]
 
@@ -106,11 +99,8 @@ CLEAN = ("caches, positions, context, acceptance against the cloud, stops and th
 
 def findings_html(findings: list[dict] | None, texts=None, cloud_calls: int | None = None,
                   latent: list | None = None, error: str | None = None) -> str:
-    """Errors first; one card per root finding, its colour and icon from the severity, the
-    symptoms it explains folded under it. `texts` (token id -> text) shows the evidence's token
-    ids as text. No finding is not always a clean bill: `cloud_calls` 0 ("not checked by the
-    cloud"), a fault on that the knobs leave latent (`latent`: faults.latent's lines) and a run
-    that ended in an `error` (a recording's) each say so instead of a green "No findings"."""
+    """Errors first, one card per root finding, its symptoms folded under it; `texts` decodes ids.
+    No finding is not always a clean bill: `cloud_calls` 0, a `latent` fault or a run's `error` say so."""
     if findings is None:
         return '<div class="ss-findings"><div class="ss-none">No findings yet: nothing has run.</div></div>'
     if findings:
@@ -157,8 +147,7 @@ def _box(severity, attrs: str, title_html: str, body: str = "") -> str:
 
 
 def split_explained(findings: list[dict]) -> tuple[list, dict]:
-    """(root findings by severity, {root code: the findings it explains}): a finding whose
-    explained_by names a finding present is folded under it."""
+    """(roots by severity, {root code: the findings it explains})."""
     codes = {f.get("code") for f in findings}
     nested: dict = {}
     for f in findings:
@@ -169,8 +158,7 @@ def split_explained(findings: list[dict]) -> tuple[list, dict]:
 
 
 def findings_count(findings: list[dict]) -> str:
-    """The findings as the cards show them: the top-level ones (errors among them) and the
-    symptoms folded under them, e.g. "1 finding (1 error), and 1 symptom it explains"."""
+    """The findings as the cards count them: "1 finding (1 error), and 1 symptom it explains"."""
     if not findings:
         return "no findings"
     roots, nested = split_explained(findings)
@@ -181,8 +169,7 @@ def findings_count(findings: list[dict]) -> str:
 
 
 def findings_summary(findings: list[dict] | None, sep: str = " · ", tail: str = " — see Diagnostics") -> str:
-    """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics' for a status line
-    (codes in words; an A/B side's: sep ", ", no tail); empty when the findings are clean."""
+    """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics'; empty when clean."""
     roots = [f for f in map(from_json, findings or []) if not f["explained_by"]]   # symptoms fold under them
     parts = []
     for cls in ("error", "warning"):

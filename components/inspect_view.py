@@ -1,10 +1,5 @@
-"""Per-round drill-down of a recording (schema specscope.recording/1, docs/recorder.md): for
-each round, every forward of both models with the cache length before and after, the ids and
-positions fed, the mask shape, and the edge's vs the cloud's top-5 at each drafted position
-with the cloud's rank of the token that was drafted. Pure functions of the recording dict.
-
-A round here is the edge forwards since the previous cloud forward plus that cloud forward
-(what a user's loop does between two verifications)."""
+"""Per-step drill-down of a recording (docs/recorder.md): each step (the edge forwards since the last
+cloud forward, and that forward) with caches, ids, positions, mask, and edge vs cloud top-5 per draft."""
 from __future__ import annotations
 
 import math
@@ -143,8 +138,7 @@ def _top(f: dict, r: int, texts: Texts) -> str:
 
 
 def _top5_table(group: list[dict], texts: Texts) -> str:
-    """Each drafted token (the last ids the cloud was fed, one per edge forward of the round)
-    next to the edge row that drafted it and the cloud row that verified it."""
+    """Each drafted token next to the edge row that drafted it and the cloud row that verified it."""
     cloud = next((f for f in group if f.get("model") == "cloud" and f.get("rows")), None)
     if cloud is None:
         return "<p>No cloud forward in this step: nothing was verified.</p>"
@@ -184,9 +178,7 @@ def step_round(recording: dict | None, trace: dict | None, n: int | None) -> int
 
 
 def audio_html(recording: dict | None) -> str:
-    """An Omni recording's audio: `recording["audio"] = {"span": [start, end], "rope_delta": d}`
-    (cache positions of the audio tokens in the prompt; the mrope delta after them). Empty for
-    text prompts (absent or None)."""
+    """An Omni recording's audio span and mrope delta (`recording["audio"]`); empty for text prompts."""
     a = (recording or {}).get("audio")
     if not isinstance(a, dict):
         return ""
@@ -288,15 +280,12 @@ def _step_title(groups: list[list[dict]], n: int) -> str:
 
 # ---- Pooled view over several recordings ---------------------------------------------------
 def pooled_trace(traces: list[dict]) -> dict:
-    """A trace-shaped dict whose rounds are every round of every trace: the per-position
-    acceptance of plots.position_acceptance / position_acceptance_figure, pooled."""
+    """A trace-shaped dict of every trace's rounds: the pooled per-position acceptance."""
     return {"rounds": [r for tr in traces for r in (tr or {}).get("rounds") or []]}
 
 
 def pooled_html(entries: list[dict]) -> str:
-    """One row per recording (label, tokens, cloud calls, acceptance, its error / warning codes)
-    and the acceptance by draft position pooled over all of them (plots.position_acceptance on
-    pooled_trace), next to each recording's own."""
+    """One row per recording, and the acceptance by draft position pooled beside each one's own."""
     from .plots import position_acceptance
 
     if not entries:
@@ -343,8 +332,7 @@ def pooled_html(entries: list[dict]) -> str:
 
 
 def pooled_findings_html(pooled: list[dict] | None, n: int) -> str:
-    """The record CLI's pooled findings (checks that need several runs' evidence) as cards; a
-    plain line when there are none."""
+    """The pooled findings (checks over several runs) as cards; a plain line when there are none."""
     from .findings import findings_html
 
     if pooled:
@@ -376,8 +364,7 @@ RECORDER_DOC = "gradio_api/file=docs/recorder.md"      # served by the app (ui/p
 
 
 def record_help_html() -> str:
-    """The Inspect tab's own-decoder help: the signature `record` calls, a ten-line loop it
-    records, the command, and the guide (docs/recorder.md, in this repository)."""
+    """The own-decoder help: the signature `record` calls, a loop it records, the command, the guide."""
     return ('<div class="ss-record-help" id="inspect-record-help">'
             '<div>Your decoding function is called as <code class="ss-sig">' + esc(RECORD_SIGNATURE) + '</code>: '
             'the two models, their tokenizer, the prompt as a [1, n] id tensor; it returns the new token '

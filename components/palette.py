@@ -1,8 +1,4 @@
-"""One colour per token source, shared by the trace view, the plots and the cards.
-
-Okabe-Ito hues: distinguishable with the common colour-vision deficiencies. The trace view
-also varies shape (solid / dashed / boxed / dotted) so colour is never the only cue.
-"""
+"""One colour per token source (Okabe-Ito: safe for colour-vision deficiencies), for every view."""
 
 SOURCE_COLORS = {
     "accepted": "#009E73",   # bluish green: edge draft the cloud agreed with

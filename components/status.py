@@ -6,9 +6,7 @@ from .formatting import esc, snake_words
 
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
-    """kind: idle | run | ok | warn | err. `context`: (what, value) badges after the text
-    (ui/common.run_context): which backend, dtype, cloud and faults the run used; a fault badge
-    stands out."""
+    """kind: idle | run | ok | warn | err; `context`: (what, value) badges, a fault's standing out."""
     icon = {"idle": "●", "run": "◌", "ok": "✔", "warn": "▲", "err": "✖"}.get(kind, "●")
     d = f'<span class="ss-status-detail">{esc(detail)}</span>' if detail else ""
     ctx = "".join(
@@ -21,8 +19,7 @@ def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str,
 
 
 def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]:
-    """(kind, head) for a finished run: never a green "Done" above an error finding. Stopped ->
-    err "Stopped"; any error finding -> err "Done, with errors"; a warning -> warn; else ok."""
+    """(kind, head) of a finished run: never a green "Done" above an error finding."""
     sev = {str(f.get("severity", "")).lower() for fs in finding_lists for f in fs or []}
     if stopped:
         return "err", f"Stopped: {name}"
@@ -86,9 +83,7 @@ PROSODY_WORDS = (("pitch", "pitch", lambda v: f"{v:+.1f} semitones from the voic
 
 
 def prosody_words(info: dict) -> str:
-    """'pitch low (-3.1 semitones from the voice's reference), pitch variation flat (0.2
-    semitones), ...' from the trace info's measured values and bins; the backend's own
-    one-line text when it gave no bins."""
+    """'pitch low (-3.1 semitones from the voice's reference), ...' from the measured bins."""
     values, bins = info.get("prosody") or {}, info.get("bins") or {}
     if not bins:
         return str(info.get("prosody_text") or "")

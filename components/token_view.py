@@ -1,9 +1,5 @@
-"""The coloured token trace: one span per committed token, rejected drafts struck through.
-
-Pure function of the trace dict (docs/architecture.md, "Trace (dict form)"); works on the
-partial traces of a live stream and on an empty one. Tooltips are plain CSS (a child span
-shown on :hover / :focus) so they work inside gr.HTML, which does not run scripts.
-"""
+"""The coloured token trace: a span per committed token, rejected drafts struck through, CSS-only
+tooltips (gr.HTML runs no scripts). Works on partial and empty traces."""
 
 from __future__ import annotations
 
@@ -150,8 +146,7 @@ def _span(classes: str, rec: dict, attrs: str, style: str, tip: str) -> str:
 
 
 def _rejected_span(rej: dict, first: bool = True) -> str:
-    """`first`: the first dropped draft of its round, the one the cloud judged and rejected; the
-    drafts after it were dropped with it, never scored by the cloud."""
+    """`first`: its round's first dropped draft, the one the cloud rejected (the rest went unscored)."""
     at = rej.get("at")
     head = f"draft of round {rej.get('round', DASH)}"   # the tooltip's kind label says "rejected"
     rank = rej.get("target_rank")
@@ -205,11 +200,7 @@ EMPTY_HINT = "No tokens yet: press ▶ Run."
 
 def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool = False,
                   empty: str = EMPTY_HINT, colour: str = "source") -> str:
-    """HTML for the trace view (without CSS: inject TOKEN_CSS once in the page).
-
-    `live` appends a blinking caret to show that tokens are still arriving. `colour`: one of
-    COLOURINGS ("source", "audio dependence", "cloud rank"); borders keep the source cues.
-    """
+    """The trace view's HTML (TOKEN_CSS is the page's); `live` adds a caret; `colour`: one of COLOURINGS."""
     trace = trace or {}
     tokens = list(trace.get("tokens") or [])
     rejected = list(trace.get("rejected") or [])
@@ -282,8 +273,7 @@ SHOW_TREE_JS = ("const n=this.dataset.round;for(const id of ['live-tree-round','
 
 
 def fold_span(rnd, rejs: list[dict]) -> str:
-    """One mark for a tree round's rejected siblings: their count; hover, or a click (focus), lists
-    them (struck through, each with its tooltip), and a button opens the round's tree."""
+    """One mark for a tree round's rejected siblings: hover or click lists them, a button opens its tree."""
     inner = "".join(_rejected_span(r, True) for r in rejs)
     return (f'<span class="ss-fold" tabindex="0" data-round="{esc(rnd)}" data-rejected="{len(rejs)}">'
             f'<span class="ss-fold-mark" title="round {esc(rnd)}: {len(rejs)} rejected tree node(s); '
@@ -317,8 +307,7 @@ def dependence_fill(nats) -> str | None:
 
 
 def rank_fill(rank, source: str | None = None) -> str:
-    """GLTR colour of the cloud's rank of a token (1 = its top choice). The cloud's own tokens
-    (corrections, bonus) are its top choice under greedy verification when no rank is stored."""
+    """GLTR colour of the cloud's rank of a token; its own tokens (corrected, bonus) count as rank 1."""
     if rank is None and source in ("corrected", "bonus"):
         rank = 1
     if not isinstance(rank, int) or isinstance(rank, bool):
@@ -327,8 +316,7 @@ def rank_fill(rank, source: str | None = None) -> str:
 
 
 def _fill(tok: dict, colour: str) -> str:
-    """The span's colouring attributes: both colours as CSS variables (the page's toggle picks
-    one with COLOUR_CSS, no re-render), and the background itself when `colour` asks for it."""
+    """Both colourings as CSS variables (the toggle picks one, no re-render), and `colour`'s background."""
     dep = dependence_fill(tok.get("audio_dependence")) or UNRANKED
     rank = rank_fill(tok.get("target_rank"), tok.get("source"))
     chosen = {"audio dependence": dep, "cloud rank": rank}.get(colour)
@@ -357,8 +345,7 @@ def colour_legend(colour: str, hidden: bool = False) -> str:
 
 
 def colour_radio_css(radio_class: str = "ss-colour-radio") -> str:
-    """CSS that lets a radio (elem_classes=radio_class, placed before the token panel in the same
-    container) recolour the tokens in the browser: no re-render, streaming keeps working."""
+    """CSS by which a radio placed before the token panel recolours the tokens in the browser."""
     out = [".ss-colour-legend.ss-hidden { display: none; }"]
     for value, var, slug in (("audio dependence", "--ss-dep", "dep"), ("cloud rank", "--ss-rank", "rank")):
         on = f'.{radio_class}:has(input[value="{value}"]:checked) ~ .ss-tokens-panel'
