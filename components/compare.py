@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import statistics
 
 import pandas as pd
 
@@ -12,37 +11,19 @@ from specdec_core.analysis.glossary import hover, term
 from specdec_core.audio.conditions import LENGTH_BANDS
 from specdec_core.evaluation.batch.checklist import PUNCT_RANGE
 from specdec_core.evaluation.bench.speedup import REPEATS, speedup_words
+from specdec_core.evaluation.bench.stats import spread
 
 from .cards import speed_kind, speed_times
 from .formatting import esc, fmt, is_number
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
-# hanzi_count, which should sit inside the prompt type's band rather than grow or shrink).
-DIRECTION = {
-    "acceptance_rate": +1,
-    "mean_accepted_length": +1,
-    "nodes_per_call": -1,       # trees: nodes the cloud verified per call (its forward's width)
-    "tokens_per_s": +1,
-    "chrf": +1,
-    "emotion_hit": +1,
-    "punct_density": -1,
-    "repeat_rate": -1,
-    "adjacent_repeats": -1,
-    "cloud_calls": -1,
-    "cloud_call_rate": -1,
-    "target_forwards": -1,
-    "corrections": -1,
-    "wall_s": -1,
-    "cycles": -1,
-    "template_leak": -1,
-    "cache_desyncs": -1,
-    "rejected_tokens": -1,
-    "draft_forwards": -1,
-    "speedup": +1,
-    "decode_s": -1,
-    "bytes_up": -1,
-    "bytes_down": -1,
-}
+# hanzi_count, which should sit inside the prompt type's band rather than grow or shrink);
+# nodes_per_call is a tree's nodes verified per cloud call (its forward's width).
+HIGHER = ("acceptance_rate", "mean_accepted_length", "tokens_per_s", "chrf", "emotion_hit", "speedup")
+LOWER = ("nodes_per_call", "punct_density", "repeat_rate", "adjacent_repeats", "cloud_calls", "cloud_call_rate",
+         "target_forwards", "corrections", "wall_s", "cycles", "template_leak", "cache_desyncs", "rejected_tokens",
+         "draft_forwards", "decode_s", "bytes_up", "bytes_down")
+DIRECTION = {**dict.fromkeys(HIGHER, +1), **dict.fromkeys(LOWER, -1)}
 
 # Display order: headline metrics first, the rest alphabetically after them.
 ORDER = [
@@ -160,16 +141,12 @@ def _band_verdict(key: str, a, b, band) -> tuple[str, str]:
     return ("A" if da < db else "B"), f"both outside the {target}; {'A' if da < db else 'B'} is closer"
 
 
-def _spread(xs) -> float:
-    return max(xs) - min(xs)
-
-
 def noise_verdict(key: str, samples_a: list, samples_b: list) -> tuple[str, str]:
     """A timing judged on repeats: better only beyond NOISE_FACTOR x the larger spread."""
-    ma, mb = statistics.median(samples_a), statistics.median(samples_b)
-    noise = max(_spread(samples_a), _spread(samples_b))
-    seen = (f"A {fmt(key, min(samples_a))}–{fmt(key, max(samples_a))}, B {fmt(key, min(samples_b))}–"
-            f"{fmt(key, max(samples_b))} over {len(samples_a)} and {len(samples_b)} repeats; medians "
+    (ma, (lo_a, hi_a)), (mb, (lo_b, hi_b)) = spread(samples_a, None), spread(samples_b, None)
+    noise = max(hi_a - lo_a, hi_b - lo_b)
+    seen = (f"A {fmt(key, lo_a)}–{fmt(key, hi_a)}, B {fmt(key, lo_b)}–{fmt(key, hi_b)}"
+            f" over {len(samples_a)} and {len(samples_b)} repeats; medians "
             f"differ by {fmt(key, abs(mb - ma))}, noise {fmt(key, noise)} (the larger spread)")
     if abs(mb - ma) <= NOISE_FACTOR * noise:
         return "=", f"within noise: {seen}, not more than {NOISE_FACTOR:g}× the noise"

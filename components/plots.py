@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.analysis.glossary import term
-from specdec_core.analysis.metrics import drafted_entropies, share_above, threshold_nats
+from specdec_core.analysis.metrics import by_position, drafted_entropies, share_above, threshold_nats
 
 from .formatting import esc, is_number, visible
 from .palette import CLOUD_CALL_COLOR, NEUTRAL_COLOR, SOURCE_COLORS, SOURCE_LABELS
@@ -195,15 +195,9 @@ def round_axis(ids: list[int]) -> dict:
 
 def position_acceptance(trace: dict) -> list[tuple[int, float, int]]:
     """(position, acceptance rate, rounds that drafted it) over verified rounds, 1-based."""
-    verified = [r for r in trace.get("rounds") or [] if r.get("verified")]
-    if verified:
-        k = max(int(r.get("drafted") or 0) for r in verified)
-        out = []
-        for p in range(1, k + 1):
-            n = sum(1 for r in verified if (r.get("drafted") or 0) >= p)
-            a = sum(1 for r in verified if (r.get("accepted") or 0) >= p)
-            out.append((p, a / n if n else 0.0, n))
-        return out
+    steps = [(r.get("accepted") or 0, r.get("drafted") or 0) for r in trace.get("rounds") or [] if r.get("verified")]
+    if steps:
+        return [(p, a / n if n else 0.0, n) for p, (n, a) in enumerate(by_position(steps), 1)]
     per = (trace.get("metrics") or {}).get("per_position_acceptance") or []
     return [(p + 1, float(v), 0) for p, v in enumerate(per) if is_number(v)]
 
