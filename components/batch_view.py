@@ -9,40 +9,9 @@ import pandas as pd
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.evaluation.batch.checklist import checklist_head
 
-from .formatting import ended_by_words, esc, fmt, is_number
+from .formatting import ended_by_words, esc, fmt, is_number, stylesheet
 
-BATCH_CSS = """
-.ss-checklist { font-family: system-ui, sans-serif; font-size: 14px; border: 1px solid #d8dee4;
-  border-radius: 8px; overflow: hidden; }
-.ss-check-summary { padding: 7px 12px; background: #f6f8fa; border-bottom: 1px solid #d8dee4; font-weight: 600; }
-.ss-check { display: grid; grid-template-columns: 26px minmax(180px, 2fr) minmax(90px, 1fr) minmax(90px, 1fr);
-  gap: 8px; align-items: baseline; padding: 5px 12px; border-bottom: 1px solid #eaeef2; }
-.ss-check:last-child { border-bottom: none; }
-.ss-check-icon { font-weight: 700; text-align: center; }
-.ss-check-pass .ss-check-icon { color: #009E73; }
-.ss-check-fail { background: #fff4ec; }
-.ss-check-fail .ss-check-icon { color: #D55E00; }
-.ss-check-info .ss-check-icon { color: #8c959f; }
-.ss-check-value { font-variant-numeric: tabular-nums; font-weight: 600; }
-.ss-check-target { color: #6e7781; }
-.ss-by-label-box { max-width: 100%; overflow-x: auto; }
-.ss-label-matrix { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; width: 100%; }
-.ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right;
-  white-space: nowrap; }
-.ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; min-width: 5.5em; }
-.ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
-.ss-agg h4 { margin: 0 0 6px 0; }
-.ss-agg table { width: 100%; table-layout: fixed; border-collapse: collapse; font-family: system-ui, sans-serif;
-  font-size: 13.5px; font-variant-numeric: tabular-nums; }
-.ss-agg th, .ss-agg td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; text-align: left; vertical-align: top;
-  overflow-wrap: anywhere; }
-.ss-agg thead th { background: #f6f8fa; font-weight: 650; }
-.ss-agg tbody th { font-weight: 500; width: 46%; }
-.ss-agg-A { color: #0072B2; } .ss-agg-B { color: #CC79A7; }
-.ss-denom { font-weight: 400; color: #6e7781; font-size: 11.5px; }
-.ss-cfg-A .ss-cfg-name { color: #0072B2; font-weight: 650; } .ss-cfg-B .ss-cfg-name { color: #CC79A7; font-weight: 650; }
-.ss-by-label-note { font-size: 12.5px; color: #57606a; margin-top: 6px; }
-"""
+BATCH_CSS = stylesheet("batch")
 
 _STATE = {True: ("✔", "pass", "pass"), False: ("✖", "fail", "fail"), None: ("–", "info", "reported")}
 

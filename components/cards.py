@@ -7,27 +7,9 @@ from specdec_core.audio.conditions import LENGTH_BANDS
 from specdec_core.evaluation.batch.checklist import PUNCT_RANGE
 from specdec_core.findings import from_json
 
-from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct
+from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct, stylesheet
 
-CARDS_CSS = """
-.ss-cards { display: flex; flex-wrap: wrap; gap: 8px; font-family: system-ui, sans-serif; }
-.ss-card { box-sizing: border-box; flex: 1 1 120px; min-width: 112px; padding: 8px 10px; border-radius: 8px;
-  background: #f6f8fa; border: 1px solid #d8dee4; border-top: 3px solid #8c959f; }
-.ss-card-label { font-size: 11.5px; color: #57606a; text-transform: uppercase; letter-spacing: .03em; }
-.ss-card-value { font-size: 22px; font-weight: 650; color: #1f2328; font-variant-numeric: tabular-nums;
-  line-height: 1.25; }
-.ss-card-sub { font-size: 11.5px; color: #6e7781; }
-.ss-card-good { border-top-color: #009E73; }
-.ss-card-warn { border-top-color: #E69F00; }
-.ss-card-bad { border-top-color: #D55E00; background: #fff4ec; }
-.ss-warnings { list-style: none; padding: 0; margin: 0; font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-warning { padding: 4px 8px; margin: 0 0 4px 0; border-radius: 5px; background: #fff8e6;
-  border-left: 4px solid #E69F00; }
-.ss-warning-more { list-style: none; font-size: 12.5px; color: #7a5200; }
-.ss-warning-more summary { cursor: pointer; }
-.ss-warning-kind { font-weight: 600; margin-right: 6px; color: #7a5200; }
-.ss-warnings-head { font-size: 12.5px; color: #7a5200; margin: 0 0 4px 0; font-weight: 600; }
-"""
+CARDS_CSS = stylesheet("cards")
 
 
 def _status(value, good, bad=None) -> str:

@@ -14,7 +14,7 @@ from specdec_core.evaluation.bench.speedup import REPEATS, speedup_words
 from specdec_core.evaluation.bench.stats import spread
 
 from .cards import speed_kind, speed_times
-from .formatting import esc, fmt, is_number
+from .formatting import esc, fmt, is_number, stylesheet
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
 # hanzi_count, which should sit inside the prompt type's band rather than grow or shrink);
@@ -33,36 +33,7 @@ ORDER = [
     "per_position_acceptance", "chrf", "emotion_hit",
 ]
 
-DIFF_CSS = """
-.ss-diff { font-family: system-ui, "Noto Sans CJK SC", "WenQuanYi Micro Hei", sans-serif; }
-.ss-diff-block h5 { margin: 6px 0 2px 0; font-size: 13px; color: #1f2328; }
-.ss-diff-legend { font-size: 12.5px; color: #57606a; margin-bottom: 6px; }
-.ss-diff-text { font-size: 18px; line-height: 1.9; word-break: break-all; white-space: pre-wrap; }
-.ss-diff del { background: #fbdcc6; color: #8a3200; text-decoration: line-through;
-  text-decoration-color: #D55E00; border-radius: 2px; }
-.ss-ab-table table { border-collapse: collapse; width: 100%; font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-ab-table th, .ss-ab-table td { border-bottom: 1px solid #eaeef2; padding: 4px 8px; text-align: right;
-  font-variant-numeric: tabular-nums; }
-.ss-ab-table th:first-child { text-align: left; font-weight: 500; cursor: help; }
-.ss-ab-table thead th { font-weight: 650; background: #f6f8fa; text-align: right; cursor: default; }
-.ss-ab-table thead th:first-child { text-align: left; }
-.ss-ab-table tr.ss-ab-group th { text-align: left; background: #f6f8fa; font-weight: 650; cursor: default;
-  color: #57606a; font-size: 12.5px; text-transform: uppercase; letter-spacing: 0.03em; }
-.ss-ab-group-note { text-transform: none; letter-spacing: normal; font-weight: 400; }
-.ss-ab-better { font-weight: 650; text-align: center !important; cursor: help; }
-.ss-ab-better-A { color: #0072B2; } .ss-ab-better-B { color: #CC79A7; }
-.ss-ab-better-—, .ss-ab-better-same, .ss-ab-better-within, .ss-ab-better-tie { color: #8c959f; font-weight: 500; }
-.ss-ab-note { font-size: 12.5px; color: #7a5200; background: #fff8e6; padding: 4px 8px; border-radius: 5px; margin-bottom: 6px; }
-.ss-vs { font-family: system-ui, sans-serif; border: 1px solid #d8dee4; border-radius: 8px; padding: 8px 12px; }
-.ss-vs-speed { font-size: 15px; margin-bottom: 4px; }
-.ss-vs-speed b { font-size: 17px; }
-.ss-vs-times { font-size: 12.5px; color: #57606a; }
-.ss-vs-fast b { color: #009E73; } .ss-vs-slow b { color: #B07800; } .ss-vs-neutral b { color: #424a53; }
-.ss-vs-verdict { font-size: 12.5px; font-weight: 600; margin-bottom: 2px; }
-.ss-vs-same { color: #009E73; } .ss-vs-diff { color: #B07800; }
-.ss-diff ins { background: #cfe6f7; color: #003f66; text-decoration: underline;
-  text-decoration-color: #0072B2; text-underline-offset: 3px; border-radius: 2px; }
-"""
+DIFF_CSS = stylesheet("compare")
 
 
 # A and B side by side on one grid: the n-th block of A's column and of B's share a grid row, so

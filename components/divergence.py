@@ -3,14 +3,9 @@ from __future__ import annotations
 
 from specdec_core.decoding.numerics import probe_line
 
-from .formatting import DASH, esc
+from .formatting import DASH, esc, stylesheet
 
-DIVERGENCE_CSS = """
-.ss-div { display: inline-block; margin: 0 3px; padding: 0 5px; border-radius: 4px;
-  font-size: 0.72em; font-weight: 600; vertical-align: middle; cursor: help; }
-.ss-div-numerics { background: #e8f0fe; color: #1a4fa0; border: 1px dashed #1a4fa0; }
-.ss-div-decoder { background: #fdecea; color: #a50e0e; border: 1px solid #a50e0e; }
-"""
+DIVERGENCE_CSS = stylesheet("divergence")
 
 
 def _fmt(x) -> str:

@@ -5,40 +5,14 @@ from __future__ import annotations
 from specdec_core.findings import SEVERITIES, from_json
 
 from .config_panel import SPECS_BY_NAME
-from .formatting import DASH, esc, fault_label, num, visible
+from .formatting import DASH, esc, fault_label, num, stylesheet, visible
 
 # severity -> (icon, css class). Icons are distinct glyphs, not just colours.
 SEVERITY = {"error": ("✖", "error"), "critical": ("✖", "error"), "warning": ("▲", "warning"),
             "warn": ("▲", "warning"), "info": ("ℹ", "info"), "ok": ("✔", "ok"), "pass": ("✔", "ok")}
 ORDER = {s: i for i, s in enumerate(SEVERITIES + ("ok",))}
 
-FINDINGS_CSS = """
-.ss-findings { display: flex; flex-direction: column; gap: 6px; font-family: system-ui, sans-serif; }
-.ss-finding { display: grid; grid-template-columns: 22px 1fr; gap: 2px 8px; padding: 8px 10px;
-  border-radius: 6px; border-left: 4px solid #8c959f; background: #f6f8fa; font-size: 13.5px; }
-.ss-finding-icon { font-size: 15px; line-height: 1.2; font-weight: 700; text-align: center; }
-.ss-finding-title { font-weight: 600; color: #1f2328; }
-.ss-finding-code { font: 11px ui-monospace, monospace; font-weight: 400; color: #6e7781; margin-left: 6px; }
-.ss-finding-detail, .ss-finding-fix, .ss-finding > .ss-rf-ev { grid-column: 2; color: #424a53; }
-.ss-finding-detail b, .ss-finding-fix b { color: #1f2328; }
-.ss-finding-explained { grid-column: 2; font-size: 13px; }
-.ss-finding-explained > summary { cursor: pointer; white-space: nowrap; }
-.ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
-.ss-sev-warning { border-left-color: #E69F00; background: #fff8e6; }
-.ss-sev-info { border-left-color: #0072B2; background: #eef6fc; }
-.ss-sev-ok { border-left-color: #009E73; background: #edf8f3; }
-.ss-icon-error { color: #D55E00; }
-.ss-icon-warning { color: #B07800; }
-.ss-icon-info { color: #0072B2; }
-.ss-icon-ok { color: #009E73; }
-.ss-rf-ev { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; margin-top: 3px; }
-.ss-rf-evl { padding-left: 1.2em; overflow-wrap: anywhere; }
-.ss-none { color: #6e7781; font-style: italic; font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-badges { display: flex; gap: 6px; flex-wrap: wrap; }
-.ss-badge { font-size: 12.5px; padding: 2px 8px; border-radius: 10px; background: #f6f8fa;
-  border: 1px solid #d8dee4; font-family: ui-monospace, monospace; }
-.ss-badge-fault { background: #fff1e8; border-color: #f0b48c; }
-"""
+FINDINGS_CSS = stylesheet("findings")
 
 
 SHOWN_IDS, SHOWN_VALUES = 24, 8     # a long id list shows this many as text; other lists, values

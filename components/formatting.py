@@ -5,8 +5,14 @@ from __future__ import annotations
 import html
 import math
 import re
+from pathlib import Path
 
 DASH = "—"
+
+
+def stylesheet(name: str) -> str:
+    """A static stylesheet of components/css/ (rules built from Python values stay in the modules)."""
+    return (Path(__file__).parent / "css" / f"{name}.css").read_text(encoding="utf-8")
 
 
 def esc(value) -> str:

@@ -7,43 +7,9 @@ from typing import Callable
 
 from specdec_core.findings import fact
 
-from .formatting import DASH, esc, fmt, pct
+from .formatting import DASH, esc, fmt, pct, stylesheet
 
-INSPECT_CSS = """
-.ss-record-help { font-family: system-ui, sans-serif; font-size: 13.5px; line-height: 1.55; }
-.ss-record-help code { font-size: 12.5px; background: #f6f8fa; padding: 0 3px; border-radius: 3px; }
-.ss-record-help .ss-sig { overflow-wrap: anywhere; }
-.ss-record-help pre.ss-example { font-size: 12.5px; background: #f6f8fa; padding: 6px 10px; border-radius: 6px;
-  overflow-x: auto; margin: 4px 0; }
-.ss-record-help summary { cursor: pointer; color: #0969da; }
-.ss-rd { font-family: system-ui, sans-serif; font-size: 13px; }
-.ss-rd table, .ss-pool table { border-collapse: collapse; margin: 4px 0 10px 0; }
-.ss-rd th, .ss-rd td, .ss-pool th, .ss-pool td { border: 1px solid #d8dee4; padding: 3px 7px; text-align: left;
-  vertical-align: top; }
-.ss-rd th, .ss-pool th { background: #f6f8fa; font-weight: 600; }
-.ss-rd small, .ss-pool small { color: #57606a; }
-.ss-rd .ss-rd-edge { color: #0072B2; font-weight: 600; }
-.ss-rd .ss-rd-cloud { color: #444; font-weight: 600; }
-.ss-rd .ss-rd-bad { color: #D55E00; font-weight: 600; }
-.ss-rd .ss-rd-mono { font-family: ui-monospace, monospace; }
-.ss-rd small { margin: 0 8px 0 2px; }
-.ss-rd .ss-rd-note { color: #57606a; margin: 2px 0 4px 0; }
-.ss-rd h4 { margin: 6px 0 2px 0; font-size: 14px; }
-.ss-rd .ss-rd-audio { display: inline-block; background: #eef6fc; border: 1px solid #b6d4ea;
-  border-radius: 10px; padding: 2px 10px; margin: 2px 0 6px 0; }
-.ss-pool { font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-pool table { width: 100%; }
-.ss-pool td.ss-num { text-align: right; font-variant-numeric: tabular-nums; }
-.ss-pool .ss-pool-err { color: #D55E00; font-weight: 600; }
-.ss-pool .ss-pool-ok { color: #009E73; font-weight: 600; }
-.ss-pool .ss-pool-bar { display: inline-block; height: 9px; background: #009E73;
-  border-radius: 2px; vertical-align: middle; margin-right: 6px; }
-.ss-pool .ss-pool-sum { color: #57606a; margin: 2px 0 8px 0; }
-.ss-pool td.ss-pool-name { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12.5px; }
-.ss-pool table.ss-pool-pos th { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
-.ss-pool table.ss-pool-pos th:first-child, .ss-pool table.ss-pool-pos th:nth-child(2) { font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-pool h4 { margin: 10px 0 2px 0; font-size: 14px; }
-"""
+INSPECT_CSS = stylesheet("inspect")
 
 Texts = Callable[[int], str]
 

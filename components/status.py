@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .config_panel import INACTIVE_CSS
-from .formatting import esc, snake_words
+from .formatting import esc, snake_words, stylesheet
 
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
@@ -30,17 +30,7 @@ def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]
     return "ok", f"Done: {name}"
 
 
-STATUS_CSS = """
-.ss-status { flex-wrap: wrap; }
-.ss-status-ctx { display: inline-flex; flex-wrap: wrap; gap: 4px; margin-left: auto; }
-.ss-status-tag { font-size: 12px; padding: 1px 7px; border-radius: 9px; background: #fff; border: 1px solid #d8dee4;
-  color: #424a53; font-family: ui-monospace, monospace; }
-.ss-status-fault { background: #fff1e8; border-color: #D55E00; color: #8a3200; font-weight: 600; }
-/* the prompt the backend read wraps inside its narrow panel instead of running off its edge */
-.ss-info pre, .ss-info pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: break-word; }
-/* the preset list's entries wrap rather than being cut */
-.ss-preset ul.options li { white-space: normal !important; }
-"""
+STATUS_CSS = stylesheet("status")
 
 
 STATUS_CSS += INACTIVE_CSS   # knobs that do nothing in the chosen mode (ui/knobs.py greys them)
