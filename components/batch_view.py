@@ -38,22 +38,11 @@ CHRF = "chrF (0–100)"     # the score's scale in its title: a reader cannot gu
 # (column title, keys to look for: top level, then row["metrics"], then row["scores"]). The
 # short columns a reader checks first come before the long text, so that the table fits the
 # page without sideways scrolling (the full text is in the results JSON).
-COLUMNS = [
-    ("name", ("name", "audio")),
-    ("config", ("config_name", "config")),
-    ("label", ("label",)),
-    ("ok", ("ok",)),
-    ("emotion hit", ("emotion_hit",)),
-    (CHRF, ("chrf", "chrF")),
-    ("prompt type", ("prompt_type",)),
-    ("汉字", ("hanzi_count",)),
-    ("acceptance", ("acceptance_rate",)),
-    ("acc. len", ("mean_accepted_length",)),
-    ("punct.", ("punct_density",)),
-    ("tokens/s", ("tokens_per_s",)),
-    ("error", ("error",)),
-    ("text", ("text",)),
-]
+COLUMNS = [("name", ("name", "audio")), ("config", ("config_name", "config")), ("label", ("label",)),
+           ("ok", ("ok",)), ("emotion hit", ("emotion_hit",)), (CHRF, ("chrf", "chrF")),
+           ("prompt type", ("prompt_type",)), ("汉字", ("hanzi_count",)), ("acceptance", ("acceptance_rate",)),
+           ("acc. len", ("mean_accepted_length",)), ("punct.", ("punct_density",)), ("tokens/s", ("tokens_per_s",)),
+           ("error", ("error",)), ("text", ("text",))]
 _OPTIONAL = {"config"}  # only shown when some row has it (A/B batches)
 
 

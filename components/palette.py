@@ -7,18 +7,9 @@ SOURCE_COLORS = {
     "bonus": "#CC79A7",      # reddish purple: free extra cloud token after a fully accepted block
 }
 # Light tints of the same hues for token backgrounds (dark text stays readable on them).
-SOURCE_TINTS = {
-    "accepted": "#D4F0E6",
-    "corrected": "#FBDCC6",
-    "draft": "#D6E8F5",
-    "bonus": "#F5DDEA",
-}
-SOURCE_LABELS = {
-    "accepted": "accepted",
-    "corrected": "corrected",
-    "draft": "unchecked draft",   # the cloud never checked it (gate, or a faulty commit)
-    "bonus": "bonus",
-}
+SOURCE_TINTS = {"accepted": "#D4F0E6", "corrected": "#FBDCC6", "draft": "#D6E8F5", "bonus": "#F5DDEA"}
+# "draft": the cloud never checked it (gate, or a faulty commit)
+SOURCE_LABELS = {"accepted": "accepted", "corrected": "corrected", "draft": "unchecked draft", "bonus": "bonus"}
 REJECTED_COLOR = "#7A7A7A"
 CYCLE_COLOR = "#C0002A"
 CLOUD_CALL_COLOR = "#444444"

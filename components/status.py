@@ -30,10 +30,7 @@ def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]
     return "ok", f"Done: {name}"
 
 
-STATUS_CSS = stylesheet("status")
-
-
-STATUS_CSS += INACTIVE_CSS   # knobs that do nothing in the chosen mode (ui/knobs.py greys them)
+STATUS_CSS = stylesheet("status") + INACTIVE_CSS   # INACTIVE_CSS: knobs greyed in the chosen mode (ui/knobs.py)
 
 
 def prompt_info_md(info: dict | None) -> str:
@@ -61,7 +58,6 @@ def prompt_info_md(info: dict | None) -> str:
     if info.get("prompt"):
         parts.append("**Prompt:**\n```\n" + str(info["prompt"]) + "\n```")
     return "\n\n".join(parts) or "_Run a clip to see what the backend read from it._"
-
 
 
 # (feature, words, how its value reads): the prosody the backend measured, in words
