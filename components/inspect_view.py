@@ -161,18 +161,12 @@ def audio_html(recording: dict | None) -> str:
 
 
 def recording_counts(trace: dict | None, recording: dict | None) -> dict:
-    """The Inspect tab's counts, each defined here once (the status line, the drill-down and the
-    pooled table read them):
-    tokens    the generated ids, the stop token included when the run ended on one (the trace's
-              metrics["new_tokens"], the Live tab's count);
-    rounds    the trace's rounds, as the recorder rebuilds them from what was committed: a cloud
-              call that checked the committed text, or a last stretch no cloud call checked;
-    checked   the rounds a cloud call checked;
-    calls     cloud calls = every forward of the cloud model (the drill-down's steps);
-    unchecked committed tokens no cloud call checked (the trace's unchecked drafts);
-    off_text  the finding that says why cloud calls checked nothing committed: a root with the
-              `context` fact (findings.py: the cloud ran on a context that is not the text), or
-              a recording cut short; None when there is none."""
+    """The Inspect tab's counts, defined here once (status line, drill-down and pooled table read them):
+    tokens: generated ids (the stop token included, as metrics["new_tokens"]); rounds: the trace's rounds
+    as the recorder rebuilds them from what was committed; checked: those a cloud call checked; calls:
+    cloud forwards (the drill-down's steps); unchecked: committed tokens no cloud call checked;
+    off_text: the root finding (a `context` fact, or a recording cut short) that says why cloud calls
+    checked nothing committed, or None."""
     tr = trace or {}
     toks, rounds = tr.get("tokens") or [], tr.get("rounds") or []
     fwds = (recording or {}).get("forwards") or []

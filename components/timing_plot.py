@@ -81,8 +81,7 @@ def timing_figure(obj: dict | None) -> go.Figure:
 
 
 def _device_line(fig: go.Figure, xs: list, rows: list[dict]) -> None:
-    """On a GPU, each round's device time (CUDA events) as a line over its bar: the bar above
-    the line is host overhead (Python, kernel launches, sampling). Nothing on a CPU."""
+    """On a GPU, each round's device time (CUDA events) over its bar: above it is host overhead."""
     dev = [r.get("device_s") for r in rows]
     if not any(is_number(d) for d in dev):
         return

@@ -227,12 +227,9 @@ def prune_exports(max_age_s: float | None = None, now: float | None = None) -> i
 
 
 def sturdy_cache_cleanup() -> None:
-    """Keep Gradio's delete_cache alive. Its clean-up thread iterates the app's temp-file sets
-    while uploads add to them (gradio 6.31, route_utils.delete_files_created_by_app: "We use a
-    copy of the set" says its comment, but it does not); one "Set changed size during iteration"
-    ends the scheduled task for good and no upload is deleted after it. The one adapter: Gradio's
-    own clean-up runs on snapshots (a set or dict copy is atomic under the GIL), what it deleted
-    leaves the live sets, and an error is printed instead of ending the schedule."""
+    """Keep Gradio's delete_cache alive: its thread iterates the temp-file sets while uploads add to them
+    (gradio 6.31), and one "Set changed size during iteration" ends the schedule for good. Here it runs on
+    snapshots, what it deleted leaves the live sets, and an error is printed instead."""
     from types import SimpleNamespace
 
     from gradio import route_utils
