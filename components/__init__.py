@@ -1,7 +1,5 @@
-"""UI building blocks: pure functions of a trace dict / config -> HTML, plotly figures, tables.
-
-Nothing here touches a model or Gradio state. Inject ALL_CSS once in the page.
-"""
+"""UI building blocks: pure functions of a trace / config -> HTML, figures, tables (no model, no
+Gradio state). Inject ALL_CSS once in the page."""
 
 from .batch_view import BATCH_CSS
 from .cards import CARDS_CSS
@@ -11,4 +9,4 @@ from .inspect_view import INSPECT_CSS
 from .status import STATUS_CSS
 from .token_view import TOKEN_CSS
 
-ALL_CSS = TOKEN_CSS + CARDS_CSS + FINDINGS_CSS + DIFF_CSS + BATCH_CSS + STATUS_CSS + INSPECT_CSS
+ALL_CSS = "\n".join((TOKEN_CSS, CARDS_CSS, FINDINGS_CSS, DIFF_CSS, BATCH_CSS, STATUS_CSS, INSPECT_CSS))

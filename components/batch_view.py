@@ -1,5 +1,4 @@
-"""Batch view pieces: the regression checklist as pass/fail lines, the per-clip table, and the
-aggregate table and per-configuration checklists of a BatchResult."""
+"""Batch view pieces: checklists, the per-clip table, the aggregate table, acceptance by label."""
 
 from __future__ import annotations
 
@@ -10,40 +9,9 @@ import pandas as pd
 from specdec_core.analysis.glossary import hover, term
 from specdec_core.evaluation.batch.checklist import checklist_head
 
-from .formatting import ended_by_words, esc, fmt, is_number
+from .formatting import ended_by_words, esc, fmt, is_number, stylesheet
 
-BATCH_CSS = """
-.ss-checklist { font-family: system-ui, sans-serif; font-size: 14px; border: 1px solid #d8dee4;
-  border-radius: 8px; overflow: hidden; }
-.ss-check-summary { padding: 7px 12px; background: #f6f8fa; border-bottom: 1px solid #d8dee4; font-weight: 600; }
-.ss-check { display: grid; grid-template-columns: 26px minmax(180px, 2fr) minmax(90px, 1fr) minmax(90px, 1fr);
-  gap: 8px; align-items: baseline; padding: 5px 12px; border-bottom: 1px solid #eaeef2; }
-.ss-check:last-child { border-bottom: none; }
-.ss-check-icon { font-weight: 700; text-align: center; }
-.ss-check-pass .ss-check-icon { color: #009E73; }
-.ss-check-fail { background: #fff4ec; }
-.ss-check-fail .ss-check-icon { color: #D55E00; }
-.ss-check-info .ss-check-icon { color: #8c959f; }
-.ss-check-value { font-variant-numeric: tabular-nums; font-weight: 600; }
-.ss-check-target { color: #6e7781; }
-.ss-by-label-box { max-width: 100%; overflow-x: auto; }
-.ss-label-matrix { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; width: 100%; }
-.ss-label-matrix th, .ss-label-matrix td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right;
-  white-space: nowrap; }
-.ss-label-matrix tr:first-child th { white-space: normal; vertical-align: bottom; font-weight: 600; min-width: 5.5em; }
-.ss-label-matrix th[title] { cursor: help; text-decoration: underline dotted; }
-.ss-agg h4 { margin: 0 0 6px 0; }
-.ss-agg table { width: 100%; table-layout: fixed; border-collapse: collapse; font-family: system-ui, sans-serif;
-  font-size: 13.5px; font-variant-numeric: tabular-nums; }
-.ss-agg th, .ss-agg td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; text-align: left; vertical-align: top;
-  overflow-wrap: anywhere; }
-.ss-agg thead th { background: #f6f8fa; font-weight: 650; }
-.ss-agg tbody th { font-weight: 500; width: 46%; }
-.ss-agg-A { color: #0072B2; } .ss-agg-B { color: #CC79A7; }
-.ss-denom { font-weight: 400; color: #6e7781; font-size: 11.5px; }
-.ss-cfg-A .ss-cfg-name { color: #0072B2; font-weight: 650; } .ss-cfg-B .ss-cfg-name { color: #CC79A7; font-weight: 650; }
-.ss-by-label-note { font-size: 12.5px; color: #57606a; margin-top: 6px; }
-"""
+BATCH_CSS = stylesheet("batch")
 
 _STATE = {True: ("✔", "pass", "pass"), False: ("✖", "fail", "fail"), None: ("–", "info", "reported")}
 
@@ -70,22 +38,11 @@ CHRF = "chrF (0–100)"     # the score's scale in its title: a reader cannot gu
 # (column title, keys to look for: top level, then row["metrics"], then row["scores"]). The
 # short columns a reader checks first come before the long text, so that the table fits the
 # page without sideways scrolling (the full text is in the results JSON).
-COLUMNS = [
-    ("name", ("name", "audio")),
-    ("config", ("config_name", "config")),
-    ("label", ("label",)),
-    ("ok", ("ok",)),
-    ("emotion hit", ("emotion_hit",)),
-    (CHRF, ("chrf", "chrF")),
-    ("prompt type", ("prompt_type",)),
-    ("汉字", ("hanzi_count",)),
-    ("acceptance", ("acceptance_rate",)),
-    ("acc. len", ("mean_accepted_length",)),
-    ("punct.", ("punct_density",)),
-    ("tokens/s", ("tokens_per_s",)),
-    ("error", ("error",)),
-    ("text", ("text",)),
-]
+COLUMNS = [("name", ("name", "audio")), ("config", ("config_name", "config")), ("label", ("label",)),
+           ("ok", ("ok",)), ("emotion hit", ("emotion_hit",)), (CHRF, ("chrf", "chrF")),
+           ("prompt type", ("prompt_type",)), ("汉字", ("hanzi_count",)), ("acceptance", ("acceptance_rate",)),
+           ("acc. len", ("mean_accepted_length",)), ("punct.", ("punct_density",)), ("tokens/s", ("tokens_per_s",)),
+           ("error", ("error",)), ("text", ("text",))]
 _OPTIONAL = {"config"}  # only shown when some row has it (A/B batches)
 
 
@@ -113,8 +70,7 @@ def _lookup(row: dict, keys: tuple[str, ...]):
 
 
 def _cell(key: str, value, digits: int):
-    """A value of the per-clip and the aggregate table, written one way: shares as percentages (as
-    on Live: 65.7%), flags as yes / no, other floats with `digits` decimals (3.60, not 3.6)."""
+    """A table value written one way: shares as percentages, flags yes / no, floats with `digits`."""
     if is_number(value) and term(key).unit == "%":
         return fmt(key, value)
     if isinstance(value, bool):
@@ -161,8 +117,7 @@ AGGREGATE_ROWS = [  # (row title, where in the summary, key, digits)
 
 
 def aggregate_frame(result) -> pd.DataFrame:
-    """Aggregate rows: one row per summary figure, one column per configuration; why the clips
-    ended, one row per reason in the Live tab's words (a row each: a list would be cut)."""
+    """One row per summary figure (and per reason the clips ended), one column per configuration."""
     cols = {}
     ends = list(dict.fromkeys(k for s in result.summary.values() for k in s.get("ended_by") or {}))
     for name, s in result.summary.items():
@@ -184,8 +139,7 @@ def aggregate_placeholder() -> pd.DataFrame:
 
 
 def aggregate_html(df: pd.DataFrame) -> str:
-    """The aggregate frame as a table that fits its box at 1280 px: the row titles wrap, every
-    configuration's column stays in view (A and B in their colours, as on the A/B tab)."""
+    """The aggregate frame as a table that fits 1280 px: titles wrap, every configuration stays in view."""
     cols = list(df.columns)
     head = "".join(f'<th class="ss-agg-{esc(c.split()[-1])}" data-config="{esc(c)}">{esc(c)}</th>' for c in cols[1:])
     body = "".join("<tr><th>" + esc(r[0]) + "</th>" + "".join(f"<td>{esc(v)}</td>" for v in r[1:]) + "</tr>"
@@ -240,9 +194,7 @@ def _label_cell(c: str, cols: dict) -> str:
 
 
 def label_matrix_html(by_label: dict | None) -> str:
-    """results.json["by_label"] as a table: one row per label and configuration (A and B in their
-    colours), each acceptance with its denominator in the header, the glossary's definition on
-    hover, and a note on why the draft acceptance rate reads lower than its per-judged halves."""
+    """results.json["by_label"]: a row per label and configuration, each acceptance with its denominator."""
     if not by_label:
         return '<div class="ss-none">No acceptance by label yet: run a batch first.</div>'
     head = "".join(f'<th title="{esc(hover(c))}">{esc(term(c).label)}'

@@ -7,27 +7,9 @@ from specdec_core.audio.conditions import LENGTH_BANDS
 from specdec_core.evaluation.batch.checklist import PUNCT_RANGE
 from specdec_core.findings import from_json
 
-from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct
+from .formatting import DASH, esc, fault_label, fmt, is_number, num, pct, stylesheet
 
-CARDS_CSS = """
-.ss-cards { display: flex; flex-wrap: wrap; gap: 8px; font-family: system-ui, sans-serif; }
-.ss-card { box-sizing: border-box; flex: 1 1 120px; min-width: 112px; padding: 8px 10px; border-radius: 8px;
-  background: #f6f8fa; border: 1px solid #d8dee4; border-top: 3px solid #8c959f; }
-.ss-card-label { font-size: 11.5px; color: #57606a; text-transform: uppercase; letter-spacing: .03em; }
-.ss-card-value { font-size: 22px; font-weight: 650; color: #1f2328; font-variant-numeric: tabular-nums;
-  line-height: 1.25; }
-.ss-card-sub { font-size: 11.5px; color: #6e7781; }
-.ss-card-good { border-top-color: #009E73; }
-.ss-card-warn { border-top-color: #E69F00; }
-.ss-card-bad { border-top-color: #D55E00; background: #fff4ec; }
-.ss-warnings { list-style: none; padding: 0; margin: 0; font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-warning { padding: 4px 8px; margin: 0 0 4px 0; border-radius: 5px; background: #fff8e6;
-  border-left: 4px solid #E69F00; }
-.ss-warning-more { list-style: none; font-size: 12.5px; color: #7a5200; }
-.ss-warning-more summary { cursor: pointer; }
-.ss-warning-kind { font-weight: 600; margin-right: 6px; color: #7a5200; }
-.ss-warnings-head { font-size: 12.5px; color: #7a5200; margin: 0 0 4px 0; font-weight: 600; }
-"""
+CARDS_CSS = stylesheet("cards")
 
 
 def _status(value, good, bad=None) -> str:
@@ -53,8 +35,7 @@ LOSSY_CODES = ("lossless_violation", "lossy_accept", "rank_window_exceeded")
 
 
 def lossy_findings(findings: list[dict] | None) -> list[dict]:
-    """Findings saying the run accepted drafts the cloud would not have chosen (evidence from
-    the run's ranks, analysis/acceptance.py): its acceptance rate then measures leniency."""
+    """Findings saying the run accepted drafts off the cloud's choice (its acceptance measures leniency)."""
     return [f for f in findings or [] if from_json(f)["code"] in LOSSY_CODES]
 
 
@@ -78,10 +59,8 @@ def is_tree(metrics: dict | None) -> bool:
 
 
 def acceptance_cards(m: dict, lossy: list) -> list[str]:
-    """The acceptance headline. Chains: the draft acceptance rate against the chain's target,
-    then the mean acceptance length. Trees (as vLLM / SGLang / EAGLE read them): the mean
-    acceptance length first, the share of verified nodes accepted untinted (no chain target
-    applies) and the nodes verified per call."""
+    """The acceptance headline: chains, the rate against its target then the mean acceptance length;
+    trees (as vLLM / SGLang / EAGLE read them), the mean acceptance length, nodes accepted, nodes per call."""
     acc, mal = m.get("acceptance_rate"), m.get("mean_accepted_length")
     mal_card = _tcard("mean_accepted_length", num(mal, 2), "tokens per cloud call", _status(mal, lambda v: v >= 3))
     if lossy and is_number(acc):
@@ -101,9 +80,7 @@ def acceptance_cards(m: dict, lossy: list) -> list[str]:
 
 def metric_cards(metrics: dict | None, prompt_type: str | None = None,
                  findings: list[dict] | None = None, speedup: dict | None = None) -> str:
-    """Headline metrics as cards; tinted against the checklist targets where one exists.
-    `findings`: the run's diagnostics (a lossy run's acceptance is not tinted good);
-    `speedup`: {"speedup", "decode_s", "cloud_only_s"} when the cloud-only baseline ran."""
+    """Headline metrics as cards, tinted against the checklist targets (a lossy run's acceptance never good)."""
     m = metrics or {}
     if not m:
         return '<div class="ss-none">No metrics yet.</div>'
@@ -138,11 +115,8 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
 
 
 def speed_kind(sp: dict) -> str:
-    """What a speed-up over cloud-only (evaluation/bench/speedup.py) may claim, checked in this order:
-    busy (not timed), cloud_off (the cloud-only time it shares is off: another side is above its
-    bound), lossy (the speed of a different output), above_bound (above what the acceptance
-    allows: timing off), none (the spread covers 1.0), faster or slower. No ratio is shown against
-    a cloud-only time the page distrusts (issue 58). The card, the A/B table's cell and the colour of the verdict under the final text all read it."""
+    """What a speed-up over cloud-only may claim, in order: busy, cloud_off, lossy, above_bound, none
+    (spread covers 1.0), faster or slower; the card, the A/B cell and the verdict's colour read it (issue 58)."""
     if sp.get("verdict") == "busy":
         return "busy"
     for kind in ("cloud_off", "lossy", "above_bound"):
@@ -154,17 +128,14 @@ def speed_kind(sp: dict) -> str:
 
 
 def speed_times(sp: dict) -> str:
-    """Which time is which: 'decoding 0.17 s (median of 3 quiet repeats, no page drawing) vs
-    cloud-only 0.31 s (median of 3, interleaved with them)'."""
+    """Which time is which: decoding (median of quiet repeats) vs cloud-only (interleaved with them)."""
     n = sp.get("repeats", 1)
     return (f"decoding {sp['decode_s']:.2f} s (median of {n} quiet repeats, no page drawing) vs "
             f"cloud-only {sp['cloud_only_s']:.2f} s (median of {n}, interleaved with them)")
 
 
 def speed_card(sp: dict) -> str:
-    """The speed-up over cloud-only as speed_kind reads it: a number with its spread, "no
-    difference" when the spread covers 1.0, the speed of a different output (never green) when
-    the texts differ, no number above the acceptance's bound or on a busy machine."""
+    """The speed-up card as speed_kind reads it: a number only for a measured speed-up of the same output."""
     kind, rng = speed_kind(sp), f"{sp['lo']:.2f}–{sp['hi']:.2f}×"
     tip = f"{hover('speedup')}; spread {rng}; {speed_times(sp)}"
     label = "speed of a different output" if kind == "lossy" else term("speedup").label
@@ -190,9 +161,7 @@ SHOWN_WARNINGS = 5
 
 
 def warnings_html(warnings: list[dict] | None) -> str:
-    """Live warnings (cycles, gates, stops) as they arrive; the newest stays last. Nothing when
-    there are none: the findings under Diagnostics are the run's verdict, and a "no warnings"
-    line above an error finding would read as a contradiction."""
+    """Live warnings as they arrive, newest last; nothing when there are none (no "no warnings" above an error)."""
     if not warnings:
         return '<div class="ss-warnings-empty" data-count="0"></div>'
     def li(w):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import statistics
 
 import pandas as pd
 
@@ -12,37 +11,19 @@ from specdec_core.analysis.glossary import hover, term
 from specdec_core.audio.conditions import LENGTH_BANDS
 from specdec_core.evaluation.batch.checklist import PUNCT_RANGE
 from specdec_core.evaluation.bench.speedup import REPEATS, speedup_words
+from specdec_core.evaluation.bench.stats import spread
 
 from .cards import speed_kind, speed_times
-from .formatting import esc, fmt, is_number
+from .formatting import esc, fmt, is_number, stylesheet
 
 # +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
-# hanzi_count, which should sit inside the prompt type's band rather than grow or shrink).
-DIRECTION = {
-    "acceptance_rate": +1,
-    "mean_accepted_length": +1,
-    "nodes_per_call": -1,       # trees: nodes the cloud verified per call (its forward's width)
-    "tokens_per_s": +1,
-    "chrf": +1,
-    "emotion_hit": +1,
-    "punct_density": -1,
-    "repeat_rate": -1,
-    "adjacent_repeats": -1,
-    "cloud_calls": -1,
-    "cloud_call_rate": -1,
-    "target_forwards": -1,
-    "corrections": -1,
-    "wall_s": -1,
-    "cycles": -1,
-    "template_leak": -1,
-    "cache_desyncs": -1,
-    "rejected_tokens": -1,
-    "draft_forwards": -1,
-    "speedup": +1,
-    "decode_s": -1,
-    "bytes_up": -1,
-    "bytes_down": -1,
-}
+# hanzi_count, which should sit inside the prompt type's band rather than grow or shrink);
+# nodes_per_call is a tree's nodes verified per cloud call (its forward's width).
+HIGHER = ("acceptance_rate", "mean_accepted_length", "tokens_per_s", "chrf", "emotion_hit", "speedup")
+LOWER = ("nodes_per_call", "punct_density", "repeat_rate", "adjacent_repeats", "cloud_calls", "cloud_call_rate",
+         "target_forwards", "corrections", "wall_s", "cycles", "template_leak", "cache_desyncs", "rejected_tokens",
+         "draft_forwards", "decode_s", "bytes_up", "bytes_down")
+DIRECTION = {**dict.fromkeys(HIGHER, +1), **dict.fromkeys(LOWER, -1)}
 
 # Display order: headline metrics first, the rest alphabetically after them.
 ORDER = [
@@ -52,36 +33,7 @@ ORDER = [
     "per_position_acceptance", "chrf", "emotion_hit",
 ]
 
-DIFF_CSS = """
-.ss-diff { font-family: system-ui, "Noto Sans CJK SC", "WenQuanYi Micro Hei", sans-serif; }
-.ss-diff-block h5 { margin: 6px 0 2px 0; font-size: 13px; color: #1f2328; }
-.ss-diff-legend { font-size: 12.5px; color: #57606a; margin-bottom: 6px; }
-.ss-diff-text { font-size: 18px; line-height: 1.9; word-break: break-all; white-space: pre-wrap; }
-.ss-diff del { background: #fbdcc6; color: #8a3200; text-decoration: line-through;
-  text-decoration-color: #D55E00; border-radius: 2px; }
-.ss-ab-table table { border-collapse: collapse; width: 100%; font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-ab-table th, .ss-ab-table td { border-bottom: 1px solid #eaeef2; padding: 4px 8px; text-align: right;
-  font-variant-numeric: tabular-nums; }
-.ss-ab-table th:first-child { text-align: left; font-weight: 500; cursor: help; }
-.ss-ab-table thead th { font-weight: 650; background: #f6f8fa; text-align: right; cursor: default; }
-.ss-ab-table thead th:first-child { text-align: left; }
-.ss-ab-table tr.ss-ab-group th { text-align: left; background: #f6f8fa; font-weight: 650; cursor: default;
-  color: #57606a; font-size: 12.5px; text-transform: uppercase; letter-spacing: 0.03em; }
-.ss-ab-group-note { text-transform: none; letter-spacing: normal; font-weight: 400; }
-.ss-ab-better { font-weight: 650; text-align: center !important; cursor: help; }
-.ss-ab-better-A { color: #0072B2; } .ss-ab-better-B { color: #CC79A7; }
-.ss-ab-better-—, .ss-ab-better-same, .ss-ab-better-within, .ss-ab-better-tie { color: #8c959f; font-weight: 500; }
-.ss-ab-note { font-size: 12.5px; color: #7a5200; background: #fff8e6; padding: 4px 8px; border-radius: 5px; margin-bottom: 6px; }
-.ss-vs { font-family: system-ui, sans-serif; border: 1px solid #d8dee4; border-radius: 8px; padding: 8px 12px; }
-.ss-vs-speed { font-size: 15px; margin-bottom: 4px; }
-.ss-vs-speed b { font-size: 17px; }
-.ss-vs-times { font-size: 12.5px; color: #57606a; }
-.ss-vs-fast b { color: #009E73; } .ss-vs-slow b { color: #B07800; } .ss-vs-neutral b { color: #424a53; }
-.ss-vs-verdict { font-size: 12.5px; font-weight: 600; margin-bottom: 2px; }
-.ss-vs-same { color: #009E73; } .ss-vs-diff { color: #B07800; }
-.ss-diff ins { background: #cfe6f7; color: #003f66; text-decoration: underline;
-  text-decoration-color: #0072B2; text-underline-offset: 3px; border-radius: 2px; }
-"""
+DIFF_CSS = stylesheet("compare")
 
 
 # A and B side by side on one grid: the n-th block of A's column and of B's share a grid row, so
@@ -160,17 +112,12 @@ def _band_verdict(key: str, a, b, band) -> tuple[str, str]:
     return ("A" if da < db else "B"), f"both outside the {target}; {'A' if da < db else 'B'} is closer"
 
 
-def _spread(xs) -> float:
-    return max(xs) - min(xs)
-
-
 def noise_verdict(key: str, samples_a: list, samples_b: list) -> tuple[str, str]:
-    """A timing judged on repeats: better only when the medians differ by more than NOISE_FACTOR
-    x the larger of the two sides' spreads."""
-    ma, mb = statistics.median(samples_a), statistics.median(samples_b)
-    noise = max(_spread(samples_a), _spread(samples_b))
-    seen = (f"A {fmt(key, min(samples_a))}–{fmt(key, max(samples_a))}, B {fmt(key, min(samples_b))}–"
-            f"{fmt(key, max(samples_b))} over {len(samples_a)} and {len(samples_b)} repeats; medians "
+    """A timing judged on repeats: better only beyond NOISE_FACTOR x the larger spread."""
+    (ma, (lo_a, hi_a)), (mb, (lo_b, hi_b)) = spread(samples_a, None), spread(samples_b, None)
+    noise = max(hi_a - lo_a, hi_b - lo_b)
+    seen = (f"A {fmt(key, lo_a)}–{fmt(key, hi_a)}, B {fmt(key, lo_b)}–{fmt(key, hi_b)}"
+            f" over {len(samples_a)} and {len(samples_b)} repeats; medians "
             f"differ by {fmt(key, abs(mb - ma))}, noise {fmt(key, noise)} (the larger spread)")
     if abs(mb - ma) <= NOISE_FACTOR * noise:
         return "=", f"within noise: {seen}, not more than {NOISE_FACTOR:g}× the noise"
@@ -180,9 +127,8 @@ def noise_verdict(key: str, samples_a: list, samples_b: list) -> tuple[str, str]
 
 def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None = None,
           samples: tuple[list, list] | None = None, tree: bool = False) -> tuple[str, str]:
-    """(winner, why): winner "A" | "B" | "=" | "" (no direction or not comparable).
-    same_text None = unknown (API callers without texts): cost metrics are judged as numbers.
-    `samples`: a timing's repeats per side (A's, B's); judged against their measured spread."""
+    """(winner, why): "A" | "B" | "=" | "" (no direction or not comparable); same_text None: unknown;
+    `samples`: a timing's repeats per side, judged against their spread."""
     band = _band(key, prompt_type)
     if band and is_number(a) and is_number(b):
         return _band_verdict(key, a, b, band)
@@ -212,8 +158,7 @@ def _keys(a_all: dict, b_all: dict) -> list[str]:
 
 def metric_diff_table(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
                       prompt_type: str | None = None) -> pd.DataFrame:
-    """One row per metric (raw key): A, B, delta (B - A) and which side is better where that has
-    a direction. The data behind `metric_diff_html`, for scripts and tests."""
+    """One row per metric: A, B, delta (B - A) and the better side (metric_diff_html's data, for scripts)."""
     a_all, b_all = metrics_a or {}, metrics_b or {}
     rows = []
     for key in _keys(a_all, b_all):
@@ -300,12 +245,9 @@ def _diff_row(key: str, ra, rb, same_text, prompt_type, samples, identical: bool
 def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: bool | None = None,
                      prompt_type: str | None = None, extra: list[tuple[str, object, object]] | None = None,
                      timings: dict | None = None, identical: bool = False) -> str:
-    """The A/B table a person reads, in groups (speed, text, drafting, link): glossary labels
-    (hover: unit and meaning), rounded values with units, the change B − A, and the better side
-    with its reason on hover. Only rows that apply: no link rows when neither run had a link,
-    failure counts only when a side has one. `extra`: rows (key, A, B) that replace the runs'
-    own (the speed-up over cloud-only, timing medians); `timings`: key -> (A's repeats, B's
-    repeats), judged against their spread; `identical`: the two configurations are the same."""
+    """The A/B table a person reads, in groups, with glossary labels, B − A and the better side (why on
+    hover); only rows that apply. `extra`: (key, A, B) rows that replace the runs' own; `timings`: key ->
+    (A's repeats, B's repeats); `identical`: the two configurations are the same."""
     a_all, b_all = metrics_a or {}, metrics_b or {}
     if not a_all and not b_all:
         return '<div class="ss-none">Run A and B to compare their metrics.</div>'
@@ -337,8 +279,7 @@ def metric_diff_html(metrics_a: dict | None, metrics_b: dict | None, same_text: 
 
 
 def speedup_cell(sp: dict | None):
-    """The A/B table's speed-up value: the number when it is a measured speed-up (or slow-down) of
-    the same output within the bound, else the words the page says instead (cards.speed_kind)."""
+    """The A/B cell of a speed-up: its number when speed_kind allows one, else the page's words."""
     if not sp:
         return None
     kind = speed_kind(sp)
@@ -352,10 +293,7 @@ def speedup_cell(sp: dict | None):
 
 
 def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = None, label: str = "final text") -> str:
-    """Next to the final text: the speed-up over cloud-only with its spread (evaluation/bench/speedup.py:
-    "no measurable difference" when the spread covers 1.0, "speed of a different output" when
-    the texts differ, not shown above the acceptance's bound) and a character diff of the text
-    against the cloud-only text."""
+    """Under the final text: the speed-up over cloud-only (as speed_kind allows) and the character diff."""
     same = (text or "") == (base_text or "")
     head = ""
     if sp:
@@ -373,8 +311,7 @@ def vs_cloud_html(text: str | None, base_text: str | None, sp: dict | None = Non
 
 
 def char_diff_html(text_a: str | None, text_b: str | None, names: tuple[str, str] = ("A", "B")) -> str:
-    """Character diff of two outputs: text only in the first struck through, text only in the
-    second underlined."""
+    """Character diff: text only in the first struck through, text only in the second underlined."""
     a, b = text_a or "", text_b or ""
     if a == b:
         what = "identical texts" if a else "both texts are empty"

@@ -1,8 +1,4 @@
-"""Knob descriptions for the UI and share-link query strings, derived from the one knob schema
-(`specdec_core.decoding.config.KNOBS`: each DecodeConfig field's range, step, label and help).
-
-Names match the knob table of ../shared/design.md exactly. Nothing here restates a range.
-"""
+"""Knob widgets' settings and share-link queries, from the one knob schema (decoding.config.KNOBS)."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ def config_to_query(cfg: dict) -> str:
 
 
 def query_to_config(query: str) -> dict:
-    """The full knob dict (defaults + the link's values), each value parsed and checked by the
-    schema; unknown keys are ignored (the page's own parameters, e.g. sample)."""
+    """The full knob dict (defaults + the link's checked values); unknown keys (e.g. sample) ignored."""
     cfg = default_config()
     for key, raw in parse_qsl((query or "").lstrip("?"), keep_blank_values=True):
         spec = SPECS_BY_NAME.get(key)
@@ -62,9 +57,7 @@ def widget_settings(name: str, cfg: dict) -> dict:
 
 
 def widget_value(name: str, cfg: dict, value):
-    """Where knob `name`'s widget sits for `value` in the unit `cfg` picks: the value when that
-    unit's range holds it, else the unit's start position (a value is never converted between
-    units: that needs |V|, which only the run knows)."""
+    """Where `name`'s widget sits for `value` in the unit `cfg` picks (never converted between units)."""
     s = SPECS_BY_NAME[name].resolve(cfg)
     start = s.start if s.start is not None else s.minimum
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -72,8 +65,7 @@ def widget_value(name: str, cfg: dict, value):
 
 
 def checked_for_widgets(cfg: dict) -> dict:
-    """A full, valid knob dict every widget can show, or ConfigError with one clear line (the
-    first value that is a valid knob but that no widget can show)."""
+    """A full, valid knob dict every widget can show, or ConfigError with one clear line."""
     c = DecodeConfig.from_dict(cfg)
     full = {name: getattr(c, name) for name in KNOBS}
     problem = next((p for s in KNOB_SPECS if (p := s.widget_problem(full[s.name]))), None)
@@ -93,8 +85,7 @@ INACTIVE_CSS = ", ".join(f'[id$="-{n}"]:has(input:disabled), [id$="-{n}-off"]:ha
 
 
 def inactive(cfg: dict, remote: bool = False) -> dict[str, str]:
-    """{knob: why it has no effect} for the knob values `cfg` picks (the rest apply); `remote`:
-    the cloud is a server, whose link is measured (the link model is for a local cloud)."""
+    """{knob: why it has no effect} at `cfg`; `remote`: a cloud server, whose link is measured."""
     out = {n: "a cloud server's link is measured, not modelled" for n in LINK_KNOBS if remote}
     if cfg.get("draft_tree", "chain") == "chain":
         out.update(tree_branch="only for a static or dynamic draft tree",

@@ -1,17 +1,11 @@
-"""Bug or numerics? Pure HTML for where an output leaves the cloud-only reference
-(`reference.first_divergence`, analysis/divergence.py) and for the numerics probe."""
+"""Bug or numerics? HTML for where an output leaves cloud-only (analysis/divergence.py) and the probe."""
 from __future__ import annotations
 
 from specdec_core.decoding.numerics import probe_line
 
-from .formatting import DASH, esc
+from .formatting import DASH, esc, stylesheet
 
-DIVERGENCE_CSS = """
-.ss-div { display: inline-block; margin: 0 3px; padding: 0 5px; border-radius: 4px;
-  font-size: 0.72em; font-weight: 600; vertical-align: middle; cursor: help; }
-.ss-div-numerics { background: #e8f0fe; color: #1a4fa0; border: 1px dashed #1a4fa0; }
-.ss-div-decoder { background: #fdecea; color: #a50e0e; border: 1px solid #a50e0e; }
-"""
+DIVERGENCE_CSS = stylesheet("divergence")
 
 
 def _fmt(x) -> str:
@@ -44,8 +38,7 @@ def divergence_marker(fd: dict | None) -> str:
 
 
 def numerics_html(num: dict | None, fd: dict | None = None) -> str:
-    """Inspect's block: the probe's line ('ties closer than X logits can flip', from a recording
-    or a run trace) and, with a reference, the divergence verdict."""
+    """Inspect's block: the numerics probe's line and, with a reference, the divergence verdict."""
     parts = [esc(t) for t in (probe_line(num), divergence_title(fd) if fd else "") if t]
     if not parts:
         return ""

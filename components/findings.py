@@ -1,49 +1,18 @@
-"""Findings as HTML: the one renderer of every tab (Live, A/B, a served engine, Inspect, the
-pair check). Severity-coloured cards, errors first, each with its title, its stable code in
-small type, what, likely cause, fix and evidence (token ids with their text), the symptoms a
-root explains folded under it; the cases that are not a clean bill (no cloud call, a fault
-latent at the knobs, a run that ended in an error) said so. Also the status-line summaries of
-the findings and a badge of the run's configuration. Pure functions of the findings / config
-dicts; inject FINDINGS_CSS once (components.ALL_CSS)."""
+"""Findings as HTML, the one renderer of every tab: severity-coloured cards, errors first, symptoms
+folded under their root, the not-clean cases said so; also status-line summaries and config badges."""
 from __future__ import annotations
 
 from specdec_core.findings import SEVERITIES, from_json
 
 from .config_panel import SPECS_BY_NAME
-from .formatting import DASH, esc, fault_label, num, visible
+from .formatting import DASH, esc, fault_label, num, stylesheet, visible
 
 # severity -> (icon, css class). Icons are distinct glyphs, not just colours.
 SEVERITY = {"error": ("✖", "error"), "critical": ("✖", "error"), "warning": ("▲", "warning"),
             "warn": ("▲", "warning"), "info": ("ℹ", "info"), "ok": ("✔", "ok"), "pass": ("✔", "ok")}
 ORDER = {s: i for i, s in enumerate(SEVERITIES + ("ok",))}
 
-FINDINGS_CSS = """
-.ss-findings { display: flex; flex-direction: column; gap: 6px; font-family: system-ui, sans-serif; }
-.ss-finding { display: grid; grid-template-columns: 22px 1fr; gap: 2px 8px; padding: 8px 10px;
-  border-radius: 6px; border-left: 4px solid #8c959f; background: #f6f8fa; font-size: 13.5px; }
-.ss-finding-icon { font-size: 15px; line-height: 1.2; font-weight: 700; text-align: center; }
-.ss-finding-title { font-weight: 600; color: #1f2328; }
-.ss-finding-code { font: 11px ui-monospace, monospace; font-weight: 400; color: #6e7781; margin-left: 6px; }
-.ss-finding-detail, .ss-finding-fix, .ss-finding > .ss-rf-ev { grid-column: 2; color: #424a53; }
-.ss-finding-detail b, .ss-finding-fix b { color: #1f2328; }
-.ss-finding-explained { grid-column: 2; font-size: 13px; }
-.ss-finding-explained > summary { cursor: pointer; white-space: nowrap; }
-.ss-sev-error { border-left-color: #D55E00; background: #fff1e8; }
-.ss-sev-warning { border-left-color: #E69F00; background: #fff8e6; }
-.ss-sev-info { border-left-color: #0072B2; background: #eef6fc; }
-.ss-sev-ok { border-left-color: #009E73; background: #edf8f3; }
-.ss-icon-error { color: #D55E00; }
-.ss-icon-warning { color: #B07800; }
-.ss-icon-info { color: #0072B2; }
-.ss-icon-ok { color: #009E73; }
-.ss-rf-ev { font-family: ui-monospace, monospace; font-size: 12px; color: #57606a; margin-top: 3px; }
-.ss-rf-evl { padding-left: 1.2em; overflow-wrap: anywhere; }
-.ss-none { color: #6e7781; font-style: italic; font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-badges { display: flex; gap: 6px; flex-wrap: wrap; }
-.ss-badge { font-size: 12.5px; padding: 2px 8px; border-radius: 10px; background: #f6f8fa;
-  border: 1px solid #d8dee4; font-family: ui-monospace, monospace; }
-.ss-badge-fault { background: #fff1e8; border-color: #f0b48c; }
-"""
+FINDINGS_CSS = stylesheet("findings")
 
 
 SHOWN_IDS, SHOWN_VALUES = 24, 8     # a long id list shows this many as text; other lists, values
@@ -62,8 +31,7 @@ def _count_key(key) -> bool:
 
 
 def _value(v, ids: bool, texts) -> str:
-    """One evidence value in words: a token id with its text, a long id list as text (cut
-    after SHOWN_IDS), a long list cut after SHOWN_VALUES, an object as `key value` pairs."""
+    """One evidence value in words: ids with their text, long lists cut, objects as `key value` pairs."""
     if isinstance(v, bool) or v is None:
         return str(v).lower() if v is not None else DASH
     if isinstance(v, float):
@@ -84,8 +52,7 @@ def _value(v, ids: bool, texts) -> str:
 
 
 def evidence_lines(ev: dict | None, texts=None) -> list[str]:
-    """A finding's evidence as readable `key: value` lines (plain text, not escaped); `texts`
-    (token id -> text) decodes token ids."""
+    """A finding's evidence as `key: value` lines (plain text); `texts` decodes token ids."""
     return [f"{str(k).replace('_', ' ')}: {_value(v, _id_key(k), texts)}"
             for k, v in (ev or {}).items() if v not in (None, [], {}, "")]
 
@@ -106,11 +73,8 @@ CLEAN = ("caches, positions, context, acceptance against the cloud, stops and th
 
 def findings_html(findings: list[dict] | None, texts=None, cloud_calls: int | None = None,
                   latent: list | None = None, error: str | None = None) -> str:
-    """Errors first; one card per root finding, its colour and icon from the severity, the
-    symptoms it explains folded under it. `texts` (token id -> text) shows the evidence's token
-    ids as text. No finding is not always a clean bill: `cloud_calls` 0 ("not checked by the
-    cloud"), a fault on that the knobs leave latent (`latent`: faults.latent's lines) and a run
-    that ended in an `error` (a recording's) each say so instead of a green "No findings"."""
+    """Errors first, one card per root finding, its symptoms folded under it; `texts` decodes ids.
+    No finding is not always a clean bill: `cloud_calls` 0, a `latent` fault or a run's `error` say so."""
     if findings is None:
         return '<div class="ss-findings"><div class="ss-none">No findings yet: nothing has run.</div></div>'
     if findings:
@@ -157,8 +121,7 @@ def _box(severity, attrs: str, title_html: str, body: str = "") -> str:
 
 
 def split_explained(findings: list[dict]) -> tuple[list, dict]:
-    """(root findings by severity, {root code: the findings it explains}): a finding whose
-    explained_by names a finding present is folded under it."""
+    """(roots by severity, {root code: the findings it explains})."""
     codes = {f.get("code") for f in findings}
     nested: dict = {}
     for f in findings:
@@ -169,8 +132,7 @@ def split_explained(findings: list[dict]) -> tuple[list, dict]:
 
 
 def findings_count(findings: list[dict]) -> str:
-    """The findings as the cards show them: the top-level ones (errors among them) and the
-    symptoms folded under them, e.g. "1 finding (1 error), and 1 symptom it explains"."""
+    """The findings as the cards count them: "1 finding (1 error), and 1 symptom it explains"."""
     if not findings:
         return "no findings"
     roots, nested = split_explained(findings)
@@ -181,8 +143,7 @@ def findings_count(findings: list[dict]) -> str:
 
 
 def findings_summary(findings: list[dict] | None, sep: str = " · ", tail: str = " — see Diagnostics") -> str:
-    """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics' for a status line
-    (codes in words; an A/B side's: sep ", ", no tail); empty when the findings are clean."""
+    """' · ✖ 1 error (lossless violation) · ▲ 1 warning — see Diagnostics'; empty when clean."""
     roots = [f for f in map(from_json, findings or []) if not f["explained_by"]]   # symptoms fold under them
     parts = []
     for cls in ("error", "warning"):

@@ -5,8 +5,14 @@ from __future__ import annotations
 import html
 import math
 import re
+from pathlib import Path
 
 DASH = "—"
+
+
+def stylesheet(name: str) -> str:
+    """A static stylesheet of components/css/ (rules built from Python values stay in the modules)."""
+    return (Path(__file__).parent / "css" / f"{name}.css").read_text(encoding="utf-8")
 
 
 def esc(value) -> str:
@@ -38,9 +44,7 @@ def pct(value, digits: int = 1) -> str:
 
 
 def fmt(key: str, value, digits: int | None = None) -> str:
-    """A metric value with its unit from the glossary (analysis/glossary.py): shares as
-    percentages, seconds with 's', counts with their unit word; rounded for reading; why a run
-    ended in words."""
+    """A metric value with its glossary unit, rounded for reading; why a run ended in words."""
     from specdec_core.analysis.glossary import term
 
     if value is None:
@@ -120,13 +124,10 @@ def plain(text: str) -> str:
 
 
 def snake_words(text) -> str:
-    """The snake_case names inside a line read as words ('stale_cache; runs to max_new_tokens'
-    -> 'stale cache; runs to max new tokens'); the rest of the line as it is. For the page only:
-    JSON and the CLI keep the names."""
+    """The snake_case names in a line as words ('stale_cache' -> 'stale cache'); for the page only."""
     return re.sub(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b", lambda m: m.group(0).replace("_", " "), str(text or ""))
 
 
 def fault_label(name) -> str:
-    """A fault (or finding code) as the page names it: 'no_resync' -> 'no resync'. The value the
-    code uses (a dropdown's value, the config's `faults`) stays the name."""
+    """A fault or code as the page names it: 'no_resync' -> 'no resync' (values keep the name)."""
     return str(name or "").replace("_", " ")

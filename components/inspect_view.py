@@ -1,10 +1,5 @@
-"""Per-round drill-down of a recording (schema specscope.recording/1, docs/recorder.md): for
-each round, every forward of both models with the cache length before and after, the ids and
-positions fed, the mask shape, and the edge's vs the cloud's top-5 at each drafted position
-with the cloud's rank of the token that was drafted. Pure functions of the recording dict.
-
-A round here is the edge forwards since the previous cloud forward plus that cloud forward
-(what a user's loop does between two verifications)."""
+"""Per-step drill-down of a recording (docs/recorder.md): each step (the edge forwards since the last
+cloud forward, and that forward) with caches, ids, positions, mask, and edge vs cloud top-5 per draft."""
 from __future__ import annotations
 
 import math
@@ -12,43 +7,9 @@ from typing import Callable
 
 from specdec_core.findings import fact
 
-from .formatting import DASH, esc, fmt, pct
+from .formatting import DASH, esc, fmt, pct, stylesheet
 
-INSPECT_CSS = """
-.ss-record-help { font-family: system-ui, sans-serif; font-size: 13.5px; line-height: 1.55; }
-.ss-record-help code { font-size: 12.5px; background: #f6f8fa; padding: 0 3px; border-radius: 3px; }
-.ss-record-help .ss-sig { overflow-wrap: anywhere; }
-.ss-record-help pre.ss-example { font-size: 12.5px; background: #f6f8fa; padding: 6px 10px; border-radius: 6px;
-  overflow-x: auto; margin: 4px 0; }
-.ss-record-help summary { cursor: pointer; color: #0969da; }
-.ss-rd { font-family: system-ui, sans-serif; font-size: 13px; }
-.ss-rd table, .ss-pool table { border-collapse: collapse; margin: 4px 0 10px 0; }
-.ss-rd th, .ss-rd td, .ss-pool th, .ss-pool td { border: 1px solid #d8dee4; padding: 3px 7px; text-align: left;
-  vertical-align: top; }
-.ss-rd th, .ss-pool th { background: #f6f8fa; font-weight: 600; }
-.ss-rd small, .ss-pool small { color: #57606a; }
-.ss-rd .ss-rd-edge { color: #0072B2; font-weight: 600; }
-.ss-rd .ss-rd-cloud { color: #444; font-weight: 600; }
-.ss-rd .ss-rd-bad { color: #D55E00; font-weight: 600; }
-.ss-rd .ss-rd-mono { font-family: ui-monospace, monospace; }
-.ss-rd small { margin: 0 8px 0 2px; }
-.ss-rd .ss-rd-note { color: #57606a; margin: 2px 0 4px 0; }
-.ss-rd h4 { margin: 6px 0 2px 0; font-size: 14px; }
-.ss-rd .ss-rd-audio { display: inline-block; background: #eef6fc; border: 1px solid #b6d4ea;
-  border-radius: 10px; padding: 2px 10px; margin: 2px 0 6px 0; }
-.ss-pool { font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-pool table { width: 100%; }
-.ss-pool td.ss-num { text-align: right; font-variant-numeric: tabular-nums; }
-.ss-pool .ss-pool-err { color: #D55E00; font-weight: 600; }
-.ss-pool .ss-pool-ok { color: #009E73; font-weight: 600; }
-.ss-pool .ss-pool-bar { display: inline-block; height: 9px; background: #009E73;
-  border-radius: 2px; vertical-align: middle; margin-right: 6px; }
-.ss-pool .ss-pool-sum { color: #57606a; margin: 2px 0 8px 0; }
-.ss-pool td.ss-pool-name { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12.5px; }
-.ss-pool table.ss-pool-pos th { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
-.ss-pool table.ss-pool-pos th:first-child, .ss-pool table.ss-pool-pos th:nth-child(2) { font-family: system-ui, sans-serif; font-size: 13.5px; }
-.ss-pool h4 { margin: 10px 0 2px 0; font-size: 14px; }
-"""
+INSPECT_CSS = stylesheet("inspect")
 
 Texts = Callable[[int], str]
 
@@ -143,8 +104,7 @@ def _top(f: dict, r: int, texts: Texts) -> str:
 
 
 def _top5_table(group: list[dict], texts: Texts) -> str:
-    """Each drafted token (the last ids the cloud was fed, one per edge forward of the round)
-    next to the edge row that drafted it and the cloud row that verified it."""
+    """Each drafted token next to the edge row that drafted it and the cloud row that verified it."""
     cloud = next((f for f in group if f.get("model") == "cloud" and f.get("rows")), None)
     if cloud is None:
         return "<p>No cloud forward in this step: nothing was verified.</p>"
@@ -184,9 +144,7 @@ def step_round(recording: dict | None, trace: dict | None, n: int | None) -> int
 
 
 def audio_html(recording: dict | None) -> str:
-    """An Omni recording's audio: `recording["audio"] = {"span": [start, end], "rope_delta": d}`
-    (cache positions of the audio tokens in the prompt; the mrope delta after them). Empty for
-    text prompts (absent or None)."""
+    """An Omni recording's audio span and mrope delta (`recording["audio"]`); empty for text prompts."""
     a = (recording or {}).get("audio")
     if not isinstance(a, dict):
         return ""
@@ -203,18 +161,12 @@ def audio_html(recording: dict | None) -> str:
 
 
 def recording_counts(trace: dict | None, recording: dict | None) -> dict:
-    """The Inspect tab's counts, each defined here once (the status line, the drill-down and the
-    pooled table read them):
-    tokens    the generated ids, the stop token included when the run ended on one (the trace's
-              metrics["new_tokens"], the Live tab's count);
-    rounds    the trace's rounds, as the recorder rebuilds them from what was committed: a cloud
-              call that checked the committed text, or a last stretch no cloud call checked;
-    checked   the rounds a cloud call checked;
-    calls     cloud calls = every forward of the cloud model (the drill-down's steps);
-    unchecked committed tokens no cloud call checked (the trace's unchecked drafts);
-    off_text  the finding that says why cloud calls checked nothing committed: a root with the
-              `context` fact (findings.py: the cloud ran on a context that is not the text), or
-              a recording cut short; None when there is none."""
+    """The Inspect tab's counts, defined here once (status line, drill-down and pooled table read them):
+    tokens: generated ids (the stop token included, as metrics["new_tokens"]); rounds: the trace's rounds
+    as the recorder rebuilds them from what was committed; checked: those a cloud call checked; calls:
+    cloud forwards (the drill-down's steps); unchecked: committed tokens no cloud call checked;
+    off_text: the root finding (a `context` fact, or a recording cut short) that says why cloud calls
+    checked nothing committed, or None."""
     tr = trace or {}
     toks, rounds = tr.get("tokens") or [], tr.get("rounds") or []
     fwds = (recording or {}).get("forwards") or []
@@ -288,15 +240,12 @@ def _step_title(groups: list[list[dict]], n: int) -> str:
 
 # ---- Pooled view over several recordings ---------------------------------------------------
 def pooled_trace(traces: list[dict]) -> dict:
-    """A trace-shaped dict whose rounds are every round of every trace: the per-position
-    acceptance of plots.position_acceptance / position_acceptance_figure, pooled."""
+    """A trace-shaped dict of every trace's rounds: the pooled per-position acceptance."""
     return {"rounds": [r for tr in traces for r in (tr or {}).get("rounds") or []]}
 
 
 def pooled_html(entries: list[dict]) -> str:
-    """One row per recording (label, tokens, cloud calls, acceptance, its error / warning codes)
-    and the acceptance by draft position pooled over all of them (plots.position_acceptance on
-    pooled_trace), next to each recording's own."""
+    """One row per recording, and the acceptance by draft position pooled beside each one's own."""
     from .plots import position_acceptance
 
     if not entries:
@@ -343,8 +292,7 @@ def pooled_html(entries: list[dict]) -> str:
 
 
 def pooled_findings_html(pooled: list[dict] | None, n: int) -> str:
-    """The record CLI's pooled findings (checks that need several runs' evidence) as cards; a
-    plain line when there are none."""
+    """The pooled findings (checks over several runs) as cards; a plain line when there are none."""
     from .findings import findings_html
 
     if pooled:
@@ -376,8 +324,7 @@ RECORDER_DOC = "gradio_api/file=docs/recorder.md"      # served by the app (ui/p
 
 
 def record_help_html() -> str:
-    """The Inspect tab's own-decoder help: the signature `record` calls, a ten-line loop it
-    records, the command, and the guide (docs/recorder.md, in this repository)."""
+    """The own-decoder help: the signature `record` calls, a loop it records, the command, the guide."""
     return ('<div class="ss-record-help" id="inspect-record-help">'
             '<div>Your decoding function is called as <code class="ss-sig">' + esc(RECORD_SIGNATURE) + '</code>: '
             'the two models, their tokenizer, the prompt as a [1, n] id tensor; it returns the new token '

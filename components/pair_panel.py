@@ -1,6 +1,4 @@
-"""The Live tab's "pair" panel: the pair check's report (specdec_core/pairs) as a <details>
-block, collapsed when all is well and open when the pair has warnings or errors. Pure function
-of the report dict."""
+"""The Live tab's "pair" panel: the pair check's report, folded when all is well."""
 from __future__ import annotations
 
 from .findings import SEVERITY, findings_html
@@ -9,8 +7,7 @@ from specdec_core.pairs.checks import passed_words
 
 
 def pair_panel_html(report: dict | None, error: str | None = None) -> str:
-    """`report`: {"checks", "passed", "versions", "device", "edge", "cloud", "usable"};
-    `error`: a one-line message when the check itself could not run (folders not found)."""
+    """`report`: the pair check's dict; `error`: one line when the check could not run."""
     if error:
         return (f'<details class="ss-pair" data-state="error" open><summary><b>pair</b> '
                 f'<span class="ss-icon-error">{SEVERITY["error"][0]}</span> cannot check: {esc(error)}'

@@ -1,8 +1,4 @@
-"""One colour per token source, shared by the trace view, the plots and the cards.
-
-Okabe-Ito hues: distinguishable with the common colour-vision deficiencies. The trace view
-also varies shape (solid / dashed / boxed / dotted) so colour is never the only cue.
-"""
+"""One colour per token source (Okabe-Ito: safe for colour-vision deficiencies), for every view."""
 
 SOURCE_COLORS = {
     "accepted": "#009E73",   # bluish green: edge draft the cloud agreed with
@@ -11,18 +7,9 @@ SOURCE_COLORS = {
     "bonus": "#CC79A7",      # reddish purple: free extra cloud token after a fully accepted block
 }
 # Light tints of the same hues for token backgrounds (dark text stays readable on them).
-SOURCE_TINTS = {
-    "accepted": "#D4F0E6",
-    "corrected": "#FBDCC6",
-    "draft": "#D6E8F5",
-    "bonus": "#F5DDEA",
-}
-SOURCE_LABELS = {
-    "accepted": "accepted",
-    "corrected": "corrected",
-    "draft": "unchecked draft",   # the cloud never checked it (gate, or a faulty commit)
-    "bonus": "bonus",
-}
+SOURCE_TINTS = {"accepted": "#D4F0E6", "corrected": "#FBDCC6", "draft": "#D6E8F5", "bonus": "#F5DDEA"}
+# "draft": the cloud never checked it (gate, or a faulty commit)
+SOURCE_LABELS = {"accepted": "accepted", "corrected": "corrected", "draft": "unchecked draft", "bonus": "bonus"}
 REJECTED_COLOR = "#7A7A7A"
 CYCLE_COLOR = "#C0002A"
 CLOUD_CALL_COLOR = "#444444"

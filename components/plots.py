@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.analysis.glossary import term
-from specdec_core.analysis.metrics import drafted_entropies, share_above, threshold_nats
+from specdec_core.analysis.metrics import by_position, drafted_entropies, share_above, threshold_nats
 
 from .formatting import esc, is_number, visible
 from .palette import CLOUD_CALL_COLOR, NEUTRAL_COLOR, SOURCE_COLORS, SOURCE_LABELS
@@ -53,8 +53,7 @@ def _threshold_of(trace: dict, threshold):
 
 
 def threshold_label(trace: dict, thr: float) -> str:
-    """'threshold 3.20 nats (0.48·ln|V|) — 23% of drafted tokens above', from the trace: its
-    |V| (info vocab_size) and the drafted tokens' entropies."""
+    """'threshold 3.20 nats (0.48·ln|V|) — 23% of drafted tokens above', from the trace."""
     text = f"threshold {thr:.2f} nats"
     vocab = (trace.get("info") or {}).get("vocab_size")
     if is_number(vocab) and vocab >= 2:
@@ -66,11 +65,8 @@ def threshold_label(trace: dict, thr: float) -> str:
 
 
 def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
-    """Draft entropy per committed token, the gate threshold, cloud calls and corrections.
-
-    `threshold`: nats, None/"off" (no gate), or "config": the threshold the run resolved to
-    nats (trace info `entropy_threshold_nats`, whatever entropy_unit the config used).
-    """
+    """Draft entropy per token, the gate threshold, cloud calls and corrections; `threshold`: nats,
+    None/"off", or "config" (the run's threshold resolved to nats)."""
     trace = trace or {}
     tokens = trace.get("tokens") or []
     fig = figure("Draft entropy per token", "token index", "entropy (nats)")
@@ -93,8 +89,7 @@ def entropy_figure(trace: dict | None, threshold=_FROM_CONFIG) -> go.Figure:
 
 
 def _add_source_points(fig: go.Figure, tokens: list[dict], xs: list, ys: list) -> None:
-    """The line joins the tokens in order; one marker trace per source, so that the legend names
-    each colour the points have (unchecked drafts included) in that colour."""
+    """A line through the tokens; one marker trace per source, so the legend names each colour."""
     fig.add_trace(go.Scatter(x=xs, y=ys, name="entropy", mode="lines", line=dict(color="#8c959f", width=1.5),
                              hoverinfo="skip"))
     for source in ("accepted", "corrected", "bonus", "draft"):
@@ -113,8 +108,7 @@ def _add_source_points(fig: go.Figure, tokens: list[dict], xs: list, ys: list) -
 
 def _add_calls_and_corrections(fig: go.Figure, trace: dict, tokens: list[dict], rej_by_at: dict,
                                top: float) -> None:
-    """▼ at the start of each verified block; × where the cloud corrected a draft, at the
-    entropy of the rejected draft at the same index."""
+    """▼ at each verified block's start; × at each correction, at its rejected draft's entropy."""
     starts = [r.get("start") for r in trace.get("rounds") or []
               if r.get("verified") and isinstance(r.get("start"), int)]
     if starts:
@@ -135,8 +129,7 @@ def _add_calls_and_corrections(fig: go.Figure, trace: dict, tokens: list[dict], 
 
 
 def _add_threshold(fig: go.Figure, trace: dict, thr) -> None:
-    """The gate's threshold line, labelled above the plot area (never over the points), or a
-    note saying there is none."""
+    """The threshold line, labelled above the plot area, or a note saying there is none."""
     if thr is not None and math.isfinite(thr):
         fig.add_hline(y=thr, line=dict(color=SOURCE_COLORS["corrected"], dash="dash", width=1.5))
         fig.add_annotation(text=threshold_label(trace, thr), showarrow=False, xref="paper", yref="paper",
@@ -195,31 +188,22 @@ def accepted_length_figure(trace: dict | None) -> go.Figure:
 
 
 def round_axis(ids: list[int]) -> dict:
-    """An x axis of rounds: whole-number ticks on rounds that exist, nothing before the first
-    round or after the last (no tick -1, no 2.5)."""
+    """An x axis of whole-number rounds, from the first round to the last."""
     step = 1 if len(ids) <= 30 else math.ceil(len(ids) / 15)
     return dict(range=[ids[0] - 0.5, ids[-1] + 0.5], tick0=ids[0], dtick=step, tickformat="d")
 
 
 def position_acceptance(trace: dict) -> list[tuple[int, float, int]]:
     """(position, acceptance rate, rounds that drafted it) over verified rounds, 1-based."""
-    verified = [r for r in trace.get("rounds") or [] if r.get("verified")]
-    if verified:
-        k = max(int(r.get("drafted") or 0) for r in verified)
-        out = []
-        for p in range(1, k + 1):
-            n = sum(1 for r in verified if (r.get("drafted") or 0) >= p)
-            a = sum(1 for r in verified if (r.get("accepted") or 0) >= p)
-            out.append((p, a / n if n else 0.0, n))
-        return out
+    steps = [(r.get("accepted") or 0, r.get("drafted") or 0) for r in trace.get("rounds") or [] if r.get("verified")]
+    if steps:
+        return [(p, a / n if n else 0.0, n) for p, (n, a) in enumerate(by_position(steps), 1)]
     per = (trace.get("metrics") or {}).get("per_position_acceptance") or []
     return [(p + 1, float(v), 0) for p, v in enumerate(per) if is_number(v)]
 
 
 def depth_acceptance(trace: dict) -> list[tuple[int, float, int]]:
-    """Tree rounds: (depth d, share of the rounds whose path reached d - 1 and whose tree has a
-    node at d that accepted one, those rounds) -- EAGLE's / SGLang's acceptance per depth, as
-    metrics.acceptance_by_depth; [] for chains."""
+    """Tree rounds: (depth d, share of rounds reaching d - 1 that accepted a node at d, those rounds)."""
     trees = [r["tree"] for r in trace.get("rounds") or [] if r.get("tree")]
     deep = max((n["depth"] for t in trees for n in t.get("nodes") or []), default=0)
     out = []
@@ -231,8 +215,7 @@ def depth_acceptance(trace: dict) -> list[tuple[int, float, int]]:
 
 
 def position_acceptance_figure(trace: dict | None) -> go.Figure:
-    """How often the draft token at block position p survives verification; for a tree, how
-    often a node at depth d is accepted (slots of siblings are not positions)."""
+    """Acceptance by draft position; for a tree, by depth (siblings' slots are not positions)."""
     rows = depth_acceptance(trace or {})
     tree = bool(rows)
     rows = rows or position_acceptance(trace or {})
@@ -264,8 +247,7 @@ _GROUP_COLORS = ["#0072B2", "#CC79A7", "#009E73", "#E69F00"]   # A blue, B pink 
 
 
 def _bin_edges(values, most: int = 15):
-    """Histogram bin edges for a handful to a few hundred values: numpy's 'auto' rule, at most
-    `most` bins; one value (or all equal) gets one bin of width 1 around it."""
+    """Histogram bin edges: numpy's 'auto', at most `most` bins; equal values get one bin of width 1."""
     if len(values) == 0:
         return np.array([0.0, 1.0])
     lo, hi = float(values.min()), float(values.max())

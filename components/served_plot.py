@@ -1,5 +1,4 @@
-"""A served engine's acceptance (issue 49, docs/audit.md): by draft position and by context
-position in % (as the rest of the page), the collapse position marked when the audit found one."""
+"""A served engine's acceptance by draft and context position (issue 49), the collapse marked."""
 from __future__ import annotations
 
 import plotly.graph_objects as go

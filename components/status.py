@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 from .config_panel import INACTIVE_CSS
-from .formatting import esc, snake_words
+from .formatting import esc, snake_words, stylesheet
 
 
 def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str, str]] | None = None) -> str:
-    """kind: idle | run | ok | warn | err. `context`: (what, value) badges after the text
-    (ui/common.run_context): which backend, dtype, cloud and faults the run used; a fault badge
-    stands out."""
+    """kind: idle | run | ok | warn | err; `context`: (what, value) badges, a fault's standing out."""
     icon = {"idle": "●", "run": "◌", "ok": "✔", "warn": "▲", "err": "✖"}.get(kind, "●")
     d = f'<span class="ss-status-detail">{esc(detail)}</span>' if detail else ""
     ctx = "".join(
@@ -21,8 +19,7 @@ def status_html(kind: str, text: str, detail: str = "", context: list[tuple[str,
 
 
 def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]:
-    """(kind, head) for a finished run: never a green "Done" above an error finding. Stopped ->
-    err "Stopped"; any error finding -> err "Done, with errors"; a warning -> warn; else ok."""
+    """(kind, head) of a finished run: never a green "Done" above an error finding."""
     sev = {str(f.get("severity", "")).lower() for fs in finding_lists for f in fs or []}
     if stopped:
         return "err", f"Stopped: {name}"
@@ -33,20 +30,7 @@ def finished_status(name: str, stopped: bool, *finding_lists) -> tuple[str, str]
     return "ok", f"Done: {name}"
 
 
-STATUS_CSS = """
-.ss-status { flex-wrap: wrap; }
-.ss-status-ctx { display: inline-flex; flex-wrap: wrap; gap: 4px; margin-left: auto; }
-.ss-status-tag { font-size: 12px; padding: 1px 7px; border-radius: 9px; background: #fff; border: 1px solid #d8dee4;
-  color: #424a53; font-family: ui-monospace, monospace; }
-.ss-status-fault { background: #fff1e8; border-color: #D55E00; color: #8a3200; font-weight: 600; }
-/* the prompt the backend read wraps inside its narrow panel instead of running off its edge */
-.ss-info pre, .ss-info pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: break-word; }
-/* the preset list's entries wrap rather than being cut */
-.ss-preset ul.options li { white-space: normal !important; }
-"""
-
-
-STATUS_CSS += INACTIVE_CSS   # knobs that do nothing in the chosen mode (ui/knobs.py greys them)
+STATUS_CSS = stylesheet("status") + INACTIVE_CSS   # INACTIVE_CSS: knobs greyed in the chosen mode (ui/knobs.py)
 
 
 def prompt_info_md(info: dict | None) -> str:
@@ -76,7 +60,6 @@ def prompt_info_md(info: dict | None) -> str:
     return "\n\n".join(parts) or "_Run a clip to see what the backend read from it._"
 
 
-
 # (feature, words, how its value reads): the prosody the backend measured, in words
 PROSODY_WORDS = (("pitch", "pitch", lambda v: f"{v:+.1f} semitones from the voice's reference"),
                  ("pvar", "pitch variation", lambda v: f"{v:.1f} semitones"),
@@ -86,9 +69,7 @@ PROSODY_WORDS = (("pitch", "pitch", lambda v: f"{v:+.1f} semitones from the voic
 
 
 def prosody_words(info: dict) -> str:
-    """'pitch low (-3.1 semitones from the voice's reference), pitch variation flat (0.2
-    semitones), ...' from the trace info's measured values and bins; the backend's own
-    one-line text when it gave no bins."""
+    """'pitch low (-3.1 semitones from the voice's reference), ...' from the measured bins."""
     values, bins = info.get("prosody") or {}, info.get("bins") or {}
     if not bins:
         return str(info.get("prosody_text") or "")

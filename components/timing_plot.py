@@ -1,7 +1,5 @@
-"""Where the time goes: one stacked bar per round (edge forwards, cloud forwards, remote cloud
-requests, the recorder's hooks, everything else), from a trace dict (our decoder's, or one
-rebuilt from a recording) or from a recording dict (rounds as the loop ran them). A pure
-function of the dict: the timings were measured by the decoder or the recorder's hooks."""
+"""Where the time goes: a stacked bar per round (edge, cloud, remote, recorder hooks, other) of a
+trace or a recording dict, from the timings the decoder or the recorder's hooks measured."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -26,8 +24,7 @@ def _is_recording(d: dict) -> bool:
 
 
 def timing_rows(obj: dict | None) -> tuple[list[dict], dict | None]:
-    """(per-round splits, total split) of a trace dict or a recording dict; ([], None) when it
-    carries no timings (older files)."""
+    """(per-round splits, total split) of a trace or recording; ([], None) without timings."""
     obj = obj or {}
     if _is_recording(obj):
         rows = [{**r, "remote_s": 0.0, "other_s": r["round_s"] - r["edge_s"] - r["cloud_s"]
@@ -84,8 +81,7 @@ def timing_figure(obj: dict | None) -> go.Figure:
 
 
 def _device_line(fig: go.Figure, xs: list, rows: list[dict]) -> None:
-    """On a GPU, each round's device time (CUDA events) as a line over its bar: the bar above
-    the line is host overhead (Python, kernel launches, sampling). Nothing on a CPU."""
+    """On a GPU, each round's device time (CUDA events) over its bar: above it is host overhead."""
     dev = [r.get("device_s") for r in rows]
     if not any(is_number(d) for d in dev):
         return

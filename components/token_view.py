@@ -1,9 +1,5 @@
-"""The coloured token trace: one span per committed token, rejected drafts struck through.
-
-Pure function of the trace dict (docs/architecture.md, "Trace (dict form)"); works on the
-partial traces of a live stream and on an empty one. Tooltips are plain CSS (a child span
-shown on :hover / :focus) so they work inside gr.HTML, which does not run scripts.
-"""
+"""The coloured token trace: a span per committed token, rejected drafts struck through, CSS-only
+tooltips (gr.HTML runs no scripts). Works on partial and empty traces."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ from collections import Counter
 from itertools import groupby
 
 from .divergence import DIVERGENCE_CSS, divergence_marker
-from .formatting import DASH, esc, num, visible
+from .formatting import DASH, esc, num, stylesheet, visible
 from .palette import (
     CYCLE_COLOR,
     REJECTED_COLOR,
@@ -29,64 +25,8 @@ _SOURCE_CSS = "\n".join(
     for s in SOURCES
 )
 
-TOKEN_CSS = f"""
-.ss-trace {{ font-family: system-ui, -apple-system, "Segoe UI", "Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif;
-  color: #1f2328; margin-bottom: 10px; }}
-.ss-legend {{ display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center; font-size: 12.5px;
-  color: #444; margin: 0 0 10px 0; }}
-.ss-legend-item {{ display: inline-flex; align-items: center; gap: 5px; white-space: nowrap; }}
-.ss-legend-item .ss-tok {{ font-size: 13px; padding: 0 4px; cursor: default; }}
-.ss-legend-rounds {{ font-size: 13px; color: #57606a; }}
-.ss-legend-count {{ color: #777; font-variant-numeric: tabular-nums; }}
-.ss-legend-hint {{ color: #888; margin-left: auto; font-style: italic; }}
-.ss-tokens {{ font-size: 20px; line-height: 2.3; word-break: break-all; }}
-.ss-empty {{ color: #888; font-style: italic; font-size: 14px; padding: 6px 0; }}
-/* One wrapper per decoding round: thin separator on the left, alternating underline. */
-.ss-round {{ padding: 0 2px 3px 3px; border-left: 1px solid #b8b8b8; border-bottom: 2px solid #c9c9c9;
-  -webkit-box-decoration-break: clone; box-decoration-break: clone; }}
-.ss-round:first-child {{ border-left-color: transparent; }}
-.ss-round-odd {{ border-bottom-color: #6e6e6e; }}
-.ss-tok {{ position: relative; display: inline-block; line-height: 1.35; padding: 0 2px; margin: 0 1px;
-  border-radius: 3px; border: 1.5px solid transparent; cursor: help; white-space: pre; }}
-.ss-tok:focus {{ outline: 2px solid #1f2328; outline-offset: 1px; }}
-{_SOURCE_CSS}
-/* Shape cues so colour is never the only signal. */
-.ss-src-accepted {{ border-style: solid; border-color: transparent; }}
-.ss-src-draft {{ border-style: dashed; }}
-.ss-src-corrected {{ border-style: solid; font-weight: 700; }}
-.ss-src-bonus {{ border-style: dotted; }}
-.ss-rej {{ color: {REJECTED_COLOR}; font-size: 0.8em; background: #f3f3f3; border: 1px solid #d0d0d0; }}
-.ss-rej .ss-t {{ text-decoration: line-through; text-decoration-color: #b00020; text-decoration-thickness: 2px; }}
-.ss-fold {{ display: inline; outline: none; }}
-.ss-fold > .ss-fold-mark {{ display: inline-block; cursor: pointer; font-size: 0.62em; color: #6e7781;
-  background: #f3f3f3; border: 1px solid #d0d0d0; border-radius: 8px; padding: 0 5px; margin: 0 2px;
-  line-height: 1.5; vertical-align: middle; }}
-.ss-fold:focus > .ss-fold-mark {{ outline: 2px solid #1f2328; }}
-.ss-fold-list {{ display: none; }}
-.ss-fold:hover > .ss-fold-list, .ss-fold:focus > .ss-fold-list, .ss-fold:focus-within > .ss-fold-list {{ display: inline; }}
-.ss-fold-tree {{ font-size: 0.6em; margin: 0 4px; padding: 0 6px; border: 1px solid #0072B2; color: #0072B2;
-  background: #fff; border-radius: 8px; cursor: pointer; vertical-align: middle; }}
-.ss-cycle .ss-t {{ text-decoration: underline wavy {CYCLE_COLOR}; text-decoration-thickness: 1.5px;
-  text-underline-offset: 4px; }}
-.ss-legend .ss-cycle .ss-t {{ text-underline-offset: 2px; }}
-.ss-caret {{ display: inline-block; color: #888; animation: ss-blink 1s steps(2, start) infinite; }}
-@keyframes ss-blink {{ to {{ visibility: hidden; }} }}
-/* Tooltip: hidden child, shown below its token on hover or keyboard focus. */
-.ss-tip {{ display: none; position: absolute; left: -4px; top: calc(100% + 6px); z-index: 1000;
-  min-width: 250px; max-width: 340px; padding: 8px 10px; border-radius: 6px; background: #1f2328;
-  color: #f6f8fa; font-size: 12.5px; line-height: 1.45; font-weight: 400; white-space: normal; word-break: normal;
-  text-align: left; box-shadow: 0 4px 14px rgba(0,0,0,.25); pointer-events: none;
-  text-decoration: none; }}
-.ss-tok:hover > .ss-tip, .ss-tok:focus > .ss-tip {{ display: block; }}
-.ss-tip-head {{ display: block; font-size: 14px; margin-bottom: 4px; }}
-.ss-tip-src-rejected {{ color: #c8c8c8; font-weight: 600; }}
-.ss-tip-grid {{ display: grid; grid-template-columns: auto auto auto auto; gap: 0 10px; }}
-.ss-tip-k {{ color: #9aa4ae; white-space: nowrap; }}
-.ss-tip-v {{ font-variant-numeric: tabular-nums; }}
-.ss-tip-top {{ display: block; margin-top: 5px; color: #d0d7de; }}
-.ss-tip-alt {{ white-space: nowrap; }}
-.ss-tip-note {{ display: block; margin-top: 4px; color: #ffd8a8; }}
-"""
+TOKEN_CSS = (stylesheet("tokens").replace("/* SOURCE_CSS */", _SOURCE_CSS)
+             .replace("REJECTED_COLOR", REJECTED_COLOR).replace("CYCLE_COLOR", CYCLE_COLOR))
 TOKEN_CSS += DIVERGENCE_CSS
 
 
@@ -150,8 +90,7 @@ def _span(classes: str, rec: dict, attrs: str, style: str, tip: str) -> str:
 
 
 def _rejected_span(rej: dict, first: bool = True) -> str:
-    """`first`: the first dropped draft of its round, the one the cloud judged and rejected; the
-    drafts after it were dropped with it, never scored by the cloud."""
+    """`first`: its round's first dropped draft, the one the cloud rejected (the rest went unscored)."""
     at = rej.get("at")
     head = f"draft of round {rej.get('round', DASH)}"   # the tooltip's kind label says "rejected"
     rank = rej.get("target_rank")
@@ -205,11 +144,7 @@ EMPTY_HINT = "No tokens yet: press ▶ Run."
 
 def render_tokens(trace: dict | None, highlight_cycles: bool = True, live: bool = False,
                   empty: str = EMPTY_HINT, colour: str = "source") -> str:
-    """HTML for the trace view (without CSS: inject TOKEN_CSS once in the page).
-
-    `live` appends a blinking caret to show that tokens are still arriving. `colour`: one of
-    COLOURINGS ("source", "audio dependence", "cloud rank"); borders keep the source cues.
-    """
+    """The trace view's HTML (TOKEN_CSS is the page's); `live` adds a caret; `colour`: one of COLOURINGS."""
     trace = trace or {}
     tokens = list(trace.get("tokens") or [])
     rejected = list(trace.get("rejected") or [])
@@ -282,8 +217,7 @@ SHOW_TREE_JS = ("const n=this.dataset.round;for(const id of ['live-tree-round','
 
 
 def fold_span(rnd, rejs: list[dict]) -> str:
-    """One mark for a tree round's rejected siblings: their count; hover, or a click (focus), lists
-    them (struck through, each with its tooltip), and a button opens the round's tree."""
+    """One mark for a tree round's rejected siblings: hover or click lists them, a button opens its tree."""
     inner = "".join(_rejected_span(r, True) for r in rejs)
     return (f'<span class="ss-fold" tabindex="0" data-round="{esc(rnd)}" data-rejected="{len(rejs)}">'
             f'<span class="ss-fold-mark" title="round {esc(rnd)}: {len(rejs)} rejected tree node(s); '
@@ -317,8 +251,7 @@ def dependence_fill(nats) -> str | None:
 
 
 def rank_fill(rank, source: str | None = None) -> str:
-    """GLTR colour of the cloud's rank of a token (1 = its top choice). The cloud's own tokens
-    (corrections, bonus) are its top choice under greedy verification when no rank is stored."""
+    """GLTR colour of the cloud's rank of a token; its own tokens (corrected, bonus) count as rank 1."""
     if rank is None and source in ("corrected", "bonus"):
         rank = 1
     if not isinstance(rank, int) or isinstance(rank, bool):
@@ -327,8 +260,7 @@ def rank_fill(rank, source: str | None = None) -> str:
 
 
 def _fill(tok: dict, colour: str) -> str:
-    """The span's colouring attributes: both colours as CSS variables (the page's toggle picks
-    one with COLOUR_CSS, no re-render), and the background itself when `colour` asks for it."""
+    """Both colourings as CSS variables (the toggle picks one, no re-render), and `colour`'s background."""
     dep = dependence_fill(tok.get("audio_dependence")) or UNRANKED
     rank = rank_fill(tok.get("target_rank"), tok.get("source"))
     chosen = {"audio dependence": dep, "cloud rank": rank}.get(colour)
@@ -357,8 +289,7 @@ def colour_legend(colour: str, hidden: bool = False) -> str:
 
 
 def colour_radio_css(radio_class: str = "ss-colour-radio") -> str:
-    """CSS that lets a radio (elem_classes=radio_class, placed before the token panel in the same
-    container) recolour the tokens in the browser: no re-render, streaming keeps working."""
+    """CSS by which a radio placed before the token panel recolours the tokens in the browser."""
     out = [".ss-colour-legend.ss-hidden { display: none; }"]
     for value, var, slug in (("audio dependence", "--ss-dep", "dep"), ("cloud rank", "--ss-rank", "rank")):
         on = f'.{radio_class}:has(input[value="{value}"]:checked) ~ .ss-tokens-panel'

@@ -1,9 +1,4 @@
-"""One round's token tree as an SVG inside HTML: a pure function of the trace dict.
-
-Nodes are coloured as the token view colours sources (accepted drafts green, rejected grey, the
-cloud's correction or bonus token in its own colour), the accepted path drawn thick, and each
-node's hover title gives its draft and cloud probabilities (a dash where one is unknown).
-"""
+"""One round's token tree as SVG, coloured as the token view; hover titles give draft and cloud p."""
 from __future__ import annotations
 
 import math
@@ -20,8 +15,7 @@ def tree_rounds(trace: dict | None) -> list[int]:
 
 
 def picked_tree(trace: dict | None, rnd, id_text=None) -> tuple:
-    """(round, its tree) for a tab's round field: the round asked for when it has a tree, else
-    the first round that has one."""
+    """(round, its tree): the round asked for when it has a tree, else the first round that has one."""
     have = tree_rounds(trace)
     rnd = int(rnd) if rnd and int(rnd) in have else (have[0] if have else None)
     return rnd, render_tree(trace, rnd, id_text)
@@ -37,8 +31,7 @@ def _texts(trace: dict, rnd: int) -> dict:
 
 
 def _layout(nodes: list[dict]) -> dict:
-    """node index -> (column = depth, row): leaves take rows in order, a parent sits at its
-    first child's row."""
+    """node index -> (depth, row): leaves take rows in order, a parent sits at its first child's row."""
     kids: dict = {}
     for i, n in enumerate(nodes):
         kids.setdefault(n.get("parent"), []).append(i)
@@ -70,8 +63,7 @@ def _box(x: float, y: float, text: str, fill: str, edge: str, title: str, bold: 
 
 
 def render_tree(trace: dict | None, rnd: int | None, id_text=None) -> str:
-    """The tree of round `rnd` (an empty note when the round has none). `id_text` (token id ->
-    text) names the nodes no trace token names (a recorded tree loop's off-path nodes)."""
+    """The tree of round `rnd` (a note when it has none); `id_text` names nodes no trace token names."""
     r = next((x for x in (trace or {}).get("rounds") or [] if x.get("round") == rnd), None)
     tree = (r or {}).get("tree")
     if not tree or not tree.get("nodes"):

@@ -1,5 +1,4 @@
-"""The A/B tab: two knob panels, one clip, both runs streamed side by side, then the metric
-diff table, the character diff and the cloud-only reference."""
+"""The A/B tab: two knob panels, one clip, both runs streamed side by side, then their comparison."""
 from __future__ import annotations
 
 import statistics
@@ -35,8 +34,7 @@ TIME_CLOUD_INFO = (f"{REPEATS} more cloud-only decodes for a speed-up per side; 
 
 
 def times_cloud(choice: str, bases: list, runs: list) -> bool:
-    """Whether A/B times cloud-only (the speed-up's denominator) beside A and B: `choice` "on" or
-    "off", or "auto": when its one decode took no longer than the slower side's."""
+    """Whether to time cloud-only beside A and B: "on", "off", or "auto" (no slower than a side)."""
     if choice != "auto" or not any(bases):
         return choice == "on" and any(bases)
     cloud = max(b.get("wall_s") or 0.0 for b in bases if b)
@@ -195,8 +193,7 @@ class ABTab:
         return out
 
     def _pack(self, status, views=(None, None), ref=None, diff=None, cdiff=None, diags=(None, None)) -> list:
-        """The outputs in order: `views` a value list per side, `diags` a value per side; None
-        leaves an output as it is."""
+        """The outputs in order (views and diags: one per side); None leaves an output as it is."""
         sk, out = gr.skip(), [status]
         for vals, view in zip(views, self.views):
             out += vals or [sk] * len(view.outputs)
@@ -250,8 +247,7 @@ class ABTab:
                                   for v, lv, r in zip(self.views, lives, runs)])
 
     def _references(self, runs, reference_on, ctx):
-        """The cloud-only references: the same one unless B's stops differ (then B's own, with
-        B's stops); B's divergence verdict is judged against it either way."""
+        """The cloud-only references: one shared, unless B's stops differ (then B's own)."""
         bases = [None, None]
         if reference_on and not (runs[0].stopped or runs[1].stopped):
             yield self._pack(status_html("run", "Decoding with the cloud alone (cloud-only)…", "", ctx))
@@ -287,8 +283,7 @@ UNTIMED_WORDS = {"auto": "cloud-only not timed: one cloud-only decode costs more
 
 
 def busy_line(sps: list, decode: list | None) -> str:
-    """One line when the repeats cannot time anything now (a side's repeats vary more than
-    BUSY x, or the verdicts disagree with the medians: speedup.ordered); else ''."""
+    """One line when the repeats cannot time anything now (too noisy, or out of order); else ''."""
     sp = next((sp for sp in sps if sp and sp["verdict"] == "busy"), None)
     if sp:
         return busy_words(sp)
@@ -298,9 +293,7 @@ def busy_line(sps: list, decode: list | None) -> str:
 
 
 def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
-    """The A/B table's speed rows, (key, A, B), and the repeats they are judged on: the medians
-    of the decode time and, with cloud-only, of the speed-up (per repeat: that repeat's cloud-only
-    time over its decode time) and of the cloud-only time."""
+    """The A/B table's speed rows (key, A, B) and the repeats each is judged on."""
     rows, timings = [], {}
     if busy_line(sps, samples):
         return rows, timings       # the status line says once that timing is not possible now
@@ -324,8 +317,7 @@ def baseline_rows(ta: dict, tb: dict, bases: list) -> list[tuple[str, object, ob
 
 
 def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:
-    """The finished status line's detail: per side its tokens, why it ended (the Live tab's
-    words), its speed-up over cloud-only and its findings."""
+    """Finished detail per side: tokens, why it ended, speed-up over cloud-only, findings."""
     busy = busy or busy_line(sps, None)
     return " · ".join(f"{side}: {len(t['tokens'])} tokens, ended by {ended_by_words(t.get('ended_by'))}"
                       f"{'' if busy or not sp else ', ' + speedup_words(sp)}"

@@ -1,13 +1,10 @@
-"""Named endpoints for gradio_client: run, run_stream, batch. Errors come back as one line.
-Declared with gr.api: typed by the handlers' signatures, whose defaults are those of the hidden
-widgets they replaced (a client may leave them out); an uploaded file arrives as Gradio's
-FileData dict, already checked into Gradio's upload cache. No `from __future__ import
-annotations` here: gr.api counts a handler's outputs from its evaluated return annotation.
+"""Named endpoints for gradio_client (run, run_stream, batch); errors come back as one line.
+Declared with gr.api, typed by the handlers' signatures: no `from __future__ import annotations`
+here (gr.api counts a handler's outputs from its evaluated return annotation).
 
-    from gradio_client import Client, handle_file
+    from gradio_client import Client
     c = Client("http://127.0.0.1:7860/")
-    result, text = c.predict("angry_01", None, '{"k": 6}', "demo", False, api_name="/run")
-"""
+    result, text = c.predict("angry_01", None, '{"k": 6}', "demo", False, api_name="/run")"""
 import json
 import threading
 from pathlib import Path
@@ -71,9 +68,7 @@ async def api_run(sample: str = "", audio: FileData | None = None, config_json: 
 @gpu
 def api_run_stream(sample: str = "", audio: FileData | None = None, config_json: str = "", backend_name: str = "demo",
                    baseline: bool = False, request: gr.Request = None) -> tuple[dict, str]:   # per yield: gr.api counts outputs
-    """Streaming version: a partial update after every decoding round, then the result. A
-    cancelled call closes this generator at its next yield (one round): `Run` then sets its
-    cancel Event and the decode ends."""
+    """Streaming: a partial update per round, then the result; a cancel closes it within one round."""
     try:
         run = _start(sample, audio, config_json, backend_name, common.session_of(request), None)
         for live, new in run:
@@ -124,8 +119,7 @@ def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, ses
 
 
 def names_only(d: dict, uploads) -> dict:
-    """A batch answer with every server path of an upload (Gradio's upload cache) replaced by
-    the file's name (issue 36): the visitor sees what they sent, not where the server keeps it."""
+    """A batch answer with each upload's server path replaced by its file name (issue 36)."""
     text = json.dumps(d, ensure_ascii=False)
     for p in sorted({str(q) for u in uploads if u for q in (u, Path(u).resolve())}, key=len, reverse=True):
         text = text.replace(json.dumps(p)[1:-1], Path(p).name)

@@ -1,5 +1,4 @@
-"""The Batch tab: a manifest x one or two configurations, progress, per-clip table, aggregate
-rows, the source notes' checklist per configuration, distribution plots, JSON/CSV export."""
+"""The Batch tab: a manifest x one or two configurations, progress, tables, checklists, plots, export."""
 from __future__ import annotations
 
 import threading
@@ -153,9 +152,7 @@ class BatchTab:
 
 
 def waiting_or_blank(request: gr.Request):
-    """The status line before the batch: "waiting: N runs ahead" while other visitors' runs hold
-    the decode slots (ui/limits.py, as on Live), else blank: the progress bar is drawn over it,
-    never over a hint."""
+    """"waiting: N runs ahead" while other runs hold the slots, else blank (the progress bar goes there)."""
     if limits.runs_ahead(getattr(request, "session_hash", None))[0]:
         return limits.waiting_status(request)
     return status_html("run", "")
@@ -178,9 +175,7 @@ def _run_local(items, configs, backend_name, cancel, progress, total):
 
 
 def _run_ray(items, configs, backend_name, workers, cancel, progress, total):
-    """The CLI's `batch --engine ray` (evaluation.batch.scale.run_batch_dir): a local Ray with N edge
-    actors that starts and stops with the batch; finished rows are journalled in the export
-    folder as they come (results.jsonl)."""
+    """The CLI's `batch --engine ray`: a local Ray with N edge actors for this batch, rows journalled."""
     workers = int(workers or 1)
     if not 1 <= workers <= MAX_WORKERS:
         raise UserError(f"Ray workers must be between 1 and {MAX_WORKERS}, got {workers}")

@@ -1,10 +1,5 @@
-"""The Live tab's cloud server field, as the operator's policy allows it (issue 30).
-
-`cloud_url_widget()` builds it: a dropdown of the operator's servers (SPECSCOPE_CLOUD_URLS,
-"none" first), a free-form box for local use, or a disabled box saying why. `checked_cloud_url`
-is the guard every handler applies to the value it receives (the widget is no guard: a crafted
-request sends what it likes) before anything connects. Rules: specdec_core/backends/cloud_policy.py.
-"""
+"""The cloud server field as the operator's policy allows it (issue 30; rules: backends/cloud_policy.py).
+Every handler applies `checked_cloud_url` to the value it receives (the widget is no guard)."""
 from __future__ import annotations
 
 import gradio as gr
@@ -32,6 +27,5 @@ def cloud_url_widget(elem_id: str = ELEM_ID, label: str | None = None, policy=No
 
 
 def checked_cloud_url(value) -> str | None:
-    """The URL to connect to, or None (the cloud in the process); CloudURLRefused (a one-line
-    UserError) for a value the policy does not allow, before any connection."""
+    """The URL to connect to, or None (the cloud in the process); a refused value raises one line."""
     return cloud_policy().resolve(value)

@@ -1,6 +1,4 @@
-"""What every tab needs: bundled samples by name, backends, the per-session cancel Events behind
-the Stop buttons, the server's limits (decode time cap, upload size, file clean-up) and result
-files for the download buttons."""
+"""What every tab needs: samples, backends, Stop buttons' cancel Events, limits and result files."""
 from __future__ import annotations
 
 import contextlib
@@ -51,8 +49,7 @@ def sample_names() -> list[str]:
 
 
 def sample_choices() -> list[tuple[str, str]]:
-    """Dropdown entries: 'angry_01 · angry' -> 'angry_01' (clips in unheard voices are named
-    'unheard/...'). The prompt type is the user's choice, so the label does not carry one."""
+    """Dropdown entries: 'angry_01 · angry' -> 'angry_01' (the prompt type is the user's choice)."""
     return [(" · ".join(filter(None, (r["name"], r.get("label")))), r["name"]) for r in sample_rows()]
 
 
@@ -77,8 +74,7 @@ def sample_path(name: str) -> Path:
 
 
 def resolve_audio(sample: str | None, upload) -> tuple[object, str]:
-    """(audio source for specdec_core.api, display name). A picked sample wins: uploading or
-    recording clears the sample dropdown, and picking a sample only previews it in the player."""
+    """(audio source, display name): a picked sample wins (uploading or recording clears it)."""
     if sample:
         return str(sample_path(sample)), sample
     if upload:
@@ -108,8 +104,7 @@ def check_upload(path) -> str | None:
 
 
 def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None) -> list[tuple[str, str]]:
-    """The status line's badges for a run on `backend`: its name, dtype and device, the cloud
-    (a server URL or this process) and the faults that are on; a fault's badge stands out."""
+    """The status line's badges: backend, dtype and device, the cloud, and the faults that are on."""
     out = [("backend", getattr(backend, "name", "?"))]
     try:
         p = next((backend.cloud or backend.edge).parameters())
@@ -121,8 +116,7 @@ def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None)
 
 
 def token_texts(tokenizer):
-    """token id -> its text (memoised; "#id" where the tokenizer cannot say): the findings'
-    evidence shows token ids with their text on every tab."""
+    """token id -> its text, memoised ("#id" where the tokenizer cannot say)."""
     @functools.cache
     def text(i):
         try:
@@ -144,9 +138,8 @@ def get_backend(name: str | None):
 
 
 def warm_up(name: str = "demo") -> None:
-    """Load the default backend in the background and decode a few tokens with it, so the first
-    Run pays for neither; a Run pressed meanwhile waits for it (get_backend) rather than decoding
-    beside it on the same cores (its first decode read 16-23 s instead of 2 s)."""
+    """Load and warm the default backend in the background; a Run pressed meanwhile waits for it
+    (decoding beside it on the same cores read 16-23 s instead of 2 s)."""
     def load():
         try:
             from specdec_core.api import prepare, stream_prompt
@@ -183,8 +176,7 @@ _LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def running(session: str | None, cancel: threading.Event | None = None):
-    """Yields `cancel` (a new Event if none), which the session's Stop button sets while the
-    block runs; set when it ends, so whatever still runs for it stops too."""
+    """Yields `cancel` (new if None), set by the session's Stop button and when the block ends."""
     cancel = cancel or threading.Event()
     with _LOCK:
         _RUNNING.setdefault(session or "", []).append(cancel)
@@ -218,8 +210,7 @@ _OUT = Path(os.environ.get("SPECSCOPE_EXPORT_DIR") or Path(tempfile.gettempdir()
 
 
 def prune_exports(max_age_s: float | None = None, now: float | None = None) -> int:
-    """Delete export files/folders older than max_age_s (Gradio serves its own copy of each
-    download from its cache, which delete_cache cleans). Returns how many entries went."""
+    """Delete exports older than max_age_s (Gradio serves its own copies); returns how many went."""
     import shutil
 
     max_age_s = CACHE_MAX_AGE_S if max_age_s is None else max_age_s
@@ -236,12 +227,9 @@ def prune_exports(max_age_s: float | None = None, now: float | None = None) -> i
 
 
 def sturdy_cache_cleanup() -> None:
-    """Keep Gradio's delete_cache alive. Its clean-up thread iterates the app's temp-file sets
-    while uploads add to them (gradio 6.31, route_utils.delete_files_created_by_app: "We use a
-    copy of the set" says its comment, but it does not); one "Set changed size during iteration"
-    ends the scheduled task for good and no upload is deleted after it. The one adapter: Gradio's
-    own clean-up runs on snapshots (a set or dict copy is atomic under the GIL), what it deleted
-    leaves the live sets, and an error is printed instead of ending the schedule."""
+    """Keep Gradio's delete_cache alive: its thread iterates the temp-file sets while uploads add to them
+    (gradio 6.31), and one "Set changed size during iteration" ends the schedule for good. Here it runs on
+    snapshots, what it deleted leaves the live sets, and an error is printed instead."""
     from types import SimpleNamespace
 
     from gradio import route_utils
@@ -266,16 +254,14 @@ def sturdy_cache_cleanup() -> None:
 
 
 def safe_stem(stem: str) -> str:
-    """A file-name part from a clip or sample name: 'unheard/angry_f3' -> 'unheard_angry_f3'.
-    Path separators and anything else odd become '_', so an export never lands outside _OUT."""
+    """A safe file-name part: 'unheard/angry_f3' -> 'unheard_angry_f3' (never outside _OUT)."""
     import re
 
     return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
 
 
 def export_dir(stem: str, suffix: str = "") -> Path:
-    """A new export path named by `stem` and the time to the millisecond (older exports pruned
-    first): a folder, made here, or with `suffix` a file's path (the caller writes it)."""
+    """A new export path by `stem` and the time: a folder (made), or with `suffix` a file path."""
     prune_exports()
     path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}{suffix}"
     (path.parent if suffix else path).mkdir(parents=True, exist_ok=True)
@@ -289,14 +275,12 @@ def write_json(stem: str, obj) -> str:
 
 
 def toast_text(msg) -> str:
-    """A message for gr.Warning / gr.Info / gr.Error, which render HTML: escaped, so a value a
-    visitor typed (a share link's knob, a file name) shows as text, never as an element."""
+    """A toast's text, escaped: toasts render HTML, and a visitor's value must show as text."""
     return html.escape(str(msg), quote=False)
 
 
 def failure(e: Exception, toast: bool = False) -> str:
-    """A failed handler's one line (user_message); a bug (anything but a UserError) also leaves
-    its traceback in the log, and `toast` shows the line as a warning toast as well."""
+    """A failed handler's one line; a bug's traceback goes to the log, `toast` also shows a warning."""
     if not isinstance(e, UserError):
         traceback.print_exc()
     msg = user_message(e)
@@ -319,8 +303,7 @@ def stopper(until: str):
 
 
 def user_message(e: Exception) -> str:
-    """One line for the page: UserErrors as they are, anything else as an internal error. What a
-    remote server said (RemoteError.detail) goes to the server's log only, never to the page."""
+    """One line for the page: a UserError as it is, else an internal error (remote detail to the log)."""
     if isinstance(e, UserError):
         if getattr(e, "detail", ""):
             print(f"specscope: {e} | the server said: {e.detail}", file=sys.stderr, flush=True)

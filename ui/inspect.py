@@ -1,7 +1,5 @@
-"""The Inspect tab: record an example decoder on a sample clip (or upload a recording JSON)
-and see the reconstructed trace, the plots, the blind findings and a per-round drill-down.
-Also the `/record` API endpoint. Gradio wiring only: recording and analysis live in
-specdec_core.recorder, rendering in components/."""
+"""The Inspect tab and the `/record` endpoint: record an example decoder (or upload a recording)
+and see its trace, plots, blind findings and per-step drill-down (wiring only)."""
 from __future__ import annotations
 
 import ast
@@ -42,8 +40,7 @@ def _doc(name: str) -> str:
 
 
 def example_group(name: str) -> str:
-    """Trees and heads by file name; the rest by what the docstring says first: a bug (or a
-    correct file "with" one change) or a correct loop."""
+    """Trees and heads by file name; the rest by the docstring's first words: a bug or a correct loop."""
     if name.startswith(("tree_", "head_")):
         return GROUPS[2 if name.startswith("tree_") else 3]
     first = _doc(name).strip()
@@ -51,8 +48,7 @@ def example_group(name: str) -> str:
 
 
 def example_title(name: str) -> str:
-    """The file name in words, without the group's prefix: no_resync -> "No resync",
-    hf_early_exit -> "HF early exit", tree_no_compaction -> "No compaction"."""
+    """The file name in words, without the group's prefix: tree_no_compaction -> "No compaction"."""
     words = name.split("_")
     words = words[1:] if len(words) > 1 and words[0] in ("tree", "head") else words
     title = " ".join(WORDS.get(w, w) for w in words)
@@ -66,8 +62,7 @@ def example_names() -> list[str]:
 
 
 def example_summary(name: str) -> str:
-    """The first sentence of an example decoder's docstring on one line; the seed reference
-    ("Bug (seed 000 D / 002): ...") left out, "Bug:" too in the one-bug group."""
+    """The docstring's first sentence on one line, seed reference left out ("Bug:" too in the bug group)."""
     para = " ".join(_doc(name).strip().split("\n\n")[0].split())          # the first paragraph, one line
     bug = "" if example_group(name) == GROUPS[1] else "Bug: "
     para = re.sub(r"^Bug( \([^)]*\))?:\s*", bug, para)
@@ -84,8 +79,7 @@ def example_choices() -> list[tuple[str, str]]:
 
 
 def unreadable(e: Exception, name: str = "") -> UserError:
-    """An uploaded recording that breaks the analysis: one line saying what is wrong with the
-    file, not an exception name (KeyError, TypeError); the traceback goes to the log."""
+    """An upload that breaks the analysis: one line on what is wrong with it (traceback to the log)."""
     traceback.print_exc()
     what = f"it has no field {e.args[0]!s}" if isinstance(e, KeyError) else "a field has the wrong type or shape"
     return UserError(f"{f'{name}: ' if name else ''}not a usable recording: {what} "
@@ -96,8 +90,7 @@ OWN_CODE_ENV = "SPECSCOPE_RECORD_OWN_CODE"
 
 
 def own_code_allowed() -> bool:
-    """Recording a file from the page runs its code in this server: only where the operator said
-    so (SPECSCOPE_RECORD_OWN_CODE=1), never on a Space (SPACE_ID), where it would be a visitor's."""
+    """Recording a file runs its code here: only with SPECSCOPE_RECORD_OWN_CODE=1, never on a Space."""
     import os
 
     return os.environ.get(OWN_CODE_ENV, "").strip() == "1" and not os.environ.get("SPACE_ID")
@@ -117,9 +110,7 @@ def _own_function(path: str):
 
 def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 128,
                    own: str | None = None) -> dict:
-    """Run an example decoder (or, where the operator allows it, the user's file `own`) under the
-    recorder on a bundled clip -> CLI-style result entry (the recorder's one record-one-clip
-    path, on private copies of the models)."""
+    """An example decoder (or the allowed file `own`) recorded on a bundled clip -> CLI result entry."""
     from specdec_core.recorder import load_function, record_clip
 
     if own:
@@ -144,8 +135,7 @@ def record_example(decoder: str, sample: str, k: int = 4, max_new_tokens: int = 
 
 
 def _with_error(result: dict) -> dict:
-    """A `record` CLI result's recording, with the result's error (a decoder that raised) kept:
-    a failed run is never read as a clean one."""
+    """A `record` result's recording with the result's error kept: a failed run never reads as clean."""
     rec = result["recording"]
     if result.get("error") and not rec.get("error"):
         rec = dict(rec, error=str(result["error"]))
@@ -153,9 +143,7 @@ def _with_error(result: dict) -> dict:
 
 
 def parse_recordings(raw: str, label: str = "") -> list[tuple[str, dict]]:
-    """Every recording in a file, (name, recording dict) each: a recording JSON (bare or as
-    {"recording": ...}) or each result of a `record` CLI output, checked (size, nesting, caps,
-    consistency: recorder/normalize/validate.py). A refused file's one line starts with `label`."""
+    """[(name, checked recording)] from a recording JSON or a `record` output; a refusal starts with `label`."""
     try:
         obj = parse_json(raw)
         if isinstance(obj, dict) and isinstance(obj.get("recording"), dict):
@@ -180,46 +168,22 @@ def parse_recording(raw: str) -> dict:
 
 
 def upload_limit_mb() -> float:
-    """The largest recording the page takes: the recording cap, or Gradio's upload cap if lower
-    (above that Gradio's own check answers only "Error")."""
+    """The largest recording the page takes: the recording cap, or Gradio's upload cap if lower."""
     from gradio.utils import _parse_file_size
 
     cap = _parse_file_size(common.MAX_FILE_SIZE)
     return min(max_mb(), cap / 1e6) if cap else max_mb()
 
 
-SIZE_GUARD_JS = """
-const LIMIT_MB = @LIMIT@, TEMPLATE = @TEMPLATE@;
-const BOXES = {'inspect-upload': '#inspect-status', 'inspect-pool-upload': '#inspect-pool-status'};
-function guard(ev, files) {
-  const box = ev.target.closest && ev.target.closest('#inspect-upload, #inspect-pool-upload');
-  const big = box && [...(files || [])].find(f => f.size > LIMIT_MB * 1e6);
-  if (!big) return;
-  ev.stopImmediatePropagation(); ev.preventDefault();
-  if (ev.target.value) ev.target.value = '';
-  const out = document.querySelector(BOXES[box.id]);
-  const at = out.querySelector('.ss-status') ? out.querySelector('.ss-status').parentElement : out;
-  at.innerHTML = TEMPLATE;
-  at.querySelector('.ss-status-detail').textContent =
-    `recording too large: ${(big.size / 1e6).toFixed(1)} MB (the limit is ${LIMIT_MB} MB)`;
-}
-for (const kind of ['change', 'input']) {
-  document.addEventListener(kind, ev => ev.target.type === 'file' && guard(ev, ev.target.files), true);
-}
-document.addEventListener('drop', ev => guard(ev, ev.dataTransfer && ev.dataTransfer.files), true);
-"""
-
-
 def size_guard_js() -> str:
-    """A file over the upload limit is refused in the browser with its size and the limit
-    (issue 36: Gradio's own cap shows only "Error"); smaller ones are checked on the server."""
-    return (SIZE_GUARD_JS.replace("@LIMIT@", f"{upload_limit_mb():g}")
+    """Refuses a file over the upload limit in the browser with its size (Gradio's cap says only "Error")."""
+    js = (Path(__file__).parent / "size_guard.js").read_text(encoding="utf-8")
+    return (js.replace("@LIMIT@", f"{upload_limit_mb():g}")
             .replace("@TEMPLATE@", json.dumps(status_html("err", "could not inspect", "-"))))
 
 
 def analyzed(rec: dict, name: str = "") -> dict:
-    """One checked recording analysed -> its entry (ok, error, findings, trace, text, token_ids,
-    recording); a file that breaks the analysis gets one line saying what is wrong with it."""
+    """One checked recording analysed -> its page entry; a file that breaks the analysis -> one line."""
     from specdec_core.recorder import judge
 
     try:
@@ -283,8 +247,7 @@ class InspectTab:
                         elem_id="inspect-size-guard")
 
     def _own_file(self):
-        """Your own decoder file: only where the operator allows it (own_code_allowed), else a
-        line saying how (the CLI's `record` runs your file on your machine)."""
+        """Your own decoder file where the operator allows it, else a line on how to record it."""
         if own_code_allowed():
             return gr.File(label="or your own decoder (.py with decode(...); this server runs it)",
                            file_types=[".py"], type="filepath", elem_id="inspect-own-file")
@@ -339,7 +302,6 @@ class InspectTab:
         self.pool_upload.upload(self.on_pool, [self.pool_upload],
                                 [self.pool_status, self.pool_findings, self.pool, self.pool_plot],
                                 api_visibility="private")
-
 
     def _wire(self):
         outs = [self.status, self.badges, self.findings, self.tokens, self.text, self.entropy,
@@ -432,14 +394,12 @@ class InspectTab:
 
 
 def on_tree(state, rnd):
-    """(round, its tree) of the recorded trace: the round asked for when it has a tree, else
-    the first round that has one (as the Live tab's tree)."""
+    """(round, its tree) of the recorded trace, picked as on the Live tab."""
     return picked_tree((state or {}).get("trace"), rnd, _texts())
 
 
 def api_record(decoder: str, sample: str) -> dict:
-    """Record an example decoder on a bundled clip -> {ok, text, token_ids, findings, trace,
-    recording}. Errors come back as one line."""
+    """Record an example decoder on a bundled clip -> its result entry; errors as one line."""
     try:
         return in_slot(record_example, decoder or "correct", sample or common.DEFAULT_SAMPLE)
     except Exception as e:  # noqa: BLE001

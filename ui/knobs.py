@@ -1,12 +1,6 @@
-"""A knob panel: one widget per DecodeConfig knob, each built from its schema entry
-(kind, range, step, label, help: specdec_core.decoding.config.KNOBS via components.config_panel).
-
-The same panel class is used by the Live tab and by both sides of the A/B tab, so every place
-reads and writes knobs through `to_config` / `updates_for`. Nullable knobs (entropy threshold,
-verify_every) are a checkbox for the "off" state plus a slider, because a slider alone cannot
-say "off". A knob whose unit another knob picks (entropy_threshold, entropy_unit) gets that
-unit's range, step and label from the schema whenever the unit changes.
-"""
+"""A knob panel: one widget per DecodeConfig knob, built from its schema entry (components.config_panel),
+read and written through `to_config` / `updates_for` by the Live tab and both A/B sides. A nullable
+knob is an "off" checkbox plus a slider; a knob whose unit another knob picks follows that unit."""
 from __future__ import annotations
 
 import gradio as gr
@@ -48,8 +42,7 @@ def preset_info(name: str) -> str:
 
 
 def fault_choices() -> list[tuple[str, str]]:
-    """'no resync — the bug; seen here: ... (source note ...)', in words (the value stays the
-    fault's name): `faults`' own text (FaultInfo.text)."""
+    """'no resync — the bug; seen here: ... (source note ...)': each fault's own text, in words."""
     return [(f"{fault_label(f.name)} — {snake_words(f.text)} (source note {f.seed})", f.name)
             for f in FAULTS.values()]
 
@@ -125,10 +118,7 @@ class KnobPanel:
                                              api_visibility="private")
 
     def _wire_inactive(self) -> None:
-        """Knobs that do nothing in the chosen mode (config_panel.inactive: tree knobs with a
-        chain, the rank threshold with another rule, the gate's unit and period with no
-        threshold, the seed with nothing random) are greyed out, their help saying why; they come
-        back when the mode changes."""
+        """Knobs that do nothing in the chosen mode (config_panel.inactive) greyed, their help saying why."""
         ins = [self.widgets[n] for n in MODE_KNOBS] + [self.off["entropy_threshold"], self.off["verify_every"]]
         outs = [self.widgets[n] for n in GREYABLE] + [self.off["verify_every"]]
 

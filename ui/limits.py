@@ -1,7 +1,5 @@
-"""The operator's caps at the page's queue (issue 36, 37, 43): one visitor's decode runs (waiting
-or running) are capped per session, a queued visitor's status line says how many runs are ahead,
-and the decode slots are shared round by round (specdec_core/slots.py), so runs at the caps
-cannot take the server from everyone else. The caps' values live in specdec_core/caps.py."""
+"""The operator's caps at the page's queue (issues 36, 37, 43; values: specdec_core/caps.py): runs
+per session capped, a queued visitor told how many runs are ahead, decode slots shared round by round."""
 from __future__ import annotations
 
 import gradio as gr
@@ -29,8 +27,7 @@ def _events(queue, cid: str = DECODE) -> tuple[list, list, int | None]:
 
 
 def install(queue) -> None:
-    """Cap each session's decode runs at runs_per_session (beyond it a run is refused with a
-    line naming the cap and its variable; other visitors keep their places)."""
+    """Cap each session's decode runs at runs_per_session (a run beyond it is refused with one line)."""
     _QUEUE[0] = queue
     push = queue.push
 
@@ -51,8 +48,7 @@ def install(queue) -> None:
 
 
 def runs_ahead(session: str | None) -> tuple[int, int | None]:
-    """(runs of other sessions a new run of `session` waits for: running or queued, 0 when a
-    decode slot is free; the decode concurrency limit)."""
+    """(other sessions' runs a new run of `session` waits for, 0 when a slot is free; the limit)."""
     if _QUEUE[0] is None:
         return 0, None
     waiting, running, limit = _events(_QUEUE[0])
@@ -64,8 +60,7 @@ def runs_ahead(session: str | None) -> tuple[int, int | None]:
 
 
 def waiting_status(request: gr.Request | None = None):
-    """The status line while a run is queued: "waiting: N runs ahead" (a skip when it starts at
-    once); the run's own first update replaces it when it starts."""
+    """"waiting: N runs ahead" while a run is queued (a skip when it starts at once)."""
     n, limit = runs_ahead(getattr(request, "session_hash", None))
     if not n:
         return gr.skip()
@@ -80,8 +75,7 @@ take_turns, in_slot = SLOTS.rounds, SLOTS.call
 
 
 def release_memory() -> None:
-    """After a large upload or analysis: collect its garbage and hand freed heap pages back to
-    the system (glibc keeps them otherwise), so the server's resident memory returns."""
+    """After a large upload or analysis: collect garbage and give freed heap pages back to the system."""
     import ctypes
     import gc
 

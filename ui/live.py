@@ -42,8 +42,7 @@ SHARE_JS = """(q) => { const u = new URL(window.location.href); u.search = q ? '
 
 
 def colour_radio(elem_id: str):
-    """The token colouring toggle (source | audio dependence | cloud rank); placed just before
-    a token panel, it recolours it by CSS alone (components.token_view.colour_radio_css)."""
+    """The token colouring toggle: placed before a token panel, it recolours it by CSS alone."""
     return gr.Radio(list(COLOURINGS), value=COLOURINGS[0], label="colour tokens by",
                     elem_id=elem_id, elem_classes="ss-colour-radio", container=False,
                     interactive=True)
@@ -119,8 +118,7 @@ class LiveTab:
             self.share_note = gr.Markdown("", elem_classes="ss-note", elem_id="live-share-note")
 
     def _vs_cloud_widgets(self):
-        """Right under the final text: the speed-up over cloud-only and the text diff against it
-        (shown when "compare with cloud-only" is on), and the cloud-only text itself."""
+        """Under the final text: speed-up and text diff against cloud-only, and the cloud-only text."""
         self.vs_cloud = gr.HTML("", visible=False, elem_id="live-vs-cloud", js_on_load=None)
         self.baseline_text = gr.Textbox(label="cloud-only text", lines=2, interactive=False,
                                         visible=False, buttons=["copy"], elem_id="live-baseline-text")
@@ -167,8 +165,7 @@ class LiveTab:
         return [*self.panel.inputs, self.sample, self.baseline, self.status]
 
     def on_load(self, request: gr.Request):
-        """Share links: knob values (and the sample) from the page's query string; the status
-        line names the faults and the knobs the link changed, before anything runs."""
+        """Share links: knobs and sample from the query string; the status line says what the link set."""
         params = dict(getattr(request, "query_params", {}) or {})
         n = len(self.panel.inputs)
         if not params:
@@ -201,8 +198,7 @@ class LiveTab:
         return self.panel.updates_for(cfg)
 
     def share_query(self, sample, audio, baseline_on, *values):
-        """The link's query and a note: an uploaded clip stays on this machine, so a link made
-        after an upload carries the knobs only, and says so."""
+        """The link's query, and a note when an uploaded clip (which stays here) is left out."""
         cfg = self.panel.to_config(values)
         try:
             DecodeConfig.from_dict(cfg)
@@ -283,8 +279,7 @@ class LiveTab:
             timing_figure(tr), vs)
 
     def _failed(self, e: Exception, head: str = "Could not run") -> list:
-        """A failed run (bad knobs included): its one-line reason, and every output cleared
-        (plots included): nothing of the previous run may stay beside the error."""
+        """A failed run: its one-line reason, and every output cleared (plots included)."""
         msg = common.failure(e, toast=True)
         hidden = gr.update(visible=False)
         return self._pack(status_html("err", head, msg), self.view.cleared(), "",
@@ -292,8 +287,7 @@ class LiveTab:
 
 
 def finished_detail(tr: dict, cfg, baseline: dict | None, sp: dict | None) -> str:
-    """The finished status line's detail: tokens, wall time, what ended it, the cloud-only
-    comparison (its speed-up uses decoding time, said so) and the findings' summary."""
+    """Finished detail: tokens, wall time, what ended it, the cloud-only comparison, the findings."""
     m = tr.get("metrics") or {}
     ended = tr.get("ended_by")
     detail = (f"{m.get('new_tokens', len(tr['tokens']))} tokens in {m.get('wall_s', 0):.2f} s wall time · "
@@ -316,8 +310,7 @@ CLOUD_ONLY = "cloud_only"   # the share link's "compare with cloud-only" (not a 
 
 
 def shared_status(cfg: dict, sample: str | None, cloud_only: bool = False) -> str:
-    """The status line of a page opened from a share link: the clip, the knobs the link changed
-    and a badge per fault, before Run."""
+    """Status of a page opened from a share link: the clip, the knobs it changed, a badge per fault."""
     changed = [f"{SPECS_BY_NAME[k].label} {v}" for k, v in parse_qsl(config_to_query(cfg))
                if k not in ("faults", "prompt_type")]
     detail = (("knobs from the link: " + ", ".join(changed)) if changed else "default knobs") + (
@@ -334,8 +327,7 @@ def link_knobs(url) -> list:
 
 
 def show_tree(rnd, trace_file):
-    """The token tree of the picked round of the last run (its trace JSON); with none picked or
-    a round without a tree, the first round that has one."""
+    """The last run's tree of the picked round, else its first round with a tree."""
     try:
         with open(trace_file, encoding="utf-8") as f:
             trace = json.load(f)
@@ -345,8 +337,7 @@ def show_tree(rnd, trace_file):
 
 
 def wire_clip(sample, audio, status) -> None:
-    """A clip picker's events (Live, A/B): picking a sample previews it (the prompt type stays
-    the user's choice); an upload or a recording clears the sample."""
+    """A clip picker's events (Live, A/B): a sample previews; an upload or a recording clears the sample."""
     private = dict(queue=False, api_visibility="private")
     sample.input(lambda n: str(common.sample_path(n)) if n else gr.skip(), sample, audio, **private)
     for ev in (audio.upload, audio.stop_recording):

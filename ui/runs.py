@@ -1,6 +1,4 @@
-"""One decode as a stream of partial traces, through the engine facade (specdec_core.api). Each
-run owns a cancel Event (registered per session, so a Stop button sets it) and a Clock for the
-throttle of streamed updates; nothing of a run lives on page-wide objects."""
+"""One decode as a stream of partial traces (specdec_core.api); each run owns its cancel Event and Clock."""
 from __future__ import annotations
 
 import threading
@@ -22,8 +20,7 @@ from .views import Clock
 
 
 class Run:
-    """Iterate to get (LiveTrace, new_warnings) after every decoder event. Closing the iterator
-    early (a cancelled Gradio generator) or setting `cancel` ends the decode within one round."""
+    """Iterate for (LiveTrace, new_warnings) per event; closing early or setting `cancel` stops it in a round."""
 
     def __init__(self, backend, audio_src, cfg: DecodeConfig, session: str = "", name: str = "",
                  cancel: threading.Event | None = None):
@@ -73,8 +70,7 @@ class Run:
         return ClipResult("run", self.name, trace=tr, findings=tr.get("diagnostics"), extra=extra).to_dict()
 
     def findings_html(self) -> str:
-        """The finished run's findings as every tab draws them (components/findings.py): token
-        ids as text, no cloud call or a latent fault never read as a clean bill."""
+        """The finished run's findings as every tab draws them (token ids as text, no false clean bill)."""
         tr = self.live.trace
         return findings_html(tr.get("diagnostics"), token_texts(self.backend.tokenizer),
                              (tr.get("metrics") or {}).get("cloud_calls"), latent(self.cfg.to_dict()))
@@ -90,10 +86,8 @@ def time_sides(backend, sides: list, session: str, n: int = REPEATS) -> list[lis
 
 
 def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS):
-    """([each run's decode times], [each run's cloud-only times, None without its reference]) on
-    `n` quiet repeats, interleaved A B C, C B A, … (evaluation/bench/speedup.py) so that drift on the
-    machine falls on every side alike, cloud-only included (issue 43); one cloud-only side when
-    A/B's runs share a reference. None when a run was stopped or Stop is pressed meanwhile."""
+    """([decode times per run], [cloud-only times per run or None]) from `n` quiet repeats interleaved
+    A B C, C B A (evaluation/bench/speedup.py; issue 43); None when a run was stopped or Stop is pressed."""
     if any(r.stopped for r in runs):
         return None
     sides, at = [("decode", r.cfg, r.prompt) for r in runs], []    # at: each run's cloud-only side
@@ -110,8 +104,7 @@ def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS)
 
 
 def side_speedups(runs: list, bases, samples) -> list:
-    """Each run's speed-up over cloud-only from the interleaved repeats (with its spread, lossy
-    when its text differs from cloud-only, checked against its acceptance's bound)."""
+    """Each run's speed-up over cloud-only from the repeats (spread, lossy, acceptance bound)."""
     if not samples:
         return [None] * len(runs)
     out = []

@@ -1,9 +1,5 @@
-"""The Live tab's served engine source (issue 49): audit a vLLM server running its own
-speculative decoding on the picked clip. The URL obeys the remote cloud's policy (ui/cloud.py,
-docs/remote.md); the run is coloured by the engine's per-step counts, its acceptance plotted,
-its findings listed (docs/audit.md). "compare with": side B is our decoder with the Live tab's
-knobs (ui/runs.Run) or a second server audited the same way: shown side by side, texts diffed,
-where they first differ and the definitions each side's figures use (audit.compare)."""
+"""The Live tab's served engine (issue 49, docs/audit.md): audit a vLLM server's own speculative
+decoding on the picked clip, optionally beside our decoder or a second server (audit.compare)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,4 @@
-"""Output panels shared by the Live tab and both sides of the A/B tab. The throttle clock of
-streamed updates belongs to each run (`Clock`), never to these page-wide widget objects."""
+"""Output panels shared by the Live tab and both A/B sides; the throttle Clock belongs to each run."""
 from __future__ import annotations
 
 import time
@@ -18,8 +17,7 @@ PLOT_EVERY = 1.5
 
 
 class Clock:
-    """When one run last sent the token view and the plots (one per run, so that concurrent
-    sessions, or the two sides of an A/B run, never throttle each other)."""
+    """When one run last sent tokens and plots (per run: runs never throttle each other)."""
 
     def __init__(self):
         now = time.perf_counter()   # the first tokens go at once; the first plots wait PLOT_EVERY (see reset)
@@ -38,8 +36,7 @@ class TraceView:
     """Token view, warnings, text, cards and plots of one run."""
 
     def __init__(self, side: str = "", compact: bool = False, after_text=None):
-        """`after_text`: builds widgets that belong right under the final text (the Live tab's
-        comparison with cloud-only); they are the caller's, not among `outputs`."""
+        """`after_text`: builds the caller's widgets right under the final text (not among `outputs`)."""
         suffix = f" {side}" if side else ""
         self.tokens = gr.HTML(render_tokens(None), elem_classes="ss-panel ss-tokens-panel",
                               js_on_load=None)
@@ -60,20 +57,17 @@ class TraceView:
         return [self.tokens, self.warnings, self.text, self.cards, *self.plots]
 
     def reset(self) -> list:
-        """Clear the text panels for a new run. The plots keep the previous run until the first
-        plot update: serialising three figures here would delay the first painted token."""
+        """Clear the text panels; plots stay until their first update (not to delay the first token)."""
         return [render_tokens(None, live=True), warnings_html(None), "", metric_cards(None),
                 *[gr.skip()] * len(self.plots)]
 
     def cleared(self) -> list:
-        """Every output emptied, the plots back to their empty figures (as on a fresh page):
-        after a failed run nothing of the previous run may stay on the page."""
+        """Every output emptied, plots included: nothing of a previous run stays after a failure."""
         return [render_tokens(None), warnings_html(None), "", metric_cards(None), *[f(None) for f in self.figures]]
 
     def values(self, live, prompt_type: str | None = None, plots: bool | None = None,
                clock: Clock | None = None, speedup: dict | None = None) -> list:
-        """Output values for the current partial (or final) trace; with plots=None the run's
-        clock decides whether the figures are due."""
+        """Output values of the partial (or final) trace; plots=None: the run's clock decides."""
         tr = live.trace
         done = live.done
         if plots is None:
