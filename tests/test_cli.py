@@ -94,6 +94,17 @@ def test_missing_model_folder_is_a_usage_error(cheap):
     assert p.returncode == 2 and "model not found" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_one_process_reads_as_a_fresh_process_each(cheap, pair):
+    """tests/cli_many.py (the module's command lines in one process) reports what a process of
+    its own reports: the same exit status, stdout and stderr, here for a usage error that is not
+    the process's first command line."""
+    own = cli("run", "--backend", "hf", "--edge-model", str(pair / "edge"), "--cloud-model",
+              str(pair / "cloud"), "--prompt", "说话", *USAGE[5][0])
+    shared = cheap["usage5"]
+    assert (shared.returncode, shared.stdout, shared.stderr) == (own.returncode, own.stdout, own.stderr)
+    assert own.returncode == 2 and own.stderr
+
+
 def test_faults_and_presets_listing(cheap):
     p = cheap["faults"]
     assert p.returncode == 0
