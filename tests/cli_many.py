@@ -23,9 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_many(cases, cwd=ROOT, env=None, timeout=600) -> list[subprocess.CompletedProcess]:
-    """Run each argv of `cases` (lists of str-able) through the CLI in one subprocess."""
+def run_many(cases, cwd=ROOT, env=None, timeout=None) -> list[subprocess.CompletedProcess]:
+    """Run each argv of `cases` (lists of str-able) through the CLI in one subprocess; `timeout`
+    for them all, by default 300 s per command line (what a process of its own was given)."""
     cases = [[str(a) for a in argv] for argv in cases]
+    timeout = timeout or 300 * len(cases)
     with tempfile.TemporaryDirectory() as d:
         spec, out = Path(d) / "cases.json", Path(d) / "results.json"
         spec.write_text(json.dumps(cases), encoding="utf-8")
