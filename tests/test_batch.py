@@ -2,12 +2,11 @@
 errors, JSON/CSV agree with the table; the `batch` CLI end to end."""
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_many import run_many
 from tiny import PairBackend, char_tokenizer, perturbed, tiny_qwen2
 
 from specdec_core.cli.reports import batch_report
@@ -198,34 +197,43 @@ def test_batch_rejects_nothing_to_run(backend):
 
 # --- CLI -------------------------------------------------------------------------------------
 
-def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "specdec_core", "batch", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                               "OMP_NUM_THREADS": "1"})
-
-
-def test_cli_usage_errors_exit_2(tmp_path):
-    bad = tmp_path / "m.csv"
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    """The module's `batch` command lines in one CLI process (tests/cli_many.py: a process start
+    costs more than most of these lines' own work), by name; each case's folder under "dir"."""
+    d = tmp_path_factory.mktemp("cli")
+    for sub in ("usage", "hf", "demo"):
+        (d / sub).mkdir()
+    bad = d / "usage" / "m.csv"
     bad.write_bytes(b"\x00\x01\x02")
-    p = _cli(bad, "--out", tmp_path / "out")
-    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "not a" in p.stderr
-    p = _cli(SAMPLES / "manifest.csv", "--out", tmp_path / "out", "--set", "k=0")
-    assert p.returncode == 2 and "k must be" in p.stderr and "Traceback" not in p.stderr
-
-
-def test_cli_batch_hf_backend_tiny_models(tmp_path):
-    """The CLI end to end on a registered backend that needs no shipped models: the tiny pair
-    saved as HF folders, loaded by the hf backend (text prompt, so only the missing file fails)."""
     tok = char_tokenizer()
     cloud = tiny_qwen2(len(tok), seed=3)
     for name, model in (("edge", perturbed(cloud, 0.4, seed=1)), ("cloud", cloud)):
-        model.save_pretrained(tmp_path / name)
-        tok.save_pretrained(tmp_path / name)
-    manifest = small_manifest(tmp_path)
-    out = tmp_path / "out"
-    p = _cli(manifest, "--backend", "hf", "--edge-model", tmp_path / "edge", "--cloud-model",
-             tmp_path / "cloud", "--prompt", "说话人", "--set", "max_new_tokens=12", "--out", out)
+        model.save_pretrained(d / "hf" / name)
+        tok.save_pretrained(d / "hf" / name)
+    cases = {"not_a_manifest": [bad, "--out", d / "usage" / "out"],
+             "bad_knob": [SAMPLES / "manifest.csv", "--out", d / "usage" / "out", "--set", "k=0"],
+             "hf": [small_manifest(d / "hf"), "--backend", "hf", "--edge-model", d / "hf" / "edge",
+                    "--cloud-model", d / "hf" / "cloud", "--prompt", "说话人", "--set", "max_new_tokens=12",
+                    "--out", d / "hf" / "out"]}
+    if DEMO_READY:
+        cases["demo"] = [small_manifest(d / "demo"), "--out", d / "demo" / "out", "--set", "max_new_tokens=48"]
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return dict(zip(cases, run_many([["batch", *argv] for argv in cases.values()], env=env)), dir=d)
+
+
+def test_cli_usage_errors_exit_2(cli_runs):
+    p = cli_runs["not_a_manifest"]
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "not a" in p.stderr
+    p = cli_runs["bad_knob"]
+    assert p.returncode == 2 and "k must be" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_batch_hf_backend_tiny_models(cli_runs):
+    """The CLI end to end on a registered backend that needs no shipped models: the tiny pair
+    saved as HF folders, loaded by the hf backend (text prompt, so only the missing file fails)."""
+    out = cli_runs["dir"] / "hf" / "out"
+    p = cli_runs["hf"]
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     assert "[6/6] A badlabel: error: invalid label 'furious'" in p.stderr
@@ -237,10 +245,9 @@ def test_cli_batch_hf_backend_tiny_models(tmp_path):
 
 
 @pytest.mark.skipif(not DEMO_READY, reason="demo models not trained yet (specdec_core/demo/models)")
-def test_cli_batch_demo_with_bad_files(tmp_path):
-    manifest = small_manifest(tmp_path)
-    out = tmp_path / "out"
-    p = _cli(manifest, "--out", out, "--set", "max_new_tokens=48")
+def test_cli_batch_demo_with_bad_files(cli_runs):
+    out = cli_runs["dir"] / "demo" / "out"
+    p = cli_runs["demo"]
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     data = json.loads((out / "results.json").read_text(encoding="utf-8"))

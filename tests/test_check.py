@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from devtools.omni_tiny import make_tiny_pair, omni_tokenizer
 from specdec_core.errors import BackendError
 from specdec_core.pairs import check_folders, error_message, versions
 from specdec_core.recorder.checks import registry
+from cli_many import run_many
 from tiny import tiny_qwen2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,9 +26,20 @@ CODES = {"tokenizer_mismatch", "stop_ids_mismatch", "chat_template_mismatch", "v
          "transformers_untested"}
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "specdec_core", "check", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)
+@pytest.fixture(scope="module")
+def cli_runs(omni, tmp_path_factory):
+    """The module's `check` command lines in one CLI process (tests/cli_many.py: a process start
+    costs more than a check), by name; "dir": their folder."""
+    d = tmp_path_factory.mktemp("cli")
+    pair = copy_pair(omni, d / "mel80")
+    edit_json(pair["edge"] / "preprocessor_config.json", feature_size=80)
+    cases = {"demo": ["--backend", "demo", "--json", d / "demo.json"],
+             "omni": ["--backend", "omni", "--edge-model", omni["edge"], "--cloud-model", omni["cloud"],
+                      "--json", d / "omni.json"],
+             "mel80": ["--backend", "omni", "--edge-model", pair["edge"], "--cloud-model", pair["cloud"],
+                       "--json", d / "mel80.json"],
+             "missing": ["--backend", "hf", "--edge-model", d / "missing", "--cloud-model", MODELS_DIR / "cloud"]}
+    return dict(zip(cases, run_many([["check", *argv] for argv in cases.values()])), dir=d)
 
 
 def codes(report, severity=None):
@@ -67,16 +77,15 @@ def test_every_contract_code_is_a_check():
     assert {c.fn.__name__ for c in pair} == CODES == {code for c in pair for code in c.codes}
 
 
-def test_cli_demo_and_tiny_omni_pass(omni, tmp_path):
-    out = tmp_path / "demo.json"
-    p = cli("--backend", "demo", "--json", str(out))
+def test_cli_demo_and_tiny_omni_pass(cli_runs):
+    out = cli_runs["dir"] / "demo.json"
+    p = cli_runs["demo"]
     assert p.returncode == 0, p.stdout + p.stderr
     rep = json.loads(out.read_text())
     assert rep["checks"] == [] and set(rep["passed"]) == CODES and rep["usable"]
     assert set(rep["versions"]) == {"python", "torch", "transformers", "gradio"} and rep["device"]
-    out = tmp_path / "omni.json"
-    p = cli("--backend", "omni", "--edge-model", str(omni["edge"]), "--cloud-model",
-            str(omni["cloud"]), "--json", str(out))
+    out = cli_runs["dir"] / "omni.json"
+    p = cli_runs["omni"]
     assert p.returncode == 0, p.stdout + p.stderr
     rep = json.loads(out.read_text())
     assert [(f["code"], f["severity"]) for f in rep["checks"]] == [("vocab_widths", "info")]
@@ -84,12 +93,9 @@ def test_cli_demo_and_tiny_omni_pass(omni, tmp_path):
     assert "info     vocab_widths" in p.stdout and "usable" in p.stdout
 
 
-def test_cli_edge_expecting_80_mel_bins_is_unusable(omni, tmp_path):
-    pair = copy_pair(omni, tmp_path)
-    edit_json(pair["edge"] / "preprocessor_config.json", feature_size=80)
-    out = tmp_path / "r.json"
-    p = cli("--backend", "omni", "--edge-model", str(pair["edge"]), "--cloud-model",
-            str(pair["cloud"]), "--json", str(out))
+def test_cli_edge_expecting_80_mel_bins_is_unusable(cli_runs):
+    out = cli_runs["dir"] / "mel80.json"
+    p = cli_runs["mel80"]
     assert p.returncode == 1, p.stdout + p.stderr
     rep = json.loads(out.read_text())
     f = rep["checks"][0]
@@ -98,11 +104,11 @@ def test_cli_edge_expecting_80_mel_bins_is_unusable(omni, tmp_path):
     assert "Traceback" not in p.stderr
 
 
-def test_cli_usage_errors_exit_2(tmp_path, capsys):
+def test_cli_usage_errors_exit_2(cli_runs, capsys):
     from specdec_core.cli import main
 
     assert main(["check", "--backend", "nope"]) == 2 and "unknown backend" in capsys.readouterr().err
-    p = cli("--backend", "hf", "--edge-model", str(tmp_path / "missing"), "--cloud-model", str(MODELS_DIR / "cloud"))
+    p = cli_runs["missing"]
     assert p.returncode == 2 and "model not found" in p.stderr and "Traceback" not in p.stderr
 
 

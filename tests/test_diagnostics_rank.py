@@ -7,12 +7,11 @@ top-5), which the old `lenient_accept` rule (rank > 5) let through as "no proble
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_many import run_many
 from specdec_core import DecodeConfig
 from specdec_core.api import load_backend, prepare, run_clip
 
@@ -22,10 +21,18 @@ SURPRISE = str(ROOT / "sample_audio" / "surprise_01.wav")  # lenient ranks up to
 RANK_CODES = {"lossless_violation", "rank_window_exceeded", "lossy_accept"}
 
 
-def cli_run(*args, out):
-    p = subprocess.run([sys.executable, "-m", "specdec_core", "run", HAPPY, "--baseline",
-                        "--out", str(out), *args], capture_output=True, text=True, cwd=ROOT,
-                       timeout=600)
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    """`run HAPPY --baseline` with each case's flags, in one CLI process (tests/cli_many.py)."""
+    d = tmp_path_factory.mktemp("cli")
+    cases = {"lenient": ("--fault", "lenient_rank"), "greedy": ("--set", "verify=greedy")}
+    runs = run_many([["run", HAPPY, "--baseline", "--out", d / f"{name}.json", *args]
+                     for name, args in cases.items()])
+    return {name: (p, d / f"{name}.json") for name, p in zip(cases, runs)}
+
+
+def cli_run(cli_runs, name):
+    p, out = cli_runs[name]
     assert p.returncode == 0, p.stderr
     (res,) = json.loads(Path(out).read_text())["results"]
     return res, p.stderr
@@ -48,8 +55,8 @@ def demo():
     return load_backend("demo")
 
 
-def test_cli_lenient_rank_is_a_lossless_violation_with_counts_positions_and_ranks(tmp_path):
-    res, err = cli_run("--fault", "lenient_rank", out=tmp_path / "lenient.json")
+def test_cli_lenient_rank_is_a_lossless_violation_with_counts_positions_and_ranks(cli_runs):
+    res, err = cli_run(cli_runs, "lenient")
     trace = res["trace"]
     low = low_accepted(trace)
     ranks = [r for _, r in low]
@@ -78,8 +85,8 @@ def test_cli_lenient_rank_is_a_lossless_violation_with_counts_positions_and_rank
     assert trace["config"]["verify"] == "greedy" and trace["config"]["faults"] == ["lenient_rank"]
 
 
-def test_cli_same_clip_with_exact_verify_has_no_rank_finding(tmp_path):
-    res, err = cli_run("--set", "verify=greedy", out=tmp_path / "greedy.json")
+def test_cli_same_clip_with_exact_verify_has_no_rank_finding(cli_runs):
+    res, err = cli_run(cli_runs, "greedy")
     trace = res["trace"]
     assert res["token_ids"] == res["baseline"]["token_ids"]
     assert low_accepted(trace) == []

@@ -3,25 +3,39 @@ paths (exit codes as for `run`)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from cli_many import run_many
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = str(ROOT / "sample_audio" / "angry_01.wav")
 CORRECT = str(ROOT / "examples" / "decoders" / "correct.py")
 
 
-def cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "specdec_core", "record", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The module's `record` command lines in one CLI process (tests/cli_many.py: a process start
+    costs more than most of these lines' own work), by name; "dir": their folder."""
+    d = tmp_path_factory.mktemp("record")
+    (d / "helper_mod.py").write_text("def step():\n    raise RuntimeError('boom in helper')\n")
+    (d / "mine.py").write_text(
+        "import helper_mod\n\ndef decode(edge, cloud, tok, ids, k=4, max_new_tokens=8, stop_ids=()):\n"
+        "    edge(ids)\n    helper_mod.step()\n")
+    bad = str(ROOT / "examples" / "decoders" / "lenient_rank.py")
+    cases = {"correct": [f"{CORRECT}:decode", CLIP, "--set", "k=3", "--reference", "--out", d / "rec.json"],
+             "lenient": [f"{bad}:decode", CLIP, "--reference", "--out", d / "lenient.json"],
+             "raises": [f"{d / 'mine.py'}:decode", CLIP, "--out", "-"],
+             # (FILE.py alone is FILE.py:decode: tests/test_recorder_omni.py records that way)
+             **{f"bad{i}": [target, CLIP] for i, target in enumerate(
+                 (f"{d / 'nope.py'}:decode", f"{CORRECT}:nope", f"{d / 'notes.txt'}"))}}
+    return dict(zip(cases, run_many([["record", *argv] for argv in cases.values()])), dir=d)
 
 
-def test_record_writes_results_with_trace_recording_and_reference(tmp_path):
-    out = tmp_path / "rec.json"
-    p = cli(f"{CORRECT}:decode", CLIP, "--set", "k=3", "--reference", "--out", str(out))
+def test_record_writes_results_with_trace_recording_and_reference(runs):
+    out = runs["dir"] / "rec.json"
+    p = runs["correct"]
     assert p.returncode == 0, p.stderr
     d = json.loads(out.read_text(encoding="utf-8"))
     assert d["backend"] == "demo" and len(d["results"]) == 1
@@ -35,22 +49,17 @@ def test_record_writes_results_with_trace_recording_and_reference(tmp_path):
     assert r["reference"]["matches"] and r["reference"]["token_ids"] == r["token_ids"]
 
 
-def test_reference_reports_the_first_divergence(tmp_path):
-    out = tmp_path / "rec.json"
-    bad = str(ROOT / "examples" / "decoders" / "lenient_rank.py")
-    p = cli(f"{bad}:decode", CLIP, "--reference", "--out", str(out))
+def test_reference_reports_the_first_divergence(runs):
+    out = runs["dir"] / "lenient.json"
+    p = runs["lenient"]
     assert p.returncode == 0, p.stderr
     ref = json.loads(out.read_text(encoding="utf-8"))["results"][0]["reference"]
     div = ref["first_divergence"]
     assert not ref["matches"] and div["user"]["id"] != div["reference"]["id"] and div["round"] >= 1
 
 
-def test_a_decoder_that_raises_is_ok_false_with_one_line(tmp_path):
-    (tmp_path / "helper_mod.py").write_text("def step():\n    raise RuntimeError('boom in helper')\n")
-    (tmp_path / "mine.py").write_text(
-        "import helper_mod\n\ndef decode(edge, cloud, tok, ids, k=4, max_new_tokens=8, stop_ids=()):\n"
-        "    edge(ids)\n    helper_mod.step()\n")
-    p = cli(f"{tmp_path / 'mine.py'}:decode", CLIP, "--out", "-")
+def test_a_decoder_that_raises_is_ok_false_with_one_line(runs):
+    p = runs["raises"]
     assert p.returncode == 1
     r = json.loads(p.stdout)["results"][0]
     assert r["ok"] is False and "\n" not in r["error"]
@@ -79,9 +88,8 @@ def test_json_only_with_out_as_run_does(capsys, tmp_path, out):
         assert d["results"][0]["ok"] and d["declared"]["max_new_tokens"] == 12
 
 
-def test_bad_file_or_function_is_a_usage_error(tmp_path):
-    # (FILE.py alone is FILE.py:decode: tests/test_recorder_omni.py records that way)
-    for target in (f"{tmp_path / 'nope.py'}:decode", f"{CORRECT}:nope", f"{tmp_path / 'notes.txt'}"):
-        p = cli(target, CLIP)
-        assert p.returncode == 2, (target, p.stderr)
+def test_bad_file_or_function_is_a_usage_error(runs):
+    for i in range(3):
+        p = runs[f"bad{i}"]
+        assert p.returncode == 2, (p.args, p.stderr)
         assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

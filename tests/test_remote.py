@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_many import run_many
 from cloud_server import CloudServer, build_venv
 from specdec_core.api import prepare, with_cloud
 from specdec_core.backends import load_backend
@@ -86,6 +87,28 @@ def cli(*args, env=None):
                           text=True, cwd=ROOT, timeout=1800, env=env)
 
 
+@pytest.fixture(scope="module")
+def cli_runs(server, tmp_path_factory):
+    """The module's `run` command lines in one CLI process (tests/cli_many.py: a process start
+    costs seconds), by name; "dir": their folder. SPECSCOPE_HF_CLOUD is read by the hf backend
+    only (the vocabulary case)."""
+    from tiny import char_tokenizer, tiny_qwen2
+
+    d = tmp_path_factory.mktemp("cli")
+    tok = char_tokenizer()
+    for name in ("edge", "cloud"):
+        tiny_qwen2(len(tok), hidden=32, layers=1, seed=1).save_pretrained(d / name)
+        tok.save_pretrained(d / name)
+    cases = {"greedy": ["run", *CLIPS, "--cloud-url", server.url, "--baseline", *NO_LIMIT, "--out", d / "r.json"],
+             "sampling": ["run", CLIPS[0], "--cloud-url", server.url, "--set", "verify=sampling",
+                          "--set", "temperature=0.8"],
+             "vocabulary": ["run", "--backend", "hf", "--edge-model", d / "edge", "--prompt", "说话",
+                            "--cloud-url", server.url],
+             "model": ["run", CLIPS[0], "--cloud-url", server.url, "--cloud-model", "qwen-7b"]}
+    env = {"SPECSCOPE_CLOUD_TIMEOUT": str(TIMEOUT_S), **os.environ, "SPECSCOPE_HF_CLOUD": str(d / "cloud")}
+    return dict(zip(cases, run_many(cases.values(), env=env, timeout=1800)), dir=d)
+
+
 def decode(backend, prompt, **knobs):
     cfg = DecodeConfig(cache_check_every=0, time_limit_s=0, **knobs)
     return SpeculativeDecoder(backend, cfg, debug=True).run(prompt)
@@ -97,11 +120,11 @@ def test_make_cloud_serves_the_demo_cloud(server, remote):
     assert remote.max_model_len == 512
 
 
-def test_greedy_with_the_remote_cloud_equals_local_cloud_only_on_every_clip(server, tmp_path):
+def test_greedy_with_the_remote_cloud_equals_local_cloud_only_on_every_clip(cli_runs):
     """Through the CLI: `run --cloud-url --baseline` on all 18 clips; the baseline is the local
     cloud model decoding alone (HF generate, greedy, float32)."""
-    out = tmp_path / "r.json"
-    p = cli("run", *CLIPS, "--cloud-url", server.url, "--baseline", *NO_LIMIT, "--out", str(out))
+    out = cli_runs["dir"] / "r.json"
+    p = cli_runs["greedy"]
     assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(out.read_text())["results"]
     assert len(res) == 18 and all(r["ok"] for r in res), [r.get("error") for r in res if not r["ok"]]
@@ -156,31 +179,22 @@ def test_entropy_gate_sends_no_request_for_uncalled_blocks(remote, local, prompt
     assert tr.token_ids == decode(local, p, entropy_threshold=1.5).token_ids
 
 
-def test_sampling_is_refused_with_one_line(server):
-    p = cli("run", CLIPS[0], "--cloud-url", server.url, "--set", "verify=sampling",
-            "--set", "temperature=0.8")
+def test_sampling_is_refused_with_one_line(cli_runs):
+    p = cli_runs["sampling"]
     assert p.returncode == 2
     assert p.stderr.strip() == ("specscope: error: verify=sampling needs the cloud's full distribution, "
                                 "which a remote cloud does not send; use verify=greedy or verify=rank "
                                 "with --cloud-url")
 
 
-def test_a_model_with_another_vocabulary_is_refused(server, tmp_path):
+def test_a_model_with_another_vocabulary_is_refused(cli_runs):
     """An edge whose tokenizer is not the served model's: the probe catches it before any run."""
-    from tiny import char_tokenizer, tiny_qwen2
-
-    tok = char_tokenizer()
-    for name in ("edge", "cloud"):
-        tiny_qwen2(len(tok), hidden=32, layers=1, seed=1).save_pretrained(tmp_path / name)
-        tok.save_pretrained(tmp_path / name)
-    env = dict(os.environ, SPECSCOPE_HF_CLOUD=str(tmp_path / "cloud"))
-    p = cli("run", "--backend", "hf", "--edge-model", str(tmp_path / "edge"), "--prompt", "说话",
-            "--cloud-url", server.url, env=env)
+    p = cli_runs["vocabulary"]
     assert p.returncode == 2, p.stderr
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("specscope: error")]
     assert len(errors) == 1 and "Traceback" not in p.stderr   # (the hf loader prints progress bars)
     assert "does not share the edge's vocabulary" in errors[0]
-    p = cli("run", CLIPS[0], "--cloud-url", server.url, "--cloud-model", "qwen-7b")
+    p = cli_runs["model"]
     assert p.returncode == 2 and "does not serve 'qwen-7b'" in p.stderr
 
 

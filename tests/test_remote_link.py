@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from cli_many import run_many
 from specdec_core.api import prepare, with_cloud
 from specdec_core.backends import load_backend
 from specdec_core.backends.openai_client import CompletionsClient, RemoteError
@@ -110,20 +109,34 @@ def test_sampling_rule_also_sends_draft_probabilities(demo, prompt):
 
 
 # --- a remote cloud that is not there ------------------------------------------------------
-def cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "specdec_core", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300, env=env)
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def test_server_down_is_one_line_and_exit_2():
+REFUSED = [
+    ({"verify": "sampling"}, "verify=sampling needs the cloud's full distribution"),
+    ({"temperature": 0.7}, "temperature 0 only"),
+    ({"link_rtt_ms": 20}, "the link is measured"),
+]
+
+
+@pytest.fixture(scope="module")
+def cli_runs():
+    """The module's `run --cloud-url` command lines (URLs where nothing listens) in one CLI
+    process (tests/cli_many.py: a process start costs more than these lines' own work)."""
     url = f"http://127.0.0.1:{_free_port()}"
-    p = cli("run", CLIP, "--cloud-url", url)
+    cases = {"down": ["run", CLIP, "--cloud-url", url],
+             # refused before any connection is tried: the URL points nowhere
+             **{f"refused{i}": ["run", CLIP, "--cloud-url", f"http://127.0.0.1:{_free_port()}",
+                                *[a for k, v in knobs.items() for a in ("--set", f"{k}={v}")]]
+                for i, (knobs, _) in enumerate(REFUSED)}}
+    return dict(zip(cases, run_many(cases.values())), url=url)
+
+
+def test_server_down_is_one_line_and_exit_2(cli_runs):
+    url, p = cli_runs["url"], cli_runs["down"]
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in p.stderr
@@ -166,15 +179,10 @@ def test_bad_cloud_urls_are_user_errors(demo, url):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("knobs,needle", [
-    ({"verify": "sampling"}, "verify=sampling needs the cloud's full distribution"),
-    ({"temperature": 0.7}, "temperature 0 only"),
-    ({"link_rtt_ms": 20}, "the link is measured"),
-])
-def test_what_a_remote_cloud_cannot_verify_exactly_is_refused_first(knobs, needle):
-    # refused before any connection is tried: the URL points nowhere
-    p = cli("run", CLIP, "--cloud-url", f"http://127.0.0.1:{_free_port()}",
-            *[a for k, v in knobs.items() for a in ("--set", f"{k}={v}")])
+@pytest.mark.parametrize("i,needle", [(i, needle) for i, (_, needle) in enumerate(REFUSED)],
+                         ids=[f"knobs{i}-{needle}" for i, (_, needle) in enumerate(REFUSED)])
+def test_what_a_remote_cloud_cannot_verify_exactly_is_refused_first(cli_runs, i, needle):
+    p = cli_runs[f"refused{i}"]
     assert p.returncode == 2
     assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cli_many import run_many
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.evaluation.batch.journal import read_rows
 from specdec_core.evaluation.batch.manifest import read_manifest
@@ -113,7 +114,11 @@ def keys_of(lines):
 
 
 def test_ray_equals_local_on_a_manifest_with_a_broken_clip_and_resume_runs_nothing(tmp_path, cluster):
-    """On the module's cluster (the CLI starting a Ray of its own: the killed-batch test)."""
+    """`ray start --head` (what a user runs on the head node: the module's cluster), then
+    `batch --ray-address` (the CLI starting a Ray of its own: the killed-batch test): the rows run
+    on that cluster's workers, equal to the local engine; a resume runs nothing; and the cluster
+    is still up afterwards (the batch leaves it as it was). (One test: the old
+    test_joins_a_running_ray_cluster_and_leaves_it_running ran the same batch again.)"""
     manifest = broken_manifest(tmp_path)
     local_out, ray_out = tmp_path / "local", tmp_path / "ray"
     local, ran = run_batch_dir(SPEC, read_manifest(manifest), {"A": CFG}, local_out)
@@ -126,6 +131,7 @@ def test_ray_equals_local_on_a_manifest_with_a_broken_clip_and_resume_runs_nothi
     assert "4/4" in p.stderr and "failed=1" in p.stderr   # the progress bar's last state
     rows = json.loads((ray_out / "results.json").read_text(encoding="utf-8"))["rows"]
     assert [r["name"] for r in rows] == ["neutral_03", "angry_01", "bad", "sad_03"]   # manifest order
+    assert [r["ok"] for r in rows] == [True, True, False, True]
     for mine, ref in zip(rows, local.rows):
         assert mine["ok"] == ref["ok"] and mine.get("token_ids") == ref.get("token_ids"), mine["name"]
         assert mine["text"] == ref["text"] and mine["error"] == ref["error"]
@@ -145,6 +151,10 @@ def test_ray_equals_local_on_a_manifest_with_a_broken_clip_and_resume_runs_nothi
     assert (ray_out / "results.jsonl").stat().st_mtime_ns == mtime          # not even rewritten
     again = json.loads((ray_out / "results.json").read_text(encoding="utf-8"))["rows"]
     assert [r.get("token_ids") for r in again] == [r.get("token_ids") for r in rows]
+    status = subprocess.run([RAY_BIN, "status", "--address", cluster["address"]],
+                            capture_output=True, text=True, timeout=120,
+                            env=cluster["env"] | {"RAY_AUTH_MODE": "token"})    # `ray start` made a token
+    assert "CPU" in status.stdout, status.stdout + status.stderr   # still up after the batches
 
 
 def _descendants(pid: int) -> set[int]:
@@ -175,14 +185,26 @@ def _alive(pids) -> set[int]:
     return alive
 
 
+def first_clips(tmp_path: Path, n: int) -> Path:
+    """A manifest of the bundled manifest's first `n` clips (copied beside it)."""
+    lines = (SAMPLES / "manifest.csv").read_text(encoding="utf-8").splitlines()[: n + 1]
+    for line in lines[1:]:
+        shutil.copy(SAMPLES / line.split(",")[1], tmp_path / line.split(",")[1])
+    path = tmp_path / "manifest.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
     """SIGKILL the whole CLI (driver of a local Ray) once rows are in results.jsonl: the rows
-    it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows."""
+    it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows. (On 6
+    clips x 2 configs: the bundled 18 clips' 36 rows made it the suite's slowest test and
+    proved no more.)"""
     out = tmp_path / "out"
-    manifest = SAMPLES / "manifest.csv"
+    manifest = first_clips(tmp_path, 6)
     args = (manifest, "--engine", "ray", "--workers", "2", "--set", "max_new_tokens=48",
             "--config-b", _config_b(tmp_path), "--out", out)
-    total = 36
+    total = 12
     proc = subprocess.Popen([sys.executable, "-m", "specdec_core", "batch", *map(str, args)], cwd=ROOT,
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0, journal = time.time(), out / "results.jsonl"
@@ -199,17 +221,12 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
     assert 2 <= len(kept) < total and all(r["ok"] for r in kept.values())
     # a kill in the middle of a write leaves half a line: it must be tolerated and run again
     with open(journal, "a", encoding="utf-8") as f:
-        f.write('{"config":"B","name":"sad_01","ok":true,"text":"cut sh')
+        f.write('{"config":"B","name":"angry_03","ok":true,"text":"cut sh')
 
     p = cli(*args, "--resume")
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"resume: {len(kept)} of {total} rows already in" in p.stderr
     assert f"ran {total - len(kept)} of {total} rows (ray engine)" in p.stdout
-    # Ray went down with the killed driver (its reaper; the node agents give up on the lost
-    # raylet after ~60 s): checked after the resume, which meanwhile ran on a Ray of its own
-    while _alive(kids) and time.time() - killed_at < 150:
-        time.sleep(0.5)
-    assert not _alive(kids), f"Ray processes outlived the killed batch: {_alive(kids)}"
     lines = jsonl_lines(out)
     assert len(lines) == total and len(set(keys_of(lines))) == total       # no duplicates
     rows = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]
@@ -227,6 +244,11 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
     p = cli(*args, "--resume")
     assert p.returncode == 0 and f"ran 0 of {total} rows" in p.stdout, p.stderr[-2000:]
     assert len(jsonl_lines(out)) == total
+    # Ray went down with the killed driver (its reaper; the node agents give up on the lost
+    # raylet after ~60 s): checked after the resumes, which meanwhile ran on a Ray of its own
+    while _alive(kids) and time.time() - killed_at < 150:
+        time.sleep(0.5)
+    assert not _alive(kids), f"Ray processes outlived the killed batch: {_alive(kids)}"
 
 
 def _config_b(tmp_path: Path) -> Path:
@@ -298,17 +320,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("args, needle", [
+USAGE = [
     (("--engine", "local", "--workers", "2"), "use --engine ray for --workers N"),
     (("--engine", "ray", "--workers", "0"), "--workers must be >= 1"),
     (("--cloud-url", "DEAD1", "DEAD2"), "no cloud server is reachable"),
     (("--engine", "ray", "--ray-address", "127.0.0.1:1"), "cannot reach the Ray cluster at 127.0.0.1:1"),
     (("--engine", "ray", "--ray-address", "nohost"), "--ray-address must be host:port"),
-])
-def test_batch_usage_errors_are_one_line_and_exit_2(tmp_path, args, needle):
-    args = [a.replace("DEAD1", f"http://127.0.0.1:{_free_port()}").replace(
-        "DEAD2", f"http://127.0.0.1:{_free_port()}") for a in args]
-    p = cli(SAMPLES / "manifest.csv", "--limit", "2", *args, "--out", tmp_path / "out", timeout=120)
+]
+
+
+@pytest.fixture(scope="module")
+def usage(tmp_path_factory):
+    """The usage errors' command lines in one CLI process (tests/cli_many.py)."""
+    out = tmp_path_factory.mktemp("usage")
+    cases = []
+    for i, (args, _) in enumerate(USAGE):
+        args = [a.replace("DEAD1", f"http://127.0.0.1:{_free_port()}").replace(
+            "DEAD2", f"http://127.0.0.1:{_free_port()}") for a in args]
+        cases.append(["batch", SAMPLES / "manifest.csv", "--limit", "2", *args, "--out", out / str(i)])
+    return run_many(cases, env=_env(), timeout=600)
+
+
+@pytest.mark.parametrize("i, needle", [(i, needle) for i, (_, needle) in enumerate(USAGE)],
+                         ids=[f"args{i}-{needle}" for i, (_, needle) in enumerate(USAGE)])
+def test_batch_usage_errors_are_one_line_and_exit_2(usage, i, needle):
+    p = usage[i]
     assert p.returncode == 2, p.stderr[-2000:]
     assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr, p.stderr
 
@@ -340,23 +376,3 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
     assert ran2 == len(clips) - len(seen)
     assert [r["name"] for r in res2.rows] == [c.name for c in clips] and all(r["ok"] for r in res2.rows)
     assert len(jsonl_lines(tmp_path)) == len(clips)
-
-
-def test_joins_a_running_ray_cluster_and_leaves_it_running(tmp_path, cluster):
-    """`ray start --head` (what a user runs on the head node: the module's cluster), then
-    `batch --ray-address`: the rows run on that cluster's workers, equal to the local engine, and
-    the cluster is still up afterwards (the batch leaves it as it was)."""
-    address = cluster["address"]
-    manifest = broken_manifest(tmp_path)
-    p = cli(manifest, "--engine", "ray", "--ray-address", address, "--workers", "2",
-            *KNOBS, "--out", tmp_path / "cluster")
-    assert p.returncode == 1, p.stderr[-3000:]            # the broken clip's row failed
-    assert "ran 4 of 4 rows (ray engine)" in p.stdout
-    rows = json.loads((tmp_path / "cluster" / "results.json").read_text(encoding="utf-8"))["rows"]
-    assert [r["ok"] for r in rows] == [True, True, False, True]
-    local, _ = run_batch_dir(SPEC, read_manifest(manifest), {"A": CFG}, tmp_path / "local")
-    assert [r.get("token_ids") for r in rows] == [r.get("token_ids") for r in local.rows]
-    status = subprocess.run([RAY_BIN, "status", "--address", address],
-                            capture_output=True, text=True, timeout=120,
-                            env=cluster["env"] | {"RAY_AUTH_MODE": "token"})    # `ray start` made a token
-    assert "CPU" in status.stdout, status.stdout + status.stderr   # still up after the batch
