@@ -1,5 +1,7 @@
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,11 +84,23 @@ def pytest_sessionfinish(session):
 # these few-test, many-minute files to the end: one worker then runs them alone while the other
 # has nothing left. Handed out longest first instead (xdist's own reordering off).
 MINUTES = {"test_remote.py": 4, "test_scale.py": 3, "test_audit.py": 2, "test_served_ab.py": 2}
+# ... except the files whose engine `make test` is still building in the background (a fresh
+# machine: vLLM's virtualenv, llama-server): those go last, so the build has the whole suite's
+# time, and they wait for it at most until SUITE_BUILD_WAIT_S after the suite started
+# (tests/cloud_server.build_wait), then skip saying so.
+NEEDS_BUILD = {"test_remote.py": "cloud.sh", "test_audit.py": "cloud.sh", "test_served_ab.py": "cloud.sh",
+               "test_audit_llama.py": "llama.sh"}
 
 
 def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):          # pytest-xdist installed
         config.option.loadscopereorder = False
+    os.environ.setdefault("SPECSCOPE_SUITE_T0", str(time.time()))   # workers inherit it
+
+
+def _built(script: str) -> bool:
+    return subprocess.run([str(ROOT / "scripts" / "cloud" / script), "ready"],
+                          capture_output=True).returncode == 0
 
 
 @pytest.hookimpl(trylast=True)
@@ -96,6 +110,10 @@ def pytest_collection_modifyitems(config, items):
         count[it.path] = count.get(it.path, 0) + 1
     browser = {it.path for it in items if it.get_closest_marker("browser")}
 
+    unbuilt = {sc for sc in set(NEEDS_BUILD.values()) if not _built(sc)}
+
     def weight(path):
+        if NEEDS_BUILD.get(path.name) in unbuilt:
+            return (-1, count[path])
         return (MINUTES.get(path.name, 1 if path in browser else 0), count[path])
     items.sort(key=lambda it: weight(it.path), reverse=True)      # stable: a file's order kept

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cloud_server import CloudServer
+from cloud_server import SUITE_BUILD_WAIT_S, CloudServer, build_wait
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "cloud" / "llama.sh"
@@ -24,11 +24,13 @@ def build_llama() -> str:
     """llama-server's path, building it (and converting the demo pair) if needed; skips the
     caller when it can't."""
     t0 = time.time()
+    wait = build_wait(BUILD_TIMEOUT)
     try:
         p = subprocess.run([str(SCRIPT), "convert"], capture_output=True, text=True,
-                           timeout=BUILD_TIMEOUT, cwd=ROOT)
+                           timeout=wait, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        pytest.skip(f"llama-server did not build within {BUILD_TIMEOUT} s")
+        pytest.skip(f"llama-server did not build within {wait:.0f} s (the suite waits for a "
+                    f"background build until {SUITE_BUILD_WAIT_S:.0f} s after its start)")
     if p.returncode != 0:
         tail = [ln for ln in p.stderr.splitlines() if ln.strip() and "is ignored" not in ln][-3:]
         pytest.skip("llama-server cannot be built on this machine: " + " | ".join(tail))

@@ -52,6 +52,7 @@ build_venv() {
 
 cmd="${1:-serve}"; shift || true
 case "$cmd" in
+  ready) [ -f "$VENV/.ready" ] ;;          # built already? (the tests order their files by it)
   venv)
     build_venv
     echo "$VENV" ;;

@@ -105,6 +105,7 @@ cmd="${1:-serve}"; shift || true
 CLOUD="${CLOUD_MODEL:-$ROOT/specdec_core/demo/models/cloud}"
 DRAFT="${SPEC_DRAFT:-$ROOT/specdec_core/demo/models/edge}"
 case "$cmd" in
+  ready) [ -f "$DIR/.ready" ] ;;           # built already? (the tests order their files by it)
   build)
     build
     echo "$SERVER" ;;
@@ -123,5 +124,5 @@ case "$cmd" in
     exec "$SERVER" -m "$M" "${SPEC_ARGS[@]}" --host "${CLOUD_HOST:-127.0.0.1}" \
       --port "${CLOUD_PORT:-8000}" -t "${CLOUD_THREADS:-1}" -c 512 -np 1 --no-webui \
       ${LLAMA_EXTRA_ARGS:-} ;;
-  *) echo "usage: $0 build | convert | serve" >&2; exit 2 ;;
+  *) echo "usage: $0 ready | build | convert | serve" >&2; exit 2 ;;
 esac
