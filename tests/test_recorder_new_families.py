@@ -80,10 +80,9 @@ def test_family(demo, name):
     res = rec(demo, name, knobs)
     assert top_errors(res) == expected, [(f["code"], f["severity"], f["title"]) for f in res["findings"]]
     assert res["recording"]["drafter"] == drafter
-    # not done (docs/recorder.md, issue 56): a never-cropped drafter cache and a block drafted in an
-    # earlier round (pipelined) still merge rounds; a generating verifier's rounds are its runs
-    if name not in ("early_exit_stale_shallow.py", "pipelined_correct.py"):
-        identities(res, "generating" not in name)
+    # a never-cropped drafter cache and a block drafted in an earlier round (pipelined) included;
+    # a generating verifier's rounds are its runs
+    identities(res, "generating" not in name)
     codes = {f["code"] for f in res["findings"]}
     if not expected:
         assert not codes & {"stale_draft_context", "unexplained_draft", "verify_rows_misaligned"}
