@@ -137,7 +137,10 @@ register("lossless_violation", "error", "the acceptance test is not the declared
               "sequence and the drafts before it) before its argmax / sampling"),
              ("first_draft_unverified", "the first draft of each block is committed unverified",
               "compare draft 0 with the verify row at the position before it (row 0 of the "
-              "block), as every other draft")))
+              "block), as every other draft"),
+             ("edge_correction_unjudged", "the edge's corrections are committed without the cloud's verdict",
+              "judge every draft by the cloud's verify row, the edge's own tokens too: a lower "
+              "level's check (the edge over an n-gram) verifies nothing for the cloud")))
 register("rank_window_exceeded", "error", "the acceptance test accepts past the declared rank window",
          "an accepted draft ranked by the cloud beyond rank_threshold", root=11, explains=TEXT_SYMPTOMS)
 register("lossy_accept", "info", "the cost of a declared rank window: drafts the cloud ranked 2nd or "
