@@ -51,9 +51,9 @@ def _fed_on(ids: list, fwds: list[Fwd]) -> bool:
 def _block_start(f: Fwd, K: int, edge: list[Fwd], past: dict, short: bool) -> tuple[int, dict, dict]:
     """(first drafted position, position -> drafting (forward, row), this round's rows) of verify f."""
     mine, block = _draft_rows(edge), range(K, len(f.ctx))
-    drafted = mine if any(p in mine for p in block) else {   # none of this round's rows lands in
+    drafted = mine if not edge or any(p in mine for p in block) else {   # this round's rows all past
         p: past[p] for p in block if p in past and past[p][0].ctx[:p] == f.ctx[:p]}   # the block:
-    # a block drafted in an earlier round on the verified context (a pipelined edge drafts ahead)
+    # it was drafted in an earlier round on the verified context (a pipelined edge drafts ahead)
     s = len(f.ctx)
     if not edge:                 # no drafting forward (prompt lookup, n-grams): every id
         s = max(K, min(s, f.first_q + 1))   # past the frontier that a row scored is a draft
