@@ -119,8 +119,9 @@ register("position_error", "error", "position ids / cache positions / attention 
          root=4, explains=CONTEXT_SYMPTOMS, context=True)
 register("hidden_draft_processing", "error", "the draft logits are changed before the pick (a second "
          "temperature, penalties, a filter) beyond the declared rule",
-         "greedy declared and drafts that are not the edge's argmax; or the maximum-likelihood draft "
-         "temperature far from the declared one", severities=("error", "warning"),
+         "greedy declared and drafts that are not the argmax of the edge row that made them (a row not "
+         "fed the draft, on the verified context); or the maximum-likelihood draft temperature far "
+         "from the declared one (LLR >= 6)", severities=("error", "warning"),
          root=18, explains=("punct_flood", "acceptance_collapse", "cycle", "doubling", "edge_mishears"))
 register("draft_filter", "info", "drafts are sampled from the edge's top-R only (a top-k filter)",
          "every sampled draft inside the edge's top-R, unlikely under the full distribution")
@@ -130,14 +131,17 @@ register("off_by_one", "error", "an off-by-one in the draft loop or the acceptan
          "a round drafted more than k or committed more than k+1 tokens",
          root=7, explains=("lossless_violation", "unverified_end") + TEXT_SYMPTOMS, context=True)
 register("lossless_violation", "error", "the acceptance test is not the declared lossless rule",
-         "greedy declared and committed tokens that are not the cloud's argmax",
+         "greedy declared and committed tokens that are not the argmax of the cloud row that decided them",
          root=10, explains=TEXT_SYMPTOMS, named=(
              ("penalty_not_applied", "the declared repetition penalty is not applied",
               "apply the declared penalty to the cloud's logits of every verified slot (given the "
               "sequence and the drafts before it) before its argmax / sampling"),
              ("first_draft_unverified", "the first draft of each block is committed unverified",
               "compare draft 0 with the verify row at the position before it (row 0 of the "
-              "block), as every other draft")))
+              "block), as every other draft"),
+             ("edge_correction_unjudged", "the edge's corrections are committed without the cloud's verdict",
+              "judge every draft by the cloud's verify row, the edge's own tokens too: a lower "
+              "level's check (the edge over an n-gram) verifies nothing for the cloud")))
 register("rank_window_exceeded", "error", "the acceptance test accepts past the declared rank window",
          "an accepted draft ranked by the cloud beyond rank_threshold", root=11, explains=TEXT_SYMPTOMS)
 register("lossy_accept", "info", "the cost of a declared rank window: drafts the cloud ranked 2nd or "
@@ -187,7 +191,10 @@ register("numeric_divergence", "info", "the run and its reference differ by nume
 register("sampling_rule", "info", "an exact acceptance rule identified (sample-and-match; argmax drafts with a one-hot q)",
          "sampled run whose accept/reject pattern is sample-and-match")
 register("acceptance_rule", "error", "the probabilistic acceptance test is not min(1, p/q)",
-         "accept/reject decisions inconsistent with p/q under the recorded logits",
+         "accept/reject decisions inconsistent with p/q under the recorded logits (a test pooled over "
+         "judged drafts); on a verifier that generates its own tokens, tokens committed in a run after "
+         "one that differs from the cloud's own token (`n_off_context`: judged on a row of another "
+         "context; certain, not statistical)",
          root=12, explains=("residual_mismatch",) + TEXT_SYMPTOMS)
 register("greedy_draft_sampling", "error", "drafts picked greedily while sampling is declared: the "
          "p/q test is biased", "sampled run with every draft the edge's argmax",

@@ -30,6 +30,18 @@ def test_a_dip_that_recovers_is_no_collapse():
     assert change_point([(c, 4, 0) for c in range(40)], 3, 3) is None    # low throughout: no position
 
 
+def test_a_collapse_from_the_first_step_needs_its_first_steps_dead():
+    """min_before 0 (loops and engines alike): position 0 only when the first min_after steps
+    accept nothing; a drafter that is merely low from the start has no fall to place."""
+    dead = [(c, 4, 0) for c in range(40)]
+    cp = change_point(dead, 0, 6)
+    assert cp["position"] == 0 and cp["index"] == 0 and cp["rate_before"] is None and cp["rate_after"] == 0.0
+    low = [(c, 4, 1 if c == 3 else 0) for c in range(40)]     # one accepted draft in the first 6
+    assert change_point(low, 0, 6) is None
+    assert change_point(low[6:], 0, 6)["position"] == 6       # the same tail, its first 6 dead
+    assert change_point(dead, 1, 6) is None                   # min_before 1: never position 0
+
+
 def test_the_audit_names_the_window_and_its_arithmetic():
     f = checks.collapse(ROWS, WINDOW, K)[0]
     ev = f["evidence"]

@@ -126,7 +126,8 @@ def test_side_tables_are_facts_given_at_registration():
         "stale_cache", "context_mismatch", "position_error", "off_by_one", "dropped_output",
         "tree_positions", "tree_mask", "zeroed_kv", "draft_context"}
     assert [k for k, _, _ in REGISTRY["lossless_violation"].named] == ["penalty_not_applied",
-                                                                      "first_draft_unverified"]
+                                                                      "first_draft_unverified",
+                                                                      "edge_correction_unjudged"]
     assert {c.code: c.dedupes for c in REGISTRY.values() if c.dedupes} == {"greedy_draft_sampling": (
         ("argmax_drafts", "hidden_draft_processing", "effective_temperature"),)}
     assert {fn.__name__: codes(fn) for fn in d.TRACE_CHECKS + d.TASK_CHECKS} == {

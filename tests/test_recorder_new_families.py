@@ -80,10 +80,9 @@ def test_family(demo, name):
     res = rec(demo, name, knobs)
     assert top_errors(res) == expected, [(f["code"], f["severity"], f["title"]) for f in res["findings"]]
     assert res["recording"]["drafter"] == drafter
-    # not done (docs/recorder.md, issue 56): a never-cropped drafter cache and a block drafted in an
-    # earlier round (pipelined) still merge rounds; a generating verifier's rounds are its runs
-    if name not in ("early_exit_stale_shallow.py", "pipelined_correct.py"):
-        identities(res, "generating" not in name)
+    # a never-cropped drafter cache and a block drafted in an earlier round (pipelined) included;
+    # a generating verifier's rounds are its runs
+    identities(res, "generating" not in name)
     codes = {f["code"] for f in res["findings"]}
     if not expected:
         assert not codes & {"stale_draft_context", "unexplained_draft", "verify_rows_misaligned"}
@@ -91,6 +90,10 @@ def test_family(demo, name):
         assert not codes & {"hidden_draft_processing", "unexplained_draft"}, codes
         ev = next(f for f in res["findings"] if f["code"] == "stale_draft_context")["evidence"]
         assert ev["forward"] < ev["verify_forward"] and ev["context_held"] != ev["context_verified"]
+    if name == "cascade_unseen_correction.py":   # what the evidence shows, not a borrowed cause
+        f = next(f for f in res["findings"] if f["code"] == "lossless_violation")
+        assert f["evidence"]["named"] == "edge_correction_unjudged", (f["title"], f["cause"])
+        assert "edge forward" in f["cause"] and "first draft" not in f["title"] + f["cause"]
     if name == "logits_to_keep_short.py":        # the slot offset, on every verify
         ev = next(f for f in res["findings"] if f["code"] == "verify_rows_misaligned")["evidence"]
         assert ev["slot_offset"] == 1 and ev["rows"] == ev["drafts"]

@@ -16,13 +16,15 @@ def _ll(a: int, d: int) -> float:
 def change_point(steps: list[tuple[int, int, int]], min_before: int = 1, min_after: int = 3) -> dict | None:
     """steps: (position, drafted, accepted) in position order (several at a position: pooled) ->
     {position, index, rate_before, rate_after, steps_before, steps_after, drafts_wasted} or None.
-    min_before 0: a run collapsed from its first step is one too (rate_before None)."""
+    min_before 0: a run collapsed from its first step is one too (rate_before None) when its first
+    min_after steps accept nothing (no fall to see: a drafter that never drafted, not a low one)."""
     steps = [s for s in steps if s[1] > 0]
     d_all, a_all = sum(s[1] for s in steps), sum(s[2] for s in steps)
     best, d_b, a_b = None, 0, 0
     for i, (pos, d, a) in enumerate(steps):
         half = steps[i + (len(steps) - i) // 2:]
-        if (i >= min_before and (i == 0 or pos != steps[i - 1][0]) and len(steps) - i >= min_after
+        if (i >= min_before and (pos != steps[i - 1][0] if i else not any(s[2] for s in steps[:min_after]))
+                and len(steps) - i >= min_after
                 and a_all - a_b <= MAX_RATE * (d_all - d_b) and a_b >= LOW * d_b
                 and sum(s[2] for s in half) <= MAX_RATE * sum(s[1] for s in half)):
             llr = _ll(a_b, d_b) + _ll(a_all - a_b, d_all - d_b) - _ll(a_all, d_all)

@@ -42,6 +42,31 @@ def _draft_rows(edge_fwds: list[Fwd]) -> dict:
     return {**checks, **out}
 
 
+def _fed_on(ids: list, fwds: list[Fwd]) -> bool:
+    """`ids` were fed, in a row, to these forwards."""
+    fed = [x for g in fwds for x in g.raw.get("ids") or []]
+    return any(fed[i:i + len(ids)] == ids for i in range(len(fed) - len(ids) + 1))
+
+
+def _block_start(f: Fwd, K: int, edge: list[Fwd], past: dict, short: bool) -> tuple[int, dict, dict]:
+    """(first drafted position, position -> drafting (forward, row), this round's rows) of verify f."""
+    mine, block = _draft_rows(edge), range(K, len(f.ctx))
+    drafted = mine if not edge or any(p in mine for p in block) else {   # this round's rows all past
+        p: past[p] for p in block if p in past and past[p][0].ctx[:p] == f.ctx[:p]}   # the block:
+    # it was drafted in an earlier round on the verified context (a pipelined edge drafts ahead)
+    s = len(f.ctx)
+    if not edge:                 # no drafting forward (prompt lookup, n-grams): every id
+        s = max(K, min(s, f.first_q + 1))   # past the frontier that a row scored is a draft
+    if f.raw.get("tree_block") is not None:     # a tree's path (recorder/normalize/tree.py): its
+        s = max(K, f.raw["tree_block"])           # drafts start at the tree's first level
+    while s - 1 >= K and s - 1 in drafted and (f.row_at(s - 2) is not None or short and s - 1 == K):
+        s -= 1
+    if s - 1 > K and not any(p in drafted for p in range(K, s)) and _fed_on(f.ctx[K:s - 1], edge[1:]):
+        s = K    # ids the drafting chain was fed after its first forward, at no row's position:
+        # drafts from a cache whose positions run ahead (a never-cropped drafter cache)
+    return s, drafted, mine
+
+
 def build_rounds(t: Tapes) -> list[Round]:
     """The rounds; under a declared temperature also where the loop resumed (t.resumed, and
     t.decided without the rows past it: evidence/resumed.py)."""
@@ -50,6 +75,7 @@ def build_rounds(t: Tapes) -> list[Round]:
     where = {f.i: k for k, f in enumerate(t.fwds)}
     cached_edge = any(f.model == "edge" and f.raw.get("cache") is not None for f in t.fwds)
     rounds: list[Round] = []
+    past: dict = {}          # position -> (edge forward, row) of earlier rounds' drafting rows
     cur = Round(1, start=K)
     for f in t.fwds:
         if f.model == "edge":
@@ -59,14 +85,7 @@ def build_rounds(t: Tapes) -> list[Round]:
         short = bool(f.rows) and f.first_q == K < len(f.ctx) == K + len(f.rows["argmax"]) and f.match >= K
         if not f.rows or f.match < K or (f.row_at(K - 1) is None and not short) or len(f.ctx) <= K - 1:
             continue                                 # a prefill or a stray call: not a verification
-        drafted = _draft_rows(cur.edge)
-        s = len(f.ctx)
-        if not cur.edge:             # no drafting forward (prompt lookup, n-grams): every id
-            s = max(K, min(s, f.first_q + 1))   # past the frontier that a row scored is a draft
-        if f.raw.get("tree_block") is not None:     # a tree's path (recorder/normalize/tree.py): its
-            s = max(K, f.raw["tree_block"])           # drafts start at the tree's first level
-        while s - 1 >= K and s - 1 in drafted and (f.row_at(s - 2) is not None or short and s - 1 == K):
-            s -= 1
+        s, drafted, mine = _block_start(f, K, cur.edge, past, short)
         a = 0
         while (s + a < len(f.ctx) and s + a < len(C) and f.ctx[s + a] == C[s + a]):
             a += 1
@@ -82,6 +101,7 @@ def build_rounds(t: Tapes) -> list[Round]:
         cur.extra = nxt if nxt < len(C) else None
         cur.end = min(nxt + 1, len(C))
         rounds.append(cur)
+        past.update(mine)
         K = cur.end
         cur = Round(len(rounds) + 1, start=K)
         if K >= len(C):

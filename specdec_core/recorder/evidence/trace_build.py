@@ -118,6 +118,11 @@ def build_trace(rec: dict, t: Tapes, rounds: list[Round], tokenizer, info=None) 
     n_edge = sum(f.model == "edge" for f in t.fwds)
     tr.metrics = compute_metrics(tr, rec.get("wall_s") or 0.0, n_edge, len(t.fwds) - n_edge)
     tr.metrics["time_split"] = timing.recording_split(rec)   # None: recorded without timings
+    after = [f.i for f in t.fwds if f.model == "cloud" and f.rows and f.match >= len(C) and f.first_q >= len(C) - 1]
+    if after and len(C) > P:    # rounds = verify forwards but these (result.identities)
+        tr.metrics["rounds_differ"] = {"forwards": after, "why": (
+            f"cloud forward(s) {', '.join(map(str, after))} ran after the output was complete (fed all of it, "
+            "scoring only past its end: a batch's other rows still decoding): they verify none of it")}
     return tr
 
 

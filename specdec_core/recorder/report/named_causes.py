@@ -5,6 +5,7 @@ position 0, the verify row that should have judged it computed and ignored)."""
 from __future__ import annotations
 
 from specdec_core.findings import fact, finding
+from specdec_core.recorder.checks.chain.causes import edge_correction_cause
 
 
 def penalty_cause(e, bad) -> str | None:
@@ -28,8 +29,8 @@ def first_draft_cause(rounds, bad) -> str | None:
     if len(bad) < 2:       # one wrong token at position 0 could be any loose test
         return None
     by_start = {r.block_start: r for r in rounds if r.verified and r.accepted}
-    if any(by_start.get(p) is None for p, _, _ in bad):
-        return None
+    if any(by_start.get(p) is None for p, _, _ in bad) or any(r.verified and r.block and not r.accepted for r in rounds):
+        return None     # a round whose first draft was judged and rejected: the test does start there
     p, f, r = bad[0]
     own = f.i == by_start[p].cloud.i
     which = "the round's own verify forward" if own else "an earlier cloud forward"
@@ -47,6 +48,8 @@ def name(found: list, e) -> list:
     key, cause = "penalty_not_applied", penalty_cause(e, bad)
     if cause is None:
         key, cause = "first_draft_unverified", first_draft_cause(e.rounds, bad)
+    if cause is None:
+        key, cause = "edge_correction_unjudged", edge_correction_cause(e.rounds, bad, e.texts)
     if cause is None:
         return found
     short, fix = {k: (t, fx) for k, t, fx in fact("lossless_violation", "named")}[key]

@@ -114,3 +114,21 @@ def unverified(t: Tapes, tail: int, gen: list, texts) -> str:
                 "ended after drafting, e.g. on the length limit or a stop inside the draft)")
     return (f"the run stopped on {last!r}, which is not a stop id, before the length limit: a "
             "stop condition other than the declared stop ids")
+
+
+def edge_correction_cause(rounds, bad, texts=None) -> str | None:
+    """Every wrong token a draft the round's edge put in place of an id it was fed (its own
+    correction of a lower level's proposal: a cascade), committed against the round's own verify row."""
+    by_cloud, made = {r.cloud.i: r for r in rounds if r.verified}, []
+    for p, f, r in bad:
+        rnd = by_cloud.get(f.i)
+        made.append(next((g for g in rnd.edge if g.rows and g.row_at(p - 1) is not None and p < len(g.ctx)
+                          and g.ctx[p] != f.ctx[p] == g.rows["argmax"][g.row_at(p - 1)]), None) if rnd else None)
+    if not bad or None in made:
+        return None
+    (p, f, r), g = bad[0], made[0]
+    return (f"all {len(bad)} wrong token(s) are the edge's own corrections, committed unjudged: at position "
+            f"{p} edge forward {g.i} was fed {token(g.ctx[p], texts)} (a proposal of a level below it) and "
+            f"its row gives {token(f.ctx[p], texts)}, the draft committed, although the round's own verify "
+            f"(cloud forward {f.i}, row {r}) gives {token(f.rows['argmax'][r], texts)}: the cloud's verdict "
+            "on the edge's corrections was computed and not applied")

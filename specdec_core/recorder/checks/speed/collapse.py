@@ -20,10 +20,8 @@ def acceptance_collapse(e) -> list:
     if len(vr) < 3:
         return []
     acc = lambda rs: sum(r.accepted for r in rs) / max(1, sum(r.drafted for r in rs))  # noqa: E731
-    # min_before 0: a run collapsed from its first round has the position 0
+    # min_before 0: a run collapsed from its first round (its first MIN_ROUNDS accept nothing) has the position 0
     cp = change_point([(r.start, r.drafted, r.accepted) for r in vr], min_before=0, min_after=MIN_ROUNDS)
-    if cp is not None and cp["index"] == 0 and any(r.accepted for r in vr[:MIN_ROUNDS]):
-        cp = None      # from the start: no fall to see, only a drafter that never drafted (its first rounds: 0)
     if cp is None:
         if acc(vr) >= LOW or not e.declared.get("prompt_type"):   # the whole run: a task's
             return []                                            # expectation, as before
