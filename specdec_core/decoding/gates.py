@@ -1,14 +1,11 @@
 """Draft-side gates: Hugging Face LogitsProcessors that fight punctuation floods and short loops.
 
-They come from seed 001 (sections C, D, E): a comma/period gate counted in CJK content chars,
-a ban on the same CJK char twice in a row, an n-gram ban over the punctuation-stripped CJK
-history, and a repetition penalty that never touches punctuation (penalising punctuation makes
-the model hunt for substitute punctuation). Being LogitsProcessors, the same objects work in the
-speculative decoder and inside `model.generate(logits_processor=...)`, so baselines match.
-
-Each gate sees only the generated part of the sequence: history = input_ids[:, start:].
-Temperature is not applied here; the decoder applies it once, after the gates.
-"""
+From seed 001 (sections C, D, E): a comma/period gate counted in CJK content chars, a ban on the
+same CJK char twice in a row, an n-gram ban over the punctuation-stripped CJK history, and a
+repetition penalty that never touches punctuation (penalising it makes the model hunt for
+substitute punctuation). Being LogitsProcessors, they also work inside `model.generate`, so
+baselines match. Each gate sees only history = input_ids[:, start:]; temperature is applied by the
+decoder, after the gates."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -137,17 +137,13 @@ def kept_configs(*models):
 @contextlib.contextmanager
 def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=None, cloud=None,
              dependence: bool = True, **fields):
-    """The steps every recording of one clip shares, whoever decodes (a user's function:
-    record_clip; the built-in decoder: builtin.judged_stream), so the two cannot drift. Yields
-    a dict: the decode runs inside (the Recorder `got["rec"]` observing both models and the head
-    drafter, the models' configs kept, torch's global generator seeded: loops that sample with
-    torch.rand / multinomial and no generator of their own draw the same on the same seed) and
-    puts the output ids in `got["out"]` (or a failure in `got["error"]`); after it, with the
-    hooks off, `got` holds the recording (backend, the dtype that ran, `fields`), the audio
-    dependence (its forward inside the hooks would read as a cloud forward verifying the whole
-    output) and `got["result"]`, the judged result (recorder/analyze.checked: the recorded trace,
-    the checks' findings, the Evidence) that the caller completes and `report.finish`es. A
-    declared `stop_at_first_sentence` is declared as the ids it stops on."""
+    """The steps every recording of one clip shares, whoever decodes (record_clip, builtin.judged_stream),
+    so the two cannot drift. Yields a dict: the decode runs inside (the Recorder `got["rec"]`
+    observing, configs kept, torch's global generator seeded so loops that sample with torch.rand
+    and no generator of their own draw the same on the same seed) and puts the output ids in
+    `got["out"]` (or `got["error"]`); after it, with the hooks off, `got` holds the recording, the
+    audio dependence (its forward inside the hooks would read as a cloud forward verifying the whole
+    output) and `got["result"]`, the judged result the caller completes and `report.finish`es."""
     import torch
 
     from specdec_core.decoding.decoder import model_dtype
