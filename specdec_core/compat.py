@@ -2,10 +2,7 @@
 
 transformers 5.24 takes the KV cache as `cache=` and returns it as `out.cache`; older releases
 (and user code written for them) use `past_key_values`. A model's own forward signature says
-which name it takes, so nothing here depends on a version number. Everything of ours that passes
-or reads a cache (runners, the Omni backend, the cost probe, the recorder's hooks) goes through
-these four functions.
-"""
+which name it takes, so nothing here depends on a version number."""
 from __future__ import annotations
 
 import functools

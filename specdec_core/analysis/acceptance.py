@@ -1,10 +1,7 @@
 """One rule, two diagnoses: accepted drafts that the cloud ranked 2nd or lower, judged against the
 acceptance rule the user DECLARED (`verify`, `rank_threshold`, `temperature`), never `faults`.
-
-`rank_window` is the widest cloud rank that rule allows: 1 for a lossless run, R for
-verify=rank with rank_threshold R > 1, None for verify=sampling at T > 0 (any rank can be
-accepted). The findings (`lossless_violation`, `rank_window_exceeded`, `lossy_accept`) are
-registered in findings.py and described in docs/findings.md."""
+`rank_window` is the widest cloud rank that rule allows: 1 lossless, R for verify=rank with
+rank_threshold R > 1, None for verify=sampling at T > 0 (any rank can be accepted)."""
 from __future__ import annotations
 
 from collections import Counter

@@ -238,12 +238,10 @@ def tree_mask(vis: torch.Tensor, prepared: bool, model, device):
 def prepared_masks(model) -> bool:
     """Whether the runner may hand `model` its causal mask as {"full_attention": mask}.
 
-    transformers 5 decoder models rebuild the mask in Python on every forward unless they are
-    given a prepared mapping (as `generate` may); for one unpadded sequence fed in order the
-    runner knows it already. Only for sdpa attention with full attention on every layer, and
-    checked once per model object: a prefill and a two-token step with the runner's masks must
-    give exactly the model's own logits. A model with forward hooks (a recording) is not
-    probed and keeps building its own masks."""
+    transformers 5 decoder models rebuild the mask in Python on every forward unless given a
+    prepared mapping. Only for sdpa attention with full attention on every layer, checked once per
+    model object (a prefill and a two-token step must give exactly the model's own logits); a model
+    with forward hooks (a recording) is not probed and keeps building its own masks."""
     cfg = getattr(model, "config", None)
     impl = getattr(cfg, "_attn_implementation", None)
     known = _PREPARED.get(model)

@@ -78,13 +78,9 @@ class FirstSentenceStop(StoppingCriteria):
 
 
 class StopChecker:
-    """The fixed stop rule, O(1) per token.
-
-    check(n_generated, last_id): n_generated counts generated tokens including last_id.
-    Precedence: "eos", then "sentence" (last_id is sentence-final and n_generated >=
-    min_new_tokens), then "max_tokens" (n_generated >= max_new_tokens); None = go on.
-    sentence_ids None disables the first-sentence rule.
-    """
+    """The fixed stop rule, O(1) per token: check(n_generated, last_id) with n_generated counting
+    last_id. Precedence: "eos", then "sentence" (last_id sentence-final and n_generated >=
+    min_new_tokens; sentence_ids None disables it), then "max_tokens"; None = go on."""
 
     def __init__(self, eos_ids: Iterable[int], sentence_ids, prompt_len: int,
                  min_new_tokens: int, max_new_tokens: int):

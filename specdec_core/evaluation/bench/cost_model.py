@@ -23,12 +23,10 @@ def fit_line(xs, ys) -> tuple[float, float]:
 
 @dataclass
 class Costs:
-    """Seconds, measured. `edge` / `cloud`: forward time by width (new tokens) at the run's
-    typical cache length; widths not measured come from the least-squares line through the
-    measured ones. `round_overhead`: a round's time outside the forwards at `k_ref`, growing by
-    `overhead_per_k` per extra draft token. `token_overhead`: the cloud-only loop's time outside
-    its forward, per token. `decode_sd` / `decode_loop`: per-decode fixed costs (prefills and
-    the time outside forwards before the first and after the last round)."""
+    """Seconds, measured. `edge` / `cloud`: forward time by width at the run's typical cache length
+    (unmeasured widths from the least-squares line). `round_overhead`: a round's time outside the
+    forwards at `k_ref`, + `overhead_per_k` per extra draft token. `token_overhead`: the cloud-only
+    loop's, per token. `decode_sd` / `decode_loop`: per-decode fixed costs."""
     edge: dict[int, float]
     cloud: dict[int, float]
     round_overhead: float = 0.0

@@ -117,13 +117,10 @@ def timed(backend, clock, run) -> tuple:
 
 
 def decode_overheads(events: list[Fwd], t0: float, t1: float) -> dict:
-    """A decode's time outside the forwards, from its forward events (forward_timer) and its
-    start/end: `rounds` — for each interior span between the ends of two consecutive cloud
-    decode forwards (one classic round: commit and resync of the previous round, drafting,
-    draft records, the verify call), the span minus the forwards in it; `fixed` — the rest of
-    the decode outside forwards (set-up, the first round's and the last round's remainder,
-    finish) minus one round's median overhead; `prefill` — each model's prompt-prefill forward.
-    For a cloud-only loop every cloud forward ends a "round" of one token."""
+    """A decode's time outside the forwards: `rounds` - for each span between the ends of two
+    consecutive cloud decode forwards (one round), the span minus the forwards in it; `fixed` - the
+    rest outside forwards minus one round's median overhead; `prefill` - each model's prompt-prefill
+    forward. For a cloud-only loop every cloud forward ends a "round" of one token."""
     cloud = [i for i, e in enumerate(events) if e.role == "cloud" and e.cache_len > 0]
     prefill = {e.role: e.dt for e in events if e.cache_len == 0 and e.width > 1}
     spans = []

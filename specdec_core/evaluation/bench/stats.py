@@ -1,11 +1,9 @@
 """The one timing loop, its statistics and the one speed-up formula, used by bench (and its
 sweeps, trees and remote runs), the page's Live and A/B speed cards and batch.
 
-    time_jobs(backend, prompts, jobs, repeats) -> ({job: [seconds per repeat]}, {job: [output per prompt]})
-    speedup(baseline_s, decode_s) -> (median baseline / median decode, lo, hi)
-
-Repeats are interleaved: every prompt is run by every job before the next prompt, in the order
-0 1 … m, then m … 1 0, then 0 1 … m again, so that drift on the machine falls on every job alike."""
+speedup = median baseline / median decode, with (lo, hi). Repeats are interleaved: every prompt
+is run by every job before the next prompt, in the order 0 1 … m, then m … 1 0, then 0 1 … m
+again, so that drift on the machine falls on every job alike."""
 from __future__ import annotations
 
 import statistics
