@@ -43,11 +43,8 @@ class _Gate(LogitsProcessor):
 
 class PunctuationGate(_Gate):
     """Forbid comma-like (，、：:,) or period-like (。 .) tokens until at least `min_chars` CJK
-    content characters have been generated since the last punctuation token.
-
-    Counted in characters, so a BPE token "说话" counts 2; for a token holding punctuation
-    ("好，说") only the CJK chars after its last punctuation char count.
-    """
+    content characters have been generated since the last punctuation token. Counted in
+    characters ("说话" counts 2; in "好，说" only the chars after the punctuation count)."""
 
     def __init__(self, classes: TokenClasses, min_chars: int, which: str = "comma", start: int = 0):
         super().__init__(classes, start)
@@ -159,12 +156,8 @@ class CjkRepetitionPenalty(_Gate):
 
 
 def build_gates(cfg, tokenizer, start: int = 0) -> LogitsProcessorList:
-    """The gates the config switches on, in a fixed order (penalty first, bans after).
-
-    cfg: anything with the knob attributes (DecodeConfig) or a dict; tokenizer: a HF tokenizer
-    or ready TokenClasses. Off = 0 / False / None, and 1.0 for repetition_penalty. With every
-    gate off the list is empty and the vocabulary is never decoded.
-    """
+    """The gates the config switches on, in a fixed order (penalty first, bans after). Off = 0 /
+    False / None, and 1.0 for repetition_penalty; with every gate off the vocabulary is never decoded."""
     knob = cfg.get if isinstance(cfg, Mapping) else (lambda name, default: getattr(cfg, name, default))
     comma = int(knob("comma_gate", 0) or 0)
     period = int(knob("period_gate", 0) or 0)

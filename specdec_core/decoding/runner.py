@@ -1,9 +1,6 @@
-"""ModelRunner: one causal LM plus its KV cache, fed in absolute positions.
-
-The decoder only ever talks to runners, so the cache bookkeeping (what the model has really
-seen) lives here and nowhere else. Positions are always passed explicitly: after a rollback
-the cache length and the next position must agree, and being explicit makes that checkable.
-"""
+"""ModelRunner: one causal LM plus its KV cache, fed in absolute positions. The cache bookkeeping
+lives here and nowhere else; positions are always explicit, so that after a rollback the cache
+length and the next position can be checked to agree."""
 from __future__ import annotations
 
 import time
@@ -105,11 +102,9 @@ class ModelRunner:
 
     # -- trees (decoding/tree_round.py) --------------------------------------------------------
     def feed_tree(self, ids: list[int], pos: list[int], sees: list[list[int]], base: int) -> torch.Tensor:
-        """ONE forward over `ids` at absolute positions `pos` with a tree mask: new row r sees
-        every cached slot below `base` plus the absolute slots `sees[r]` (its own included).
-        Slots count as `seen` does (a pending prompt is fed first in the same forward). Returns
-        [n, V] logits of the new rows; `seen` is not advanced: the caller keeps its path with
-        `compact`."""
+        """ONE forward over `ids` at absolute positions `pos` with a tree mask: new row r sees every
+        cached slot below `base` plus the absolute slots `sees[r]` (its own included). Returns [n, V]
+        logits; `seen` is not advanced: the caller keeps its path with `compact`."""
         if not torch.is_inference_mode_enabled():
             with torch.inference_mode():
                 return self.feed_tree(ids, pos, sees, base)
