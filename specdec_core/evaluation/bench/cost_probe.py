@@ -1,7 +1,5 @@
-"""Measuring the cost model's inputs (cost_model.py is the model): forward hooks that time each
-forward, a forward-width microbenchmark, a decode's time outside its forwards, and the bench's
-CostProbe that runs all three inside the interleaved timing loop (docs/benchmarks.md, "The
-measured cost model")."""
+"""Measuring the cost model's inputs (cost_model.py is the model): forward timing hooks, a
+forward-width microbenchmark, a decode's time outside its forwards, and the bench's CostProbe."""
 from __future__ import annotations
 
 import statistics
@@ -74,10 +72,9 @@ def forward_timer(backend, clock=time.perf_counter):
 @torch.inference_mode()
 def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps: int = 2,
                    out: dict | None = None, clock=time.perf_counter) -> dict:
-    """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
-    the mode the decoder uses it, interleaved, `reps` times each, appended to out[role][w]
-    (a second one-token edge forward goes to out["edge_warm"][1]). `ids`: generated ids to fill
-    the cache with after the prompt (padded by repeating the last one)."""
+    """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in the mode
+    the decoder uses it, interleaved, `reps` times each, appended to out[role][w] (a second one-token
+    edge forward to out["edge_warm"][1]); `ids` fill the cache after the prompt."""
     out = out if out is not None else {"edge": {}, "cloud": {}}
     need = cache_len - prompt.length + 1 + max(widths)
     fill = (list(ids) or [int(prompt.input_ids[0, -1])])
@@ -143,8 +140,7 @@ def mean(xs, default=0.0):
 
 class CostProbe:
     """A job of the bench's interleaved timing loop, once per prompt per repeat: a traced decode,
-    the minimal cloud loop and the forwards by width (docs/benchmarks.md, "The measured cost
-    model"). `summary` turns each repeat's samples into Costs and a prediction."""
+    the minimal cloud loop and the forwards by width; `summary` turns the samples into Costs."""
 
     def __init__(self, prompts: list, outputs: list[list[int]], widths, loop, reps: int = 1, clock=None):
         self.prompts, self.outputs, self.loop = prompts, outputs, loop   # loop: bench.cloud_loop
