@@ -53,10 +53,8 @@ def _departure(tokens, t_low) -> str:
 
 
 def rank_findings(tokens, declared: dict, prompt_len: int | None = None) -> list[dict]:
-    """Findings on the accepted tokens of a trace (TokenRecords or their dicts) against the
-    declared knobs (`verify`, `rank_threshold`, `temperature`); [] when there is nothing to say.
-    Evidence as the recorder's: `index` among generated tokens, `position` in the sequence
-    (prompt_len + index, when prompt_len is given)."""
+    """Findings on the accepted tokens of a trace against the declared knobs; [] when there is nothing
+    to say. Evidence as the recorder's: `index` among generated tokens, `position` = prompt_len + index."""
     window = rank_window(declared)
     if window is None:
         return []

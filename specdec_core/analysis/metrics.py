@@ -158,9 +158,8 @@ def _number(v) -> float | None:
 
 
 def threshold_nats(trace) -> float | None:
-    """The entropy threshold the run gated on, in nats (None: no gate, every block verified).
-    The decoder resolves it once per run into trace info `entropy_threshold_nats`; a trace
-    without it (older files, recorded decoders) has its config's value, which is then nats."""
+    """The entropy threshold the run gated on, in nats (None: no gate). A trace without the decoder's
+    `entropy_threshold_nats` (older files, recorded decoders) has its config's value, then nats."""
     info = _get(trace, "info") or {}
     if "entropy_threshold_nats" in info:
         return _number(info["entropy_threshold_nats"])

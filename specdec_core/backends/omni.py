@@ -1,7 +1,5 @@
 """Qwen2.5-Omni thinkers as the edge/cloud pair: 3B drafts, 7B verifies, on one GPU. One prompt
-for both (the cloud folder's processor); audio features only in the prefill, explicit 3-row
-mrope positions after it (docs/omni.md). Up-front checks of folders, devices and memory:
-omni_loading.py."""
+for both; audio features only in the prefill, explicit 3-row mrope positions after it (docs/omni.md)."""
 from __future__ import annotations
 
 import inspect
