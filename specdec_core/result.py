@@ -1,8 +1,6 @@
 """One judged result (docs/architecture.md, "One judged result"): what `record`, `run`, the page
-and the served-engine audit each make of one clip or request. A `ClipResult` carries the text,
-ids, trace, findings, recording and its Evidence (the pooled checks read it); `to_dict()` is the
-JSON entry each contract names (docs/cli.md), and the result read as a mapping is that entry.
-Its findings and its trace's diagnostics are written by one step, recorder/report `finish`."""
+and the served-engine audit each make of one clip or request. `to_dict()` is the JSON entry each
+contract names (docs/cli.md); its findings are written by one step, recorder/report `finish`."""
 from __future__ import annotations
 
 from collections.abc import Mapping

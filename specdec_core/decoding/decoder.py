@@ -1,8 +1,5 @@
-"""The speculative decoder: builds one Run per decode and plays rounds until a stop.
-
-The round itself is `steps.play_round` (draft -> verify -> commit -> resync). Components are
-built in `_start`, the only place faults plug in; everything a decode changes lives on the Run.
-"""
+"""The speculative decoder: builds one Run per decode and plays rounds (`steps.play_round`) until a
+stop. Components are built in `_start`, the only place faults plug in."""
 from __future__ import annotations
 
 import threading

@@ -67,10 +67,9 @@ class StaticPlan:
         return m
 
     def step(self, runner, ids, pos, vis, call, eager: bool = False, rows: tuple = ()):
-        """Run `call(ids, pos, mask, *rows)` -> [w, ...] (or a tuple of them) at the fixed width
-        for n = ids' width, the write position at runner._len; returns the n real rows. `pos`
-        is [..., n] (1 or 3 rows); `rows` are [n, ...] per-token inputs (a head's features),
-        padded with zeros. eager=True: never replayed (a prefill, the audio)."""
+        """Run `call(ids, pos, mask, *rows)` at the fixed width for n = ids' width, the write position at
+        runner._len; returns the n real rows. `rows` (a head's features) are padded with zeros.
+        eager=True: never replayed (a prefill, the audio)."""
         n = ids.shape[-1]
         w = self.width(n)
         if w > n:

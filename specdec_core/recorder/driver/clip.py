@@ -1,7 +1,6 @@
-"""Record one clip: a user's own decoder (FILE.py[:FUNCTION], loaded here) run under the
-Recorder and diagnosed blind (`record_clip`: the `record` command, cli/commands.py, the Inspect
-tab, scripts); `recorded`, the steps it shares with the built-in decoder (driver/builtin.py);
-the declared knobs (`parse_sets`)."""
+"""Record one clip: a user's own decoder (FILE.py[:FUNCTION]) run under the Recorder and diagnosed
+blind (`record_clip`); `recorded`, the steps it shares with the built-in decoder; the declared
+knobs (`parse_sets`)."""
 from __future__ import annotations
 
 import contextlib
@@ -216,10 +215,9 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
 
 
 def pooled_findings(results: list) -> list[dict]:
-    """Checks that need more evidence than one clip gives, over every recorded clip together
-    (each registered check's pooled form, over the clips' Evidence, one per distinct run: a
-    result's own, else built from its recording; a peaked edge drafts few informative tokens
-    per clip, so a second temperature is often invisible on one clip and plain over six)."""
+    """Checks that need more evidence than one clip gives, over every recorded clip together (one
+    Evidence per distinct run): a peaked edge drafts few informative tokens per clip, so a second
+    temperature is often invisible on one clip and plain over six."""
     from specdec_core.recorder import evidence
     from specdec_core.recorder.analyze import evidence_of
     from specdec_core.recorder.checks import registry
