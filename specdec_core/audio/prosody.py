@@ -163,7 +163,6 @@ def describe(p: Prosody, note: bool = True) -> str:
     return " ".join(parts) + (f" ({p.note})" if note and p.note else "")
 
 
-# --- internals ---------------------------------------------------------------------------
 
 def _st(hz: float) -> float:
     """Semitones above 27.5 Hz (eGeMAPS' F0 scale)."""

@@ -131,7 +131,6 @@ class ModelRunner:
         self.history.extend(ids)
         ModelRunner.crop(self, self.seen + len(slots))   # this runner's own crop, not a fault's
 
-    # -- introspection ------------------------------------------------------------------------
     def cache_len(self) -> int:
         """What the cache object holds (the debug invariant reads it; the hot path keeps
         `_len` instead of asking the cache every step)."""

@@ -45,7 +45,6 @@ class TokenClasses:
     def __len__(self) -> int:
         return len(self.texts)
 
-    # -- construction -------------------------------------------------------------------------
     @classmethod
     def for_tokenizer(cls, tokenizer) -> "TokenClasses":
         """Classes for a HF tokenizer (or a raw `tokenizers.Tokenizer`), built once per object

@@ -29,7 +29,6 @@ ROW_COLUMNS = ("config", "name", "audio", "label", "prompt_type", "reference", "
 SCORE_COLUMNS = ("chrf", "emotion", "emotion_hit")
 
 
-# --- running ---------------------------------------------------------------------------------
 
 def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
                cancel: threading.Event | None = None) -> Iterator[dict]:
@@ -123,7 +122,6 @@ def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, cancel, speaker
     return row
 
 
-# --- results ---------------------------------------------------------------------------------
 
 @dataclass
 class BatchResult:

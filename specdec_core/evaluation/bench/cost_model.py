@@ -11,7 +11,6 @@ FORMULA = ("speedup = (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round/E_tok); 
            "E_tok = 1 + Σ_i s_i, s_i = p_1·…·p_i; E_round = e(1) + s_k·(e(2) − e(1)) + (k−1)·e_w + v(k+1) + o(k)")
 
 
-# ---------------------------------------------------------------------------------- the model
 def fit_line(xs, ys) -> tuple[float, float]:
     """Least-squares a, b of y = a + b·x (b = 0 with fewer than two distinct x)."""
     xs, ys = list(xs), list(ys)
