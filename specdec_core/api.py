@@ -42,10 +42,8 @@ def open_backend(opts, *cfgs: DecodeConfig):
 
 
 def stream_prompt(backend, prompt, cfg: DecodeConfig, cancel: threading.Event | None = None) -> Iterator[dict]:
-    """Events of one speculative decode (see docs/architecture.md) of a prompt that `prepare`
-    built (audio errors come first). Setting `cancel` from another thread stops it within one
-    round. The run is recorded (on private copies of the models: other sessions may decode on
-    them) and judged by the recorder's checks."""
+    """Events of one speculative decode of a prompt that `prepare` built. The run is recorded (on
+    private copies of the models: other sessions may decode on them) and judged by the recorder's checks."""
     from specdec_core.recorder import judged_stream
 
     yield from judged_stream(backend, prompt, cfg, cancel=cancel, isolated=True)

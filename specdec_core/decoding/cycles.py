@@ -32,11 +32,9 @@ class Cycle:
 
 
 class CycleDetector:
-    """Streaming cycle detector over token ids, indices counted from the first push.
-
-    push(t) returns a new Cycle the moment the tail first qualifies; while that cycle goes on
-    (`current`), push extends its `end` and returns None. `cycles` holds every cycle found.
-    """
+    """Streaming cycle detector over token ids, indices counted from the first push. push(t) returns
+    a new Cycle the moment the tail first qualifies; while it goes on (`current`), push extends its
+    `end` and returns None. `cycles` holds every cycle found."""
 
     def __init__(self, min_repeats: int = 3, max_period: int = 8, min_span: int = 6):
         if min_repeats < 2:
