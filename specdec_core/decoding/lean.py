@@ -50,10 +50,8 @@ def usable(model, causal_mask) -> bool:
 
 
 def same_logits(model, call) -> bool:
-    """Whether `call(ids, pos, cache, past)` gives exactly the model's own logits [n, V] on a
-    prefill, a two-token step and a one-token step, each cache filled by its own calls (the
-    runner's prepared masks and the layer loop are each checked so, once per model object); any
-    exception: False (a model the call does not fit keeps its own)."""
+    """Whether `call(ids, pos, cache, past)` gives exactly the model's own logits [n, V] on a prefill,
+    a two-token step and a one-token step, each cache filled by its own calls; any exception: False."""
     dev = next(model.parameters()).device
     ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]], device=dev) % int(model.config.vocab_size)
     pos = torch.arange(7, device=dev)[None]

@@ -28,10 +28,9 @@ def _decode(backend, prompt, cfg, cancel):
 
 def time_interleaved(backend, sides: list[tuple[str, object, object]], n: int = REPEATS,
                      cancel: threading.Event | None = None) -> list[list[float]] | None:
-    """Seconds of each side on `n` quiet repeats of stats.time_jobs. A side is ("decode", cfg,
-    prompt): the speculative decoder without trace or page drawing, its own time (time_split
-    total); or ("cloud_only", cfg, prompt): HF generate alone, its wall time. None when cancelled
-    or a decode hits its time limit."""
+    """Seconds of each side on `n` quiet repeats of stats.time_jobs: ("decode", cfg, prompt) its own
+    time (time_split total), ("cloud_only", cfg, prompt) HF generate's wall time. None when
+    cancelled or a decode hits its time limit."""
     from specdec_core.decoding.baseline import cloud_only
 
     cancel = cancel or threading.Event()
