@@ -33,7 +33,6 @@ SCORE_COLUMNS = ("chrf", "emotion", "emotion_hit")
 def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
                cancel: threading.Event | None = None) -> Iterator[dict]:
     """Decode every clip with every configuration (clip-major, so A/B pairs arrive together).
-
     Yields {"type": "progress", "done", "total", "row"} after each clip x config, then
     {"type": "done", "result": BatchResult}. `cancel` stops the running clip within one round and
     the batch before the next clip (the interrupted clip is dropped, `cancelled` is True)."""

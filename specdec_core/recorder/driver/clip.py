@@ -71,11 +71,9 @@ def parse_sets(sets) -> dict:
 
 
 def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | None = None) -> dict:
-    """What a decoder's signature asks for beyond the contract: the declared temperature
-    (sampling loops), `model_inputs`, the prompt's model inputs besides the ids (Omni:
-    input_features, feature_attention_mask), each only when there is one, and `seed` where the
-    signature names one (each clip its own: pooled runs must be independent, issue 36); each
-    declared processing knob (draft_top_p, target_repetition_penalty, ...) the signature names."""
+    """What a decoder's signature asks for beyond the contract, each only where it names it: the
+    declared temperature, `model_inputs` (Omni: input_features, ...) when there are any, `seed` (each
+    clip its own: pooled runs must be independent, issue 36), each declared processing knob."""
     ps = _params(fn)
     anything = any(p.kind is p.VAR_KEYWORD for p in ps.values())
     extra = {}
