@@ -1,5 +1,5 @@
-"""Text-level quality metrics of a generated description (seed 001's regression metrics), on
-characters, not tokens (seed 001 D: token-id punctuation counts are skewed by the vocabulary)."""
+"""Text-level quality metrics of a generated description (seed 001's regression metrics).
+On characters, not tokens (seed 001 D: token-id punctuation counts are skewed by the vocabulary)."""
 from __future__ import annotations
 
 import unicodedata

@@ -1,4 +1,4 @@
-"""The cloud behind a server: the edge runs here, the cloud verifier behind vLLM's OpenAI API,
+"""The cloud behind a server: the edge runs here, the cloud verifier behind vLLM's OpenAI API.
 ONE /v1/completions request (prompt_logprobs) per verified block; greedy and rank acceptance
 only (docs/remote.md)."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The speculative decoder: builds one Run per decode and plays rounds (`steps.play_round`) until a
-stop. Components are built in `_start`, the only place faults plug in."""
+"""The speculative decoder: builds one Run per decode and plays rounds until a stop.
+The round is `steps.play_round`; components are built in `_start`, the only place faults plug in."""
 from __future__ import annotations
 
 import threading

@@ -1,6 +1,6 @@
-"""ModelRunner: one causal LM plus its KV cache, fed in absolute positions. The cache bookkeeping
-lives here and nowhere else; positions are always explicit, so that after a rollback the cache
-length and the next position can be checked to agree."""
+"""ModelRunner: one causal LM plus its KV cache, fed in absolute positions.
+The cache bookkeeping lives here and nowhere else; positions are always explicit, so that after
+a rollback the cache length and the next position can be checked to agree."""
 from __future__ import annotations
 
 import time

@@ -1,7 +1,7 @@
-"""Verifiers: one cloud call deciding on a drafted block, returning a `sampling.Verdict`.
-
-`LogitsVerifier` runs the cloud model in this process (any acceptance rule, from its logits);
-a runner that brings its own verifier (backends/remote.py) is asked for it by `make_verifier`."""
+"""Verifiers: one cloud call deciding on a drafted block.
+It returns a `sampling.Verdict`. `LogitsVerifier` runs the cloud model in this process (any
+acceptance rule, from its logits); a runner that brings its own verifier (backends/remote.py) is
+asked for it by `make_verifier`."""
 from __future__ import annotations
 
 import torch

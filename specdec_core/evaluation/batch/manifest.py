@@ -1,6 +1,6 @@
-"""Batch manifests: a CSV of clips -> `Clip`s. Only `path` is required; a bad row is kept as a
-failing clip (`error` set) so one bad row never stops a batch; a file that is not a CSV manifest
-raises UserError."""
+"""Batch manifests: a CSV of clips (name,path,label,prompt_type,reference) -> `Clip`s.
+Only `path` is required; a bad row is kept as a failing clip (`error` set) so one bad row never
+stops a batch; a file that is not a CSV manifest raises UserError."""
 from __future__ import annotations
 
 import csv

@@ -1,5 +1,6 @@
-"""Measuring the cost model's inputs (cost_model.py is the model): forward timing hooks, a
-forward-width microbenchmark, a decode's time outside its forwards, and the bench's CostProbe."""
+"""Measuring the cost model's inputs (cost_model.py is the model): forward hooks that time each
+forward, a forward-width microbenchmark, a decode's time outside its forwards, and the bench's
+CostProbe."""
 from __future__ import annotations
 
 import statistics
