@@ -1,14 +1,7 @@
 """The engine facade: what the app, the CLI and batch call. One clip in, events or a result out.
 
-    backend = load_backend("demo")
-    prompt = prepare(backend, "sample_audio/angry_01.wav", cfg)   # audio errors come here
-    for ev in stream_prompt(backend, prompt, cfg, cancel=stop):
-        live.add(ev)                      # LiveTrace: the events folded into a partial trace
-    res = run_clip(backend, path, cfg)    # the CLI's per-clip result entry
-
 `cancel` (a threading.Event) ends a decode within one round with ended_by="cancelled";
-cfg.time_limit_s ends it with "time_limit". Both still give a complete trace and metrics.
-"""
+cfg.time_limit_s ends it with "time_limit". Both still give a complete trace and metrics."""
 from __future__ import annotations
 
 import threading
@@ -49,10 +42,8 @@ def open_backend(opts, *cfgs: DecodeConfig):
 
 
 def stream_prompt(backend, prompt, cfg: DecodeConfig, cancel: threading.Event | None = None) -> Iterator[dict]:
-    """Events of one speculative decode (see docs/architecture.md) of a prompt that `prepare`
-    built (audio errors come first). Setting `cancel` from another thread stops it within one
-    round. The run is recorded (on private copies of the models: other sessions may decode on
-    them) and judged by the recorder's checks."""
+    """Events of one speculative decode of a prompt that `prepare` built. The run is recorded (on
+    private copies of the models: other sessions may decode on them) and judged by the recorder's checks."""
     from specdec_core.recorder import judged_stream
 
     yield from judged_stream(backend, prompt, cfg, cancel=cancel, isolated=True)

@@ -1,13 +1,8 @@
 """The operator's caps on a shared server (issue 37): the ONE place that says how much one visitor
-may ask for. Each cap has an environment variable; its default depends on where the app is
-served. When the app serves the network (a Space: SPACE_ID set, or a non-loopback address such as
-0.0.0.0) the defaults are safe for a small shared machine; on loopback (`make demo`, the tests'
-servers) and in the library and CLI they are generous. docs/space.md lists them for operators.
-
-A decode knob over its cap is cut to the cap (`cap_config`); when the cut is what ended the run,
-`cut_notes` gives the one line that says which cap, its value and the variable that raises it.
-The runs-per-session cap is applied by the page's queue (ui/page.py), the recording caps by
-recorder/normalize/validate.py. No Gradio here."""
+may ask for. Each cap has an environment variable (docs/space.md); its defaults are safe for a
+small shared machine when the app serves the network (SPACE_ID set, or a non-loopback address)
+and generous on loopback, in the library and in the CLI. A knob over its cap is cut to the cap
+(`cap_config`); `cut_notes` says which cap ended a run and the variable that raises it."""
 from __future__ import annotations
 
 import os

@@ -2,10 +2,7 @@
 
 transformers 5.24 takes the KV cache as `cache=` and returns it as `out.cache`; older releases
 (and user code written for them) use `past_key_values`. A model's own forward signature says
-which name it takes, so nothing here depends on a version number. Everything of ours that passes
-or reads a cache (runners, the Omni backend, the cost probe, the recorder's hooks) goes through
-these four functions.
-"""
+which name it takes, so nothing here depends on a version number."""
 from __future__ import annotations
 
 import functools
@@ -69,12 +66,10 @@ def output_cache(out):
 
 
 def audio_only_processor(processor):
-    """Qwen2.5-Omni processors before transformers 5.23 (the ones with
-    `replace_multimodal_special_tokens`) read `image_processor.merge_size` and
-    `video_processor.merge_size` even for an audio-only prompt, which an audio-only processor
-    does not have (AttributeError on 'NoneType'). Give them stand-ins carrying just those
-    numbers; with no image or video in the prompt they are never used for anything. Newer
-    processors are returned untouched. Detected by the class's API, not by a version number."""
+    """Qwen2.5-Omni processors before transformers 5.23 (with `replace_multimodal_special_tokens`) read
+    `image_processor.merge_size` and `video_processor.merge_size` even for an audio-only prompt
+    (AttributeError on 'NoneType'): give them stand-ins carrying just those numbers, never used
+    without images or video. Newer processors are returned untouched (detected by API, not version)."""
     if hasattr(type(processor), "replace_multimodal_special_tokens"):
         import types
 
@@ -167,10 +162,9 @@ def _writes_at_cache_position(cls) -> bool:
 
 
 def set_write_position(cache, n: int) -> None:
-    """Where the next forward writes its keys and values: slot n of every layer (rollback by
-    write position: the slots past it stay, masked, until overwritten). Static layers keep it as
-    a device tensor `cumulative_length`, changed in place (a captured CUDA graph reads that same
-    tensor)."""
+    """Where the next forward writes its keys and values: slot n of every layer (the slots past it stay,
+    masked, until overwritten). Static layers keep it as a device tensor `cumulative_length`, changed
+    in place (a captured CUDA graph reads that same tensor)."""
     layers = getattr(cache, "layers", None)
     if not layers or not all(hasattr(layer, "cumulative_length") for layer in layers):
         from specdec_core.errors import ConfigError

@@ -1,8 +1,6 @@
 """One judged result (docs/architecture.md, "One judged result"): what `record`, `run`, the page
-and the served-engine audit each make of one clip or request. A `ClipResult` carries the text,
-ids, trace, findings, recording and its Evidence (the pooled checks read it); `to_dict()` is the
-JSON entry each contract names (docs/cli.md), and the result read as a mapping is that entry.
-Its findings and its trace's diagnostics are written by one step, recorder/report `finish`."""
+and the served-engine audit each make of one clip or request. `to_dict()` is the JSON entry each
+contract names (docs/cli.md); its findings are written by one step, recorder/report `finish`."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -58,11 +56,9 @@ class ClipResult(Mapping):
     __len__ = lambda self: len(self._d())            # noqa: E731
 
     def identities(self) -> list[str]:
-        """The metric identities the result breaks, one line each (empty: none). Verify forwards:
-        the recorded cloud forwards, a prefill (fed only the prompt) counted where its token is
-        a round of its own (either count holds). A result with an error finding says why its
-        rounds or its coloured tokens differ from the loop's: the loop did not decode as its
-        forwards claim (those two are not held then)."""
+        """The metric identities the result breaks, one line each (empty: none). Verify forwards: the
+        recorded cloud forwards, a prefill counted where its token is a round of its own. A result with
+        an error finding says why its rounds or coloured tokens differ (those two are not held then)."""
         e, said = self.evidence, any(f.get("severity") == "error" for f in self.findings or [])
         cloud = [] if e is None else [f for f in e.t.fwds if f.model == "cloud"]
         fwds = (len(cloud), sum(f.ctx is not None and len(f.ctx) > e.t.P for f in cloud)) if cloud else None
@@ -70,11 +66,9 @@ class ClipResult(Mapping):
 
 
 def identities(td: dict, out: list | None = None, forwards: tuple | None = None, said: bool = False) -> list[str]:
-    """What a trace dict's metrics break of: rounds = verify forwards (`forwards`: the counts
-    that hold, default the cloud's forwards; unless the metrics say why they differ,
-    `rounds_differ`, or `said`),
-    accepted <= drafted, acceptance = accepted / drafted, mean accepted length = 1 + accepted /
-    rounds, the coloured tokens add up to the output `out` (unless `said`)."""
+    """What a trace dict's metrics break of: rounds = verify forwards (`forwards`, default the cloud's;
+    unless `rounds_differ` or `said`), accepted <= drafted, acceptance = accepted / drafted, mean
+    accepted length = 1 + accepted / rounds, the coloured tokens add up to `out` (unless `said`)."""
     m, toks = td.get("metrics") or {}, td.get("tokens") or []
     verified = [r for r in td.get("rounds") or [] if r.get("verified")]
     n, drafted, accepted = len(verified), sum(r["drafted"] for r in verified), sum(r["accepted"] for r in verified)

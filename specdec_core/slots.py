@@ -1,16 +1,10 @@
 """Decode slots shared round by round (issue 43): a server that decodes N runs at a time gives a
-slot to a run for ONE round (one step of its event stream), not for the whole run. A run
-takes its place at the back of the line for every round, so a run that arrives while
-long runs hold every slot gets the next slot any of them releases: it waits for at most one
-round, never for a whole run at the caps; inside a round, the drafter offers the slot between
-draft steps (`pass_turn()`), so a long round (k 32) does not hold it either. Alone, a run re-takes
-its slot at once. Work that is
-one call, not a stream (a cloud-only reference decode with HF generate), runs in a slot with
-`call` and offers it between its steps with `pass_turn()` (a no-op outside a slot).
-
-The line is first come, first served (tickets in a deque under one Condition). The scheduler
-is the only shared object; a run's state stays with the run. No Gradio here (ui/limits.py
-wires it to the page's decode events)."""
+slot to a run for ONE round (one step of its event stream), not for the whole run, so a run that
+arrives while long runs hold every slot waits for at most one round; inside a round the drafter
+offers the slot between draft steps (`pass_turn()`, a no-op outside a slot), so a long round (k 32)
+does not hold it either. One-call work (a cloud-only reference decode) runs in a slot with `call`.
+The line is first come, first served (tickets in a deque under one Condition); no Gradio here
+(ui/limits.py wires it to the page's decode events)."""
 from __future__ import annotations
 
 import threading

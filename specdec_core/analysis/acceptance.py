@@ -1,10 +1,7 @@
 """One rule, two diagnoses: accepted drafts that the cloud ranked 2nd or lower, judged against the
 acceptance rule the user DECLARED (`verify`, `rank_threshold`, `temperature`), never `faults`.
-
-`rank_window` is the widest cloud rank that rule allows: 1 for a lossless run, R for
-verify=rank with rank_threshold R > 1, None for verify=sampling at T > 0 (any rank can be
-accepted). The findings (`lossless_violation`, `rank_window_exceeded`, `lossy_accept`) are
-registered in findings.py and described in docs/findings.md."""
+`rank_window` is the widest cloud rank that rule allows: 1 lossless, R for verify=rank with
+rank_threshold R > 1, None for verify=sampling at T > 0 (any rank can be accepted)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -56,10 +53,8 @@ def _departure(tokens, t_low) -> str:
 
 
 def rank_findings(tokens, declared: dict, prompt_len: int | None = None) -> list[dict]:
-    """Findings on the accepted tokens of a trace (TokenRecords or their dicts) against the
-    declared knobs (`verify`, `rank_threshold`, `temperature`); [] when there is nothing to say.
-    Evidence as the recorder's: `index` among generated tokens, `position` in the sequence
-    (prompt_len + index, when prompt_len is given)."""
+    """Findings on the accepted tokens of a trace against the declared knobs; [] when there is nothing
+    to say. Evidence as the recorder's: `index` among generated tokens, `position` = prompt_len + index."""
     window = rank_window(declared)
     if window is None:
         return []

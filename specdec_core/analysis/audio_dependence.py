@@ -107,9 +107,8 @@ def audio_free_drafts(trace, threshold: float = THRESHOLD_NATS) -> tuple[int, in
 
 
 def mishear_test(split: dict | None, trace=None) -> dict | None:
-    """The evidence for `edge_mishears`: rejection rates of both classes, Fisher's one-sided p,
-    and (given the trace) how many audio-dependent rejections were the cloud's audio-free
-    choice. None when there is nothing to compare."""
+    """The evidence for `edge_mishears` (rejection rates of both classes, Fisher's one-sided p, the
+    audio-free rejections given the trace); None when there is nothing to compare."""
     if not split:
         return None
     a, o = split["audio"], split["other"]
@@ -145,11 +144,9 @@ def _sampled(trace) -> bool:
 
 
 def check_edge_mishears(trace) -> list[dict]:
-    """[the warning] when drafts at audio-dependent positions are rejected much more often than
-    the others, with enough evidence, and the rejected ones are the cloud's audio-free choice
-    (the edge drafts as if it had not heard the clip); [] otherwise. Greedy runs only: under
-    sampling the p/q overlap is lower at high-entropy positions for any edge, so the comparison
-    would not isolate hearing."""
+    """[the warning] when drafts at audio-dependent positions are rejected much more often than the
+    others, with enough evidence, and the rejected ones are the cloud's audio-free choice; [] else.
+    Greedy runs only: under sampling the p/q overlap is lower at high-entropy positions for any edge."""
     if _sampled(trace):
         return []
     split = acceptance_by_dependence(trace)

@@ -1,7 +1,6 @@
 """Bug or numerics? The verdict on where a decoder's output first leaves the cloud-only reference:
 `numerics` (a near-tie flipped by this dtype's arithmetic) or `decoder` (a bug, with the error
-finding that explains it). Pure functions of numbers the callers gather (docs/recorder.md,
-"Bug or numerics?")."""
+finding that explains it); docs/recorder.md, "Bug or numerics?"."""
 from __future__ import annotations
 
 from specdec_core.findings import REGISTRY, finding

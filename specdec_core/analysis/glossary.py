@@ -1,8 +1,6 @@
-"""One source of truth for what every number SpecScope shows means: a label a person reads, its
-unit, and a one-line definition (the app's hover text, the CLI reports and docs/metrics.md use
-these). Definitions follow the serving engines (vLLM / SGLang speculative-decoding metrics)
-where they have one. Add an entry here rather than writing a label or a unit in a view.
-"""
+"""One source of truth for what every number SpecScope shows means: a label, its unit and a
+one-line definition (hover text, CLI reports, docs/metrics.md), following the serving engines
+(vLLM / SGLang) where they have one. Add an entry here rather than a label or unit in a view."""
 from __future__ import annotations
 
 from typing import NamedTuple

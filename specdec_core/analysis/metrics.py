@@ -73,15 +73,13 @@ def mean_accepted_length(verified) -> float | None:
 # ---- where the time goes ----------------------------------------------------------------------
 def time_split(rounds, wall_s: float, edge_s: float | None = None, cloud_s: float | None = None,
                caller_s: float = 0.0, recorder_s: float | None = None) -> dict:
-    """A decode's wall time split: inside the edge's forwards, the cloud's forwards, remote
-    cloud requests (request_s: the round trip with the server's forward), and everything else
-    (`other_s`: the loop's Python, sampling, logits processing, tracing). Totals default to the
-    sums over the rounds (RoundRecords or trace dicts); the decoder passes its runners' totals
-    (which also count forwards outside a finished round). `caller_s` (time the caller of a
-    streamed decode held it between events, e.g. the UI rendering) and `recorder_s` (the flight
-    recorder's hooks) are measured apart, so that `other_s` is the loop's own.
-    edge + cloud + remote + other (+ caller + recorder) = total = wall_s. `other_share` =
-    other / (total - caller - recorder): the share of the decode that is not model work."""
+    """A decode's wall time split: the edge's forwards, the cloud's, remote cloud requests (request_s)
+    and `other_s` (the loop's Python, sampling, logits processing, tracing). Totals default to the
+    sums over the rounds; the decoder passes its runners' totals (which also count forwards outside
+    a finished round). `caller_s` (the caller holding a streamed decode) and `recorder_s` (the
+    recorder's hooks) are apart, so that `other_s` is the loop's own.
+    edge + cloud + remote + other (+ caller + recorder) = total = wall_s;
+    other_share = other / (total - caller - recorder)."""
     total = float(wall_s or 0.0)
 
     def summed(key):
@@ -160,9 +158,8 @@ def _number(v) -> float | None:
 
 
 def threshold_nats(trace) -> float | None:
-    """The entropy threshold the run gated on, in nats (None: no gate, every block verified).
-    The decoder resolves it once per run into trace info `entropy_threshold_nats`; a trace
-    without it (older files, recorded decoders) has its config's value, which is then nats."""
+    """The entropy threshold the run gated on, in nats (None: no gate). A trace without the decoder's
+    `entropy_threshold_nats` (older files, recorded decoders) has its config's value, then nats."""
     info = _get(trace, "info") or {}
     if "entropy_threshold_nats" in info:
         return _number(info["entropy_threshold_nats"])

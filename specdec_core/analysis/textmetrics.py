@@ -1,8 +1,5 @@
 """Text-level quality metrics of a generated description (seed 001's regression metrics).
-
-All are computed on characters, not tokens, so they compare across char-level and BPE
-vocabularies (seed 001 D: token-id punctuation counts are skewed by the vocabulary).
-"""
+On characters, not tokens (seed 001 D: token-id punctuation counts are skewed by the vocabulary)."""
 from __future__ import annotations
 
 import unicodedata

@@ -1,10 +1,7 @@
 """Prosody condition vocabulary shared by the audio front end, the corpus and the demo prompt.
 
-The demo models only ever see these tokens, so extraction (prosody.py) and text generation
-(devtools/demo_corpus.py, which trained them) must agree on them; keeping the table in one file
-is what makes that true. The label rule the corpus and the sample clips follow (PROFILES,
-label_for) lives with the corpus.
-"""
+The demo models only ever see these tokens, so extraction (prosody.py) and the corpus that
+trained them (devtools/demo_corpus.py) must agree; one table in one file makes that true."""
 from __future__ import annotations
 
 LABELS = ("neutral", "angry", "happy", "sad", "worried", "surprise")

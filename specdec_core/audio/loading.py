@@ -1,8 +1,5 @@
 """Audio front end: anything a user can hand us -> 16 kHz mono float32, or one clear AudioError.
-
-Every later stage (prosody, the Omni processor) assumes clean 16 kHz mono float32 in [-1, 1],
-so all validation happens here, once, with messages that name the file and the problem.
-"""
+Every later stage assumes clean 16 kHz mono float32 in [-1, 1], so all validation happens here."""
 from __future__ import annotations
 
 import io

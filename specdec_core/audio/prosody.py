@@ -1,9 +1,7 @@
 """Prosody features measured with Praat (praat-parselmouth) -> bins -> condition tokens.
-
-F0, loudness, speech rate (syllable nuclei) and pauses are Praat's measurements; the bin
-thresholds are the calibrated meaning of the condition tokens the demo models were trained on.
-Pitch is speaker-relative (audio/speakers.py, or low_register_probability for a single clip).
-Why Praat, the measurements and the calibration: docs/listening.md."""
+The bin thresholds are the calibrated meaning of the condition tokens the demo models were
+trained on; pitch is speaker-relative (audio/speakers.py, or low_register_probability for a
+single clip). Why Praat, the measurements and the calibration: docs/listening.md."""
 from __future__ import annotations
 
 import warnings
@@ -163,7 +161,6 @@ def describe(p: Prosody, note: bool = True) -> str:
     return " ".join(parts) + (f" ({p.note})" if note and p.note else "")
 
 
-# --- internals ---------------------------------------------------------------------------
 
 def _st(hz: float) -> float:
     """Semitones above 27.5 Hz (eGeMAPS' F0 scale)."""

@@ -1,7 +1,5 @@
 """Which engine answers at a URL, and llama.cpp's adapter (docs/audit.md, "What each engine
-sends"): llama-server's native /completion read into the audit's `Served` (output ids, each
-position's top-2 log-probs, the draft counters under vLLM's names). vLLM's adapter is
-served.Engine.complete itself."""
+sends"): llama-server's /completion read into the audit's `Served`."""
 from __future__ import annotations
 
 import re
@@ -62,9 +60,8 @@ def speculates(client) -> bool | None:
 
 
 def complete(engine, prompt: list[int], max_tokens: int, stream: str | None = None, rep=None):
-    """One greedy /completion (prompt as ids, `return_tokens`, `n_probs` 2, no prompt cache):
-    a `Served` whose spec holds `timings.draft_n` / `draft_n_accepted` (0 when absent: nothing
-    was drafted). With a draft-folder replay the steps are rebuilt from it (llama_steps)."""
+    """One greedy /completion (prompt as ids, `n_probs` 2, no prompt cache): a `Served` with the
+    draft counters (0 when absent); with a draft-folder replay the steps are rebuilt (llama_steps)."""
     body = {"prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "n_probs": TOP,
             "return_tokens": True, "cache_prompt": False, "repeat_penalty": 1.0, "stream": False}
     before = counted(engine)

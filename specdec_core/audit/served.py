@@ -16,9 +16,8 @@ HINT = "start it with `make cloud-spec` or check its URL"
 
 
 class Engine:
-    """One OpenAI-compatible server: its kind (vLLM or llama-server, engines.identify) and
-    version, its model, its window, whether it speculates at all. `complete` is vLLM's adapter
-    (llama-server's: engines.complete)."""
+    """One OpenAI-compatible server: its kind (engines.identify), version, model, window and whether it
+    speculates at all. `complete` is vLLM's adapter (llama-server's: engines.complete)."""
 
     def __init__(self, url: str, model: str | None = None, timeout: float = 300.0):
         self.client = CompletionsClient(url, timeout, role="served engine", hint=HINT)

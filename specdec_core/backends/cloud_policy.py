@@ -1,9 +1,6 @@
 """Who may point the app's remote cloud where (issue 30). Pure functions of the environment: an
 operator's allowlist `SPECSCOPE_CLOUD_URLS`, free-form only on a loopback server or with
-`SPECSCOPE_ALLOW_ANY_CLOUD_URL=1`, otherwise refused (docs/remote.md, "Offering a cloud server").
-
-    policy = cloud_policy()            # from os.environ
-    url = policy.resolve(value)        # None: the cloud in the process; raises CloudURLRefused"""
+`SPECSCOPE_ALLOW_ANY_CLOUD_URL=1`, otherwise refused (docs/remote.md, "Offering a cloud server")."""
 from __future__ import annotations
 
 import ipaddress

@@ -1,7 +1,5 @@
 """Qwen2.5-Omni thinkers as the edge/cloud pair: 3B drafts, 7B verifies, on one GPU. One prompt
-for both (the cloud folder's processor); audio features only in the prefill, explicit 3-row
-mrope positions after it (docs/omni.md). Up-front checks of folders, devices and memory:
-omni_loading.py."""
+for both; audio features only in the prefill, explicit 3-row mrope positions after it (docs/omni.md)."""
 from __future__ import annotations
 
 import inspect
@@ -28,7 +26,6 @@ DEFAULT_STOP_IDS = [151645, 151643]
 MAX_AUDIO_SECONDS = 30.0          # the Whisper front end pads/cuts every clip to 30 s
 
 
-# -- runner -------------------------------------------------------------------------------------
 class OmniRunner(ModelRunner):
     """ModelRunner with Qwen2.5-Omni mrope positions: the prompt's 3-row positions from
     get_rope_index, a later token at absolute index i at i + rope_delta on all three rows, as in
@@ -107,7 +104,6 @@ class OmniRunner(ModelRunner):
         return call
 
 
-# -- backend ------------------------------------------------------------------------------------
 class OmniBackend(Backend):
     name = "omni"
     needs_audio = True
@@ -156,7 +152,6 @@ class OmniBackend(Backend):
         self.edge = self.cloud if same else load_causal_lm(edge_path, "edge", dtype, self.device, Thinker)
         self.paths = {"edge": edge_path, "cloud": cloud_path}
 
-    # -- prompts ----------------------------------------------------------------------------------
     def build_inputs(self, audio, prompt_type: str) -> PromptInputs:
         samples, duration = _samples(audio)
         if duration > MAX_AUDIO_SECONDS:

@@ -1,8 +1,7 @@
 """Loading a Qwen2.5-Omni pair safely: model folders, configs, processor, memory and device
 checks. Everything a user can get wrong (no GPU, too little memory, a folder that is not an Omni
 thinker, two tokenizers that disagree) is refused here with a one-line BackendError, before
-gigabytes of weights are read. The backend itself is backends/omni.py.
-"""
+gigabytes of weights are read."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,10 +1,8 @@
 """Prompts for the Qwen2.5-Omni backend.
 
-The system turn is the official Omni system prompt, unchanged: the published checkpoints were
-tuned with it for the audio path, and other system texts degrade audio understanding. All task
-constraints therefore live on the user side, in the information-first style of the source notes
-(seed 000 section 4): acoustic cues -> one emotion -> a minimal reason, one sentence.
-"""
+The system turn is the official Omni system prompt, unchanged: the checkpoints were tuned with it
+for the audio path, and other system texts degrade audio understanding. All task constraints
+live on the user side (seed 000 section 4: acoustic cues -> one emotion -> a minimal reason)."""
 from __future__ import annotations
 
 from specdec_core.errors import ConfigError

@@ -1,7 +1,6 @@
 """One client for OpenAI-compatible servers (vLLM's api_server), over httpx: list models,
 tokenize, score a token-id prompt, any JSON request. Requests are timed and their bytes counted;
-failures are one-line RemoteErrors; replies are bounded in size and in total time, a server
-dripping bytes included (docs/remote.md)."""
+failures are one-line RemoteErrors; replies are bounded in size and in total time (docs/remote.md)."""
 from __future__ import annotations
 
 import json

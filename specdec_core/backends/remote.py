@@ -1,8 +1,6 @@
 """The cloud behind a server: the edge runs here, the cloud verifier behind vLLM's OpenAI API.
-
-`RemoteCloud(backend, url)` is the wrapped backend with its cloud replaced by a `RemoteRunner`
-that sends ONE /v1/completions request (prompt_logprobs) per verified block; greedy and rank
-acceptance only (docs/remote.md)."""
+ONE /v1/completions request (prompt_logprobs) per verified block; greedy and rank acceptance
+only (docs/remote.md)."""
 from __future__ import annotations
 
 import math
@@ -32,9 +30,8 @@ def refuse(cfg) -> None:
 
 
 class RemoteCloud:
-    """A backend whose cloud is served at `url`; everything else is the wrapped backend's.
-    `cloud` stays the wrapped backend's local model (if any), used only by the cloud-only
-    baseline, so a remote run can be compared with the local cloud decoding alone."""
+    """A backend whose cloud is served at `url`. `cloud` stays the wrapped backend's local model (if
+    any), used only by the cloud-only baseline."""
 
     def __init__(self, base, url: str, model: str | None = None, timeout: float = DEFAULT_TIMEOUT):
         self.base, self.timeout = base, timeout

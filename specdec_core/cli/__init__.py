@@ -1,15 +1,9 @@
 """`python -m specdec_core run|record|audit|batch|bench|check|faults|presets` (docs/cli.md).
 
-Verbs, flags, exit codes and the JSON fields of traces and recordings: docs/cli.md.
-
 Exit codes: 0 all clips ok, 1 some clip failed (or `--fail-on` found a finding of that severity
-or worse), 2 usage error (bad knob, backend, config). User errors print one line on stderr,
-never a traceback.
-
-This package is the only place that parses arguments and prints: the commands live in
-cli/commands.py, their plain-text reports in cli/reports.py; the engine modules they call
-never import the CLI back.
-"""
+or worse), 2 usage error. User errors print one line on stderr, never a traceback.
+This package is the only place that parses arguments and prints (commands in cli/commands.py,
+reports in cli/reports.py); the engine modules never import the CLI back."""
 from __future__ import annotations
 
 import argparse

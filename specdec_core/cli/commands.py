@@ -1,8 +1,5 @@
 """The CLI's commands: options -> engine calls (all through specdec_core.api) -> output.
-
-Each cmd_* takes the parsed argparse namespace and returns the exit code; UserError escapes
-to cli.main, which prints it as one line.
-"""
+Each cmd_* returns the exit code; UserError escapes to cli.main, which prints it as one line."""
 from __future__ import annotations
 
 import dataclasses

@@ -18,10 +18,8 @@ def stopper_for(backend, prompt, cfg) -> StopChecker:
 
 
 def cloud_only(backend, prompt, cfg, keep_logits: bool = False, repetition_penalty=None):
-    """{"text", "token_ids", "wall_s"}; with keep_logits, (that dict, [n, V] float32 logits of
-    each step's forward on the shared vocabulary) -- what the divergence verdict reads. With a
-    repetition_penalty (record's declared target_repetition_penalty) generate applies it and the
-    kept logits are the penalised ones."""
+    """{"text", "token_ids", "wall_s"}; with keep_logits, (that dict, [n, V] float32 logits on the
+    shared vocabulary, penalised when a repetition_penalty is given) for the divergence verdict."""
     checker = stopper_for(backend, prompt, cfg)
     t0 = time.perf_counter()
     ids, logits = greedy(backend.cloud, prompt.input_ids, cfg.max_new_tokens, list(backend.stop_ids),
@@ -38,10 +36,9 @@ def cloud_only(backend, prompt, cfg, keep_logits: bool = False, repetition_penal
 @torch.inference_mode()
 def greedy(model, input_ids, n: int, stop_ids=None, criteria=(), keep_logits: bool = False,
            repetition_penalty=None, vocab: int | None = None, **kw):
-    """The one cloud-only greedy decoder (HF generate): (new ids, [n, V] float32 logits of each
-    step or None). stop_ids None: exactly n tokens, EOS included (the served-engine audit's
-    reference); `vocab`: ids past it are never chosen; `kw`: generate's other inputs (the
-    prompt's prefill inputs, bench's assistant model)."""
+    """The one cloud-only greedy decoder (HF generate): (new ids, [n, V] float32 logits or None).
+    stop_ids None: exactly n tokens, EOS included (the audit's reference); `vocab`: ids past it are
+    never chosen; `kw`: generate's other inputs."""
     dev = next(model.parameters()).device
     x = torch.as_tensor(input_ids).view(1, -1).to(dev)
     extra = dict(output_logits=True, return_dict_in_generate=True) if keep_logits else {}

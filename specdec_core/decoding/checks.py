@@ -1,7 +1,5 @@
 """Debug checks the round runs on itself. Each reads a Run and at most warns: they see a bug's
-effect (a stale KV cache, a q other than the drafts' distribution), never which fault is
-switched on. The head drafter's features are judged by the Recorder
-(recorder/checks/heads/stale_features.py: `stale_features`)."""
+effect (a stale KV cache, a q other than the drafts' distribution), never which fault is on."""
 from __future__ import annotations
 
 import torch

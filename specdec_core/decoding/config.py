@@ -162,7 +162,6 @@ class DecodeConfig:
             return t
         return t * math.log(vocab_size)
 
-    # --- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         if d["entropy_threshold"] is not None and math.isinf(d["entropy_threshold"]):

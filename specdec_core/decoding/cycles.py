@@ -1,19 +1,12 @@
 """Streaming detection of short loops in the committed token stream (seed 003: greedy drafts
 stuck in "音色中，音色中，…", seed 001: "，，，，" floods).
 
-A stream is periodic with period p over its tail when every token there equals the token p
-places before it. For each p in 1..max_period the detector keeps the length of the current run
-of such matches, so each push costs O(max_period) no matter how long the stream is.
-
-When is a periodic tail a cycle? Span = run + p tokens (the pattern plus its repeats).
-  period 1:  the same token at least max(4, min_repeats) times in a row ("，，，，"), so that
-             Chinese reduplication ("慢慢", "哈哈哈") is not a cycle;
-  period p >= 2: span >= max(min_repeats * p, min_span), i.e. with the defaults 3 full repeats
-             ("停顿停顿停顿", "音色中，音色中，音色中，"), so a word said twice
-             ("说话人说话时", "一点一点") is not a cycle.
-The smallest qualifying period is reported (needed spans grow with p, so a pattern is always
-reported at its primitive period).
-"""
+A tail is periodic with period p when every token equals the one p places before it; for each p
+in 1..max_period the detector keeps the current run of such matches (O(max_period) a push).
+Span = run + p. A cycle is, for period 1, the same token >= max(4, min_repeats) times ("，，，，",
+not reduplication "慢慢", "哈哈哈"); for p >= 2, span >= max(min_repeats * p, min_span), with the
+defaults 3 full repeats (not a word said twice, "一点一点"). The smallest qualifying period is
+reported (needed spans grow with p, so it is the primitive period)."""
 from __future__ import annotations
 
 from collections import deque
@@ -39,11 +32,9 @@ class Cycle:
 
 
 class CycleDetector:
-    """Streaming cycle detector over token ids, indices counted from the first push.
-
-    push(t) returns a new Cycle the moment the tail first qualifies; while that cycle goes on
-    (`current`), push extends its `end` and returns None. `cycles` holds every cycle found.
-    """
+    """Streaming cycle detector over token ids, indices counted from the first push. push(t) returns
+    a new Cycle the moment the tail first qualifies; while it goes on (`current`), push extends its
+    `end` and returns None. `cycles` holds every cycle found."""
 
     def __init__(self, min_repeats: int = 3, max_period: int = 8, min_span: int = 6):
         if min_repeats < 2:

@@ -1,8 +1,5 @@
 """The speculative decoder: builds one Run per decode and plays rounds until a stop.
-
-The round itself is `steps.play_round` (draft -> verify -> commit -> resync). Components are
-built in `_start`, the only place faults plug in; everything a decode changes lives on the Run.
-"""
+The round is `steps.play_round`; components are built in `_start`, the only place faults plug in."""
 from __future__ import annotations
 
 import threading
@@ -45,7 +42,6 @@ class SpeculativeDecoder:
         """Stop the running decode within one round (from any thread)."""
         self.cancel_event.set()
 
-    # ------------------------------------------------------------------ public API
     def stream(self, prompt, events: bool = True, cancel: threading.Event | None = None) -> Iterator[dict]:
         """Events as rounds complete (see docs/architecture.md); events=False yields only the
         final {"type": "done"} event. `cancel` (or decoder.cancel()) ends the run within one
@@ -87,7 +83,6 @@ class SpeculativeDecoder:
             pass
         return ev["trace"]
 
-    # ------------------------------------------------------------------ build / finish
     def _start(self, prompt, cancel: threading.Event, t0: float) -> Run:
         cfg, f, b = self.cfg, self.faults, self.backend
         seq = TokenSeq(prompt.input_ids[0].tolist())

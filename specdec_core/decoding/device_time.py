@@ -1,7 +1,6 @@
-"""Device time per round on a GPU (issue 44 item 4): CUDA events around every forward a runner
-makes, summed once per round, so a round's wall time splits into the device's work and the host's
-overhead (Python, launches, sampling, tracing). A launch-bound decode shows a small device share.
-Only active on CUDA; on a CPU a runner has no clock and rounds carry no device_s."""
+"""Device time per round on a GPU (issue 44 item 4): CUDA events around every forward, summed per
+round, so a round's wall time splits into the device's work and the host's overhead (a
+launch-bound decode shows a small device share). CUDA only; on a CPU rounds carry no device_s."""
 from __future__ import annotations
 
 import torch

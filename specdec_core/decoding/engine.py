@@ -1,18 +1,12 @@
 """The `engine` knob (issue 44): how a runner's forwards are executed.
 
-eager   transformers' DynamicCache, every forward the shape it needs (today's path).
-static  one preallocated KV cache per model (transformers' StaticCache through compat.py), sized
-        for the prompt, max_new_tokens and the widest step; every decode step padded to one of a
-        few fixed widths (the draft step, the verify step of k+1 tokens or tree nodes + 1, the
-        head's step) and handed an explicit [width, cache length] mask; rollback moves the write
-        position (nothing is cropped: slots past it are masked and overwritten). Runs anywhere.
-graphs  static, each fixed-width step captured once as a CUDA graph (torch.cuda.CUDAGraph over
-        static input buffers) and replayed. CUDA only; the prompt's prefill (Omni: the audio)
-        stays eager.
-
-A runner with `static` set (a `StaticPlan`) calls `plan.step(...)` instead of the model; the
-plan pads, masks, sets the write position, runs (or replays) and cuts the real rows back out.
-"""
+eager   transformers' DynamicCache, every forward the shape it needs.
+static  one preallocated KV cache per model (StaticCache through compat.py); every decode step
+        padded to one of a few fixed widths and handed an explicit [width, cache length] mask;
+        rollback moves the write position (slots past it are masked and overwritten). Runs anywhere.
+graphs  static, each fixed-width step captured once as a CUDA graph and replayed. CUDA only; the
+        prompt's prefill (Omni: the audio) stays eager.
+A runner with `static` set (a `StaticPlan`) calls `plan.step(...)` instead of the model."""
 from __future__ import annotations
 
 import os
@@ -73,10 +67,9 @@ class StaticPlan:
         return m
 
     def step(self, runner, ids, pos, vis, call, eager: bool = False, rows: tuple = ()):
-        """Run `call(ids, pos, mask, *rows)` -> [w, ...] (or a tuple of them) at the fixed width
-        for n = ids' width, the write position at runner._len; returns the n real rows. `pos`
-        is [..., n] (1 or 3 rows); `rows` are [n, ...] per-token inputs (a head's features),
-        padded with zeros. eager=True: never replayed (a prefill, the audio)."""
+        """Run `call(ids, pos, mask, *rows)` at the fixed width for n = ids' width, the write position at
+        runner._len; returns the n real rows. `rows` (a head's features) are padded with zeros.
+        eager=True: never replayed (a prefill, the audio)."""
         n = ids.shape[-1]
         w = self.width(n)
         if w > n:

@@ -1,9 +1,6 @@
 """The bug zoo: each seed bug re-created behind a name, as a swap of ONE decoder component.
-
-The decoder asks a FaultSet for its components (config, runners, draft processors, stopper,
-verify and commit steps); with no faults every hook returns what it was given, so the fixed
-path has no fault checks in it. Each fault below is the smallest faithful copy of the seed's bug.
-"""
+With no faults every FaultSet hook returns what it was given, so the fixed path has no fault
+checks in it. Each fault is the smallest faithful copy of the seed's bug."""
 from __future__ import annotations
 
 import dataclasses

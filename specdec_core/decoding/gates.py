@@ -1,14 +1,11 @@
 """Draft-side gates: Hugging Face LogitsProcessors that fight punctuation floods and short loops.
 
-They come from seed 001 (sections C, D, E): a comma/period gate counted in CJK content chars,
-a ban on the same CJK char twice in a row, an n-gram ban over the punctuation-stripped CJK
-history, and a repetition penalty that never touches punctuation (penalising punctuation makes
-the model hunt for substitute punctuation). Being LogitsProcessors, the same objects work in the
-speculative decoder and inside `model.generate(logits_processor=...)`, so baselines match.
-
-Each gate sees only the generated part of the sequence: history = input_ids[:, start:].
-Temperature is not applied here; the decoder applies it once, after the gates.
-"""
+From seed 001 (sections C, D, E): a comma/period gate counted in CJK content chars, a ban on the
+same CJK char twice in a row, an n-gram ban over the punctuation-stripped CJK history, and a
+repetition penalty that never touches punctuation (penalising it makes the model hunt for
+substitute punctuation). Being LogitsProcessors, they also work inside `model.generate`, so
+baselines match. Each gate sees only history = input_ids[:, start:]; temperature is applied by the
+decoder, after the gates."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -46,11 +43,8 @@ class _Gate(LogitsProcessor):
 
 class PunctuationGate(_Gate):
     """Forbid comma-like (，、：:,) or period-like (。 .) tokens until at least `min_chars` CJK
-    content characters have been generated since the last punctuation token.
-
-    Counted in characters, so a BPE token "说话" counts 2; for a token holding punctuation
-    ("好，说") only the CJK chars after its last punctuation char count.
-    """
+    content characters have been generated since the last punctuation token. Counted in
+    characters ("说话" counts 2; in "好，说" only the chars after the punctuation count)."""
 
     def __init__(self, classes: TokenClasses, min_chars: int, which: str = "comma", start: int = 0):
         super().__init__(classes, start)
@@ -162,12 +156,8 @@ class CjkRepetitionPenalty(_Gate):
 
 
 def build_gates(cfg, tokenizer, start: int = 0) -> LogitsProcessorList:
-    """The gates the config switches on, in a fixed order (penalty first, bans after).
-
-    cfg: anything with the knob attributes (DecodeConfig) or a dict; tokenizer: a HF tokenizer
-    or ready TokenClasses. Off = 0 / False / None, and 1.0 for repetition_penalty. With every
-    gate off the list is empty and the vocabulary is never decoded.
-    """
+    """The gates the config switches on, in a fixed order (penalty first, bans after). Off = 0 /
+    False / None, and 1.0 for repetition_penalty; with every gate off the vocabulary is never decoded."""
     knob = cfg.get if isinstance(cfg, Mapping) else (lambda name, default: getattr(cfg, name, default))
     comma = int(knob("comma_gate", 0) or 0)
     period = int(knob("period_gate", 0) or 0)

@@ -1,16 +1,12 @@
 """Drafting with a head on the cloud's features (EAGLE-style, issue 35).
 
 `FeatureRunner` is mixed into the cloud's runner: every cloud forward keeps the last hidden
-states of the positions it was fed (a forward hook on the final norm), cropped with the cache.
-`HeadRunner` has the ModelRunner interface the draft step uses (prefill/feed/crop/seen), so the
-head drafts where the edge would: `feed(ids)` returns next-token logits (the head's draft
-distribution; a tree drafter can expand it as it expands the edge's). The input feature of
-position p is the cloud's feature at p-1 when the cloud has verified p-1, else the head's own
-prediction for p-1 (a token it drafted itself). After a verify, `crop` also drops the head's
-KV entries that were computed from its own features, so the accepted tokens are re-fed with
-the cloud's (EAGLE). The `stale_features` fault skips that (vllm #14649); the Recorder finds it
-blind (recorder/observe/head_hooks.py, checks.py).
-"""
+states of the positions it was fed (a hook on the final norm), cropped with the cache.
+`HeadRunner` has the ModelRunner interface the draft step uses. The input feature of position p
+is the cloud's feature at p-1 when the cloud has verified p-1, else the head's own prediction;
+after a verify `crop` also drops the head's KV entries computed from its own features, so the
+accepted tokens are re-fed with the cloud's (EAGLE). The `stale_features` fault skips that
+(vllm #14649); the Recorder finds it blind (recorder/observe/head_hooks.py)."""
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -1,9 +1,6 @@
 """The knob schema: one `Knob` per DecodeConfig field, carried as dataclass field metadata.
-
-Everything that reads or shows a knob derives from it: `DecodeConfig.validate()`, the string
-parser behind the CLI's `--set KEY=VALUE`, share links and JSON loading, and the UI's widgets
-(kind, range, step, label, help). So a range exists in exactly one place.
-"""
+Validation, the `--set KEY=VALUE` parser, share links, JSON loading and the UI's widgets all
+derive from it, so a range exists in exactly one place."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,15 +1,10 @@
 """The runner's lean forward (issue 44 item 5): a Qwen2-family causal LM called layer by layer.
 
-On a CPU with small models a third of a one-token forward is transformers' own Python around
-the layers (output-capturing and config-default wrappers, two ModelOutput objects, the layer
-list sliced anew each call): 0.34 ms of the demo edge's 1.31 ms, which speculative decoding pays
-k times a round. For one unpadded sequence whose mask the runner prepares already
-(runner.prepared_masks) the runner can call the embeddings, rotary embedding, decoder layers,
-final norm and LM head itself. Used only where it was checked, once per model object, to give
-bit for bit the model's own logits and cache (prefill, a two-token step, a one-token step), and
-never on a model with forward hooks (a recording, the cost probe's timer): those see the model's
-own forward call.
-"""
+On a CPU with small models transformers' own Python around the layers is 0.34 ms of the demo
+edge's 1.31 ms one-token forward, paid k times a round. For one unpadded sequence whose mask the
+runner prepares already the runner calls the layers itself. Used only where it was checked, once
+per model object, to give bit for bit the model's own logits and cache, and never on a model with
+forward hooks (a recording, the cost probe's timer): those see the model's own forward call."""
 from __future__ import annotations
 
 import weakref
@@ -55,10 +50,8 @@ def usable(model, causal_mask) -> bool:
 
 
 def same_logits(model, call) -> bool:
-    """Whether `call(ids, pos, cache, past)` gives exactly the model's own logits [n, V] on a
-    prefill, a two-token step and a one-token step, each cache filled by its own calls (the
-    runner's prepared masks and the layer loop are each checked so, once per model object); any
-    exception: False (a model the call does not fit keeps its own)."""
+    """Whether `call(ids, pos, cache, past)` gives exactly the model's own logits [n, V] on a prefill,
+    a two-token step and a one-token step, each cache filled by its own calls; any exception: False."""
     dev = next(model.parameters()).device
     ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]], device=dev) % int(model.config.vocab_size)
     pos = torch.arange(7, device=dev)[None]

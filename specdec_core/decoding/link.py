@@ -1,7 +1,6 @@
-"""The edge-cloud link: what one cloud call would send (the ids the cloud has not seen, then
-the block) and how long that takes (one round trip plus the uplink), modelled for a cloud in
-this process; a remote cloud (backends/remote.py) measures the same fields (docs/remote.md,
-"The link model")."""
+"""The edge-cloud link: what one cloud call would send (the unseen ids, then the block) and how
+long that takes (one round trip plus the uplink), modelled for a local cloud; a remote cloud
+measures the same fields (docs/remote.md, "The link model")."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -21,11 +21,9 @@ def window_starts(prompt_len: int, n_out: int, width: int, windows: int = WINDOW
 
 @torch.inference_mode()
 def probe(backend, prompt, out_ids, k: int = 4, windows: int = WINDOWS) -> dict | None:
-    """{"dtype", "decode_width", "verify_width", "positions", "max_logit_diff", "at", "flips"}
-    or None when there is no local cloud model (a remote cloud verifies with its own
-    arithmetic) or the output is too short for one window.
-    `at`: output index where the largest difference was seen; `flips`: positions whose argmax
-    differs between the two widths."""
+    """{"dtype", "decode_width", "verify_width", "positions", "max_logit_diff", "at" (output index of
+    the largest difference), "flips" (positions whose argmax differs)}, or None without a local cloud
+    model (a remote cloud has its own arithmetic) or for too short an output."""
     from specdec_core.decoding.decoder import model_dtype
 
     cloud = getattr(backend, "cloud", None)

@@ -1,9 +1,6 @@
 """The state of ONE decode: its components, its token sequence and its growing trace.
-
-A `Run` is built per call of `SpeculativeDecoder.stream` (decoder.py is the only place faults
-plug in) and handed to the round's steps (steps.py); nothing of it lives on the decoder, so one
-decoder object can never mix two decodes.
-"""
+Built per call of `SpeculativeDecoder.stream` and handed to the round's steps; nothing of it
+lives on the decoder, so one decoder object can never mix two decodes."""
 from __future__ import annotations
 
 import threading
@@ -20,11 +17,8 @@ from specdec_core.decoding.trace import TokenRecord, Trace
 
 class TokenSeq:
     """prompt + committed ids, then the block being drafted: ONE list and a committed mark.
-
-    Drafting appends past the mark (`push`); committing first drops that tail (`rollback`) and
-    appends the decided tokens (`commit`). Logits processors, stoppers, the cycle breaker and
-    the runners' catch-up all read this list, so they can never disagree.
-    """
+    Processors, stoppers, the cycle breaker and the runners' catch-up all read this list, so they
+    can never disagree."""
 
     __slots__ = ("ids", "prompt_len", "committed")
 

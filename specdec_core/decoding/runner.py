@@ -1,9 +1,6 @@
 """ModelRunner: one causal LM plus its KV cache, fed in absolute positions.
-
-The decoder only ever talks to runners, so the cache bookkeeping (what the model has really
-seen) lives here and nowhere else. Positions are always passed explicitly: after a rollback
-the cache length and the next position must agree, and being explicit makes that checkable.
-"""
+The cache bookkeeping lives here and nowhere else; positions are always explicit, so that after
+a rollback the cache length and the next position can be checked to agree."""
 from __future__ import annotations
 
 import time
@@ -105,11 +102,9 @@ class ModelRunner:
 
     # -- trees (decoding/tree_round.py) --------------------------------------------------------
     def feed_tree(self, ids: list[int], pos: list[int], sees: list[list[int]], base: int) -> torch.Tensor:
-        """ONE forward over `ids` at absolute positions `pos` with a tree mask: new row r sees
-        every cached slot below `base` plus the absolute slots `sees[r]` (its own included).
-        Slots count as `seen` does (a pending prompt is fed first in the same forward). Returns
-        [n, V] logits of the new rows; `seen` is not advanced: the caller keeps its path with
-        `compact`."""
+        """ONE forward over `ids` at absolute positions `pos` with a tree mask: new row r sees every
+        cached slot below `base` plus the absolute slots `sees[r]` (its own included). Returns [n, V]
+        logits; `seen` is not advanced: the caller keeps its path with `compact`."""
         if not torch.is_inference_mode_enabled():
             with torch.inference_mode():
                 return self.feed_tree(ids, pos, sees, base)
@@ -136,7 +131,6 @@ class ModelRunner:
         self.history.extend(ids)
         ModelRunner.crop(self, self.seen + len(slots))   # this runner's own crop, not a fault's
 
-    # -- introspection ------------------------------------------------------------------------
     def cache_len(self) -> int:
         """What the cache object holds (the debug invariant reads it; the hot path keeps
         `_len` instead of asking the cache every step)."""
@@ -238,12 +232,10 @@ def tree_mask(vis: torch.Tensor, prepared: bool, model, device):
 def prepared_masks(model) -> bool:
     """Whether the runner may hand `model` its causal mask as {"full_attention": mask}.
 
-    transformers 5 decoder models rebuild the mask in Python on every forward unless they are
-    given a prepared mapping (as `generate` may); for one unpadded sequence fed in order the
-    runner knows it already. Only for sdpa attention with full attention on every layer, and
-    checked once per model object: a prefill and a two-token step with the runner's masks must
-    give exactly the model's own logits. A model with forward hooks (a recording) is not
-    probed and keeps building its own masks."""
+    transformers 5 decoder models rebuild the mask in Python on every forward unless given a
+    prepared mapping. Only for sdpa attention with full attention on every layer, checked once per
+    model object (a prefill and a two-token step must give exactly the model's own logits); a model
+    with forward hooks (a recording) is not probed and keeps building its own masks."""
     cfg = getattr(model, "config", None)
     impl = getattr(cfg, "_attn_implementation", None)
     known = _PREPARED.get(model)

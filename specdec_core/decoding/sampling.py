@@ -50,11 +50,8 @@ class Verdict:
 
 def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Tensor,
            temperature: float, rank_threshold: int, gen: torch.Generator) -> Verdict:
-    """Decide on a drafted block.
-
-    draft: n drafted ids; q: [n, V] draft distributions they were drawn from (sampling rule);
-    logits: [n + 1, V] cloud logits, row j = distribution for draft position j, row n = bonus.
-    """
+    """Decide on a drafted block. draft: n drafted ids; q: [n, V] draft distributions they were
+    drawn from (sampling rule); logits: [n + 1, V] cloud logits, row j for draft j, row n the bonus."""
     if temperature <= 0 and rule != "rank":
         return verify_greedy(draft, logits)
     n = len(draft)

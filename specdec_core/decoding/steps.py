@@ -1,9 +1,6 @@
 """The speculative round as composed steps: draft -> verify -> commit -> resync.
-
-Each step takes the Run (run.py) and returns what the next one needs; `play_round` at the
-bottom is the whole algorithm. Faults swap `run.verify` / `run.commit` (and the runners,
-processors and stopper inside the Run), never a line here.
-"""
+`play_round` at the bottom is the whole algorithm. Faults swap `run.verify` / `run.commit` (and
+the runners, processors and stopper inside the Run), never a line here."""
 from __future__ import annotations
 
 import time

@@ -1,8 +1,6 @@
 """Stopping by token id only (seed 000 A): the EOS id list, max_new_tokens, and the
-first-sentence rule. Nothing here ever looks at decoded text: string stops truncate on any
-"。" or "Please" and miss `<|im_end|>` once special tokens are skipped. `Stop`, stoppers and
-`build_stopper`: docs/architecture.md, "Stops, cancel and the time limit"; faults swap in other
-stoppers by wrapping this one (decoding/faults.py)."""
+first-sentence rule. String stops truncate on any "。" or "Please" and miss `<|im_end|>` once
+special tokens are skipped (docs/architecture.md, "Stops, cancel and the time limit")."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -45,12 +43,8 @@ def _id_set(ids, what: str) -> frozenset[int]:
 
 
 class EosIdStop(EosTokenCriteria):
-    """Stop a row when its last token is one of `eos_ids` (any id form, checked here).
-
-    transformers' own criterion: its `eos_token_id` is how `generate` knows to fill rows that
-    already stopped with pad_token_id (so batched rows stop separately); generate then needs a
-    pad_token_id (given, or taken from the model's eos).
-    """
+    """Stop a row when its last token is one of `eos_ids`. transformers' own criterion: its
+    `eos_token_id` is how `generate` fills rows that already stopped (so batched rows stop apart)."""
 
     def __init__(self, eos_ids: Iterable[int]):
         self.eos_ids = _id_set(eos_ids, "eos_ids")
@@ -58,12 +52,8 @@ class EosIdStop(EosTokenCriteria):
 
 
 class FirstSentenceStop(StoppingCriteria):
-    """Stop a row at its first sentence-final token once `min_new_tokens` were generated.
-
-    `classes_or_ids`: TokenClasses (uses every token containing 。 or .) or an id list.
-    The count includes the token just generated: input_ids.shape[1] - prompt_len.
-    Stateless, so one instance can serve many generate calls with the same prompt length.
-    """
+    """Stop a row at its first sentence-final token once `min_new_tokens` were generated (counting
+    the token just generated). Stateless, so one instance serves many generate calls."""
 
     def __init__(self, classes_or_ids, prompt_len: int, min_new_tokens: int = 0):
         self.sentence_ids = _id_set(classes_or_ids, "sentence ids")
@@ -78,13 +68,9 @@ class FirstSentenceStop(StoppingCriteria):
 
 
 class StopChecker:
-    """The fixed stop rule, O(1) per token.
-
-    check(n_generated, last_id): n_generated counts generated tokens including last_id.
-    Precedence: "eos", then "sentence" (last_id is sentence-final and n_generated >=
-    min_new_tokens), then "max_tokens" (n_generated >= max_new_tokens); None = go on.
-    sentence_ids None disables the first-sentence rule.
-    """
+    """The fixed stop rule, O(1) per token: check(n_generated, last_id) with n_generated counting
+    last_id. Precedence: "eos", then "sentence" (last_id sentence-final and n_generated >=
+    min_new_tokens; sentence_ids None disables it), then "max_tokens"; None = go on."""
 
     def __init__(self, eos_ids: Iterable[int], sentence_ids, prompt_len: int,
                  min_new_tokens: int, max_new_tokens: int):

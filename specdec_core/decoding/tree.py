@@ -1,9 +1,6 @@
 """Token trees: the nodes, their shapes (static, dynamic), their masks and the acceptance rules.
-
-Pure tensor and list work, no model: tree_round.py feeds the runners. A node is a drafted token
-with its parent (a node index, None for a child of the last committed token: the root) and its
-depth (1 = the root's children), as the trace's round["tree"] spells them (design.md).
-"""
+Pure tensor and list work, no model. A node's parent is a node index, None for the root's
+children; depth 1 = the root's children (the trace's round["tree"], design.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -105,10 +105,9 @@ def compact(run, nodes, catch, base, order, path) -> None:
 
 
 def records(run, nodes, order, v: tree.TreeVerdict, logits) -> tuple[list[TokenRecord], dict]:
-    """Accepted path nodes, then the correction or bonus token; rejected nodes go to
-    trace.rejected with their node index. And round["tree"]: nodes in verify order, parents as
-    node indices (None: a child of the root), depth 1 = the root's children, the path as node
-    indices."""
+    """Accepted path nodes, then the correction or bonus token; rejected nodes go to trace.rejected
+    with their node index. And round["tree"]: nodes in verify order, parents as node indices (None:
+    a child of the root), the path as node indices."""
     logp = torch.log_softmax(logits, -1)
     idx = {i: r for r, i in enumerate(order)}
     at0, out, shown = len(run.trace.tokens), [], []

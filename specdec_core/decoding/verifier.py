@@ -1,11 +1,7 @@
 """Verifiers: one cloud call deciding on a drafted block.
-
-The round hands a verifier the committed sequence and the block; it gets back a `sampling.Verdict`:
-how many drafts were accepted, the correction or bonus token, the cloud's rank and probability of
-each checked draft, how many positions the cloud computed and what the call cost on the link.
-`LogitsVerifier` runs the cloud model in this process (any acceptance rule, from its logits);
-a runner that brings its own verifier (backends/remote.py) is asked for it by `make_verifier`.
-"""
+It returns a `sampling.Verdict`. `LogitsVerifier` runs the cloud model in this process (any
+acceptance rule, from its logits); a runner that brings its own verifier (backends/remote.py) is
+asked for it by `make_verifier`."""
 from __future__ import annotations
 
 import torch

@@ -1,10 +1,8 @@
 """Token classes over a vocabulary: which ids are CJK content, punctuation, sentence ends.
 
-Gates and stops work on ids, never on decoded text (seed 000 A: string stops break on BPE).
-So every id is decoded once, here, and turned into per-id tables that the gates index with
-the token history. A BPE token counts as punctuation when it merely *contains* a punctuation
-character ("好。" is a sentence end), which a `tokenizer.encode("。")` lookup would miss.
-"""
+Gates and stops work on ids, never on decoded text (seed 000 A: string stops break on BPE), so
+every id is decoded once, here. A BPE token counts as punctuation when it merely *contains* a
+punctuation character ("好。" is a sentence end), which a `tokenizer.encode("。")` lookup would miss."""
 from __future__ import annotations
 
 import weakref
@@ -47,7 +45,6 @@ class TokenClasses:
     def __len__(self) -> int:
         return len(self.texts)
 
-    # -- construction -------------------------------------------------------------------------
     @classmethod
     def for_tokenizer(cls, tokenizer) -> "TokenClasses":
         """Classes for a HF tokenizer (or a raw `tokenizers.Tokenizer`), built once per object

@@ -2,11 +2,7 @@
 
 One Qwen2 decoder layer over fc(concat(cloud feature at t, embedding of token t+1)); its output
 is a predicted cloud feature for position t+1, read out by the cloud's own (frozen) LM head.
-The head owns only `fc` and the layer (+ its final norm); embeddings and LM head are the cloud's.
-
-    head = DraftHead.from_pretrained(models_dir / "head")
-    logits, feats, cache = head.step(cloud, features, next_ids, cache)
-"""
+The head owns only `fc` and the layer (+ its final norm)."""
 from __future__ import annotations
 
 import json

@@ -1,9 +1,6 @@
-"""The pair check (`python -m specdec_core check`, and every backend load): can this edge
-draft for this cloud? Each check (checks.py, registered with scope "pair") is one small function
-returning one finding {code, severity, title, detail, fix} or None; a report is
-{"checks": [findings], "passed": [codes], "versions": {...}, "device": ..., "edge", "cloud",
-"usable"}. An error finding makes the pair unusable (the backend load stops with its message).
-"""
+"""The pair check (`python -m specdec_core check`, and every backend load): can this edge draft for
+this cloud? Each check (checks.py, scope "pair") returns one finding or None; an error finding
+makes the pair unusable (the backend load stops with its message)."""
 from __future__ import annotations
 
 import time

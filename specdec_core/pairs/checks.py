@@ -1,8 +1,6 @@
 """The pair checks: one small function each, `check(edge, cloud) -> finding | None` (None: the
-pair passes it), registered on the checks' registry with scope "pair" (recorder/checks/registry.py:
-a new check is its function and its `@check` line). Every finding comes from the two folders'
-own files (configs, tokenizers, feature extractors), never from the backend's name.
-"""
+pair passes it), registered with scope "pair" (a new check is its function and its `@check`
+line). Every finding comes from the two folders' own files, never from the backend's name."""
 from __future__ import annotations
 
 from specdec_core.analysis.divergence import common_prefix

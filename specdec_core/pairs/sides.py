@@ -1,8 +1,6 @@
-"""One side of a pair (edge or cloud) as the checks see it: the model folder's own config,
-tokenizer, feature extractor, generation config and chat template. Reading these takes well
-under a second per folder and no weights; each side loads its OWN tokenizer/processor files
-(a loaded backend shares the cloud's), so a mismatch between the folders is visible.
-"""
+"""One side of a pair (edge or cloud) as the checks see it: the folder's own config, tokenizer,
+feature extractor, generation config and chat template, read without weights; each side loads
+its OWN tokenizer/processor files (a loaded backend shares the cloud's), so a mismatch shows."""
 from __future__ import annotations
 
 import json

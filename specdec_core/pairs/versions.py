@@ -1,10 +1,7 @@
 """The transformers range SpecScope is tested on, and the versions a report carries.
 
-The range is the one pyproject.toml declares (`transformers>=OLDEST,<NEXT_MAJOR`): CI runs the
-recorder, backend and Omni tests on OLDEST and on the newest release pip offers, and the whole
-suite on the lock (docs/versions.md). It is read from the installed package's metadata, or from
-the checkout's pyproject.toml when SpecScope runs from a source tree; nothing is repeated here.
-"""
+The range is the one pyproject.toml declares (`transformers>=OLDEST,<NEXT_MAJOR`, docs/versions.md),
+read from the installed package's metadata or the checkout's pyproject.toml; nothing is repeated here."""
 from __future__ import annotations
 
 import logging

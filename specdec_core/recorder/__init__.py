@@ -1,21 +1,8 @@
 """The flight recorder: record a user's own speculative decoder (two HF models) and diagnose
-it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts:
-
-- `Recorder` (observe/hooks.py) -> a recording dict -> `analyze(rec, tokenizer)` -> (trace, findings);
-  `judge(rec, tokenizer)` -> the judged result (specdec_core/result.ClipResult)
-- `load_function("FILE.py[:FUNCTION]")`, `record_clip(fn, path, backend, audio, knobs)`: record
-  and judge one clip; `pooled_findings(results)`: the pooled checks over several clips
-- `record_builtin` / `judged_run` / `judged_stream`: the built-in decoder recorded and judged the
-  same way (both through `recorded`: seed, observers, kept configs, dtype, analysis)
-- `finish(result)`: the one fold, the only writer of a judged result's findings (the audit uses it too)
-  (`compare`: a finished run against its cloud-only reference, its verdict folded by the report)
-- `parse_sets`, `DEFAULTS`, `KNOBS`: the declared knobs; `EXPECTED`, `check_call`, `call_kwargs`:
-  the user function's signature, checked before a clip runs
-- `check_recording`, `check_size`, `max_mb`, `parse_json`: an uploaded recording validated
-- `loop_round_times`, `recording_split`: where a recording's time went (the page's timing plot)
-Nothing outside the recorder imports past this module (tests/test_imports.py) but the one
-registry of checks, `specdec_core.recorder.checks.registry` (engine and pair checks register on
-it as loop checks do; it imports only the findings' registry)."""
+it blind (docs/recorder.md). Its public API, for the CLI, the page and scripts, is imported below;
+`finish(result)` is the one fold, the only writer of a judged result's findings (the audit uses it
+too). Nothing outside the recorder imports past this module (tests/test_imports.py) but the one
+registry of checks, `specdec_core.recorder.checks.registry`."""
 from specdec_core.recorder.analyze import analyze, judge  # noqa: F401
 from specdec_core.recorder.driver.builtin import judged_run, judged_stream, record_builtin  # noqa: F401
 from specdec_core.recorder.driver.reference import compare  # noqa: F401

@@ -1,7 +1,6 @@
-"""From a recording to its judged result, one direction (docs/recorder.md, "Pipeline"):
-normalize (normalize/: the canonical recording and notes) -> evidence (evidence/: built once)
--> every registered check (checks/registry.py) -> report (report/: folded once per clip or row,
-then `report.finish`, the one writer of the result's findings and its trace's diagnostics)."""
+"""From a recording to its judged result, one direction (docs/recorder.md, "Pipeline"): normalize
+-> evidence (built once) -> every registered check -> report (folded once per clip or row, then
+`report.finish`, the one writer of the result's findings and its trace's diagnostics)."""
 from __future__ import annotations
 
 from specdec_core.recorder import normalize, report

@@ -1,10 +1,8 @@
 """The source notes' regression checklist over a batch of one configuration.
 
-Each item is {"name", "passed": True | False | None (reported only), "value", "target"}, the
-shape components/batch_view.checklist_html renders. Thresholds come from the seeds: seed 000
-(stops by id, no template leakage, accepted span, acceptance rate), seed 001 (length bands,
-punctuation density 10-25% with > 40% a flood, repeats).
-"""
+Each item is {"name", "passed": True | False | None (reported only), "value", "target"}.
+Thresholds come from seed 000 (stops by id, no template leakage, accepted span, acceptance rate)
+and seed 001 (length bands, punctuation density 10-25% with > 40% a flood, repeats)."""
 from __future__ import annotations
 
 from collections import Counter

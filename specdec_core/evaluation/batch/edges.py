@@ -1,10 +1,8 @@
 """One edge worker of a batch: the backend opened once, then one clip x configuration at a time.
 
-`EdgeSession` is what every engine runs a row with: the local engine keeps one in the command's
-process, the Ray engine one per actor (`EdgeActor`, evaluation/batch/ray_engine.py). The edge model
-(and the local cloud, if any) is loaded once; each cloud server URL gets its remote-cloud wrapper
-on first use (checked then: reachable, same vocabulary), so a row can go to any server.
-"""
+`EdgeSession` is what every engine runs a row with (local: one per process; Ray: one per actor).
+Each cloud server URL gets its remote-cloud wrapper on first use (checked then: reachable, same
+vocabulary), so a row can go to any server."""
 from __future__ import annotations
 
 import os

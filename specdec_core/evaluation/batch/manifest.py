@@ -1,8 +1,6 @@
 """Batch manifests: a CSV of clips (name,path,label,prompt_type,reference) -> `Clip`s.
-
 Only `path` is required; a bad row is kept as a failing clip (`error` set) so one bad row never
-stops a batch; a file that is not a CSV manifest raises UserError.
-"""
+stops a batch; a file that is not a CSV manifest raises UserError."""
 from __future__ import annotations
 
 import csv
@@ -33,8 +31,7 @@ class Clip:
 
 def read_manifest(path) -> list[Clip]:
     """Clips of a manifest CSV (header name,path,label,prompt_type,reference; paths relative to
-    the manifest's folder). Only `path` is required; a bad row is kept with `error` set. A file
-    that is not a CSV manifest raises UserError."""
+    the manifest's folder)."""
     path = Path(path)
     base = path.resolve().parent
 
@@ -47,10 +44,8 @@ def read_manifest(path) -> list[Clip]:
 
 
 def clips_from_uploads(csv_path, files) -> list[Clip]:
-    """Clips for uploads: a manifest plus clip files matched by file name (the manifest's
-    folder means nothing after an upload). Without a manifest, one unlabeled clip per file.
-    A manifest row whose file was not uploaded becomes a failing row. `files` are paths
-    (str or PathLike); turning a web framework's upload objects into paths is the caller's job."""
+    """Clips for uploads: a manifest plus clip files matched by file name (the manifest's folder
+    means nothing after an upload); without a manifest, one unlabeled clip per file."""
     uploads = []
     for f in files or []:
         if not isinstance(f, (str, os.PathLike)):

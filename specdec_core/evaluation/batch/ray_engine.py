@@ -75,10 +75,9 @@ class RayEdges:
             raise UserError(errors[0])
 
     def run(self, jobs, pool, emit, workers: int | None = None, speakers=None, cancel=None) -> None:
-        """Run (clip, config name) jobs on the first `workers` actors (default all); emit(job,
-        row) as each finishes (any order). Setting `cancel` (a threading.Event) stops it within
-        PING_S: rows in flight are dropped and their workers killed (Ray restarts them), so
-        nothing keeps decoding for a batch nobody waits for."""
+        """Run (clip, config name) jobs on the first `workers` actors; emit(job, row) as each finishes.
+        `cancel` stops it within PING_S: rows in flight are dropped and their workers killed, so nothing
+        keeps decoding for a batch nobody waits for."""
         ray = self.ray
         pending, inflight = deque(jobs), {}
         idle: deque[int] = deque()

@@ -1,11 +1,7 @@
-"""Batch runs: clips (evaluation/batch/manifest.py) x one or two configurations -> per-clip rows with
-metrics and reference scores, a summary and the source notes' checklist per configuration,
-JSON/CSV export.
-
-One bad clip never stops a batch: manifest problems (bad label, missing file), user errors while
-decoding and even unexpected exceptions all become a failing row with a one-line error. A
-`cancel` Event stops it between clips and inside the running clip.
-"""
+"""Batch runs: clips x one or two configurations -> per-clip rows with metrics and reference
+scores, a summary and the source notes' checklist per configuration, JSON/CSV export.
+One bad clip never stops a batch: manifest problems, user errors and even unexpected exceptions
+all become a failing row with a one-line error."""
 from __future__ import annotations
 
 import json
@@ -33,18 +29,13 @@ ROW_COLUMNS = ("config", "name", "audio", "label", "prompt_type", "reference", "
 SCORE_COLUMNS = ("chrf", "emotion", "emotion_hit")
 
 
-# --- running ---------------------------------------------------------------------------------
 
 def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
                cancel: threading.Event | None = None) -> Iterator[dict]:
     """Decode every clip with every configuration (clip-major, so A/B pairs arrive together).
-
     Yields {"type": "progress", "done", "total", "row"} after each clip x config, then
-    {"type": "done", "result": BatchResult}. Setting `cancel` stops the running clip within one
-    decoding round and the batch before the next clip: the result then holds the rows finished
-    so far (the interrupted clip is dropped) and `cancelled` is True. Stopping the iteration
-    also ends it, between clips.
-    """
+    {"type": "done", "result": BatchResult}. `cancel` stops the running clip within one round and
+    the batch before the next clip (the interrupted clip is dropped, `cancelled` is True)."""
     if not configs:
         raise UserError("no configuration to run")
     clips = list(clips)
@@ -130,7 +121,6 @@ def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, cancel, speaker
     return row
 
 
-# --- results ---------------------------------------------------------------------------------
 
 @dataclass
 class BatchResult:

@@ -1,8 +1,5 @@
 """`batch ... --out DIR [--resume]`: a manifest x configurations into DIR, on either engine
-(docs/scale.md). Rows are journalled as they finish (journal.py) and returned in manifest order.
-
-    result, ran = run_batch_dir(spec, clips, {"A": cfg}, "out/", engine="ray", workers=2,
-                                cloud_urls=["http://127.0.0.1:8000"], resume=True, on_row=print)"""
+(docs/scale.md). Rows are journalled as they finish (journal.py) and returned in manifest order."""
 from __future__ import annotations
 
 import threading
@@ -46,12 +43,9 @@ def run_batch_dir(spec: dict, clips, configs: dict[str, DecodeConfig], out, engi
                   workers: int | None = None, ray_address: str | None = None, cloud_urls=(),
                   resume: bool = False, on_row=None, edges=None,
                   cancel: threading.Event | None = None) -> tuple[BatchResult, int]:
-    """(result, rows run now). on_row gets {"type": "start", "done", "total", "failed",
-    "resumed"} once, then {"type": "progress", ..., "row"} after each row; `edges`: a warm RayEdges
-    to use (and keep) instead of starting one (`workers` of its actors then take rows). Setting
-    `cancel` stops the batch: no new row starts, a local row in flight stops within one round,
-    Ray rows in flight are dropped with their workers (the journal keeps every finished row, so
-    `resume` picks up the rest); the result then holds the finished rows."""
+    """(result, rows run now); on_row gets a "start" event, then a "progress" event per row. `edges`:
+    a warm RayEdges to use (and keep). `cancel` stops the batch: no new row starts, Ray rows in
+    flight are dropped with their workers (the journal keeps every finished row for `resume`)."""
     clips = list(clips)
     urls = _checked(engine, workers, clips, configs, cloud_urls, resume)
     raw = {k: c.to_dict() for k, c in configs.items()}

@@ -31,10 +31,8 @@ def chrf(hyp: str, ref: str) -> float:
 def emotion_of_text(text: str) -> str | None:
     """The label whose emotion word occurs first in `text` (None when no emotion is named).
 
-    First occurrence, not majority: a description names its conclusion once ("情绪愤怒"), and a
-    later mention is usually part of a reason or a contrast. Negations ("并不愤怒") are not
-    understood; the demo corpus never produces them.
-    """
+    First occurrence, not majority: a description names its conclusion once ("情绪愤怒"); a later
+    mention is usually a reason or a contrast. Negations ("并不愤怒") are not understood."""
     best: tuple[int, int] | None = None  # (position, label order) breaks ties by LABELS order
     found = None
     for order, label in enumerate(LABELS):
@@ -76,13 +74,8 @@ def per_label_accuracy(labels: Sequence, preds: Sequence) -> dict[str, float]:
 
 
 def weighted_f1(labels: Sequence, preds: Sequence) -> float | None:
-    """MER2024's metric: F1 per true class, averaged with weights = class support.
-
-    A None prediction (no emotion named) is a miss for its true class and a false positive for
-    no class. Predicted labels that never occur as true labels have support 0, so they only
-    lower precision of nothing and recall of nothing: they cost through the missed true class.
-    None when no clip is labeled.
-    """
+    """MER2024's metric: F1 per true class, averaged with weights = class support; None when no clip is
+    labeled. A None prediction is a miss for its true class and a false positive for no class."""
     pairs = _pairs(labels, preds)
     if not pairs:
         return None

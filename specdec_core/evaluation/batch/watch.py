@@ -1,13 +1,7 @@
 """Over a dataset: the acceptance matrix by label, and the regression watch against a saved run.
 
-    by_label(rows)                     -> {label: {config: columns}}   (results.json["by_label"])
-    compare(rows, load_rows(DIR))      -> results.json["baseline"]: per-row changes, the speed
-                                          ratio with its noise range, and `regressions`
-
-Rows are batch rows (evaluation/batch/run.py): name, config, label, ok, token_ids, metrics, trace.
-Acceptance is pooled over the clips (sums of counts, not a mean of rates), with the serving
-engines' definitions (analysis/glossary.py).
-"""
+Rows are batch rows (evaluation/batch/run.py). Acceptance is pooled over the clips (sums of
+counts, not a mean of rates), with the serving engines' definitions (analysis/glossary.py)."""
 from __future__ import annotations
 
 import json

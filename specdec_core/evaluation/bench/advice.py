@@ -42,9 +42,8 @@ def quality(outputs: list, ref: list) -> dict:
 def advise(backend, prompts, costs: cm.Costs, ref: list | None, ks, thresholds=None,
            budget: float = QUALITY_BUDGET, log=print) -> dict:
     """The advised k (classic greedy) and entropy threshold (within `budget`), with predictions.
-    `costs`: the main run's (k_ref = its k); `ref`: the cloud's greedy output per prompt (None:
-    decoded here with the minimal cloud loop);
-    `thresholds`: nats (None: quantiles of the blocks' highest draft entropy at the advised k)."""
+    `ref`: the cloud's greedy output per prompt (None: decoded here); `thresholds`: nats (None:
+    quantiles of the blocks' highest draft entropy at the advised k)."""
     ks = sorted(set(ks) | {costs.k_ref})
     if ref is None:
         ref = [cloud_loop(backend, p, bench_config(k=costs.k_ref)) for p in prompts]

@@ -11,7 +11,6 @@ FORMULA = ("speedup = (F_loop + n·(v(1) + o_tok)) / (F_sd + n·E_round/E_tok); 
            "E_tok = 1 + Σ_i s_i, s_i = p_1·…·p_i; E_round = e(1) + s_k·(e(2) − e(1)) + (k−1)·e_w + v(k+1) + o(k)")
 
 
-# ---------------------------------------------------------------------------------- the model
 def fit_line(xs, ys) -> tuple[float, float]:
     """Least-squares a, b of y = a + b·x (b = 0 with fewer than two distinct x)."""
     xs, ys = list(xs), list(ys)
@@ -23,12 +22,10 @@ def fit_line(xs, ys) -> tuple[float, float]:
 
 @dataclass
 class Costs:
-    """Seconds, measured. `edge` / `cloud`: forward time by width (new tokens) at the run's
-    typical cache length; widths not measured come from the least-squares line through the
-    measured ones. `round_overhead`: a round's time outside the forwards at `k_ref`, growing by
-    `overhead_per_k` per extra draft token. `token_overhead`: the cloud-only loop's time outside
-    its forward, per token. `decode_sd` / `decode_loop`: per-decode fixed costs (prefills and
-    the time outside forwards before the first and after the last round)."""
+    """Seconds, measured. `edge` / `cloud`: forward time by width at the run's typical cache length
+    (unmeasured widths from the least-squares line). `round_overhead`: a round's time outside the
+    forwards at `k_ref`, + `overhead_per_k` per extra draft token. `token_overhead`: the cloud-only
+    loop's, per token. `decode_sd` / `decode_loop`: per-decode fixed costs."""
     edge: dict[int, float]
     cloud: dict[int, float]
     round_overhead: float = 0.0

@@ -1,7 +1,6 @@
 """Measuring the cost model's inputs (cost_model.py is the model): forward hooks that time each
 forward, a forward-width microbenchmark, a decode's time outside its forwards, and the bench's
-CostProbe that runs all three inside the interleaved timing loop (docs/benchmarks.md, "The
-measured cost model")."""
+CostProbe."""
 from __future__ import annotations
 
 import statistics
@@ -74,10 +73,9 @@ def forward_timer(backend, clock=time.perf_counter):
 @torch.inference_mode()
 def measure_widths(backend, prompt, ids: list[int], cache_len: int, widths, reps: int = 2,
                    out: dict | None = None, clock=time.perf_counter) -> dict:
-    """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in
-    the mode the decoder uses it, interleaved, `reps` times each, appended to out[role][w]
-    (a second one-token edge forward goes to out["edge_warm"][1]). `ids`: generated ids to fill
-    the cache with after the prompt (padded by repeating the last one)."""
+    """Forward time of w new tokens (w in `widths`) at cache length `cache_len`, each model in the mode
+    the decoder uses it, interleaved, `reps` times each, appended to out[role][w] (a second one-token
+    edge forward to out["edge_warm"][1]); `ids` fill the cache after the prompt."""
     out = out if out is not None else {"edge": {}, "cloud": {}}
     need = cache_len - prompt.length + 1 + max(widths)
     fill = (list(ids) or [int(prompt.input_ids[0, -1])])
@@ -117,13 +115,10 @@ def timed(backend, clock, run) -> tuple:
 
 
 def decode_overheads(events: list[Fwd], t0: float, t1: float) -> dict:
-    """A decode's time outside the forwards, from its forward events (forward_timer) and its
-    start/end: `rounds` — for each interior span between the ends of two consecutive cloud
-    decode forwards (one classic round: commit and resync of the previous round, drafting,
-    draft records, the verify call), the span minus the forwards in it; `fixed` — the rest of
-    the decode outside forwards (set-up, the first round's and the last round's remainder,
-    finish) minus one round's median overhead; `prefill` — each model's prompt-prefill forward.
-    For a cloud-only loop every cloud forward ends a "round" of one token."""
+    """A decode's time outside the forwards: `rounds` - for each span between the ends of two
+    consecutive cloud decode forwards (one round), the span minus the forwards in it; `fixed` - the
+    rest outside forwards minus one round's median overhead; `prefill` - each model's prompt-prefill
+    forward. For a cloud-only loop every cloud forward ends a "round" of one token."""
     cloud = [i for i, e in enumerate(events) if e.role == "cloud" and e.cache_len > 0]
     prefill = {e.role: e.dt for e in events if e.cache_len == 0 and e.width > 1}
     spans = []
@@ -146,8 +141,7 @@ def mean(xs, default=0.0):
 
 class CostProbe:
     """A job of the bench's interleaved timing loop, once per prompt per repeat: a traced decode,
-    the minimal cloud loop and the forwards by width (docs/benchmarks.md, "The measured cost
-    model"). `summary` turns each repeat's samples into Costs and a prediction."""
+    the minimal cloud loop and the forwards by width; `summary` turns the samples into Costs."""
 
     def __init__(self, prompts: list, outputs: list[list[int]], widths, loop, reps: int = 1, clock=None):
         self.prompts, self.outputs, self.loop = prompts, outputs, loop   # loop: bench.cloud_loop

@@ -90,9 +90,8 @@ def cloud_loop(backend, prompt, cfg) -> list[int]:
 
 
 def ours(traced: bool, compaction: str = "gather", whole: bool = False):
-    """Our decoder as a bench runner, returning the token ids (whole: the trace); `compaction`:
-    how a tree round keeps the accepted path in the cloud's cache (tree_round.COMPACTION;
-    bench_trees compares "refeed")."""
+    """Our decoder as a bench runner, returning the token ids (whole: the trace); `compaction`: how a
+    tree round keeps the accepted path in the cloud's cache (tree_round.COMPACTION)."""
     def run(backend, prompt, cfg):
         tree_round.COMPACTION = compaction
         try:
@@ -135,11 +134,9 @@ def decode_stats(backend, prompts, cfg: DecodeConfig, traces: list | None = None
 
 def run_bench(backend, prompts: list, k: int = 4, repeats: int = 3, log=print, widths=None,
               clock: str = "wall", knobs: dict | None = None) -> dict:
-    """The five methods at one k; speed-ups by stats.speedup (median over median, with the spread). A cost
-    probe (cost_model.CostProbe: forward-width microbenchmark, timed traced decode, timed cloud
-    loop) runs inside the same interleaved loop, so every repeat gets its own measured costs and
-    its own prediction; `widths`: forward widths to measure (default 1..k+1). clock="cpu" times
-    every job in process CPU time (a loaded machine); `knobs`: decoder knobs (engine=static)."""
+    """The five methods at one k; speed-ups by stats.speedup. A cost probe runs inside the same
+    interleaved loop, so every repeat gets its own measured costs and prediction; `widths`: forward
+    widths to measure (default 1..k+1); clock="cpu" times jobs in process CPU time."""
     cfg = bench_config(k=k, **(knobs or {}))
     outputs = [{m: RUNNERS[m](backend, p, cfg) for m in METHODS} for p in prompts]  # + warm-up
     st = decode_stats(backend, prompts, cfg)

@@ -1,12 +1,7 @@
 """Speed-ups measured honestly (issue 43): every side timed on quiet repeats interleaved with the
 cloud-only decode, the speed-up given with its spread, and checked against the bound that the
-measured acceptance allows. The timing loop runs the engine; the rest are pure functions.
-
-    time_interleaved(backend, sides, n, cancel) -> [[seconds, ...] per side]
-    speedup_stats(decode_s, cloud_s, tokens, cloud_calls, same_text) -> the figure the page shows
-
-The spread is conservative: the slowest cloud-only repeat over the fastest decode, and the fastest
-cloud-only repeat over the slowest decode. When it covers 1.0 the page says "no measurable
+measured acceptance allows. The spread is conservative: the slowest cloud-only repeat over the
+fastest decode, and the fastest over the slowest; when it covers 1.0 the page says "no measurable
 difference" instead of a number."""
 from __future__ import annotations
 
@@ -33,10 +28,9 @@ def _decode(backend, prompt, cfg, cancel):
 
 def time_interleaved(backend, sides: list[tuple[str, object, object]], n: int = REPEATS,
                      cancel: threading.Event | None = None) -> list[list[float]] | None:
-    """Seconds of each side on `n` quiet repeats of stats.time_jobs. A side is ("decode", cfg,
-    prompt): the speculative decoder without trace or page drawing, its own time (time_split
-    total); or ("cloud_only", cfg, prompt): HF generate alone, its wall time. None when cancelled
-    or a decode hits its time limit."""
+    """Seconds of each side on `n` quiet repeats of stats.time_jobs: ("decode", cfg, prompt) its own
+    time (time_split total), ("cloud_only", cfg, prompt) HF generate's wall time. None when
+    cancelled or a decode hits its time limit."""
     from specdec_core.decoding.baseline import cloud_only
 
     cancel = cancel or threading.Event()

@@ -1,11 +1,7 @@
-"""The one timing loop, its statistics and the one speed-up formula, used by bench (and its
-sweeps, trees and remote runs), the page's Live and A/B speed cards and batch.
-
-    time_jobs(backend, prompts, jobs, repeats) -> ({job: [seconds per repeat]}, {job: [output per prompt]})
-    speedup(baseline_s, decode_s) -> (median baseline / median decode, lo, hi)
-
-Repeats are interleaved: every prompt is run by every job before the next prompt, in the order
-0 1 … m, then m … 1 0, then 0 1 … m again, so that drift on the machine falls on every job alike."""
+"""The one timing loop, its statistics and the one speed-up formula, used by bench, the page's
+speed cards and batch. speedup = median baseline / median decode; spread: hi = slowest baseline
+/ fastest decode, lo = fastest baseline / slowest decode. Repeats are interleaved (prompts
+0 1 … m, then m … 1 0, then 0 1 … m again) so that drift on the machine falls on every job alike."""
 from __future__ import annotations
 
 import statistics
@@ -27,10 +23,8 @@ def interleaved_order(n_jobs: int, n: int = REPEATS) -> list[int]:
 def time_jobs(backend, prompts, jobs: dict, repeats: int = REPEATS, log=None, tag: str = "",
               clock=time.perf_counter, cancel=None) -> tuple[dict, dict] | None:
     """Seconds of every job (name -> (runner, cfg) or (runner, cfg, own)) over all prompts, per
-    repeat, and what each job returned per prompt in the first repeat. runner(backend, prompt,
-    cfg) -> output; `own(output)`, when given, is the job's own time for that output (the
-    decoder's time split, generate's wall time) instead of `clock` around the call. None when
-    `cancel` is set or a job raises Stopped."""
+    repeat, and each job's outputs in the first repeat; `own(output)` is the job's own time for that
+    output instead of `clock` around the call. None when cancelled or a job raises Stopped."""
     names = list(jobs)
     times, first = {j: [0.0] * repeats for j in names}, {j: [] for j in names}
     order = interleaved_order(len(names), repeats)
@@ -70,9 +64,7 @@ def busy_factor(*samples) -> float:
 
 
 def speedup(baseline_s: list[float], decode_s: list[float]) -> tuple[float, float, float]:
-    """The speed-up formula: median baseline time over median decode time, and its conservative
-    spread: the slowest baseline repeat over the fastest decode (hi) and the fastest baseline
-    repeat over the slowest decode (lo)."""
+    """The speed-up formula (module docstring) with its conservative spread (lo, hi)."""
     return (statistics.median(baseline_s) / statistics.median(decode_s),
             min(baseline_s) / max(decode_s), max(baseline_s) / min(decode_s))
 

@@ -43,10 +43,8 @@ def _nats(t: float):
 
 def run_sweeps(backend, prompts: list, c: float, k: int = 4, ks=DEFAULT_KS, thresholds=None,
                repeats: int = 3, log=print, costs=None) -> dict:
-    """k sweep (classic greedy SD, k in `ks`) and threshold sweep at k (classic, then each
-    threshold in nats; None = auto_thresholds). `c`: the bench result's (its cost probe's
-    e(1) / v(1)); with `costs` (cost_model.Costs, measured by the main run) every row also gets
-    `cost_model`, the measured model's prediction from that row's own traces."""
+    """k sweep (classic greedy, k in `ks`) and threshold sweep at k (None = auto_thresholds). With
+    `costs` every row also gets `cost_model`, the measured model's prediction from its own traces."""
     base, classic = bench_config(k=k), f"k={k}"
     configs = {f"k={x}": bench_config(k=x) for x in ks}
     configs.setdefault(classic, base)

@@ -1,9 +1,7 @@
 """Chains against trees on the same clips (issue 34): chain, static and dynamic trees and HF
-assisted generation, untraced, with cloud-only as the reference; every output must equal the
-cloud's greedy decode. Timed interleaved (stats.time_jobs); speed-ups by stats.speedup
-with their spread. Also the two ways to keep the accepted path in the cloud's cache:
-gather its slots (the decoder's way) or crop to the prefix and feed the path again next round.
-"""
+assisted generation, with cloud-only as the reference; every output must equal the cloud's
+greedy decode. Also the two ways to keep the accepted path in the cloud's cache: gather its
+slots (the decoder's way) or crop to the prefix and feed the path again next round."""
 from __future__ import annotations
 
 from specdec_core.evaluation.bench.run import RUNNERS, bench_config, decode_stats, ours

@@ -1,11 +1,8 @@
 """The built-in SpeculativeDecoder run under the Recorder: every built-in run (CLI `run`, the
-Live tab, batch) is judged by the same blind checks as a user's decoder (recorder/analyze.py
-CHECKS); nothing here reads cfg.faults.
-
-The Recorder's hooks catch every forward of the hooked models. Where other sessions decode on
-the same loaded models (the app), `isolated=True` records on private copies of a small pair
-(driver/clip.isolate: the hooks and concurrent decodes never cross over) and, for a pair too large to
-copy, holds a process-wide lock for the decode (other built-in and page recordings wait)."""
+Live tab, batch) is judged by the same blind checks as a user's decoder; nothing here reads
+cfg.faults. Where other sessions decode on the same loaded models (the app), `isolated=True`
+records on private copies of a small pair (the hooks and concurrent decodes never cross over)
+and, for a pair too large to copy, holds a process-wide lock for the decode."""
 from __future__ import annotations
 
 import copy

@@ -1,7 +1,6 @@
-"""Record one clip: a user's own decoder (FILE.py[:FUNCTION], loaded here) run under the
-Recorder and diagnosed blind (`record_clip`: the `record` command, cli/commands.py, the Inspect
-tab, scripts); `recorded`, the steps it shares with the built-in decoder (driver/builtin.py);
-the declared knobs (`parse_sets`)."""
+"""Record one clip: a user's own decoder (FILE.py[:FUNCTION]) run under the Recorder and diagnosed
+blind (`record_clip`); `recorded`, the steps it shares with the built-in decoder; the declared
+knobs (`parse_sets`)."""
 from __future__ import annotations
 
 import contextlib
@@ -72,11 +71,9 @@ def parse_sets(sets) -> dict:
 
 
 def _extra_knobs(fn, knobs: dict, model_inputs: dict | None = None, seed: int | None = None) -> dict:
-    """What a decoder's signature asks for beyond the contract: the declared temperature
-    (sampling loops), `model_inputs`, the prompt's model inputs besides the ids (Omni:
-    input_features, feature_attention_mask), each only when there is one, and `seed` where the
-    signature names one (each clip its own: pooled runs must be independent, issue 36); each
-    declared processing knob (draft_top_p, target_repetition_penalty, ...) the signature names."""
+    """What a decoder's signature asks for beyond the contract, each only where it names it: the
+    declared temperature, `model_inputs` (Omni: input_features, ...) when there are any, `seed` (each
+    clip its own: pooled runs must be independent, issue 36), each declared processing knob."""
     ps = _params(fn)
     anything = any(p.kind is p.VAR_KEYWORD for p in ps.values())
     extra = {}
@@ -137,17 +134,13 @@ def kept_configs(*models):
 @contextlib.contextmanager
 def recorded(backend, prompt, declared: dict, seed: int | None = None, drafter=None, cloud=None,
              dependence: bool = True, **fields):
-    """The steps every recording of one clip shares, whoever decodes (a user's function:
-    record_clip; the built-in decoder: builtin.judged_stream), so the two cannot drift. Yields
-    a dict: the decode runs inside (the Recorder `got["rec"]` observing both models and the head
-    drafter, the models' configs kept, torch's global generator seeded: loops that sample with
-    torch.rand / multinomial and no generator of their own draw the same on the same seed) and
-    puts the output ids in `got["out"]` (or a failure in `got["error"]`); after it, with the
-    hooks off, `got` holds the recording (backend, the dtype that ran, `fields`), the audio
-    dependence (its forward inside the hooks would read as a cloud forward verifying the whole
-    output) and `got["result"]`, the judged result (recorder/analyze.checked: the recorded trace,
-    the checks' findings, the Evidence) that the caller completes and `report.finish`es. A
-    declared `stop_at_first_sentence` is declared as the ids it stops on."""
+    """The steps every recording of one clip shares, whoever decodes (record_clip, builtin.judged_stream),
+    so the two cannot drift. Yields a dict: the decode runs inside (the Recorder `got["rec"]`
+    observing, configs kept, torch's global generator seeded so loops that sample with torch.rand
+    and no generator of their own draw the same on the same seed) and puts the output ids in
+    `got["out"]` (or `got["error"]`); after it, with the hooks off, `got` holds the recording, the
+    audio dependence (its forward inside the hooks would read as a cloud forward verifying the whole
+    output) and `got["result"]`, the judged result the caller completes and `report.finish`es."""
     import torch
 
     from specdec_core.decoding.decoder import model_dtype
@@ -220,10 +213,9 @@ def record_clip(fn, path: Path, backend, src, knobs: dict, reference: bool = Fal
 
 
 def pooled_findings(results: list) -> list[dict]:
-    """Checks that need more evidence than one clip gives, over every recorded clip together
-    (each registered check's pooled form, over the clips' Evidence, one per distinct run: a
-    result's own, else built from its recording; a peaked edge drafts few informative tokens
-    per clip, so a second temperature is often invisible on one clip and plain over six)."""
+    """Checks that need more evidence than one clip gives, over every recorded clip together (one
+    Evidence per distinct run): a peaked edge drafts few informative tokens per clip, so a second
+    temperature is often invisible on one clip and plain over six."""
     from specdec_core.recorder import evidence
     from specdec_core.recorder.analyze import evidence_of
     from specdec_core.recorder.checks import registry

@@ -1,10 +1,8 @@
 """`run --baseline` and the page's cloud-only run (`compare`): the built-in decoder's trace against
-the cloud-only reference, the numerics probe and the verdict, folded into its findings by the
-report. `record --reference`: the cloud's own greedy decode on the same prompt (with the declared
-target_repetition_penalty, as generate applies it), where the user's
-output first leaves it, and why (analysis/divergence.py: numerics or decoder). The user's side
-comes from the recording: the cloud forward whose row decided the divergent position (its top-5
-log-probs: log-prob differences are logit differences), its width and its context."""
+the cloud-only reference, the numerics probe and the verdict. `record --reference`: the cloud's
+own greedy decode on the same prompt, where the user's output first leaves it, and why
+(analysis/divergence.py); the user's side is the recorded cloud forward whose row decided the
+divergent position (its top-5 log-probs: log-prob differences are logit differences)."""
 from __future__ import annotations
 
 from specdec_core.decoding.reference import diverge, first_divergence, reference_for

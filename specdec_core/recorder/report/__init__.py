@@ -1,8 +1,6 @@
-"""Report: the checks' findings folded once (docs/recorder.md, "Pipeline"): named causes,
-one cause one code (`dedupe`), roots and their symptoms (roots.py, from the codes' registered
-facts), a cut recording's nesting (incomplete.py), text symptoms of an exact loop
-(model_or_decoder.py), and the order; then `finish`, once per judged result (specdec_core/result.py),
-the one writer of its findings and of its trace's diagnostics."""
+"""Report: the checks' findings folded once (docs/recorder.md, "Pipeline"): named causes, one cause
+one code (`dedupe`), roots and their symptoms, a cut recording's nesting, text symptoms of an
+exact loop, and the order; then `finish`, the one writer of a judged result's findings."""
 from __future__ import annotations
 
 from specdec_core.findings import REGISTRY, SEVERITIES, finding
@@ -71,10 +69,8 @@ def finish(r):
 
 
 def compared(target, base: dict) -> dict:
-    """A finished run compared afterwards with its cloud-only reference (`run --baseline`, the
-    page's cloud-only run; recorder/driver/reference.compare): the reference's numerics verdict
-    joins its findings and trace diagnostics by finish's step. `target`: the run's trace dict, or
-    its result (a ClipResult whose trace is a dict). Returns base."""
+    """A finished run compared afterwards with its cloud-only reference (driver/reference.compare):
+    the numerics verdict joins its findings and trace diagnostics by finish's step. Returns base."""
     tr = getattr(target, "trace", target)
     tr["diagnostics"] = found = _numerics(tr.get("diagnostics") or [], base, (tr.get("info") or {}).get("dtype"))
     if tr is not target:

@@ -1,9 +1,7 @@
-"""A recording whose forwards stop before its output does (issue 43): a JSON file cut to half its
-forwards, hooks removed before the loop ended, a decode that crashed after `out_ids` was saved.
-Every id of a complete recording was fed to a model or predicted by a scored row (the last
-token, a correction, is predicted but never fed); ids past both were never seen by a recorded
-forward. The run is then named incomplete, and what the checks say about the cut (the
-"unverified" tail, a draft the missing verify forward replaced) is nested under it."""
+"""A recording whose forwards stop before its output does (issue 43): a JSON file cut short, hooks
+removed before the loop ended, a decode that crashed after `out_ids` was saved. Ids past every
+fed and every predicted id were never seen by a recorded forward; the run is then named
+incomplete, and what the checks say about the cut is nested under it."""
 from __future__ import annotations
 
 from specdec_core.findings import fact, finding

@@ -26,10 +26,9 @@ def exact_because(recording: dict, reference: dict | None) -> str | None:
 
 def model_or_decoder(f: dict, recording: dict, reference: dict | None,
                      findings: list[dict]) -> dict:
-    """`f` as it is, or, for a text finding of an exact loop, the same finding as a warning whose
-    cause says the cloud alone does this too; a text finding with nothing under it (no other
-    error, no divergence from a reference) is a warning too: a text symptom alone is never an
-    error."""
+    """`f` as it is, or, for a text finding of an exact loop (the cloud alone does this too) or with
+    nothing under it (no other error, no divergence), the same finding as a warning: a text symptom
+    alone is never an error."""
     if not fact(f["code"], "text") or f["severity"] != "error":
         return f
     # forward-level evidence under a text symptom (docs/findings.md, "An error needs proof"):
