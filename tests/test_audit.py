@@ -198,6 +198,37 @@ def test_two_engines_side_by_side(draft, ngram, cli):
     assert f"A: {draft.url}" in p.stderr and f"B: {ngram.url}" in p.stderr and "Same output" in p.stderr
 
 
+def test_vllm_and_llama_cpp_with_the_same_drafter_side_by_side(draft, drafter, artifacts, cli):
+    """Issue 57.3 across engines: vLLM (the draft-model server) and llama.cpp's llama-server with
+    the same drafter folder on the same prompt. The outputs are compared token by token against
+    each other and the reference, each side's acceptance by draft position is shown, and both
+    engines' definitions are said (vLLM's and llama.cpp's counters mean different things)."""
+    if subprocess.run([str(ROOT / "scripts" / "cloud" / "llama.sh"), "ready"]).returncode:
+        pytest.skip("llama-server is not built on this machine yet (make cloud-llama builds it once)")
+    from llama_server import LlamaServer, build_llama
+
+    build_llama()
+    llama = LlamaServer(artifacts, drafter)
+    llama.start()
+    try:
+        p = cli("--url", draft.url, "--compare-url", llama.url, CLIPS[0], "--max-tokens", "12", "--out", "-")
+    finally:
+        llama.stop()
+    assert p.returncode == 0, p.stderr[-2000:]
+    rep = json.loads(p.stdout)
+    cmp = rep["comparison"]
+    assert (rep["engine"].get("kind") or "vllm") == "vllm", rep["engine"]
+    assert rep["compared_with"]["engine"]["kind"] == "llama.cpp", rep["compared_with"]
+    req = cmp["requests"][0]
+    assert req["same"], req      # greedy on the same weights inside the drafter's window: one output
+    assert "Same output" in req["verdict"] and rep["results"][0]["reference"]["matches"]
+    a_pos, b_pos = cmp["by_draft_position"]
+    assert [x["position"] for x in a_pos] == [1, 2, 3, 4] and sum(x["drafted"] for x in a_pos) > 0
+    assert len(cmp["definitions"]) == 2, cmp["definitions"]
+    assert any("timings.draft_n" in d for d in cmp["definitions"]), cmp["definitions"]
+    assert f"A: {draft.url}" in p.stderr and f"B: {llama.url}" in p.stderr
+
+
 def test_ngram_replay_places_every_step_and_agrees(ngram, inputs, demo):
     """vLLM's n-gram rule replayed here proposes exactly what the engine drafted: every step
     placed in the output, no decision otherwise; without replay the steps cannot be placed
