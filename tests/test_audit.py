@@ -198,7 +198,7 @@ def test_two_engines_side_by_side(draft, ngram, cli):
     assert f"A: {draft.url}" in p.stderr and f"B: {ngram.url}" in p.stderr and "Same output" in p.stderr
 
 
-def test_vllm_and_llama_cpp_with_the_same_drafter_side_by_side(draft, drafter, artifacts, cli):
+def test_vllm_and_llama_cpp_with_the_same_drafter_side_by_side(draft, drafter, artifacts, cli, capsys):
     """Issue 57.3 across engines: vLLM (the draft-model server) and llama.cpp's llama-server with
     the same drafter folder on the same prompt. The outputs are compared token by token against
     each other and the reference, each side's acceptance by draft position is shown, and both
@@ -210,6 +210,7 @@ def test_vllm_and_llama_cpp_with_the_same_drafter_side_by_side(draft, drafter, a
     build_llama()
     llama = LlamaServer(artifacts, drafter)
     llama.start()
+    capsys.readouterr()         # the build's and the start's lines, not the audit's output
     try:
         p = cli("--url", draft.url, "--compare-url", llama.url, CLIPS[0], "--max-tokens", "12", "--out", "-")
     finally:
