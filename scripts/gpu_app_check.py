@@ -1,6 +1,7 @@
 """The app on a GPU: app.py serves the omni backend on the tiny random-init Qwen2.5-Omni thinker
 pair (devtools/omni_tiny.py, written at start, no weights downloaded), and a real gradio_client
-calls /run (with the cloud-only baseline) and /run_stream for a greedy and a sampled config.
+calls /run (with the cloud-only baseline) and /run_stream for a greedy, a sampled and a graphed
+config, and nvidia-smi lists the app's pid among the GPU's processes.
 Prints and writes what came back: tokens, acceptance, whether the greedy run equals its
 baseline, the judged decode's finding codes, and the one-line error of a call that failed.
 
@@ -25,7 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CONFIGS = {"greedy": {"k": 4, "max_new_tokens": 24, "temperature": 0.0, "verify": "greedy"},
-           "sampled": {"k": 4, "max_new_tokens": 24, "temperature": 0.8, "verify": "sampling", "seed": 1}}
+           "sampled": {"k": 4, "max_new_tokens": 24, "temperature": 0.8, "verify": "sampling", "seed": 1},
+           # CUDA graphs (decoding/engine.py); on a CPU the app refuses it in one line.
+           "graphs": {"k": 4, "max_new_tokens": 24, "temperature": 0.0, "verify": "greedy", "engine": "graphs"}}
 
 
 def free_port() -> int:
@@ -52,7 +55,17 @@ def entry(res: dict) -> dict:
             "acceptance": m.get("acceptance_rate"), "cloud_calls": m.get("cloud_calls"),
             "matches_baseline": m.get("matches_baseline"),
             "findings": sorted({f"{d.get('severity')}:{d.get('code')}" for d in tr.get("diagnostics") or []}),
-            "device": (tr.get("info") or {}).get("device"), "dtype": (tr.get("info") or {}).get("dtype")}
+            "engine": (tr.get("info") or {}).get("engine"), "dtype": (tr.get("info") or {}).get("dtype")}
+
+
+def gpu_processes() -> str | None:
+    """nvidia-smi's compute processes (pid, memory): the app's own pid there is the proof that it
+    ran on the GPU. None without nvidia-smi."""
+    try:
+        return subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def main(argv=None) -> int:
@@ -95,6 +108,8 @@ def main(argv=None) -> int:
                     except Exception as e:  # noqa: BLE001 - the app's one-line error is the result
                         out["calls"][key] = {"ok": False, "error": str(e).splitlines()[0][:300]}
                     print(key, json.dumps(out["calls"][key], ensure_ascii=False), flush=True)
+            out["app_pid"], out["gpu_processes"] = proc.pid, gpu_processes()
+            print("app pid", proc.pid, "GPU processes:", out["gpu_processes"], flush=True)
         finally:
             proc.terminate()
             proc.wait(30)
