@@ -84,7 +84,8 @@ def main(argv=None) -> int:
         port, log = free_port(), Path(tmp) / "app.log"
         env = {**os.environ, "SPECSCOPE_EDGE_MODEL": str(paths["edge"]),
                "SPECSCOPE_CLOUD_MODEL": str(paths["cloud"]), "GRADIO_SERVER_PORT": str(port),
-               "GRADIO_SERVER_NAME": "127.0.0.1", "PYTHONPATH": str(ROOT)}
+               "GRADIO_SERVER_NAME": "127.0.0.1",
+               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
         if not out["cuda"]:
             env["SPECSCOPE_OMNI_FORCE_CPU"] = "1"
         if args.dtype:
