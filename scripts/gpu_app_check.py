@@ -55,7 +55,8 @@ def entry(res: dict) -> dict:
             "acceptance": m.get("acceptance_rate"), "cloud_calls": m.get("cloud_calls"),
             "matches_baseline": m.get("matches_baseline"),
             "findings": sorted({f"{d.get('severity')}:{d.get('code')}" for d in tr.get("diagnostics") or []}),
-            "engine": (tr.get("info") or {}).get("engine"), "dtype": (tr.get("info") or {}).get("dtype")}
+            "engine": (tr.get("info") or {}).get("engine"), "dtype": (tr.get("info") or {}).get("dtype"),
+            "warnings": [w.get("message", "")[:160] for w in tr.get("warnings") or [] if w.get("kind") != "cycle"]}
 
 
 def gpu_processes() -> str | None:

@@ -21,10 +21,17 @@ def entropy(p: torch.Tensor) -> torch.Tensor:
     return -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
 
 
+def draw(w: torch.Tensor, gen: torch.Generator) -> int:
+    """One index drawn in proportion to the weights w. The Generator is the decoder's (on the CPU):
+    weights on a GPU are copied to it for the draw, so a seed draws the same numbers whatever
+    device the models run on."""
+    return int(torch.multinomial(w.to(gen.device), 1, generator=gen))
+
+
 def pick(p: torch.Tensor | None, logits: torch.Tensor, temperature: float, gen: torch.Generator) -> int:
     if temperature <= 0:
         return int(torch.argmax(logits))
-    return int(torch.multinomial(p, 1, generator=gen))
+    return draw(p, gen)
 
 
 def rank_of(logits: torch.Tensor, token: int) -> int:
@@ -61,7 +68,7 @@ def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Te
     ranks = ((logits[:n] > logits[torch.arange(n), d].unsqueeze(1)).sum(-1) + 1) if n else d
     # here the temperature is > 0, except for the rank rule
     if rule == "sampling":
-        u = torch.rand(n, generator=gen)
+        u = torch.rand(n, generator=gen).to(p_d.device)
         ok = u <= (p_d / q[torch.arange(n), d].clamp_min(1e-30)).clamp(max=1.0)
     elif rule == "rank":
         ok = ranks <= rank_threshold
@@ -73,7 +80,7 @@ def verify(rule: str, draft: list[int], q: torch.Tensor | None, logits: torch.Te
     if a < n and rule == "sampling":
         residual = (p[a] - q[a]).clamp_min(0)
         s = residual.sum()
-        nxt = int(torch.multinomial(residual / s, 1, generator=gen)) if s > 0 else int(p[a].argmax())
+        nxt = draw(residual / s, gen) if s > 0 else int(p[a].argmax())
     else:
         nxt = pick(p[a], logits[a], temperature, gen)
     checked = min(a + 1, n)

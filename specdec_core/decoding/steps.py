@@ -190,7 +190,7 @@ def break_cycle(run, block: list[int], tok: int, logits: torch.Tensor) -> int:
     alt[tok] = 0.0
     vals, idx = torch.topk(alt, TOP_K)
     w = torch.softmax(torch.log(vals.clamp_min(1e-30)) / (run.cfg.temperature or 0.8), -1)
-    new = int(idx[int(torch.multinomial(w, 1, generator=run.gen))])
+    new = int(idx[sampling.draw(w, run.gen)])
     run.warn({"kind": "cycle_resample", "at": run.seq.n_gen,
               "message": f"round {run.round}: draft token {run.text[tok]!r} would continue a "
                          f"cycle; resampled {run.text[new]!r}"})

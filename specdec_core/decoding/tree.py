@@ -147,4 +147,4 @@ def recursive_rejection(ids: list[int], kids: list[int], p: torch.Tensor, gen):
         p[tok] = 0.0
     if float(p.sum()) <= 0:
         return None, ids[-1]
-    return None, int(torch.multinomial(p / p.sum(), 1, generator=gen))
+    return None, sampling.draw(p / p.sum(), gen)
