@@ -79,7 +79,9 @@ def entropy_gate(trace) -> list:
     thr, m = threshold_nats(trace), trace.metrics
     if thr is None or m.get("rounds", 0) < 3 or 0 < m.get("cloud_call_rate", 0) < 1.0:
         return []
-    said = threshold_words(thr, (trace.info or {}).get("vocab_size"))
+    V = (trace.info or {}).get("vocab_size")     # the threshold in nats and as a share of ln|V|
+    said = f"{thr:.2f} nats" + ("" if math.isinf(thr) or not V or V < 2 else
+                                f" ({thr / math.log(V):.2f}·ln|V|, |V| = {V})")
     if m.get("cloud_call_rate", 0) >= 1.0:
         return [finding("always_verify", "the cloud was called on every block",
                         f"entropy threshold {said} never let a block through",
@@ -93,10 +95,3 @@ TRACE_CHECKS = [cycles, template_leak, punct_flood, doubling, entropy_gate, chec
 # checks against a declared task (the prompt type's length band, its stop and its acceptance
 # expectations): they run where the run declares its prompt_type (the built-in decoder does)
 TASK_CHECKS = [length, no_stop]     # acceptance_collapse: recorder/checks/speed/collapse.py
-
-
-def threshold_words(nats: float, vocab_size=None) -> str:
-    """"3.20 nats (0.48·ln|V|, |V| = 772)": a resolved threshold in both forms."""
-    if math.isinf(nats) or not vocab_size or vocab_size < 2:
-        return f"{nats:.2f} nats"
-    return f"{nats:.2f} nats ({nats / math.log(vocab_size):.2f}·ln|V|, |V| = {vocab_size})"

@@ -231,11 +231,10 @@ def by_severity(findings: list[dict]) -> str:
     """'1 error: stale_cache (explains context_mismatch, unverified_end) · info: vocab_widths':
     the root findings, each with the symptoms folded under it (codes once each): `record`."""
     parts, roots = [], [f for f in findings if not f.get("explained_by")]
-    for sev, name in (("error", "error"), ("warning", "warning"), ("info", "info")):
+    for sev in ("error", "warning", "info"):
         codes = list(dict.fromkeys(folded_codes(f, findings) for f in roots if f["severity"] == sev))
         if codes:
-            label = f"{len(codes)} {name}s" if sev != "info" and len(codes) > 1 else (
-                f"1 {name}" if sev != "info" else "info")
+            label = "info" if sev == "info" else f"{len(codes)} {sev}{'s' if len(codes) > 1 else ''}"
             parts.append(f"{label}: {', '.join(codes)}")
     if not any(f["severity"] == "error" for f in roots):
         parts.insert(0, "no error finding")
