@@ -1,5 +1,5 @@
 """Checks on a finished trace's text and declared knobs (cycles, stops, text measures, the entropy
-gate): entries of the one check list, recorder/analyze.py."""
+gate), each returning [] or its one finding: registered by recorder/checks/text/trace.py."""
 from __future__ import annotations
 
 import math
@@ -15,8 +15,6 @@ from specdec_core.findings import finding
 _DOUBLED = re.compile(r"([\u4e00-\u9fff，。、：；！？]{1,8}?)\1")
 
 
-# -- checks on the trace's text and declared knobs: entries of the one check list
-# (recorder/analyze.py CHECKS); each returns [] or its one finding ---------------------------------
 def cycles(trace) -> list:
     return [finding("cycle", f"cycle of period {c['period']} at tokens {c['start']}-{c['end'] - 1} "
                     f"({c['text']!r})", "the same short pattern repeats in the committed text",
