@@ -140,12 +140,11 @@ def classic_sweep_mismatches(r: dict) -> list[str]:
 
 def bench_summary(r: dict) -> str:
     """The last lines `bench` prints: the headline speedups with their ranges, and the model."""
-    lo, hi = r["achieved_speedup_range"]
-    llo, lhi = r["achieved_speedup_vs_loop_range"]
     same = "yes" if r["identical_outputs"] else "NO"
-    lines = [f"greedy SD vs cloud-only (HF generate): {r['achieved_speedup']:.2f}× (range {lo:.2f}–{hi:.2f} "
-             f"over {r['repeats']} repeats), vs minimal cloud loop: {r['achieved_speedup_vs_loop']:.2f}× "
-             f"(range {llo:.2f}–{lhi:.2f}), identical outputs: {same} ({r['identical_clips']}/{r['clips']} clips)",
+    lines = [f"greedy SD vs cloud-only (HF generate): {r['achieved_speedup']:.2f}× (range "
+             f"{_pair(r['achieved_speedup_range'])} over {r['repeats']} repeats), vs minimal cloud loop: "
+             f"{r['achieved_speedup_vs_loop']:.2f}× (range {_pair(r['achieved_speedup_vs_loop_range'])}), "
+             f"identical outputs: {same} ({r['identical_clips']}/{r['clips']} clips)",
              f"k = {r['k']}, c = {r['c']:.3f} (edge forward / cloud forward), alpha = {r['alpha_leviathan']:.3f} "
              f"per judged draft ({r['alpha']:.3f} accepted/drafted): measured cost model "
              f"{r['predicted_speedup']:.2f}×, achieved (vs cloud loop) / predicted {r['achieved_over_predicted']:.2f} "
