@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from specdec_core.api import open_backend
+from specdec_core.api import load_backend, open_backend
 from specdec_core.cli import reports
 from specdec_core.cli.commands import engine_ok, write_json
 from specdec_core.decoding.config import DecodeConfig, parse_sets
@@ -27,7 +27,8 @@ def cmd_bench(args) -> int:
     # something else shares the cores (oversubscribed OpenMP threads spin and distort timings).
     torch.set_num_threads(args.threads)
     _bench_knobs_ok(args)
-    backend = open_backend(args)      # no --cloud-url here: the local pair
+    backend = load_backend(args.backend, **{k: v for k in ("edge_model", "cloud_model", "prompt", "device", "dtype")
+                                            if (v := getattr(args, k, None))})
     prompts = _prompts(backend, args)
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     ks = list(args.ks or DEFAULT_KS)
