@@ -213,12 +213,6 @@ def _tails(raw: dict, tree: dict, pos: list, own: list, by_i: dict) -> dict:
             for j in tree["nodes"]}
 
 
-def _inert(raw: dict) -> dict:
-    """An edge forward that drafted tree nodes: kept for its time, read through the tree."""
-    return dict(raw, ids=[], rows=None, cache=None, position_ids=None, cache_position=None,
-                mask_shape=None, tree_sel=[])
-
-
 def _kept_path(raw: dict, tree: dict, own: list, C: list) -> list[int]:
     """Without a mask: the path the loop itself kept, read from the next forward's cache slots
     (copy-down followed): node per slot from the tree's first column, while ids are committed."""
@@ -268,7 +262,8 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
         tree = trees[raw["i"]] = build_tree(raw, pos)
         if raw["model"] == "edge":
             tree["tail"] = _tails(raw, tree, pos, own, by_i)
-            out.append(_inert(raw))
+            out.append(dict(raw, ids=[], rows=None, cache=None, position_ids=None, cache_position=None,
+                            mask_shape=None, tree_sel=[]))      # kept for its time, read through the tree
         elif tree["sees"] is None and raw.get("cache") is not None:
             pending[key] = (len(out), raw, tree)
             out.append(raw)
