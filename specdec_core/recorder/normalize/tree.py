@@ -24,7 +24,7 @@ def infer_parent(raw: dict, i: int, nodes: list, depth: dict) -> int | None:
 
 def inferred_path(raw: dict, tree: dict, C: list) -> list[int]:
     """Without a mask: at each depth the node with the committed id whose row's argmax is the
-    next committed id (the cloud's own path); the path's parents are set from it."""
+    next committed id (the cloud's own path)."""
     ids, rows, path = raw["ids"], raw.get("rows") or {}, []
     off = rows.get("offset", 0)
     argmax = lambda j: rows["argmax"][j - off] if rows and 0 <= j - off < len(rows["argmax"]) else None
@@ -35,8 +35,6 @@ def inferred_path(raw: dict, tree: dict, C: list) -> list[int]:
             break
         nxt = C[q + 1] if q + 1 < len(C) else None
         path.append(next((j for j in cand if argmax(j) == nxt), cand[0]))
-    for a, b in zip([None] + path, path):
-        tree["parent"][b] = a
     return path
 
 
@@ -223,12 +221,13 @@ def _kept_path(raw: dict, tree: dict, own: list, C: list) -> list[int]:
                 or tree["base"] + d >= len(C) or raw["ids"][o[1]] != C[tree["base"] + d]:
             break
         path.append(o[1])
-    for a, b in zip([None] + path, path):
-        tree["parent"][b] = a
     return path
 
 
 def _verified(raw: dict, tree: dict, path: list, slots: _Slots, key, C: list) -> dict:
+    """The tree forward as the chain of its accepted `path`; a path read without a mask sets its parents."""
+    for a, b in zip([None] + path, path):
+        tree["parent"][b] = a
     tree["path"] = path
     L = raw.get("cache_len") or 0
     slots.expect[key] = (raw["i"], {tree["c0"] + d: (raw["i"], j) for d, j in enumerate(path)
