@@ -106,9 +106,10 @@ def audio_free_drafts(trace, threshold: float = THRESHOLD_NATS) -> tuple[int, in
     return n, hit
 
 
-def mishear_test(split: dict | None, trace=None) -> dict | None:
+def mishear_test(split: dict | None, trace) -> dict | None:
     """The evidence for `edge_mishears` (rejection rates of both classes, Fisher's one-sided p, the
-    audio-free rejections given the trace); None when there is nothing to compare."""
+    audio-free rejections) where it holds: drafts at audio-dependent positions rejected much more
+    often, with enough evidence, and the rejected drafts what the cloud says without the audio."""
     if not split:
         return None
     a, o = split["audio"], split["other"]
@@ -117,20 +118,15 @@ def mishear_test(split: dict | None, trace=None) -> dict | None:
     ra, ro = a["rejected"] / a["judged"], o["rejected"] / o["judged"]
     _, p = fisher_exact([[a["rejected"], a["accepted"]], [o["rejected"], o["accepted"]]],
                         alternative="greater")
-    n, hit = audio_free_drafts(trace, split["threshold_nats"]) if trace is not None else (0, 0)
-    return {"audio_rejection": round(ra, 4), "other_rejection": round(ro, 4),
-            "audio_judged": a["judged"], "other_judged": o["judged"], "p_value": float(p),
-            "ratio": round(ra / ro, 2) if ro else math.inf,
-            "audio_rejected": n, "audio_free_matches": hit}
-
-
-def mishears(test: dict | None) -> bool:
-    """Drafts at audio-dependent positions rejected much more often, with enough evidence, and
-    the rejected drafts are what the cloud says without the audio."""
-    return bool(test) and (test["audio_judged"] >= MIN_JUDGED and test["p_value"] <= MAX_P
-                           and test["audio_rejection"] - test["other_rejection"] >= MIN_DIFF
-                           and test["ratio"] >= MIN_RATIO and test["audio_free_matches"] >= MIN_MATCHES
-                           and test["audio_free_matches"] >= MIN_MATCH_SHARE * test["audio_rejected"])
+    n, hit = audio_free_drafts(trace, split["threshold_nats"])
+    t = {"audio_rejection": round(ra, 4), "other_rejection": round(ro, 4),
+         "audio_judged": a["judged"], "other_judged": o["judged"], "p_value": float(p),
+         "ratio": round(ra / ro, 2) if ro else math.inf,
+         "audio_rejected": n, "audio_free_matches": hit}
+    holds = (t["audio_judged"] >= MIN_JUDGED and t["p_value"] <= MAX_P and t["ratio"] >= MIN_RATIO
+             and t["audio_rejection"] - t["other_rejection"] >= MIN_DIFF
+             and hit >= MIN_MATCHES and hit >= MIN_MATCH_SHARE * n)
+    return t if holds else None
 
 
 CAUSE = ("the edge does not hear the clip as well as the cloud, or does not get the audio at all "
@@ -151,7 +147,7 @@ def check_edge_mishears(trace) -> list[dict]:
         return []
     split = acceptance_by_dependence(trace)
     t = mishear_test(split, trace)
-    if not mishears(t):
+    if t is None:
         return []
     title = (f"edge mishears: {t['audio_rejection']:.0%} of audio-dependent drafts rejected vs "
              f"{t['other_rejection']:.0%} of the others")

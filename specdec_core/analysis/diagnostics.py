@@ -1,5 +1,5 @@
 """Checks on a finished trace's text and declared knobs (cycles, stops, text measures, the entropy
-gate): entries of the one check list, recorder/analyze.py."""
+gate), each returning [] or its one finding: registered by recorder/checks/text/trace.py."""
 from __future__ import annotations
 
 import math
@@ -15,8 +15,6 @@ from specdec_core.findings import finding
 _DOUBLED = re.compile(r"([\u4e00-\u9fff，。、：；！？]{1,8}?)\1")
 
 
-# -- checks on the trace's text and declared knobs: entries of the one check list
-# (recorder/analyze.py CHECKS); each returns [] or its one finding ---------------------------------
 def cycles(trace) -> list:
     return [finding("cycle", f"cycle of period {c['period']} at tokens {c['start']}-{c['end'] - 1} "
                     f"({c['text']!r})", "the same short pattern repeats in the committed text",
@@ -79,7 +77,9 @@ def entropy_gate(trace) -> list:
     thr, m = threshold_nats(trace), trace.metrics
     if thr is None or m.get("rounds", 0) < 3 or 0 < m.get("cloud_call_rate", 0) < 1.0:
         return []
-    said = threshold_words(thr, (trace.info or {}).get("vocab_size"))
+    V = (trace.info or {}).get("vocab_size")     # the threshold in nats and as a share of ln|V|
+    said = f"{thr:.2f} nats" + ("" if math.isinf(thr) or not V or V < 2 else
+                                f" ({thr / math.log(V):.2f}·ln|V|, |V| = {V})")
     if m.get("cloud_call_rate", 0) >= 1.0:
         return [finding("always_verify", "the cloud was called on every block",
                         f"entropy threshold {said} never let a block through",
@@ -93,10 +93,3 @@ TRACE_CHECKS = [cycles, template_leak, punct_flood, doubling, entropy_gate, chec
 # checks against a declared task (the prompt type's length band, its stop and its acceptance
 # expectations): they run where the run declares its prompt_type (the built-in decoder does)
 TASK_CHECKS = [length, no_stop]     # acceptance_collapse: recorder/checks/speed/collapse.py
-
-
-def threshold_words(nats: float, vocab_size=None) -> str:
-    """"3.20 nats (0.48·ln|V|, |V| = 772)": a resolved threshold in both forms."""
-    if math.isinf(nats) or not vocab_size or vocab_size < 2:
-        return f"{nats:.2f} nats"
-    return f"{nats:.2f} nats ({nats / math.log(vocab_size):.2f}·ln|V|, |V| = {vocab_size})"

@@ -77,27 +77,20 @@ def verdict(index: int, user: dict | None, reference: dict | None, round_: int |
     # the roots that put the models on another context (their `context` fact), and a tail no
     # cloud forward verified
     context = tuple(c.code for c in REGISTRY.values() if c.context) + ("unverified_end",)
-    if user is None or reference is None:
-        fd["why"] = ("the decoder stopped before the reference" if user is None
-                     else "the decoder went on after the reference stopped")
-        fd["explained_by"] = code("missed_eos", *context)
-        return fd
-    if mine.get("unverified"):
-        fd["why"] = "no cloud forward over the committed context decided this token"
-        fd["explained_by"] = code(*context, "lossless_violation")
-        return fd
-    if not mine.get("same_context", True):
-        fd["why"] = "the forward the decoder committed from saw a different context"
-        fd["explained_by"] = code(*context)
-        return fd
-    if not mine.get("argmax"):
-        fd["why"] = "the committed token is not the argmax of the forward it came from"
-        fd["explained_by"] = code("lossless_violation", "rank_window_exceeded", "lossy_accept")
-        return fd
-    ctx = code(*context)
-    if ctx:
-        fd["why"], fd["explained_by"] = "an earlier context or position error", ctx
-        return fd
+    stopped = ("the decoder stopped before the reference" if user is None
+               else "the decoder went on after the reference stopped")
+    for hit, why, codes in (
+            (user is None or reference is None, stopped, ("missed_eos", *context)),
+            (mine.get("unverified"), "no cloud forward over the committed context decided this token",
+             (*context, "lossless_violation")),
+            (not mine.get("same_context", True), "the forward the decoder committed from saw a different context",
+             context),
+            (not mine.get("argmax"), "the committed token is not the argmax of the forward it came from",
+             ("lossless_violation", "rank_window_exceeded", "lossy_accept")),
+            (code(*context), "an earlier context or position error", context)):
+        if hit:
+            fd["why"], fd["explained_by"] = why, code(*codes)
+            return fd
     gap_user = mine.get("gap")
     gap_user = mine.get("margin") if gap_user is None else gap_user
     if ref.get("gap") is not None and gap_user is not None:

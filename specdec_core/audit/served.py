@@ -67,19 +67,14 @@ class Engine:
                              "or dropped on the way): vLLM sends the speculative metrics on that "
                              "chunk only; the output is judged, acceptance and counters are not")
         elif out.spec is None:
-            out.notes.append(self._no_metrics())
+            out.notes.append(("the engine runs no speculative decoding (no vllm:spec_decode_* counters)"
+                              if self.speculates is False else "the engine sends no per-request speculative "
+                              "metrics (start vLLM >= 0.29 with --per-request-spec-decode-metrics detailed)")
+                             + ": its output is judged against the reference, acceptance and counters are not")
         elif "per_step_accepted" not in out.spec and out.spec.get("num_spec_steps"):
             out.notes.append("the engine sends summary metrics only (--per-request-spec-decode-"
                              "metrics summary): counters judged, acceptance by position not")
         return out
-
-    def _no_metrics(self) -> str:
-        if self.speculates is False:
-            return ("the engine runs no speculative decoding (no vllm:spec_decode_* counters): "
-                    "its output is judged against the reference, acceptance and counters are not")
-        return ("the engine sends no per-request speculative metrics (start vLLM >= 0.29 with "
-                "--per-request-spec-decode-metrics detailed): its output is judged against the "
-                "reference, acceptance and counters are not")
 
     def close(self) -> None:
         self.client.close()

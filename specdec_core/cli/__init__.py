@@ -51,7 +51,9 @@ def _add_config_args(p, which: str = ""):
     p.add_argument("--fault", dest="faults", action="append", default=[], metavar="NAME")
 
 
-def _add_fail_on(p):
+def _add_output(p):
+    """What `finish` reads (run, record, audit): --out, --fail-on, and the exit codes."""
+    p.add_argument("--out", help="output JSON (- for stdout; without it only the human summary is printed)")
     p.add_argument("--fail-on", choices=tuple(FAIL_ON), default=None, help="exit 1 when a finding "
                    "of this severity or worse is present (error: errors only; warning: errors and "
                    "warnings), for CI")
@@ -77,8 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_args(r)
     _add_config_args(r)
     r.add_argument("--baseline", action="store_true", help="also run the cloud model alone")
-    r.add_argument("--out", help="results JSON path (- for stdout; without it only the human summary is printed)")
-    _add_fail_on(r)
+    _add_output(r)
     _add_batch(sub)
     _add_bench(sub)
     c = sub.add_parser("check", help="check an edge/cloud pair before decoding (exit 0 usable, "
@@ -87,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", help="also write the report JSON here")
     sub.add_parser("faults", help="list the bug zoo")
     sub.add_parser("presets", help="list the presets")
-    _add_backend_args(_add_fail_on(_add_record(sub)), cloud_url=False)
-    _add_backend_args(_add_fail_on(audit_cli.add_parser(sub)), cloud_url=False)
+    _add_backend_args(_add_output(_add_record(sub)), cloud_url=False)
+    _add_backend_args(_add_output(audit_cli.add_parser(sub)), cloud_url=False)
     return ap
 
 
@@ -105,7 +106,6 @@ def _add_record(sub):
                    help="also run the cloud's greedy decode and report the first divergence")
     p.add_argument("--seed", type=int, default=0,
                    help="clip i gets seed SEED+i, for decoders that take a `seed` (default 0)")
-    p.add_argument("--out", help="output JSON (- for stdout; without it only the human summary is printed)")
     return p
 
 

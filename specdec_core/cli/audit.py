@@ -10,7 +10,7 @@ from specdec_core.errors import UserError
 
 
 def add_parser(sub):
-    """The audit subparser; --backend / --prompt (the prompt ids' builder) and --fail-on are
+    """The audit subparser; --backend / --prompt (the prompt ids' builder), --out and --fail-on are
     added by the CLI from `run`'s definitions."""
     p = sub.add_parser("audit", help="audit a served engine's speculative decoding (vLLM)")
     p.add_argument("audio", nargs="*", help="audio files: their prompt ids are built by the backend and sent as "
@@ -29,7 +29,6 @@ def add_parser(sub):
                    "metrics for n = 1 only)")
     p.add_argument("--stream", choices=("usage", "no-usage"), help="stream the completions, with or without "
                    "stream_options.include_usage (vLLM sends the metrics on the usage chunk only)")
-    p.add_argument("--out", help="output JSON (- for stdout; default: none, the summary only)")
     return p
 
 

@@ -140,12 +140,11 @@ def classic_sweep_mismatches(r: dict) -> list[str]:
 
 def bench_summary(r: dict) -> str:
     """The last lines `bench` prints: the headline speedups with their ranges, and the model."""
-    lo, hi = r["achieved_speedup_range"]
-    llo, lhi = r["achieved_speedup_vs_loop_range"]
     same = "yes" if r["identical_outputs"] else "NO"
-    lines = [f"greedy SD vs cloud-only (HF generate): {r['achieved_speedup']:.2f}× (range {lo:.2f}–{hi:.2f} "
-             f"over {r['repeats']} repeats), vs minimal cloud loop: {r['achieved_speedup_vs_loop']:.2f}× "
-             f"(range {llo:.2f}–{lhi:.2f}), identical outputs: {same} ({r['identical_clips']}/{r['clips']} clips)",
+    lines = [f"greedy SD vs cloud-only (HF generate): {r['achieved_speedup']:.2f}× (range "
+             f"{_pair(r['achieved_speedup_range'])} over {r['repeats']} repeats), vs minimal cloud loop: "
+             f"{r['achieved_speedup_vs_loop']:.2f}× (range {_pair(r['achieved_speedup_vs_loop_range'])}), "
+             f"identical outputs: {same} ({r['identical_clips']}/{r['clips']} clips)",
              f"k = {r['k']}, c = {r['c']:.3f} (edge forward / cloud forward), alpha = {r['alpha_leviathan']:.3f} "
              f"per judged draft ({r['alpha']:.3f} accepted/drafted): measured cost model "
              f"{r['predicted_speedup']:.2f}×, achieved (vs cloud loop) / predicted {r['achieved_over_predicted']:.2f} "
@@ -231,11 +230,10 @@ def by_severity(findings: list[dict]) -> str:
     """'1 error: stale_cache (explains context_mismatch, unverified_end) · info: vocab_widths':
     the root findings, each with the symptoms folded under it (codes once each): `record`."""
     parts, roots = [], [f for f in findings if not f.get("explained_by")]
-    for sev, name in (("error", "error"), ("warning", "warning"), ("info", "info")):
+    for sev in ("error", "warning", "info"):
         codes = list(dict.fromkeys(folded_codes(f, findings) for f in roots if f["severity"] == sev))
         if codes:
-            label = f"{len(codes)} {name}s" if sev != "info" and len(codes) > 1 else (
-                f"1 {name}" if sev != "info" else "info")
+            label = "info" if sev == "info" else f"{len(codes)} {sev}{'s' if len(codes) > 1 else ''}"
             parts.append(f"{label}: {', '.join(codes)}")
     if not any(f["severity"] == "error" for f in roots):
         parts.insert(0, "no error finding")

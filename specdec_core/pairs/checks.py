@@ -50,36 +50,32 @@ def tokenizer_mismatch(edge: Side, cloud: Side):
     te, tc = edge.tokenizer, cloud.tokenizer
     specials = sorted({t for s in (te, tc) for t in getattr(s, "all_special_tokens", []) or []})[:40]
     probes = list(PROBES) + ["".join(specials[:20]) + "你好", "".join(specials[20:]) + "1"]
-    fix = "use a draft built on the cloud's tokenizer (same vocabulary and special tokens)"
+    differ = lambda detail: finding("tokenizer_mismatch", "The tokenizers disagree", detail,  # noqa: E731
+                                    fix="use a draft built on the cloud's tokenizer (same vocabulary and special tokens)")
     for t in specials:
         a, b = te.convert_tokens_to_ids(t), tc.convert_tokens_to_ids(t)
         if a != b:
-            return finding("tokenizer_mismatch", "The tokenizers disagree",
-                           f"special token {t} is id {b} for the cloud and {a} for the edge", fix=fix)
+            return differ(f"special token {t} is id {b} for the cloud and {a} for the edge")
     for text in probes:
         ia = te(text, add_special_tokens=False).input_ids
         ib = tc(text, add_special_tokens=False).input_ids
         if ia != ib:
             at = common_prefix(ia, ib)
-            return finding("tokenizer_mismatch", "The tokenizers disagree",
-                           f"{_short(text, 40)} encodes differently from token {at}: cloud "
-                           f"{_short(ib[at:at + 4])}, edge {_short(ia[at:at + 4])}", fix=fix)
+            return differ(f"{_short(text, 40)} encodes differently from token {at}: cloud "
+                          f"{_short(ib[at:at + 4])}, edge {_short(ia[at:at + 4])}")
         da = te.decode(ia, skip_special_tokens=False)
         db = tc.decode(ib, skip_special_tokens=False)
         if da != db:
-            return finding("tokenizer_mismatch", "The tokenizers disagree",
-                           f"the same ids decode to {_short(db, 40)} (cloud) and {_short(da, 40)} "
-                           "(edge)", fix=fix)
+            return differ(f"the same ids decode to {_short(db, 40)} (cloud) and {_short(da, 40)} (edge)")
     n = min(len(te), len(tc))
     step = max(1, n // 4000)
     ids = list(range(0, n, step))
     ta, tb = te.convert_ids_to_tokens(ids), tc.convert_ids_to_tokens(ids)
     diff = next((i for i, a, b in zip(ids, ta, tb) if a != b), None)
     if diff is not None or len(te) != len(tc):
-        where = (f"id {diff} is {_short(tb[ids.index(diff)])} for the cloud and "
-                 f"{_short(ta[ids.index(diff)])} for the edge" if diff is not None else
-                 f"the cloud has {len(tc)} tokens, the edge {len(te)}")
-        return finding("tokenizer_mismatch", "The tokenizers disagree", where, fix=fix)
+        return differ(f"id {diff} is {_short(tb[ids.index(diff)])} for the cloud and "
+                      f"{_short(ta[ids.index(diff)])} for the edge" if diff is not None else
+                      f"the cloud has {len(tc)} tokens, the edge {len(te)}")
     return None
 
 

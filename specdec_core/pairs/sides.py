@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-
 @dataclass
 class Side:
     role: str                        # "edge" | "cloud"

@@ -1,17 +1,6 @@
-"""The one registry of the recorder's checks (docs/recorder.md, "Adding a check"):
-
-    @check("code_a", "code_b", scope="row", order=50, pooled=fn)
-    def my_check(e: Evidence) -> list[Finding]: ...
-
-codes: registered in specdec_core/findings.py with their facts; scope "row" runs on every row of
-a batch, "clip" on the clip only (a loop's recording: both read an Evidence), "request" on one
-audited request of a served engine, "run" on a whole audit (every request), "pair" on a model pair
-(pairs/checks.py: `fn(edge, cloud) -> finding or None`, run by pairs.run_checks, where a check
-that raises is `check_failed`); order: where it runs (the first finding of a code is shown);
-pooled: fn(list of every clip's Evidence, one per distinct run, 2+) -> findings, run by
-`run_pooled` in `pooled_order` (default: order; `pooled_sum`: a check's per-run data summed and
-judged once). `load` imports every module under recorder/checks/: a new check is its module and
-its registration."""
+"""The one registry of checks (docs/recorder.md, "Adding a check": the scopes, `order`, `pooled`,
+the declared codes): `@check("code_a", "code_b", scope="row", order=50, pooled=fn)` on
+`fn(e: Evidence) -> list[Finding]`; `load` imports every module under recorder/checks/."""
 from __future__ import annotations
 
 import importlib

@@ -1,8 +1,6 @@
 """Evidence: what every check reads, built once per canonical recording, lazily, read-only
-(docs/recorder.md, "Pipeline"): the tapes (what each cache held at every forward), the rounds,
-the reconstructed trace, the trees, the draft samples, the token texts, and the normalizers'
-notes. Pooled checks read a list of Evidence, one per distinct run (`distinct`): the Evidence
-each judged result carries (specdec_core/result.py)."""
+(docs/recorder.md, "Pipeline"). Pooled checks read a list of Evidence, one per distinct run
+(`distinct`): the Evidence each judged result carries (specdec_core/result.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,19 +1,8 @@
 """Where the loop itself resumed after a verification (issue 42; docs/recorder.md, "Where the
-loop resumed").
-
-Under a sampled rule the token emitted at a rejection can equal the rejected draft: the
-built-in decoder's `verify=greedy` at T > 0 samples its correction from p, and a tree loop whose
-residual is not updated between siblings draws a rejected sibling again. The committed sequence
-then continues the draft and reads as an acceptance, and the verify forward's later rows look
-like decisions the loop never took. The loop's next forwards say where it really resumed: the
-drafter's first forward after the verification ends on the loop's last committed token, and the
-cloud re-feeds that token instead of keeping it (the next tree's root, for tree loops).
-
-`build_rounds` reads it round by round (the frontier of each round already corrected, so one
-pass) and keeps `t.resumed` = {verify forward: the position of the loop's own correction}; the
-round's `accepted` and the tapes' `decided` read its rows past that position as unused. Only with a declared temperature T > 0: under greedy a correction is the argmax and
-never equals a rejected draft. Whether the repeat was allowed is for the checks to say
-(recorder/checks/tree/sampling.py: never under an exact sibling rule)."""
+loop resumed": a sampled correction equal to the rejected draft reads as an acceptance). With a
+declared T > 0, `build_rounds` reads it round by round and keeps `t.resumed` = {verify forward:
+the position of the loop's own correction}; the round's `accepted` and the tapes' `decided` read
+its rows past that position as unused. Whether the repeat was allowed is for the checks to say."""
 from __future__ import annotations
 
 def _next(t, k: int, cached_edge: bool):

@@ -1,13 +1,7 @@
-"""The recorder's normalize stage (docs/recorder.md, "Pipeline"): each family of loops is made
-canonical before the evidence and the checks read it. One module per assumption removed, one
-signature `normalize(rec, ctx) -> (rec, notes)`, run in the order of NORMALIZERS: retokenized
-(an edge with its own tokenizer), dropped (ids dropped from the returned output), shift (a
-drafter fed one position behind: EAGLE's head), window (a drafter fed a sliding window of
-the committed text), generated (a verifier that generates its tokens: its forwards one round), tree (a verified tree read as the chain of its
-accepted path). A normalizer never builds tapes or rounds and never emits a finding: its notes
-are turned into findings by a check (checks/noted/, checks/tree/). Where a sampling loop resumed
-is read with the rounds (evidence/resumed.py). `batch_rows` comes first, in analyze: a batch > 1
-recording split into one single-row recording per row, each then normalized by `run`."""
+"""The recorder's normalize stage (docs/recorder.md, "Pipeline": what each normalizer removes):
+NORMALIZERS in order, each `normalize(rec, ctx) -> (rec, notes)`; a normalizer never builds tapes
+or rounds and never emits a finding (a check turns its notes into findings). `batch_rows` comes
+first, in analyze: one single-row recording per row of a batch > 1, each then normalized by `run`."""
 from __future__ import annotations
 
 from specdec_core.recorder.normalize.replayed import replay

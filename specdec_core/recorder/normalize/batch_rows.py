@@ -1,11 +1,6 @@
-"""Batch rows: a recording whose forwards ran batch > 1 becomes one single-row recording per row,
-each judged by every check (docs/recorder.md, "Batches"). Removes the assumption "the batch is
-row 0": a row's cache length is the cache's minus its padding (the attention mask's zeros), its
-positions are read against that length (a constant per-row offset, the padded convention with
-rotary positions, is the row's own origin), slots a loop moved (a realigned row) are followed, rows
-the loop moved to other slots (a condensed batch, vllm #14645) are followed by their content,
-and the clip's row is the one whose prompt is the clip's. Rows other than the clip's are judged
-against what their cloud chose in the contexts they were fed (greedy); their text is not judged.
+"""Batch rows (docs/recorder.md, "Batches"): a recording whose forwards ran batch > 1 becomes one
+single-row recording per row (padding, per-row cache length and positions, moved slots and rows
+followed), each judged by every check; the clip's row is the one whose prompt is the clip's.
 Where the layout cannot be read the answer is one finding saying so, never a row-0 verdict."""
 from __future__ import annotations
 

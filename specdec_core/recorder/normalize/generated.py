@@ -1,10 +1,7 @@
-"""Normalize a verifier that GENERATES instead of scoring (issue 48, item 1; SpeculatoViz's
-design): after the edge drafts, the cloud produces its own tokens, one forward of one token each,
-and the loop keeps the drafts equal to them. Those forwards are one round: they are merged into
-one verify forward over the committed catch-up, the accepted drafts (the cloud's own tokens up
-to the cache the loop kept) and the rejected draft where the edge's rows name it, with the rows
-the cloud computed. The forwards past what was kept are dropped and counted in
-its note: the speed check (`verify_generates`) reads it."""
+"""Normalize a verifier that GENERATES instead of scoring (issue 48, item 1; docs/recorder.md,
+"Layouts of 2026's loops"): its one-token forwards after a drafting run are merged into one
+verify forward; those past what the loop kept are dropped and counted in its note (the speed
+check `verify_generates` reads it)."""
 from __future__ import annotations
 
 import copy

@@ -14,7 +14,6 @@ from specdec_core.recorder.observe.edge_vocab import texts_of
 CHAT_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
 
-# -- analysis side -------------------------------------------------------------------------------
 def _ends(pieces: list[str]) -> list[int]:
     return list(accumulate(map(len, pieces)))
 

@@ -1,11 +1,7 @@
-"""Normalize a drafter's input shift (issue 41): EAGLE feeds its head `input_ids[:, 1:]`, so at
-head position t the head sees the cloud's feature of t with the token t+1, one position behind
-our layout (position q: token q, feature of q-1). The head hooks decide per recording which
-layout explains the fed ids and features (recorder/observe/head_hooks.py `_decide`, kept as
-`features.shift = 1` on each head forward); here every such forward is rewritten in our
-coordinates (cache length, positions, mask columns and slots one further; the first forward gets
-the prompt's first id in front, which the loop fed to no head row), so tapes, rounds and checks
-read it as any head. The raw values are kept under `raw`."""
+"""Normalize a drafter's input shift (issue 41; docs/recorder.md, "Pipeline", `shift.py`): EAGLE
+feeds its head `input_ids[:, 1:]`, one position behind our layout (position q: token q, feature of
+q-1). Each forward marked `features.shift = 1` (head_hooks.py `_decide`) is rewritten in our
+coordinates; the raw values are kept under `raw`."""
 from __future__ import annotations
 
 import copy

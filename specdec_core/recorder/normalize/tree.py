@@ -24,7 +24,7 @@ def infer_parent(raw: dict, i: int, nodes: list, depth: dict) -> int | None:
 
 def inferred_path(raw: dict, tree: dict, C: list) -> list[int]:
     """Without a mask: at each depth the node with the committed id whose row's argmax is the
-    next committed id (the cloud's own path); the path's parents are set from it."""
+    next committed id (the cloud's own path)."""
     ids, rows, path = raw["ids"], raw.get("rows") or {}, []
     off = rows.get("offset", 0)
     argmax = lambda j: rows["argmax"][j - off] if rows and 0 <= j - off < len(rows["argmax"]) else None
@@ -35,8 +35,6 @@ def inferred_path(raw: dict, tree: dict, C: list) -> list[int]:
             break
         nxt = C[q + 1] if q + 1 < len(C) else None
         path.append(next((j for j in cand if argmax(j) == nxt), cand[0]))
-    for a, b in zip([None] + path, path):
-        tree["parent"][b] = a
     return path
 
 
@@ -213,12 +211,6 @@ def _tails(raw: dict, tree: dict, pos: list, own: list, by_i: dict) -> dict:
             for j in tree["nodes"]}
 
 
-def _inert(raw: dict) -> dict:
-    """An edge forward that drafted tree nodes: kept for its time, read through the tree."""
-    return dict(raw, ids=[], rows=None, cache=None, position_ids=None, cache_position=None,
-                mask_shape=None, tree_sel=[])
-
-
 def _kept_path(raw: dict, tree: dict, own: list, C: list) -> list[int]:
     """Without a mask: the path the loop itself kept, read from the next forward's cache slots
     (copy-down followed): node per slot from the tree's first column, while ids are committed."""
@@ -229,12 +221,13 @@ def _kept_path(raw: dict, tree: dict, own: list, C: list) -> list[int]:
                 or tree["base"] + d >= len(C) or raw["ids"][o[1]] != C[tree["base"] + d]:
             break
         path.append(o[1])
-    for a, b in zip([None] + path, path):
-        tree["parent"][b] = a
     return path
 
 
 def _verified(raw: dict, tree: dict, path: list, slots: _Slots, key, C: list) -> dict:
+    """The tree forward as the chain of its accepted `path`; a path read without a mask sets its parents."""
+    for a, b in zip([None] + path, path):
+        tree["parent"][b] = a
     tree["path"] = path
     L = raw.get("cache_len") or 0
     slots.expect[key] = (raw["i"], {tree["c0"] + d: (raw["i"], j) for d, j in enumerate(path)
@@ -268,7 +261,8 @@ def normalize(rec: dict, ctx=None) -> tuple[dict, dict]:
         tree = trees[raw["i"]] = build_tree(raw, pos)
         if raw["model"] == "edge":
             tree["tail"] = _tails(raw, tree, pos, own, by_i)
-            out.append(_inert(raw))
+            out.append(dict(raw, ids=[], rows=None, cache=None, position_ids=None, cache_position=None,
+                            mask_shape=None, tree_sel=[]))      # kept for its time, read through the tree
         elif tree["sees"] is None and raw.get("cache") is not None:
             pending[key] = (len(out), raw, tree)
             out.append(raw)

@@ -1,13 +1,8 @@
-"""What a recording must be before anything reads it (issue 36): a size cap in MB, JSON that
-parses (deep nesting is "not a recording", not a RecursionError), counts of forwards and fed ids
-under their caps, and forwards that do not contradict each other (each forward's index is its
-place in the list: the same forwards pasted several times are refused as malformed).
-
-The ONE check for every reader: the Inspect upload (ui/inspect.py), `analyze()` (the library,
-the CLI's `record`), the app's per-session caps. The limits are caps of specdec_core/caps.py
-(SPECSCOPE_MAX_RECORDING_MB, _FORWARDS, _IDS; tighter when the app serves the network). Output
-ids that no forward could have produced (issue 37: 200,000 out_ids after a few hundred fed ids)
-are refused before anything renders them."""
+"""What a recording must be before anything reads it (issue 36; docs/space.md, "A recording
+upload"): a size cap in MB, JSON that parses (deep nesting is "not a recording"), counts of forwards
+and fed ids under their caps (specdec_core/caps.py), forwards that do not contradict each other
+(each forward's index is its place in the list), and no more output ids than could have been
+produced (issue 37). The ONE check for every reader: the Inspect upload, `analyze()`, `record`."""
 from __future__ import annotations
 
 import json

@@ -1,11 +1,7 @@
-"""Normalize a drafter fed a sliding WINDOW of the committed text (issue 48, item 2): a fresh
-cache each round and the last W committed ids, positions 0..W-1 (or their own absolute
-positions). A consistent window is a layout, like EAGLE's shift: each such forward is rewritten
-in our coordinates (the committed ids before the window in front, cache length and positions
-moved by the window's start on the forwards that continue its cache), so tapes, rounds and
-checks read it as a drafter that saw the committed text. A window that is not a slice of the
-committed text is left as it is: the context checks judge it. The raw values are kept under
-`raw`."""
+"""Normalize a drafter fed a sliding WINDOW of the committed text (issue 48, item 2; docs/recorder.md,
+"Layouts of 2026's loops"): a fresh cache each round and the last W committed ids. A consistent
+window is a layout, like EAGLE's shift, rewritten in our coordinates; a window that is not a slice
+of the committed text is left as it is for the context checks. The raw values are kept under `raw`."""
 from __future__ import annotations
 
 import copy

@@ -1,9 +1,8 @@
-"""Observers: each keeps one part of a recording. The Recorder (hooks.py) walks ONE ordered list,
-`hooks.OBSERVERS`: adding an observer is its module (a subclass of `Observer`) plus one entry
-there. Each entry is built with the recording, `cls(recorder)` (`recorder.models`, `.distinct`
-(each model once, with its role), `.drafter`, `.declared`, `.tokenizer`, `.forwards` are set; a
-declaration no loop could apply raises UserError here); then, for every entry in list order,
-the Recorder calls the methods below. Fields are JSON-serialisable (docs/recorder.md, schema)."""
+"""Observers: each keeps one part of a recording, in ONE ordered list, `hooks.OBSERVERS` (docs/recorder.md,
+"Pipeline": a new observer is its module, a subclass of `Observer`, plus one entry there). Each is built
+as `cls(recorder)` (`recorder.models`, `.distinct`, `.drafter`, `.declared`, `.tokenizer`, `.forwards` set;
+a declaration no loop could apply raises UserError here), then called in list order as below; the
+fields they write are JSON-serialisable (the schema: docs/recorder.md)."""
 from __future__ import annotations
 
 import torch

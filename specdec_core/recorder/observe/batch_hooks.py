@@ -1,9 +1,6 @@
 """What the flight recorder keeps of a forward with batch > 1 (docs/recorder.md, "Batches"): per
-row, the ids it was really fed (the attention mask's ones), the padding its cache holds, its
-positions, its scored rows, the cached slots it attends whose keys are zero (`zeroed`), and where each cached slot's keys came from when a loop moved them
-(a batched loop realigns its rows every step) or moved the row to another slot (`from`: an
-engine condensing its batch). recorder/normalize/batch_rows.py splits such a
-recording into one recording per row."""
+row its real ids, padding, positions and scored rows, zeroed attended slots (`zeroed`), and where
+moved slots' keys (`tape_src`) or a moved row (`from`) came from; normalize/batch_rows.py splits it."""
 from __future__ import annotations
 
 import torch

@@ -37,12 +37,9 @@ def _cache_len(cache) -> int | None:
 
 
 class _Keys:
-    """Stable small ids for caches, so the tape can follow each cache. A cache object seen
-    before keeps its id (weakly held). A NEW object that holds what a cache of this recording
-    held (legacy tuples re-wrapped, caches rebuilt by slicing `k[:, :, :n]` or copied into a
-    fresh DynamicCache) gets that cache's id, so its tape continues: each cache's fingerprint
-    after its last write is kept (tree_hooks.fingerprint, one tensor per id; Trees reads it too)
-    and compared with the new one's."""
+    """Stable small ids for caches, so the tape can follow each cache (docs/recorder.md, "How it
+    records": cache identity): each cache's fingerprint after its last write is kept (one tensor
+    per id; Trees reads it too) and a NEW object holding what a recorded cache held gets its id."""
 
     def __init__(self):
         self.refs: list = []            # (weak ref to a cache object, key)

@@ -1,11 +1,7 @@
-"""Observe a model called through its parts (issue 41): the inner model (`model.model(...)`), then
-the LM head (`model.lm_head(hidden)`), as EAGLE's official loop calls its verifier. The top-level
-forward hooks never fire for such a call, so the forward is recorded where its logits are made:
-the inner model's pre hook records the inputs (the same record as a top-level forward, plus
-`"call": "parts"`), and the LM head's output on all its rows completes it. An inner call whose
-hidden states never go through the LM head is completed without rows at the next forward (the
-`not_judged` finding counts it). Inner calls made by a top-level forward are left to the
-top-level hooks (docs/recorder.md, "How it records")."""
+"""Observe a model called through its parts (issue 41; docs/recorder.md, "How it records"): the
+inner model (`model.model(...)`), then the LM head (`model.lm_head(hidden)`), as EAGLE's official
+loop calls its verifier. The inner model's pre hook records the inputs (`"call": "parts"`) and the
+LM head's output completes it; an inner call never read out is completed without rows."""
 from __future__ import annotations
 
 from functools import partial

@@ -1,10 +1,7 @@
-"""Declared logit processing (issue 42): what the loop applies to each distribution, as
-`generate` would. The drafter's side: what its drafts are sampled from (q): `draft_top_k`,
-`draft_top_p`. The target's side: what the output must follow (p): `target_top_k`,
-`target_top_p`, `target_repetition_penalty`. The recorder stores each model's rows from the
-PROCESSED logits (the penalty on the raw logits, then temperature, top-k, top-p, HF's order),
-so every check judges drafts against the declared q and the output against the declared p; the
-raw argmax is kept (`raw_argmax`) to name a penalty the loop did not apply."""
+"""Declared logit processing (issue 42; docs/recorder.md, "Declared processing and the exact
+rules"): the drafter's `draft_top_k`, `draft_top_p` (q) and the target's `target_top_k`,
+`target_top_p`, `target_repetition_penalty` (p). Each model's rows are stored from the PROCESSED
+logits in HF's order; the raw argmax is kept (`raw_argmax`) to name a penalty not applied."""
 from __future__ import annotations
 
 import math

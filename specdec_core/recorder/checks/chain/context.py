@@ -8,7 +8,6 @@ from specdec_core.recorder.evidence.tape import Fwd
 from specdec_core.recorder.checks.registry import check, ev
 
 
-# -- the cache / context / position family --------------------------------------------------------
 @check("position_error", scope="row", order=10)
 def check_positions(e) -> list[dict]:
     """skip_2d: an mrope model, whose 2-D position_ids are its three rows (omni_checks)."""

@@ -87,7 +87,6 @@ def check_stops(e) -> list[dict]:
     return out
 
 
-# -- registered (recorder/checks/registry.py)
 @check("rank_window_exceeded", "lossy_accept", "lossless_violation", scope="row", order=60)
 def rank_window(e) -> list:
     """Accepted drafts the cloud ranks 2nd or lower against the declared window (greedy: 1),

@@ -6,11 +6,6 @@ from specdec_core.findings import finding
 from specdec_core.recorder.checks.registry import check, ev
 
 
-def _expected(layout: dict, start: int, n: int) -> list[list[int]]:
-    P, d = layout["prompt"], layout["rope_delta"]
-    return [[P[r][j] if j < len(P[r]) else j + d for j in range(start, start + n)] for r in range(3)]
-
-
 @check("position_error", scope="row", order=20)
 def check_mrope(e) -> list[dict]:
     """position_error when a forward's mrope positions are not the prompt's get_rope_index
@@ -19,13 +14,13 @@ def check_mrope(e) -> list[dict]:
     layout = rec.get("mrope")
     if not layout:
         return []
-    d, bad = layout["rope_delta"], []
+    P, d, bad = layout["prompt"], layout["rope_delta"], []
     for f in t.fwds:
         raw = f.raw
         rows = raw.get("mrope") or ([raw["position_ids"]] * 3 if raw.get("position_ids") else None)
         if not rows or not rows[0]:
             continue
-        want = _expected(layout, f.L, len(rows[0]))
+        want = [[P[r][j] if j < len(P[r]) else j + d for j in range(f.L, f.L + len(rows[0]))] for r in range(3)]
         if rows != want:
             bad.append((f, rows, want))
     if not bad:

@@ -32,11 +32,6 @@ def _at_t(f, r, lp, T):
     return None if lp is None or lse is None else lp / T - lse
 
 
-def _top_logp(f, r, tok):
-    ids = f.rows["top_ids"][r]
-    return f.rows["top_logp"][r][ids.index(tok)] if tok in ids else None
-
-
 def collect(e) -> dict:
     """Per recording (its Evidence): judged drafts, draft argmax shares, corrections (see
     module doc)."""
@@ -68,8 +63,8 @@ def collect(e) -> dict:
             rc = cf.row_at(pos - 1)
             if rc is None or f.ctx[:pos] != cf.ctx[:pos]:
                 break
-            x = rnd.block[j]
-            lq = _at_t(f, r, _top_logp(f, r, x), T)
+            x, top = rnd.block[j], f.rows["top_ids"][r]
+            lq = _at_t(f, r, f.rows["top_logp"][r][top.index(x)] if x in top else None, T)
             lp = _at_t(cf, rc, cf.logp_of(rc, x), T)
             if lq is None or lp is None:
                 continue            # outside the edge's top-5: q(x) unknown

@@ -144,7 +144,6 @@ def tree_findings(forwards: list, trees: dict, stale: list, accepted: float | No
     return out
 
 
-# -- registered (recorder/checks/registry.py)
 @check("tree_mask", "tree_positions", "stale_cache", "draft_context", "tree_inferred", scope="row",
        order=0.3)
 def trees(e) -> list:
