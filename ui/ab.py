@@ -13,8 +13,6 @@ from specdec_core.evaluation.bench.stats import paired
 from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
-from specdec_core.decoding.config import DecodeConfig
-from specdec_core.errors import ConfigError
 from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
@@ -184,13 +182,8 @@ class ABTab:
 
     def _configs(self, values):
         n = len(self.panel_a.inputs)
-        out = []
-        for side, panel, vals in zip("AB", self.panels, (values[:n], values[n:])):
-            try:
-                out.append(DecodeConfig.from_dict(panel.to_config(vals)))
-            except ConfigError as e:
-                raise ConfigError(f"config {side}: {e}") from None
-        return out
+        knobs = (panel.to_config(vals) for panel, vals in zip(self.panels, (values[:n], values[n:])))
+        return list(common.side_configs(zip("AB", knobs)).values())
 
     def _pack(self, status, views=(None, None), ref=None, diff=None, cdiff=None, diags=(None, None)) -> list:
         """The outputs in order (views and diags: one per side); None leaves an output as it is."""

@@ -101,10 +101,8 @@ def batch_limit(limit) -> int | None:
 @gpu
 def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, session, cancel):
     try:
-        configs = {"A": _cfg(config_json)}
-        if (config_b_json or "").strip():
-            configs["B"] = _cfg(config_b_json)
-        configs = {k: cap_config(c) for k, c in configs.items()}
+        sides = common.side_configs((("A", config_json), ("B", config_b_json))[: 1 + bool((config_b_json or "").strip())])
+        configs = {k: cap_config(c) for k, c in sides.items()}
         n = batch_limit(limit)
         items = clips_from_uploads(manifest, clips) if (manifest or clips) else read_manifest(common.MANIFEST)
         items = items[:n] if n else items

@@ -19,7 +19,7 @@ import gradio as gr
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.knobs import short
-from specdec_core.errors import AudioError, UserError
+from specdec_core.errors import AudioError, ConfigError, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = ROOT / "sample_audio"
@@ -113,6 +113,18 @@ def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None)
         pass
     out.append(("cloud", (cloud_url or "").strip() or "in this process"))
     return out + [("fault", f) for f in (cfg.faults if cfg else ())]
+
+
+def side_configs(sides) -> dict[str, DecodeConfig]:
+    """{side: DecodeConfig} from (side, knobs dict or JSON text) pairs; a bad one's error names its side."""
+    out = {}
+    for side, given in sides:
+        try:
+            out[side] = (DecodeConfig.from_dict(given) if isinstance(given, dict)
+                         else DecodeConfig.from_json((given or "").strip() or "{}"))
+        except ConfigError as e:
+            raise ConfigError(f"config {side}: {e}") from None
+    return out
 
 
 def token_texts(tokenizer):

@@ -79,12 +79,6 @@ class Run:
         return {"backend": self.backend.name, "config": self.cfg.to_dict(), "results": [self.result()]}
 
 
-def time_sides(backend, sides: list, session: str, n: int = REPEATS) -> list[list[float]] | None:
-    """The quiet interleaved repeats of evaluation/bench/speedup.py, stoppable by the session's Stop."""
-    with running(session) as cancel:
-        return time_interleaved(backend, sides, n, cancel)
-
-
 def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS):
     """([decode times per run], [cloud-only times per run or None]) from `n` quiet repeats interleaved
     A B C, C B A (evaluation/bench/speedup.py; issue 43); None when a run was stopped or Stop is pressed."""
@@ -99,7 +93,8 @@ def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS)
             at.append(len(sides) - 1)
         else:
             at.append(None)
-    t = time_sides(runs[0].backend, sides, session, n)
+    with running(session) as cancel:     # stoppable by the session's Stop
+        t = time_interleaved(runs[0].backend, sides, n, cancel)
     return None if t is None else (t[:len(runs)], [None if i is None else t[i] for i in at])
 
 
