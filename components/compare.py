@@ -16,9 +16,7 @@ from specdec_core.evaluation.bench.stats import spread
 from .cards import speed_kind, speed_times
 from .formatting import esc, fmt, is_number, stylesheet
 
-# +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
-# hanzi_count, which should sit inside the prompt type's band rather than grow or shrink);
-# nodes_per_call is a tree's nodes verified per cloud call (its forward's width).
+# Metrics not listed have no direction (hanzi_count should sit inside its prompt type's band).
 HIGHER = ("acceptance_rate", "mean_accepted_length", "tokens_per_s", "chrf", "emotion_hit", "speedup")
 LOWER = ("nodes_per_call", "punct_density", "repeat_rate", "adjacent_repeats", "cloud_calls", "cloud_call_rate",
          "target_forwards", "corrections", "wall_s", "cycles", "template_leak", "cache_desyncs", "rejected_tokens",
@@ -63,18 +61,13 @@ def _scalar(value):
     return value
 
 
-# Cost and agreement metrics: fewer cloud calls (or a higher acceptance) is only better when the
-# two sides wrote the same text. A side that never called the cloud, or accepted drafts the cloud
-# would not have chosen, is cheaper because it is lossy, not because it is better.
+# Cost and agreement metrics: better only at the same text (a lossy side is cheaper, not better).
 COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "nodes_per_call", "cloud_calls", "cloud_call_rate", "target_forwards",
         "draft_forwards", "corrections", "rejected_tokens", "tokens_per_s", "wall_s", "bytes_up",
         "bytes_down", "speedup"}
-# Timings move between repeats of one and the same run (other work on the machine, caches). The
-# A/B tab times each side on REPEATS quiet, interleaved repeats: a timing difference is called
-# better only when the medians differ by more than NOISE_FACTOR x the larger spread (max - min)
-# of the two sides' repeats (identical configurations then name a winner in ~1.5% of rows, by
-# simulation with 3 repeats). Without repeats (a caller with one timing per side), a difference
-# under NOISE_REL of the larger value is "within noise".
+# Timings move between repeats of one run: judged against their spread (noise_verdict; identical
+# configurations then name a winner in ~1.5% of rows, by simulation with 3 repeats), or without
+# repeats, "within noise" under NOISE_REL of the larger value.
 TIMED = {"decode_s", "wall_s", "tokens_per_s", "speedup", "cloud_only_s"}
 NOISE_FACTOR = 1.5
 NOISE_REL = 0.20
@@ -82,9 +75,7 @@ WITHIN_NOISE = f"within noise: timed once per side, and a timing difference unde
 IDENTICAL = "A and B have identical configurations: any difference is noise, none is called better"
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
 BANDS = {"punct_density": PUNCT_RANGE}
-# Per-draft counts that a tree and a chain count differently: a tree verifies siblings of which at
-# most one per depth can be accepted (and drafts a depth in one wider edge forward). With a tree on
-# either side they name no winner; the mean acceptance length (tokens per cloud call) compares.
+# Per-draft counts a tree and a chain count differently (TREE_NOTE): no winner with a tree on a side.
 TREE_INCOMPARABLE = {"acceptance_rate", "rejected_tokens", "draft_forwards", "corrections"}
 TREE_NOTE = ("not comparable with a tree on a side: a tree verifies siblings of which at most one per "
              "depth can be accepted; compare the mean acceptance length (tokens per cloud call)")

@@ -49,10 +49,7 @@ async def in_worker(fn, *args):
 @gpu
 def _run(sample, audio, config_json, backend_name, baseline, session, cancel):
     try:
-        run = _start(sample, audio, config_json, backend_name, session, cancel).to_end()
-        if baseline:
-            run.run_baseline()
-        res = run.result()
+        res = _start(sample, audio, config_json, backend_name, session, cancel).to_end().result(baseline)
         return res, res["text"]
     except Exception as e:  # noqa: BLE001
         common.api_error(e)
@@ -77,9 +74,7 @@ def api_run_stream(sample: str = "", audio: FileData | None = None, config_json:
             if live.trace["rounds"]:
                 yield ({"done": False, "round": len(live.trace["rounds"]), "n_tokens": live.n_tokens,
                         "text": live.text(), "new_warnings": new}, live.text())
-        if baseline:
-            run.run_baseline()
-        res = run.result()
+        res = run.result(baseline)
         yield {"done": True, **res}, res["text"]
     except Exception as e:  # noqa: BLE001
         common.api_error(e)

@@ -7,6 +7,7 @@ import functools
 import html
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -221,16 +222,14 @@ def session_of(request) -> str:
 _OUT = Path(os.environ.get("SPECSCOPE_EXPORT_DIR") or Path(tempfile.gettempdir()) / "specscope-exports")
 
 
-def prune_exports(max_age_s: float | None = None, now: float | None = None) -> int:
-    """Delete exports older than max_age_s (Gradio serves its own copies); returns how many went."""
+def prune_exports() -> int:
+    """Delete exports older than CACHE_MAX_AGE_S (Gradio serves its own copies); returns how many went."""
     import shutil
 
-    max_age_s = CACHE_MAX_AGE_S if max_age_s is None else max_age_s
-    now = time.time() if now is None else now
-    gone = 0
+    now, gone = time.time(), 0
     for p in list(_OUT.iterdir()) if _OUT.is_dir() else []:
         try:
-            if now - p.stat().st_mtime > max_age_s:
+            if now - p.stat().st_mtime > CACHE_MAX_AGE_S:
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
                 gone += 1
         except OSError:
@@ -265,17 +264,12 @@ def sturdy_cache_cleanup() -> None:
     route_utils.delete_files_created_by_app = sturdy
 
 
-def safe_stem(stem: str) -> str:
-    """A safe file-name part: 'unheard/angry_f3' -> 'unheard_angry_f3' (never outside _OUT)."""
-    import re
-
-    return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
-
-
 def export_dir(stem: str, suffix: str = "") -> Path:
-    """A new export path by `stem` and the time: a folder (made), or with `suffix` a file path."""
+    """A new export path by `stem` and the time: a folder (made), or with `suffix` a file path; the
+    stem made a safe file-name part ('unheard/angry_f3' -> 'unheard_angry_f3': never outside _OUT)."""
     prune_exports()
-    path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}{suffix}"
+    stem = re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
+    path = _OUT / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}{suffix}"
     (path.parent if suffix else path).mkdir(parents=True, exist_ok=True)
     return path
 

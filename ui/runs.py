@@ -62,9 +62,10 @@ class Run:
                                 reference=self.reference)
         return self.baseline
 
-    def result(self) -> dict:
-        """The CLI's per-clip result entry (design.md, CLI contract)."""
-        tr, base = self.live.trace, self.baseline
+    def result(self, baseline: bool = False) -> dict:
+        """The CLI's per-clip result entry (design.md, CLI contract); `baseline`: run_baseline first."""
+        base = self.run_baseline() if baseline else self.baseline
+        tr = self.live.trace
         extra = {"metrics": tr.get("metrics", {})} if base is None else {"baseline": base, "metrics": {
             **tr.get("metrics", {}), "matches_baseline": base["token_ids"] == tr.get("token_ids")}}
         return ClipResult("run", self.name, trace=tr, findings=tr.get("diagnostics"), extra=extra).to_dict()
