@@ -23,14 +23,6 @@ LOWER = ("nodes_per_call", "punct_density", "repeat_rate", "adjacent_repeats", "
          "draft_forwards", "decode_s", "bytes_up", "bytes_down")
 DIRECTION = {**dict.fromkeys(HIGHER, +1), **dict.fromkeys(LOWER, -1)}
 
-# Display order: headline metrics first, the rest alphabetically after them.
-ORDER = [
-    "acceptance_rate", "mean_accepted_length", "nodes_per_call", "acceptance_by_depth", "cloud_calls",
-    "cloud_call_rate", "corrections", "tokens_per_s", "wall_s", "hanzi_count", "punct_density", "repeat_rate", "adjacent_repeats",
-    "cycles", "template_leak", "ended_by", "new_tokens", "target_forwards", "draft_forwards",
-    "per_position_acceptance", "chrf", "emotion_hit",
-]
-
 DIFF_CSS = stylesheet("compare")
 
 
@@ -142,8 +134,10 @@ def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None
 
 
 def _keys(a_all: dict, b_all: dict) -> list[str]:
-    keys = [k for k in ORDER if k in a_all or k in b_all]
-    keys += sorted(k for k in set(a_all) | set(b_all) if k not in ORDER)
+    """The table's order (GROUPS, the drafting headline first), then the rest alphabetically."""
+    order = [k for _, _, ks in sorted(GROUPS, key=lambda g: g[0] != "draft") for k in ks]
+    keys = [k for k in order if k in a_all or k in b_all]
+    keys += sorted(k for k in set(a_all) | set(b_all) if k not in order)
     return [k for k in keys if not isinstance(a_all.get(k), dict) and not isinstance(b_all.get(k), dict)]
 
 
