@@ -25,12 +25,8 @@ from .runs import Run
 from .gpu import gpu
 
 
-def _cfg(config_json: str | None) -> DecodeConfig:
-    return DecodeConfig.from_json(config_json) if (config_json or "").strip() else DecodeConfig()
-
-
 def _start(sample, audio, config_json, backend_name, session, cancel) -> Run:
-    cfg = _cfg(config_json)
+    cfg = DecodeConfig.from_json(config_json) if (config_json or "").strip() else DecodeConfig()
     src, name = common.resolve_audio(sample or None, audio)
     return Run(common.get_backend(backend_name), src, cfg, session, name, cancel=cancel)
 

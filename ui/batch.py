@@ -113,10 +113,8 @@ class BatchTab:
         try:
             sides = common.side_configs((("A", cfg_a), ("B", cfg_b))[: 1 + bool(use_b)])
             configs = {name: cap_config(c) for name, c in sides.items()}
-            if source == UPLOAD:
-                items = clips_from_uploads(manifest, clips)
-            else:
-                items = spread_labels(read_manifest(common.MANIFEST))   # the first N span the labels
+            items = (clips_from_uploads(manifest, clips) if source == UPLOAD    # bundled: the first N span the labels
+                     else spread_labels(read_manifest(common.MANIFEST)))
             items = items[: int(limit or len(items))]
             total = len(items) * len(configs)
             with common.running(common.session_of(request)) as cancel:
