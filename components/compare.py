@@ -74,10 +74,6 @@ TREE_NOTE = ("not comparable with a tree on a side: a tree verifies siblings of 
 NOT_COMPARED = "texts differ: fewer cloud calls or a higher acceptance only counts at the same output"
 
 
-def _band(key: str, prompt_type: str | None):
-    return LENGTH_BANDS.get(prompt_type or "") if key == "hanzi_count" else BANDS.get(key)
-
-
 SAME = "the same value on both sides"
 
 
@@ -112,7 +108,7 @@ def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None
           samples: tuple[list, list] | None = None, tree: bool = False) -> tuple[str, str]:
     """(winner, why): "A" | "B" | "=" | "" (no direction or not comparable); same_text None: unknown;
     `samples`: a timing's repeats per side, judged against their spread."""
-    band = _band(key, prompt_type)
+    band = LENGTH_BANDS.get(prompt_type or "") if key == "hanzi_count" else BANDS.get(key)
     if band and is_number(a) and is_number(b):
         return _band_verdict(key, a, b, band)
     direction = DIRECTION.get(key)
