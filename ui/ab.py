@@ -258,13 +258,15 @@ class ABTab:
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
         rows, timings = timing_rows(sps, samples[0] if samples else [None, None])
+        if bases[0]:     # whether each side matches its cloud-only reference
+            rows.append(("matches_baseline", *(b["token_ids"] == t.get("token_ids") for b, t in zip(bases, (ta, tb)))))
         return self._pack(
             status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")), detail, ctx),
             [v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
              for v, r, sp in zip(self.views, runs, sps)],
             bases[0]["text"] if bases[0] else "",
             metric_diff_html(ta.get("metrics"), tb.get("metrics"), same_text, runs[0].cfg.prompt_type,
-                             extra=rows + baseline_rows(ta, tb, bases), timings=timings,
+                             extra=rows, timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
             [r.findings_html() for r in runs])
@@ -299,14 +301,6 @@ def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
             rows.append((key, *([speedup_cell(sp) for sp in sps] if key == "speedup" else
                                 (statistics.median(sa), statistics.median(sb)))))
     return rows, timings
-
-
-def baseline_rows(ta: dict, tb: dict, bases: list) -> list[tuple[str, object, object]]:
-    """Whether each side matches its cloud-only reference."""
-    if not bases[0]:
-        return []
-    return [("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
-             bases[1]["token_ids"] == tb.get("token_ids"))]
 
 
 def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:

@@ -286,10 +286,15 @@ def toast_text(msg) -> str:
 
 
 def failure(e: Exception, toast: bool = False) -> str:
-    """A failed handler's one line; a bug's traceback goes to the log, `toast` also shows a warning."""
-    if not isinstance(e, UserError):
+    """A failed handler's one line: a UserError as it is, else an internal error (a bug's traceback and
+    a remote's detail go to the log); `toast` also shows a warning."""
+    if isinstance(e, UserError):
+        if getattr(e, "detail", ""):
+            print(f"specscope: {e} | the server said: {e.detail}", file=sys.stderr, flush=True)
+        msg = str(e)
+    else:
         traceback.print_exc()
-    msg = user_message(e)
+        msg = f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''}"
     if toast:
         gr.Warning(toast_text(msg))
     return msg
@@ -306,12 +311,3 @@ def stopper(until: str):
         if cancel_session(session_of(request)):
             gr.Info(f"stopping after the current {until}")
     return stop
-
-
-def user_message(e: Exception) -> str:
-    """One line for the page: a UserError as it is, else an internal error (remote detail to the log)."""
-    if isinstance(e, UserError):
-        if getattr(e, "detail", ""):
-            print(f"specscope: {e} | the server said: {e.detail}", file=sys.stderr, flush=True)
-        return str(e)
-    return f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''}"
