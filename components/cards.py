@@ -40,13 +40,8 @@ def lossy_findings(findings: list[dict] | None) -> list[dict]:
 
 
 def _tcard(key: str, shown: str, sub: str = "", status: str = "") -> str:
-    """A card labelled and explained (on hover) by the glossary, its value as shown."""
+    """A card labelled and explained (on hover) by the glossary, its value as shown (fmt: with its unit)."""
     return _card(term(key).label, shown, sub, status, hover(key))
-
-
-def _gcard(key: str, value, sub: str = "", status: str = "", digits: int | None = None) -> str:
-    """A card labelled, united and explained by the glossary."""
-    return _tcard(key, fmt(key, value, digits), sub, status)
 
 
 TREE_RATE_NOTE = ("a tree verifies siblings of which at most one per depth can be accepted, so this share "
@@ -73,7 +68,7 @@ def acceptance_cards(m: dict, lossy: list) -> list[str]:
         return [mal_card, acc_card, _tcard("nodes_per_call", num(m.get("nodes_per_call"), 1),
                                            "draft nodes per cloud call")]
     else:
-        acc_card = _gcard("acceptance_rate", acc, "target > 60% (chains)",
+        acc_card = _tcard("acceptance_rate", fmt("acceptance_rate", acc), "target > 60% (chains)",
                           _status(acc, lambda v: v > 0.6, lambda v: v < 0.3))
     return [acc_card, mal_card]
 
@@ -84,11 +79,8 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
     m = metrics or {}
     if not m:
         return '<div class="ss-none">No metrics yet.</div>'
-    calls = m.get("cloud_calls")
-    rate = m.get("cloud_call_rate")
-    punct = m.get("punct_density")
-    hanzi = m.get("hanzi_count")
-    ended = m.get("ended_by")
+    calls, rate, punct, hanzi, ended = (m.get(k) for k in ("cloud_calls", "cloud_call_rate", "punct_density",
+                                                           "hanzi_count", "ended_by"))
     band = LENGTH_BANDS.get(prompt_type or "")   # the checklist's bands: they tint, not judge
     hanzi_status = _status(hanzi, lambda v: band[0] <= v <= band[1]) if band else ""
     cards = [
@@ -98,10 +90,10 @@ def metric_cards(metrics: dict | None, prompt_type: str | None = None,
         _tcard("tokens_per_s", num(m.get("tokens_per_s"), 1),
                f"tokens/s · {num(m.get('wall_s'), 2)} s wall time, page drawing included"
                if is_number(m.get("wall_s")) else "tokens/s"),
-        _gcard("punct_density", punct, "target 10–25%",
+        _tcard("punct_density", fmt("punct_density", punct), "target 10–25%",
                _status(punct, lambda v: PUNCT_RANGE[0] <= v <= PUNCT_RANGE[1], lambda v: v > 0.40)),
         _tcard("hanzi_count", num(hanzi), f"band {band[0]}–{band[1]}" if band else "CJK characters", hanzi_status),
-        _gcard("ended_by", ended, "", ENDED_STATUS.get(ended, "warn")),
+        _tcard("ended_by", fmt("ended_by", ended), "", ENDED_STATUS.get(ended, "warn")),
     ]
     share, thr = m.get("share_above_threshold"), m.get("entropy_threshold_nats")
     if is_number(share):   # only runs with an entropy threshold have it

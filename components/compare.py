@@ -16,22 +16,12 @@ from specdec_core.evaluation.bench.stats import spread
 from .cards import speed_kind, speed_times
 from .formatting import esc, fmt, is_number, stylesheet
 
-# +1: higher is better, -1: lower is better. Metrics not listed have no direction (e.g.
-# hanzi_count, which should sit inside the prompt type's band rather than grow or shrink);
-# nodes_per_call is a tree's nodes verified per cloud call (its forward's width).
+# Metrics not listed have no direction (hanzi_count should sit inside its prompt type's band).
 HIGHER = ("acceptance_rate", "mean_accepted_length", "tokens_per_s", "chrf", "emotion_hit", "speedup")
 LOWER = ("nodes_per_call", "punct_density", "repeat_rate", "adjacent_repeats", "cloud_calls", "cloud_call_rate",
          "target_forwards", "corrections", "wall_s", "cycles", "template_leak", "cache_desyncs", "rejected_tokens",
          "draft_forwards", "decode_s", "bytes_up", "bytes_down")
 DIRECTION = {**dict.fromkeys(HIGHER, +1), **dict.fromkeys(LOWER, -1)}
-
-# Display order: headline metrics first, the rest alphabetically after them.
-ORDER = [
-    "acceptance_rate", "mean_accepted_length", "nodes_per_call", "acceptance_by_depth", "cloud_calls",
-    "cloud_call_rate", "corrections", "tokens_per_s", "wall_s", "hanzi_count", "punct_density", "repeat_rate", "adjacent_repeats",
-    "cycles", "template_leak", "ended_by", "new_tokens", "target_forwards", "draft_forwards",
-    "per_position_acceptance", "chrf", "emotion_hit",
-]
 
 DIFF_CSS = stylesheet("compare")
 
@@ -63,18 +53,13 @@ def _scalar(value):
     return value
 
 
-# Cost and agreement metrics: fewer cloud calls (or a higher acceptance) is only better when the
-# two sides wrote the same text. A side that never called the cloud, or accepted drafts the cloud
-# would not have chosen, is cheaper because it is lossy, not because it is better.
+# Cost and agreement metrics: better only at the same text (a lossy side is cheaper, not better).
 COST = {"decode_s", "acceptance_rate", "mean_accepted_length", "nodes_per_call", "cloud_calls", "cloud_call_rate", "target_forwards",
         "draft_forwards", "corrections", "rejected_tokens", "tokens_per_s", "wall_s", "bytes_up",
         "bytes_down", "speedup"}
-# Timings move between repeats of one and the same run (other work on the machine, caches). The
-# A/B tab times each side on REPEATS quiet, interleaved repeats: a timing difference is called
-# better only when the medians differ by more than NOISE_FACTOR x the larger spread (max - min)
-# of the two sides' repeats (identical configurations then name a winner in ~1.5% of rows, by
-# simulation with 3 repeats). Without repeats (a caller with one timing per side), a difference
-# under NOISE_REL of the larger value is "within noise".
+# Timings move between repeats of one run: judged against their spread (noise_verdict; identical
+# configurations then name a winner in ~1.5% of rows, by simulation with 3 repeats), or without
+# repeats, "within noise" under NOISE_REL of the larger value.
 TIMED = {"decode_s", "wall_s", "tokens_per_s", "speedup", "cloud_only_s"}
 NOISE_FACTOR = 1.5
 NOISE_REL = 0.20
@@ -82,17 +67,11 @@ WITHIN_NOISE = f"within noise: timed once per side, and a timing difference unde
 IDENTICAL = "A and B have identical configurations: any difference is noise, none is called better"
 # Metrics with a target band: inside it on both sides is a tie, not a win for the smaller number.
 BANDS = {"punct_density": PUNCT_RANGE}
-# Per-draft counts that a tree and a chain count differently: a tree verifies siblings of which at
-# most one per depth can be accepted (and drafts a depth in one wider edge forward). With a tree on
-# either side they name no winner; the mean acceptance length (tokens per cloud call) compares.
+# Per-draft counts a tree and a chain count differently (TREE_NOTE): no winner with a tree on a side.
 TREE_INCOMPARABLE = {"acceptance_rate", "rejected_tokens", "draft_forwards", "corrections"}
 TREE_NOTE = ("not comparable with a tree on a side: a tree verifies siblings of which at most one per "
              "depth can be accepted; compare the mean acceptance length (tokens per cloud call)")
 NOT_COMPARED = "texts differ: fewer cloud calls or a higher acceptance only counts at the same output"
-
-
-def _band(key: str, prompt_type: str | None):
-    return LENGTH_BANDS.get(prompt_type or "") if key == "hanzi_count" else BANDS.get(key)
 
 
 SAME = "the same value on both sides"
@@ -129,7 +108,7 @@ def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None
           samples: tuple[list, list] | None = None, tree: bool = False) -> tuple[str, str]:
     """(winner, why): "A" | "B" | "=" | "" (no direction or not comparable); same_text None: unknown;
     `samples`: a timing's repeats per side, judged against their spread."""
-    band = _band(key, prompt_type)
+    band = LENGTH_BANDS.get(prompt_type or "") if key == "hanzi_count" else BANDS.get(key)
     if band and is_number(a) and is_number(b):
         return _band_verdict(key, a, b, band)
     direction = DIRECTION.get(key)
@@ -151,8 +130,10 @@ def judge(key: str, a, b, same_text: bool | None = None, prompt_type: str | None
 
 
 def _keys(a_all: dict, b_all: dict) -> list[str]:
-    keys = [k for k in ORDER if k in a_all or k in b_all]
-    keys += sorted(k for k in set(a_all) | set(b_all) if k not in ORDER)
+    """The table's order (GROUPS, the drafting headline first), then the rest alphabetically."""
+    order = [k for _, _, ks in sorted(GROUPS, key=lambda g: g[0] != "draft") for k in ks]
+    keys = [k for k in order if k in a_all or k in b_all]
+    keys += sorted(k for k in set(a_all) | set(b_all) if k not in order)
     return [k for k in keys if not isinstance(a_all.get(k), dict) and not isinstance(b_all.get(k), dict)]
 
 

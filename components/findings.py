@@ -154,19 +154,14 @@ def findings_summary(findings: list[dict] | None, sep: str = " · ", tail: str =
     return (sep + sep.join(parts) + tail) if parts else ""
 
 
-def _knob_label(name: str) -> str:
-    """A knob's label as the Live panel shows it ("max new tokens"), not its field name."""
-    spec = SPECS_BY_NAME.get(name)
-    return spec.label if spec is not None and spec.label else name.replace("_", " ")
-
-
 def config_badges(config: dict | None) -> str:
-    """The run's knobs as small badges; enabled faults stand out (configuration, not diagnosis)."""
+    """The run's knobs as small badges, by their Live panel labels; enabled faults stand out
+    (configuration, not diagnosis)."""
     if not config:
         return ""
     declared = config.get("declared") or config
     keys = ("k", "verify", "temperature", "max_new_tokens", "entropy_threshold")
-    out = [f'<span class="ss-badge" data-knob="{esc(k)}">{esc(_knob_label(k))}: {esc(declared[k])}</span>'
+    out = [f'<span class="ss-badge" data-knob="{esc(k)}">{esc(SPECS_BY_NAME[k].label)}: {esc(declared[k])}</span>'
            for k in keys if declared.get(k) not in (None, "")]
     if config.get("recorded"):
         out.insert(0, '<span class="ss-badge">recorded run</span>')

@@ -183,14 +183,9 @@ def accepted_length_figure(trace: dict | None) -> go.Figure:
                                  marker=dict(symbol="line-ew-open", size=16, color="#1f2328", line=dict(width=2)),
                                  hovertemplate="round %{x}: %{y} drafted<extra></extra>"))
     fig.update_layout(barmode="stack", bargap=0.25, legend_traceorder="normal")
-    fig.update_xaxes(**round_axis(ids))
+    step = 1 if len(ids) <= 30 else math.ceil(len(ids) / 15)      # whole-number rounds, first to last
+    fig.update_xaxes(range=[ids[0] - 0.5, ids[-1] + 0.5], tick0=ids[0], dtick=step, tickformat="d")
     return fig
-
-
-def round_axis(ids: list[int]) -> dict:
-    """An x axis of whole-number rounds, from the first round to the last."""
-    step = 1 if len(ids) <= 30 else math.ceil(len(ids) / 15)
-    return dict(range=[ids[0] - 0.5, ids[-1] + 0.5], tick0=ids[0], dtick=step, tickformat="d")
 
 
 def position_acceptance(trace: dict) -> list[tuple[int, float, int]]:

@@ -19,14 +19,10 @@ PARTS = [("edge_s", "edge forwards", SOURCE_COLORS["draft"]),
          ("other_s", "other (loop Python, sampling, tracing)", SOURCE_COLORS["corrected"])]
 
 
-def _is_recording(d: dict) -> bool:
-    return str(d.get("schema", "")).startswith("specscope.recording/") and "forwards" in d
-
-
 def timing_rows(obj: dict | None) -> tuple[list[dict], dict | None]:
     """(per-round splits, total split) of a trace or recording; ([], None) without timings."""
     obj = obj or {}
-    if _is_recording(obj):
+    if str(obj.get("schema", "")).startswith("specscope.recording/") and "forwards" in obj:
         rows = [{**r, "remote_s": 0.0, "other_s": r["round_s"] - r["edge_s"] - r["cloud_s"]
                  - r["recorder_s"]} for r in loop_round_times(obj)]
         return rows, recording_split(obj)

@@ -8,13 +8,7 @@ from itertools import groupby
 
 from .divergence import DIVERGENCE_CSS, divergence_marker
 from .formatting import DASH, esc, num, stylesheet, visible
-from .palette import (
-    CYCLE_COLOR,
-    REJECTED_COLOR,
-    SOURCE_COLORS,
-    SOURCE_LABELS,
-    SOURCE_TINTS,
-)
+from .palette import CYCLE_COLOR, REJECTED_COLOR, SOURCE_COLORS, SOURCE_LABELS, SOURCE_TINTS
 
 SOURCES = ("accepted", "corrected", "draft", "bonus")
 

@@ -13,8 +13,6 @@ from specdec_core.evaluation.bench.stats import paired
 from specdec_core.backends import available_backends
 from specdec_core.decoding.reference import same_reference
 from components.config_panel import SPECS_BY_NAME
-from specdec_core.decoding.config import DecodeConfig
-from specdec_core.errors import ConfigError
 from specdec_core.decoding.faults import FAULTS
 
 from . import common, limits
@@ -184,13 +182,8 @@ class ABTab:
 
     def _configs(self, values):
         n = len(self.panel_a.inputs)
-        out = []
-        for side, panel, vals in zip("AB", self.panels, (values[:n], values[n:])):
-            try:
-                out.append(DecodeConfig.from_dict(panel.to_config(vals)))
-            except ConfigError as e:
-                raise ConfigError(f"config {side}: {e}") from None
-        return out
+        knobs = (panel.to_config(vals) for panel, vals in zip(self.panels, (values[:n], values[n:])))
+        return list(common.side_configs(zip("AB", knobs)).values())
 
     def _pack(self, status, views=(None, None), ref=None, diff=None, cdiff=None, diags=(None, None)) -> list:
         """The outputs in order (views and diags: one per side); None leaves an output as it is."""
@@ -265,13 +258,15 @@ class ABTab:
         same_text = (ta.get("text") or "") == (tb.get("text") or "")
         stopped = runs[0].stopped or runs[1].stopped
         rows, timings = timing_rows(sps, samples[0] if samples else [None, None])
+        if bases[0]:     # whether each side matches its cloud-only reference
+            rows.append(("matches_baseline", *(b["token_ids"] == t.get("token_ids") for b, t in zip(bases, (ta, tb)))))
         return self._pack(
             status_html(*finished_status(name, stopped, ta.get("diagnostics"), tb.get("diagnostics")), detail, ctx),
             [v.values(r.live, r.cfg.prompt_type, plots=True, speedup=sp)
              for v, r, sp in zip(self.views, runs, sps)],
             bases[0]["text"] if bases[0] else "",
             metric_diff_html(ta.get("metrics"), tb.get("metrics"), same_text, runs[0].cfg.prompt_type,
-                             extra=rows + baseline_rows(ta, tb, bases), timings=timings,
+                             extra=rows, timings=timings,
                              identical=runs[0].cfg == runs[1].cfg),
             text_diffs_html(ta.get("text"), tb.get("text"), bases),
             [r.findings_html() for r in runs])
@@ -306,14 +301,6 @@ def timing_rows(sps: list, samples: list) -> tuple[list, dict]:
             rows.append((key, *([speedup_cell(sp) for sp in sps] if key == "speedup" else
                                 (statistics.median(sa), statistics.median(sb)))))
     return rows, timings
-
-
-def baseline_rows(ta: dict, tb: dict, bases: list) -> list[tuple[str, object, object]]:
-    """Whether each side matches its cloud-only reference."""
-    if not bases[0]:
-        return []
-    return [("matches_baseline", bases[0]["token_ids"] == ta.get("token_ids"),
-             bases[1]["token_ids"] == tb.get("token_ids"))]
 
 
 def pair_detail(ta: dict, tb: dict, sps: list, busy: str = "") -> str:

@@ -25,12 +25,8 @@ from .runs import Run
 from .gpu import gpu
 
 
-def _cfg(config_json: str | None) -> DecodeConfig:
-    return DecodeConfig.from_json(config_json) if (config_json or "").strip() else DecodeConfig()
-
-
 def _start(sample, audio, config_json, backend_name, session, cancel) -> Run:
-    cfg = _cfg(config_json)
+    cfg = DecodeConfig.from_json(config_json) if (config_json or "").strip() else DecodeConfig()
     src, name = common.resolve_audio(sample or None, audio)
     return Run(common.get_backend(backend_name), src, cfg, session, name, cancel=cancel)
 
@@ -49,10 +45,7 @@ async def in_worker(fn, *args):
 @gpu
 def _run(sample, audio, config_json, backend_name, baseline, session, cancel):
     try:
-        run = _start(sample, audio, config_json, backend_name, session, cancel).to_end()
-        if baseline:
-            run.run_baseline()
-        res = run.result()
+        res = _start(sample, audio, config_json, backend_name, session, cancel).to_end().result(baseline)
         return res, res["text"]
     except Exception as e:  # noqa: BLE001
         common.api_error(e)
@@ -77,9 +70,7 @@ def api_run_stream(sample: str = "", audio: FileData | None = None, config_json:
             if live.trace["rounds"]:
                 yield ({"done": False, "round": len(live.trace["rounds"]), "n_tokens": live.n_tokens,
                         "text": live.text(), "new_warnings": new}, live.text())
-        if baseline:
-            run.run_baseline()
-        res = run.result()
+        res = run.result(baseline)
         yield {"done": True, **res}, res["text"]
     except Exception as e:  # noqa: BLE001
         common.api_error(e)
@@ -101,10 +92,8 @@ def batch_limit(limit) -> int | None:
 @gpu
 def _batch(config_json, config_b_json, limit, manifest, clips, backend_name, session, cancel):
     try:
-        configs = {"A": _cfg(config_json)}
-        if (config_b_json or "").strip():
-            configs["B"] = _cfg(config_b_json)
-        configs = {k: cap_config(c) for k, c in configs.items()}
+        sides = common.side_configs((("A", config_json), ("B", config_b_json))[: 1 + bool((config_b_json or "").strip())])
+        configs = {k: cap_config(c) for k, c in sides.items()}
         n = batch_limit(limit)
         items = clips_from_uploads(manifest, clips) if (manifest or clips) else read_manifest(common.MANIFEST)
         items = items[:n] if n else items

@@ -12,7 +12,7 @@ from components.plots import batch_distributions
 from components.status import status_html
 from specdec_core.caps import cap_config
 from specdec_core.decoding.config import DecodeConfig
-from specdec_core.errors import ConfigError, UserError
+from specdec_core.errors import UserError
 from specdec_core.evaluation.batch.run import iter_batch
 from specdec_core.evaluation.batch.edges import SPEC_KEYS
 from specdec_core.evaluation.batch.scale import ENGINES, run_batch_dir
@@ -111,18 +111,10 @@ class BatchTab:
             engine="local", workers=2, progress=gr.Progress()):
         sk = gr.skip()
         try:
-            configs = {}
-            for name, text in (("A", cfg_a), ("B", cfg_b if use_b else None)):
-                if text is None:
-                    continue
-                try:
-                    configs[name] = cap_config(DecodeConfig.from_json(text or "{}"))
-                except ConfigError as e:
-                    raise ConfigError(f"config {name}: {e}") from None
-            if source == UPLOAD:
-                items = clips_from_uploads(manifest, clips)
-            else:
-                items = spread_labels(read_manifest(common.MANIFEST))   # the first N span the labels
+            sides = common.side_configs((("A", cfg_a), ("B", cfg_b))[: 1 + bool(use_b)])
+            configs = {name: cap_config(c) for name, c in sides.items()}
+            items = (clips_from_uploads(manifest, clips) if source == UPLOAD    # bundled: the first N span the labels
+                     else spread_labels(read_manifest(common.MANIFEST)))
             items = items[: int(limit or len(items))]
             total = len(items) * len(configs)
             with common.running(common.session_of(request)) as cancel:

@@ -7,6 +7,7 @@ import functools
 import html
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -19,7 +20,7 @@ import gradio as gr
 from specdec_core.backends import load_backend
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.decoding.knobs import short
-from specdec_core.errors import AudioError, UserError
+from specdec_core.errors import AudioError, ConfigError, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = ROOT / "sample_audio"
@@ -113,6 +114,18 @@ def run_context(backend, cloud_url: str | None, cfg: DecodeConfig | None = None)
         pass
     out.append(("cloud", (cloud_url or "").strip() or "in this process"))
     return out + [("fault", f) for f in (cfg.faults if cfg else ())]
+
+
+def side_configs(sides) -> dict[str, DecodeConfig]:
+    """{side: DecodeConfig} from (side, knobs dict or JSON text) pairs; a bad one's error names its side."""
+    out = {}
+    for side, given in sides:
+        try:
+            out[side] = (DecodeConfig.from_dict(given) if isinstance(given, dict)
+                         else DecodeConfig.from_json((given or "").strip() or "{}"))
+        except ConfigError as e:
+            raise ConfigError(f"config {side}: {e}") from None
+    return out
 
 
 def token_texts(tokenizer):
@@ -209,16 +222,14 @@ def session_of(request) -> str:
 _OUT = Path(os.environ.get("SPECSCOPE_EXPORT_DIR") or Path(tempfile.gettempdir()) / "specscope-exports")
 
 
-def prune_exports(max_age_s: float | None = None, now: float | None = None) -> int:
-    """Delete exports older than max_age_s (Gradio serves its own copies); returns how many went."""
+def prune_exports() -> int:
+    """Delete exports older than CACHE_MAX_AGE_S (Gradio serves its own copies); returns how many went."""
     import shutil
 
-    max_age_s = CACHE_MAX_AGE_S if max_age_s is None else max_age_s
-    now = time.time() if now is None else now
-    gone = 0
+    now, gone = time.time(), 0
     for p in list(_OUT.iterdir()) if _OUT.is_dir() else []:
         try:
-            if now - p.stat().st_mtime > max_age_s:
+            if now - p.stat().st_mtime > CACHE_MAX_AGE_S:
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
                 gone += 1
         except OSError:
@@ -253,17 +264,12 @@ def sturdy_cache_cleanup() -> None:
     route_utils.delete_files_created_by_app = sturdy
 
 
-def safe_stem(stem: str) -> str:
-    """A safe file-name part: 'unheard/angry_f3' -> 'unheard_angry_f3' (never outside _OUT)."""
-    import re
-
-    return re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
-
-
 def export_dir(stem: str, suffix: str = "") -> Path:
-    """A new export path by `stem` and the time: a folder (made), or with `suffix` a file path."""
+    """A new export path by `stem` and the time: a folder (made), or with `suffix` a file path; the
+    stem made a safe file-name part ('unheard/angry_f3' -> 'unheard_angry_f3': never outside _OUT)."""
     prune_exports()
-    path = _OUT / f"{safe_stem(stem)}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}{suffix}"
+    stem = re.sub(r"[^\w.-]+", "_", stem).strip("._") or "clip"
+    path = _OUT / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}{suffix}"
     (path.parent if suffix else path).mkdir(parents=True, exist_ok=True)
     return path
 
@@ -280,10 +286,15 @@ def toast_text(msg) -> str:
 
 
 def failure(e: Exception, toast: bool = False) -> str:
-    """A failed handler's one line; a bug's traceback goes to the log, `toast` also shows a warning."""
-    if not isinstance(e, UserError):
+    """A failed handler's one line: a UserError as it is, else an internal error (a bug's traceback and
+    a remote's detail go to the log); `toast` also shows a warning."""
+    if isinstance(e, UserError):
+        if getattr(e, "detail", ""):
+            print(f"specscope: {e} | the server said: {e.detail}", file=sys.stderr, flush=True)
+        msg = str(e)
+    else:
         traceback.print_exc()
-    msg = user_message(e)
+        msg = f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''}"
     if toast:
         gr.Warning(toast_text(msg))
     return msg
@@ -300,12 +311,3 @@ def stopper(until: str):
         if cancel_session(session_of(request)):
             gr.Info(f"stopping after the current {until}")
     return stop
-
-
-def user_message(e: Exception) -> str:
-    """One line for the page: a UserError as it is, else an internal error (remote detail to the log)."""
-    if isinstance(e, UserError):
-        if getattr(e, "detail", ""):
-            print(f"specscope: {e} | the server said: {e.detail}", file=sys.stderr, flush=True)
-        return str(e)
-    return f"internal error ({type(e).__name__}): {str(e).splitlines()[0] if str(e) else ''}"

@@ -167,18 +167,14 @@ def parse_recording(raw: str) -> dict:
     return parse_recordings(raw)[0][1]
 
 
-def upload_limit_mb() -> float:
-    """The largest recording the page takes: the recording cap, or Gradio's upload cap if lower."""
+def size_guard_js() -> str:
+    """Refuses a file over the upload limit (the recording cap, or Gradio's upload cap if lower) in the
+    browser with its size (Gradio's cap says only "Error")."""
     from gradio.utils import _parse_file_size
 
     cap = _parse_file_size(common.MAX_FILE_SIZE)
-    return min(max_mb(), cap / 1e6) if cap else max_mb()
-
-
-def size_guard_js() -> str:
-    """Refuses a file over the upload limit in the browser with its size (Gradio's cap says only "Error")."""
     js = (Path(__file__).parent / "size_guard.js").read_text(encoding="utf-8")
-    return (js.replace("@LIMIT@", f"{upload_limit_mb():g}")
+    return (js.replace("@LIMIT@", f"{min(max_mb(), cap / 1e6) if cap else max_mb():g}")
             .replace("@TEMPLATE@", json.dumps(status_html("err", "could not inspect", "-"))))
 
 

@@ -62,9 +62,10 @@ class Run:
                                 reference=self.reference)
         return self.baseline
 
-    def result(self) -> dict:
-        """The CLI's per-clip result entry (design.md, CLI contract)."""
-        tr, base = self.live.trace, self.baseline
+    def result(self, baseline: bool = False) -> dict:
+        """The CLI's per-clip result entry (design.md, CLI contract); `baseline`: run_baseline first."""
+        base = self.run_baseline() if baseline else self.baseline
+        tr = self.live.trace
         extra = {"metrics": tr.get("metrics", {})} if base is None else {"baseline": base, "metrics": {
             **tr.get("metrics", {}), "matches_baseline": base["token_ids"] == tr.get("token_ids")}}
         return ClipResult("run", self.name, trace=tr, findings=tr.get("diagnostics"), extra=extra).to_dict()
@@ -77,12 +78,6 @@ class Run:
 
     def results_file_obj(self) -> dict:
         return {"backend": self.backend.name, "config": self.cfg.to_dict(), "results": [self.result()]}
-
-
-def time_sides(backend, sides: list, session: str, n: int = REPEATS) -> list[list[float]] | None:
-    """The quiet interleaved repeats of evaluation/bench/speedup.py, stoppable by the session's Stop."""
-    with running(session) as cancel:
-        return time_interleaved(backend, sides, n, cancel)
 
 
 def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS):
@@ -99,7 +94,8 @@ def time_repeats(runs: list, session: str, bases=(None, None), n: int = REPEATS)
             at.append(len(sides) - 1)
         else:
             at.append(None)
-    t = time_sides(runs[0].backend, sides, session, n)
+    with running(session) as cancel:     # stoppable by the session's Stop
+        t = time_interleaved(runs[0].backend, sides, n, cancel)
     return None if t is None else (t[:len(runs)], [None if i is None else t[i] for i in at])
 
 

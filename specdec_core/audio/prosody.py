@@ -161,7 +161,6 @@ def describe(p: Prosody, note: bool = True) -> str:
     return " ".join(parts) + (f" ({p.note})" if note and p.note else "")
 
 
-
 def _st(hz: float) -> float:
     """Semitones above 27.5 Hz (eGeMAPS' F0 scale)."""
     return 12.0 * np.log2(hz / 27.5) if hz > 0 else 0.0

@@ -3,6 +3,7 @@ are, which environment variables offer it, whether it reads audio). Loading, the
 list, the pair check (pairs/sides.py) and batch all read it."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -10,20 +11,19 @@ from typing import Callable
 from specdec_core.errors import BackendError
 
 
-def _demo(opts: dict):
-    from specdec_core.backends.demo import DemoBackend
-    return DemoBackend(**opts)
+def _lazy(module: str, name: str, spread: bool = False) -> Callable[[dict], object]:
+    """backends/<module>.<name> called on the options (name(**opts) with `spread`), imported only
+    when called: a backend's imports are heavy."""
+    def call(opts: dict):
+        fn = getattr(importlib.import_module(f"specdec_core.backends.{module}"), name)
+        return fn(**opts) if spread else fn(opts)
+    return call
 
 
 def _demo_paths(opts: dict) -> tuple[str, str]:
     from specdec_core.backends.demo import MODELS_DIR
     root = Path(opts.get("models_dir") or MODELS_DIR)
     return str(root / "edge"), str(root / "cloud")
-
-
-def _omni(opts: dict):
-    from specdec_core.backends.omni import OmniBackend
-    return OmniBackend(**opts)
 
 
 def _omni_paths(opts: dict) -> tuple[str, str]:
@@ -33,14 +33,9 @@ def _omni_paths(opts: dict) -> tuple[str, str]:
 
 
 def _hf(opts: dict):
-    from specdec_core.backends.hf import HFBackend
-    edge, cloud = _hf_paths(opts)
+    from specdec_core.backends.hf import HFBackend, hf_paths
+    edge, cloud = hf_paths(opts)
     return HFBackend(edge, cloud, **{k: v for k, v in opts.items() if k not in ("edge_model", "cloud_model")})
-
-
-def _hf_paths(opts: dict) -> tuple[str, str]:
-    from specdec_core.backends.hf import hf_paths
-    return hf_paths(opts)
 
 
 @dataclass(frozen=True)
@@ -51,9 +46,10 @@ class Entry:
     reads_audio: bool = True
 
 
-REGISTRY = {"demo": Entry(_demo, _demo_paths),
-            "omni": Entry(_omni, _omni_paths, ("SPECSCOPE_EDGE_MODEL", "SPECSCOPE_CLOUD_MODEL")),
-            "hf": Entry(_hf, _hf_paths, ("SPECSCOPE_HF_EDGE", "SPECSCOPE_HF_CLOUD"), reads_audio=False)}
+REGISTRY = {"demo": Entry(_lazy("demo", "DemoBackend", spread=True), _demo_paths),
+            "omni": Entry(_lazy("omni", "OmniBackend", spread=True), _omni_paths,
+                          ("SPECSCOPE_EDGE_MODEL", "SPECSCOPE_CLOUD_MODEL")),
+            "hf": Entry(_hf, _lazy("hf", "hf_paths"), ("SPECSCOPE_HF_EDGE", "SPECSCOPE_HF_CLOUD"), reads_audio=False)}
 BACKENDS = tuple(REGISTRY)
 
 

@@ -136,7 +136,10 @@ def play_round(run) -> RoundRecord | None:
     old, t0 = len(run.seq), time.perf_counter()
     d = draft(run)
     if d.why == "interrupt":
-        return abandon(run, old, d)
+        run.end(d.stop)
+        run.seq.rollback()
+        resync(run, old, d.block)
+        return None
     q, recs = draft_records(run, d)
     rnd = RoundRecord(run.round, start=len(run.trace.tokens), drafted=len(d.block), verified=False,
                       early_stop=d.why == "gate", draft_s=time.perf_counter() - t0,
@@ -153,13 +156,6 @@ def play_round(run) -> RoundRecord | None:
     resync(run, old, d.block)
     run.trace.rounds.append(rnd)
     return rnd
-
-
-def abandon(run, old: int, d: Draft) -> None:
-    """Cancelled or out of time while drafting: end the run, drop the unverified block."""
-    run.end(d.stop)
-    run.seq.rollback()
-    resync(run, old, d.block)
 
 
 # --- cycles ----------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ ROW_COLUMNS = ("config", "name", "audio", "label", "prompt_type", "reference", "
 SCORE_COLUMNS = ("chrf", "emotion", "emotion_hit")
 
 
-
 def iter_batch(backend, clips: list[Clip], configs: dict[str, DecodeConfig],
                cancel: threading.Event | None = None) -> Iterator[dict]:
     """Decode every clip with every configuration (clip-major, so A/B pairs arrive together).
@@ -119,7 +118,6 @@ def _run_one(backend, clip: Clip, cname: str, cfg: DecodeConfig, cancel, speaker
     row.update(ok=True, text=res["text"], token_ids=res["token_ids"], metrics=res["metrics"],
                trace=res["trace"], scores=score_text(res["text"], clip.reference, clip.label))
     return row
-
 
 
 @dataclass

@@ -108,11 +108,16 @@ def plot_sweeps(res: dict, path: Path) -> Path | None:
         return None
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4.4), dpi=120)
 
-    def achieved(axis, xs, rows, fmt, label):
+    def achieved(axis, xs, rows, label, xlabel, title):
+        """The achieved speed-up (median, range) in the frame both sweeps share."""
         med = [r["achieved_vs_loop"] for r in rows]
         lo = [m - r["achieved_vs_loop_range"][0] for m, r in zip(med, rows)]
         hi = [r["achieved_vs_loop_range"][1] - m for m, r in zip(med, rows)]
-        axis.errorbar(xs, med, yerr=[lo, hi], fmt=fmt, capsize=3, color="C2", label=label)
+        axis.errorbar(xs, med, yerr=[lo, hi], fmt="s-", capsize=3, color="C2", label=label)
+        axis.axhline(1.0, color="grey", lw=0.8)
+        axis.set(xlabel=xlabel, ylabel="speedup over the cloud alone")
+        axis.set_title(title, fontsize=9)
+        axis.grid(alpha=0.3)
 
     rows = res.get("k_sweep") or []
     if rows:
@@ -120,26 +125,19 @@ def plot_sweeps(res: dict, path: Path) -> Path | None:
         ax.plot(ks, [r["leviathan"] for r in rows], "o--", color="C0", label="Leviathan et al. (α, k, c)")
         ax.plot(ks, [r["predicted"] for r in rows], "x:", color="C1", label="cost model (counted forwards)")
         ax.set_xticks(ks)
-        achieved(ax, ks, rows, "s-", "achieved vs cloud loop (median, range)")
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_xlabel("k (draft tokens per round)")
-        ax.set_ylabel("speedup over the cloud alone")
-        ax.set_title("k sweep (classic greedy SD)", fontsize=9)
-        ax.grid(alpha=0.3)
+        achieved(ax, ks, rows, "achieved vs cloud loop (median, range)", "k (draft tokens per round)",
+                 "k sweep (classic greedy SD)")
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     rows = res.get("threshold_sweep") or []
     finite = [r for r in rows if isinstance(r["threshold"], (int, float))]
     if finite:
         xs = [r["threshold"] for r in finite]
         bx.plot(xs, [r["predicted"] for r in finite], "x:", color="C1", label="cost model (counted forwards)")
-        achieved(bx, xs, finite, "s-", "achieved vs cloud loop")
+        achieved(bx, xs, finite, "achieved vs cloud loop", "entropy threshold (nats)",
+                 "entropy threshold sweep (lossy)")
         classic = next((r for r in rows if r["threshold"] is None), None)
         if classic:
             bx.axhline(classic["achieved_vs_loop"], color="C2", ls="--", lw=0.8, label="achieved, classic (null)")
-        bx.axhline(1.0, color="grey", lw=0.8)
-        bx.set_xlabel("entropy threshold (nats)")
-        bx.set_ylabel("speedup over the cloud alone")
-        bx.grid(alpha=0.3)
         cx = bx.twinx()
         cx.plot(xs, [r["identical_share"] for r in finite], "^-", color="C3", label="identical clips")
         cx.plot(xs, [r["cloud_calls_per_token"] for r in finite], "v-", color="C4", label="cloud calls/token")
@@ -148,7 +146,6 @@ def plot_sweeps(res: dict, path: Path) -> Path | None:
         h1, l1 = bx.get_legend_handles_labels()
         h2, l2 = cx.get_legend_handles_labels()
         bx.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
-        bx.set_title("entropy threshold sweep (lossy)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
