@@ -4,6 +4,7 @@ loses nothing and `--resume` completes, a worker that dies costing its row only.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ from cli_many import run_many
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.evaluation.batch.journal import read_rows
 from specdec_core.evaluation.batch.manifest import read_manifest
+from specdec_core.evaluation.batch.ray_engine import PACKAGE_ROOT
 from specdec_core.evaluation.batch.scale import run_batch_dir
 
 ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
@@ -67,9 +69,10 @@ RAY_BIN = str(Path(sys.executable).with_name("ray"))
 @pytest.fixture(scope="module")
 def cluster():
     """One `ray start --head` for the module (what a user runs on the head node; a start is
-    tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it;
-    the killed batch's CLI keeps a Ray of its own (it checks that Ray goes down with it), and
-    this process's RayEdges a local one (joining from here was refused: "Failed to connect").
+    tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it,
+    the killed batch's resumes too; the killed batch's CLI keeps a Ray of its own (it checks that
+    Ray goes down with it), and this process's RayEdges share `local_ray` (joining this cluster
+    from here was refused: "Failed to connect").
     Stopped at the module's end by ending its own process group, never `ray stop` (that takes
     every Ray on the machine, another xdist worker's or another run's too)."""
     port = _free_port()
@@ -91,6 +94,22 @@ def cluster():
             t0 = time.time()
             while _alive(_group(start.pid)) and time.time() - t0 < wait:
                 time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One Ray in this process for the module's in-process tests, started as RayEdges starts its
+    own (loopback, 2 CPUs, the package on the workers' path): a RayEdges finds it up, uses it and
+    leaves it up (it shuts down only a Ray it started); each test still makes actors of its own.
+    One start instead of one per test."""
+    paths = [PACKAGE_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False,
+             logging_level=logging.ERROR, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def _group(pgid: int) -> set[int]:
@@ -195,16 +214,19 @@ def first_clips(tmp_path: Path, n: int) -> Path:
     return path
 
 
-def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
+def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path, cluster):
     """SIGKILL the whole CLI (driver of a local Ray) once rows are in results.jsonl: the rows
-    it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows. (On 6
-    clips x 2 configs: the bundled 18 clips' 36 rows made it the suite's slowest test and
-    proved no more.)"""
+    it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows (on the
+    module's cluster: a local Ray start per resume cost minutes on a busy machine and proved no
+    more). (On 4 clips x 2 configs: the bundled 18 clips' 36 rows, then 12, made it the suite's
+    slowest test and proved no more.)"""
     out = tmp_path / "out"
-    manifest = first_clips(tmp_path, 6)
+    manifest = first_clips(tmp_path, 4)
     args = (manifest, "--engine", "ray", "--workers", "2", "--set", "max_new_tokens=48",
             "--config-b", _config_b(tmp_path), "--out", out)
-    total = 12
+    join = ("--ray-address", cluster["address"])
+    clips = read_manifest(manifest)
+    total = 8
     proc = subprocess.Popen([sys.executable, "-m", "specdec_core", "batch", *map(str, args)], cwd=ROOT,
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0, journal = time.time(), out / "results.jsonl"
@@ -221,16 +243,15 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
     assert 2 <= len(kept) < total and all(r["ok"] for r in kept.values())
     # a kill in the middle of a write leaves half a line: it must be tolerated and run again
     with open(journal, "a", encoding="utf-8") as f:
-        f.write('{"config":"B","name":"angry_03","ok":true,"text":"cut sh')
+        f.write('{"config":"B","name":"%s","ok":true,"text":"cut sh' % clips[-1].name)
 
-    p = cli(*args, "--resume")
+    p = cli(*args, *join, "--resume")
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"resume: {len(kept)} of {total} rows already in" in p.stderr
     assert f"ran {total - len(kept)} of {total} rows (ray engine)" in p.stdout
     lines = jsonl_lines(out)
     assert len(lines) == total and len(set(keys_of(lines))) == total       # no duplicates
     rows = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]
-    clips = read_manifest(manifest)
     assert [(r["name"], r["config"]) for r in rows] == [(c.name, k) for c in clips for k in "AB"]
     assert all(r["ok"] for r in rows)
     # the rows kept from before the kill are the very same rows (not run again)
@@ -241,11 +262,11 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
     by = {(r["name"], r["config"]): r["token_ids"] for r in rows}
     assert all(by[c.name, "A"] == by[c.name, "B"] for c in clips)
 
-    p = cli(*args, "--resume")
+    p = cli(*args, *join, "--resume")
     assert p.returncode == 0 and f"ran 0 of {total} rows" in p.stdout, p.stderr[-2000:]
     assert len(jsonl_lines(out)) == total
     # Ray went down with the killed driver (its reaper; the node agents give up on the lost
-    # raylet after ~60 s): checked after the resumes, which meanwhile ran on a Ray of its own
+    # raylet after ~60 s): checked after the resumes, which meanwhile ran on the module's cluster
     while _alive(kids) and time.time() - killed_at < 150:
         time.sleep(0.5)
     assert not _alive(kids), f"Ray processes outlived the killed batch: {_alive(kids)}"
@@ -257,7 +278,7 @@ def _config_b(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_worker_that_dies_costs_its_row_only(tmp_path):
+def test_a_worker_that_dies_costs_its_row_only(tmp_path, local_ray):
     """SIGKILL the process of a Ray actor while it decodes a row: one row per death fails with a
     one-line error marked retry, Ray restarts the worker, every other row is ok and equal to the local
     engine's; a resume runs the failed rows only."""
@@ -350,7 +371,7 @@ def test_batch_usage_errors_are_one_line_and_exit_2(usage, i, needle):
 
 
 @pytest.mark.parametrize("engine", ["local", "ray"])
-def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
+def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine, request):
     """Setting `cancel` after the first row (the Batch tab's Stop button): no further row is
     started, rows in flight are dropped (not journalled half-done), and a resume runs exactly
     the rest, with no duplicate lines."""
@@ -367,6 +388,8 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
             cancel.set()
 
     workers = 2 if engine == "ray" else None
+    if engine == "ray":
+        request.getfixturevalue("local_ray")            # the module's in-process Ray
     res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path, engine=engine, workers=workers,
                              on_row=on_row, cancel=cancel)
     assert 1 <= len(res.rows) < len(clips) and ran == len(res.rows)
