@@ -4,7 +4,6 @@ loses nothing and `--resume` completes, a worker that dies costing its row only.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
@@ -20,7 +19,6 @@ from cli_many import run_many
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.evaluation.batch.journal import read_rows
 from specdec_core.evaluation.batch.manifest import read_manifest
-from specdec_core.evaluation.batch.ray_engine import PACKAGE_ROOT
 from specdec_core.evaluation.batch.scale import run_batch_dir
 
 ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
@@ -31,6 +29,7 @@ GOOD = ["neutral_03", "angry_01", "sad_03"]
 SPEC = {"backend": "demo"}
 KNOBS = ("--set", "max_new_tokens=24")
 CFG = DecodeConfig(max_new_tokens=24)
+LONG = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)    # rows long enough to stop midway
 
 pytestmark = pytest.mark.skipif(not (ROOT / "specdec_core/demo/models/cloud/config.json").is_file(),
                                 reason="demo models not trained yet")
@@ -71,7 +70,7 @@ def cluster():
     """One `ray start --head` for the module (what a user runs on the head node; a start is
     tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it,
     the killed batch's resumes too; the killed batch's CLI keeps a Ray of its own (it checks that
-    Ray goes down with it), and this process's RayEdges share `local_ray` (joining this cluster
+    Ray goes down with it), and this process's Ray tests share `edges` (joining this cluster
     from here was refused: "Failed to connect").
     Stopped at the module's end by ending its own process group, never `ray stop` (that takes
     every Ray on the machine, another xdist worker's or another run's too)."""
@@ -86,7 +85,8 @@ def cluster():
         assert start.returncode == 0, err[-2000:]
         yield {"address": f"127.0.0.1:{port}", "env": env}
     finally:
-        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+        # (a TERM gets the raylet's workers; the gcs_server outlived it by 15 s and more: the KILL)
+        for sig, wait in ((signal.SIGTERM, 2), (signal.SIGKILL, 30)):
             try:
                 os.killpg(start.pid, sig)
             except ProcessLookupError:
@@ -97,19 +97,16 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    """One Ray in this process for the module's in-process tests, started as RayEdges starts its
-    own (loopback, 2 CPUs, the package on the workers' path): a RayEdges finds it up, uses it and
-    leaves it up (it shuts down only a Ray it started); each test still makes actors of its own.
-    One start instead of one per test."""
-    paths = [PACKAGE_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False,
-             logging_level=logging.ERROR, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}})
-    try:
-        yield
-    finally:
-        ray.shutdown()
+def edges():
+    """One warm RayEdges (this process's local Ray, 2 edge actors) for the module's in-process Ray
+    tests: one Ray start and one warm-up instead of one per test (each is tens of seconds on a
+    busy machine). A worker a test kills is restarted by Ray (up to MAX_RESTARTS times each);
+    the next test's run waits until it answers again."""
+    from specdec_core.evaluation.batch.ray_engine import RayEdges
+
+    with RayEdges(SPEC, {"A": LONG.to_dict()}, workers=2) as warm:
+        warm.warm()
+        yield warm
 
 
 def _group(pgid: int) -> set[int]:
@@ -278,54 +275,50 @@ def _config_b(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_worker_that_dies_costs_its_row_only(tmp_path, local_ray):
+def test_a_worker_that_dies_costs_its_row_only(tmp_path, edges):
     """SIGKILL the process of a Ray actor while it decodes a row: one row per death fails with a
     one-line error marked retry, Ray restarts the worker, every other row is ok and equal to the local
-    engine's; a resume runs the failed rows only."""
-    from specdec_core.evaluation.batch.ray_engine import RayEdges
-
+    engine's; a resume runs the failed rows only. (On the module's warm `edges`.)"""
     clips = read_manifest(SAMPLES / "manifest.csv")[:8]
-    cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)
+    cfg = LONG
     local, _ = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "local")
     want = {r["name"]: r["token_ids"] for r in local.rows}
     killed: list[str] = []
-    with RayEdges(SPEC, {"A": cfg.to_dict()}, workers=2) as edges:
-        edges.warm()
 
-        def on_row(ev):
-            if ev["type"] != "progress":
-                return
-            row = ev["row"]
-            if killed and killed[-1] == row["name"]:
-                state["waiting"] = False                       # the killed row came back
-            if "died" in (row["error"] or ""):
-                state["died"] = True
-            if state["died"] or state["waiting"] or len(killed) >= 3:
-                return
-            for a, job in list(edges.in_flight.items()):       # a worker busy with a row
-                try:
-                    os.kill(int(edges.where[a].rsplit(":", 1)[1]), signal.SIGKILL)
-                except ProcessLookupError:                      # already dead, not yet noticed
-                    continue
-                killed.append(job[0].name)
-                state["waiting"] = True
-                return
+    def on_row(ev):
+        if ev["type"] != "progress":
+            return
+        row = ev["row"]
+        if killed and killed[-1] == row["name"]:
+            state["waiting"] = False                       # the killed row came back
+        if "died" in (row["error"] or ""):
+            state["died"] = True
+        if state["died"] or state["waiting"] or len(killed) >= 3:
+            return
+        for a, job in list(edges.in_flight.items()):       # a worker busy with a row
+            try:
+                os.kill(int(edges.where[a].rsplit(":", 1)[1]), signal.SIGKILL)
+            except ProcessLookupError:                      # already dead, not yet noticed
+                continue
+            killed.append(job[0].name)
+            state["waiting"] = True
+            return
 
-        state = {"died": False, "waiting": False}
-        res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", engine="ray",
-                                 edges=edges, on_row=on_row)
-        assert ran == 8 and len(res.rows) == 8 and killed
-        died = [r for r in res.rows if not r["ok"]]
-        assert 1 <= len(died) <= len(killed), [r["error"] for r in died]
-        for r in died:      # the row it was running, or (if it had just finished) its next one
-            assert r.get("retry") is True
-            assert "died" in r["error"] and "\n" not in r["error"]
-        for r in res.rows:
-            if r["ok"]:
-                assert r["token_ids"] == want[r["name"]], r["name"]
-        # the restarted worker takes rows again: a second batch on the same actors is all ok
-        res2, _ = run_batch_dir(SPEC, clips[:4], {"A": cfg}, tmp_path / "again", engine="ray", edges=edges)
-        assert all(r["ok"] for r in res2.rows), [r["error"] for r in res2.rows]
+    state = {"died": False, "waiting": False}
+    res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", engine="ray",
+                             edges=edges, on_row=on_row)
+    assert ran == 8 and len(res.rows) == 8 and killed
+    died = [r for r in res.rows if not r["ok"]]
+    assert 1 <= len(died) <= len(killed), [r["error"] for r in died]
+    for r in died:      # the row it was running, or (if it had just finished) its next one
+        assert r.get("retry") is True
+        assert "died" in r["error"] and "\n" not in r["error"]
+    for r in res.rows:
+        if r["ok"]:
+            assert r["token_ids"] == want[r["name"]], r["name"]
+    # the restarted worker takes rows again: a second batch on the same actors is all ok
+    res2, _ = run_batch_dir(SPEC, clips[:4], {"A": cfg}, tmp_path / "again", engine="ray", edges=edges)
+    assert all(r["ok"] for r in res2.rows), [r["error"] for r in res2.rows]
     assert len(jsonl_lines(tmp_path / "ray")) == 8
     res3, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", resume=True)
     assert ran == len(died) and all(r["ok"] for r in res3.rows)
@@ -378,7 +371,7 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine, request
     import threading
 
     clips = read_manifest(SAMPLES / "manifest.csv")[:8]
-    cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)
+    cfg = LONG
     cancel = threading.Event()
     seen: list[str] = []
 
@@ -388,10 +381,9 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine, request
             cancel.set()
 
     workers = 2 if engine == "ray" else None
-    if engine == "ray":
-        request.getfixturevalue("local_ray")            # the module's in-process Ray
+    warm = request.getfixturevalue("edges") if engine == "ray" else None   # the module's RayEdges
     res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path, engine=engine, workers=workers,
-                             on_row=on_row, cancel=cancel)
+                             on_row=on_row, cancel=cancel, edges=warm)
     assert 1 <= len(res.rows) < len(clips) and ran == len(res.rows)
     assert [r["name"] for r in res.rows] == [c.name for c in clips if c.name in seen]
     assert keys_of(jsonl_lines(tmp_path)) == [(n, "A") for n in seen]
