@@ -215,11 +215,12 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path, cluster)
     """SIGKILL the whole CLI (driver of a local Ray) once rows are in results.jsonl: the rows
     it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows (on the
     module's cluster: a local Ray start per resume cost minutes on a busy machine and proved no
-    more). (On 4 clips x 2 configs: the bundled 18 clips' 36 rows, then 12, made it the suite's
-    slowest test and proved no more.)"""
+    more). (On 4 clips x 2 configs and one worker: the bundled 18 clips' 36 rows, then 12 on two
+    workers, made it the suite's slowest test and proved no more; the rows run on two workers
+    in the other tests.)"""
     out = tmp_path / "out"
     manifest = first_clips(tmp_path, 4)
-    args = (manifest, "--engine", "ray", "--workers", "2", "--set", "max_new_tokens=48",
+    args = (manifest, "--engine", "ray", "--workers", "1", "--set", "max_new_tokens=48",
             "--config-b", _config_b(tmp_path), "--out", out)
     join = ("--ray-address", cluster["address"])
     clips = read_manifest(manifest)
