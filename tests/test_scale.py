@@ -21,7 +21,15 @@ from specdec_core.evaluation.batch.journal import read_rows
 from specdec_core.evaluation.batch.manifest import read_manifest
 from specdec_core.evaluation.batch.scale import run_batch_dir
 
-ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
+# `ray start` turns token auth on, and a driver sends its token only in token mode, which Ray
+# reads when it is imported (RayEdges sets it for a join, too late in this process: ray is
+# imported here): on for the import only, so no process a test starts inherits it
+_mode = os.environ.get("RAY_AUTH_MODE")
+os.environ["RAY_AUTH_MODE"] = "token"
+try:
+    ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
+finally:
+    os.environ.pop("RAY_AUTH_MODE") if _mode is None else os.environ.update(RAY_AUTH_MODE=_mode)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_audio"
@@ -69,14 +77,14 @@ RAY_BIN = str(Path(sys.executable).with_name("ray"))
 def cluster():
     """One `ray start --head` for the module (what a user runs on the head node; a start is
     tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it,
-    the killed batch's resumes too; the killed batch's CLI keeps a Ray of its own (it checks that
-    Ray goes down with it), and this process's Ray tests share `edges` (joining this cluster
-    from here was refused: "Failed to connect").
+    the killed batch's resumes and this process's `edges` too; the killed batch's CLI keeps a Ray
+    of its own (it checks that Ray goes down with it). 4 CPUs: `edges` holds 2 actors for the
+    rest of the module, and a batch that joins must still find room.
     Stopped at the module's end by ending its own process group, never `ray stop` (that takes
     every Ray on the machine, another xdist worker's or another run's too)."""
     port = _free_port()
     env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
-    start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "2",
+    start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "4",
                               "--include-dashboard=false", "--disable-usage-stats"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              start_new_session=True)           # its daemons keep this group
@@ -97,14 +105,17 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def edges():
-    """One warm RayEdges (this process's local Ray, 2 edge actors) for the module's in-process Ray
-    tests: one Ray start and one warm-up instead of one per test (each is tens of seconds on a
-    busy machine). A worker a test kills is restarted by Ray (up to MAX_RESTARTS times each);
-    the next test's run waits until it answers again."""
+def edges(cluster):
+    """One warm RayEdges (2 edge actors on the module's cluster, joined from this process) for the
+    module's in-process Ray tests: no Ray start of their own and one warm-up instead of one per
+    test (each is tens of seconds on a busy machine). A worker a test kills is restarted by Ray
+    (up to MAX_RESTARTS times each); the next test's run waits until it answers again."""
     from specdec_core.evaluation.batch.ray_engine import RayEdges
 
-    with RayEdges(SPEC, {"A": LONG.to_dict()}, workers=2) as warm:
+    with pytest.MonkeyPatch.context() as mp:      # RayEdges turns on token mode for a join:
+        mp.setenv("RAY_AUTH_MODE", "token")       # not for the processes later tests start
+        warm = RayEdges(SPEC, {"A": LONG.to_dict()}, workers=2, address=cluster["address"])
+    with warm:
         warm.warm()
         yield warm
 
