@@ -29,7 +29,10 @@ os.environ["RAY_AUTH_MODE"] = "token"
 try:
     ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
 finally:
-    os.environ.pop("RAY_AUTH_MODE") if _mode is None else os.environ.update(RAY_AUTH_MODE=_mode)
+    if _mode is None:
+        del os.environ["RAY_AUTH_MODE"]
+    else:
+        os.environ["RAY_AUTH_MODE"] = _mode
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_audio"
