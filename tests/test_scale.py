@@ -21,7 +21,18 @@ from specdec_core.evaluation.batch.journal import read_rows
 from specdec_core.evaluation.batch.manifest import read_manifest
 from specdec_core.evaluation.batch.scale import run_batch_dir
 
-ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
+# `ray start` turns token auth on, and a driver sends its token only in token mode, which Ray
+# reads when it is imported (RayEdges sets it for a join, too late in this process: ray is
+# imported here): on for the import only, so no process a test starts inherits it
+_mode = os.environ.get("RAY_AUTH_MODE")
+os.environ["RAY_AUTH_MODE"] = "token"
+try:
+    ray = pytest.importorskip("ray", reason="the scale extra is not installed (pip install -e '.[scale]')")
+finally:
+    if _mode is None:
+        del os.environ["RAY_AUTH_MODE"]
+    else:
+        os.environ["RAY_AUTH_MODE"] = _mode
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_audio"
@@ -29,6 +40,7 @@ GOOD = ["neutral_03", "angry_01", "sad_03"]
 SPEC = {"backend": "demo"}
 KNOBS = ("--set", "max_new_tokens=24")
 CFG = DecodeConfig(max_new_tokens=24)
+LONG = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)    # rows long enough to stop midway
 
 pytestmark = pytest.mark.skipif(not (ROOT / "specdec_core/demo/models/cloud/config.json").is_file(),
                                 reason="demo models not trained yet")
@@ -67,14 +79,15 @@ RAY_BIN = str(Path(sys.executable).with_name("ray"))
 @pytest.fixture(scope="module")
 def cluster():
     """One `ray start --head` for the module (what a user runs on the head node; a start is
-    tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it;
-    the killed batch's CLI keeps a Ray of its own (it checks that Ray goes down with it), and
-    this process's RayEdges a local one (joining from here was refused: "Failed to connect").
+    tens of seconds on a busy machine): the CLI tests that can join one (--ray-address) share it,
+    the killed batch's resumes and this process's `edges` too; the killed batch's CLI keeps a Ray
+    of its own (it checks that Ray goes down with it). 4 CPUs: `edges` holds 2 actors for the
+    rest of the module, and a batch that joins must still find room.
     Stopped at the module's end by ending its own process group, never `ray stop` (that takes
     every Ray on the machine, another xdist worker's or another run's too)."""
     port = _free_port()
     env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
-    start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "2",
+    start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "4",
                               "--include-dashboard=false", "--disable-usage-stats"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                              start_new_session=True)           # its daemons keep this group
@@ -83,7 +96,8 @@ def cluster():
         assert start.returncode == 0, err[-2000:]
         yield {"address": f"127.0.0.1:{port}", "env": env}
     finally:
-        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+        # (a TERM gets the raylet's workers; the gcs_server outlived it by 15 s and more: the KILL)
+        for sig, wait in ((signal.SIGTERM, 2), (signal.SIGKILL, 30)):
             try:
                 os.killpg(start.pid, sig)
             except ProcessLookupError:
@@ -91,6 +105,22 @@ def cluster():
             t0 = time.time()
             while _alive(_group(start.pid)) and time.time() - t0 < wait:
                 time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def edges(cluster):
+    """One warm RayEdges (2 edge actors on the module's cluster, joined from this process) for the
+    module's in-process Ray tests: no Ray start of their own and one warm-up instead of one per
+    test (each is tens of seconds on a busy machine). A worker a test kills is restarted by Ray
+    (up to MAX_RESTARTS times each); the next test's run waits until it answers again."""
+    from specdec_core.evaluation.batch.ray_engine import RayEdges
+
+    with pytest.MonkeyPatch.context() as mp:      # RayEdges turns on token mode for a join:
+        mp.setenv("RAY_AUTH_MODE", "token")       # not for the processes later tests start
+        warm = RayEdges(SPEC, {"A": LONG.to_dict()}, workers=2, address=cluster["address"])
+    with warm:
+        warm.warm()
+        yield warm
 
 
 def _group(pgid: int) -> set[int]:
@@ -195,16 +225,20 @@ def first_clips(tmp_path: Path, n: int) -> Path:
     return path
 
 
-def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
+def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path, cluster):
     """SIGKILL the whole CLI (driver of a local Ray) once rows are in results.jsonl: the rows
-    it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows. (On 6
-    clips x 2 configs: the bundled 18 clips' 36 rows made it the suite's slowest test and
-    proved no more.)"""
+    it wrote survive, Ray goes away with it, and --resume runs exactly the missing rows (on the
+    module's cluster: a local Ray start per resume cost minutes on a busy machine and proved no
+    more). (On 4 clips x 2 configs and one worker: the bundled 18 clips' 36 rows, then 12 on two
+    workers, made it the suite's slowest test and proved no more; the rows run on two workers
+    in the other tests.)"""
     out = tmp_path / "out"
-    manifest = first_clips(tmp_path, 6)
-    args = (manifest, "--engine", "ray", "--workers", "2", "--set", "max_new_tokens=48",
+    manifest = first_clips(tmp_path, 4)
+    args = (manifest, "--engine", "ray", "--workers", "1", "--set", "max_new_tokens=48",
             "--config-b", _config_b(tmp_path), "--out", out)
-    total = 12
+    join = ("--ray-address", cluster["address"])
+    clips = read_manifest(manifest)
+    total = 8
     proc = subprocess.Popen([sys.executable, "-m", "specdec_core", "batch", *map(str, args)], cwd=ROOT,
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0, journal = time.time(), out / "results.jsonl"
@@ -221,16 +255,15 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
     assert 2 <= len(kept) < total and all(r["ok"] for r in kept.values())
     # a kill in the middle of a write leaves half a line: it must be tolerated and run again
     with open(journal, "a", encoding="utf-8") as f:
-        f.write('{"config":"B","name":"angry_03","ok":true,"text":"cut sh')
+        f.write('{"config":"B","name":"%s","ok":true,"text":"cut sh' % clips[-1].name)
 
-    p = cli(*args, "--resume")
+    p = cli(*args, *join, "--resume")
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"resume: {len(kept)} of {total} rows already in" in p.stderr
     assert f"ran {total - len(kept)} of {total} rows (ray engine)" in p.stdout
     lines = jsonl_lines(out)
     assert len(lines) == total and len(set(keys_of(lines))) == total       # no duplicates
     rows = json.loads((out / "results.json").read_text(encoding="utf-8"))["rows"]
-    clips = read_manifest(manifest)
     assert [(r["name"], r["config"]) for r in rows] == [(c.name, k) for c in clips for k in "AB"]
     assert all(r["ok"] for r in rows)
     # the rows kept from before the kill are the very same rows (not run again)
@@ -241,11 +274,11 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path):
     by = {(r["name"], r["config"]): r["token_ids"] for r in rows}
     assert all(by[c.name, "A"] == by[c.name, "B"] for c in clips)
 
-    p = cli(*args, "--resume")
+    p = cli(*args, *join, "--resume")
     assert p.returncode == 0 and f"ran 0 of {total} rows" in p.stdout, p.stderr[-2000:]
     assert len(jsonl_lines(out)) == total
     # Ray went down with the killed driver (its reaper; the node agents give up on the lost
-    # raylet after ~60 s): checked after the resumes, which meanwhile ran on a Ray of its own
+    # raylet after ~60 s): checked after the resumes, which meanwhile ran on the module's cluster
     while _alive(kids) and time.time() - killed_at < 150:
         time.sleep(0.5)
     assert not _alive(kids), f"Ray processes outlived the killed batch: {_alive(kids)}"
@@ -257,54 +290,50 @@ def _config_b(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_worker_that_dies_costs_its_row_only(tmp_path):
+def test_a_worker_that_dies_costs_its_row_only(tmp_path, edges):
     """SIGKILL the process of a Ray actor while it decodes a row: one row per death fails with a
     one-line error marked retry, Ray restarts the worker, every other row is ok and equal to the local
-    engine's; a resume runs the failed rows only."""
-    from specdec_core.evaluation.batch.ray_engine import RayEdges
-
+    engine's; a resume runs the failed rows only. (On the module's warm `edges`.)"""
     clips = read_manifest(SAMPLES / "manifest.csv")[:8]
-    cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)
+    cfg = LONG
     local, _ = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "local")
     want = {r["name"]: r["token_ids"] for r in local.rows}
     killed: list[str] = []
-    with RayEdges(SPEC, {"A": cfg.to_dict()}, workers=2) as edges:
-        edges.warm()
 
-        def on_row(ev):
-            if ev["type"] != "progress":
-                return
-            row = ev["row"]
-            if killed and killed[-1] == row["name"]:
-                state["waiting"] = False                       # the killed row came back
-            if "died" in (row["error"] or ""):
-                state["died"] = True
-            if state["died"] or state["waiting"] or len(killed) >= 3:
-                return
-            for a, job in list(edges.in_flight.items()):       # a worker busy with a row
-                try:
-                    os.kill(int(edges.where[a].rsplit(":", 1)[1]), signal.SIGKILL)
-                except ProcessLookupError:                      # already dead, not yet noticed
-                    continue
-                killed.append(job[0].name)
-                state["waiting"] = True
-                return
+    def on_row(ev):
+        if ev["type"] != "progress":
+            return
+        row = ev["row"]
+        if killed and killed[-1] == row["name"]:
+            state["waiting"] = False                       # the killed row came back
+        if "died" in (row["error"] or ""):
+            state["died"] = True
+        if state["died"] or state["waiting"] or len(killed) >= 3:
+            return
+        for a, job in list(edges.in_flight.items()):       # a worker busy with a row
+            try:
+                os.kill(int(edges.where[a].rsplit(":", 1)[1]), signal.SIGKILL)
+            except ProcessLookupError:                      # already dead, not yet noticed
+                continue
+            killed.append(job[0].name)
+            state["waiting"] = True
+            return
 
-        state = {"died": False, "waiting": False}
-        res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", engine="ray",
-                                 edges=edges, on_row=on_row)
-        assert ran == 8 and len(res.rows) == 8 and killed
-        died = [r for r in res.rows if not r["ok"]]
-        assert 1 <= len(died) <= len(killed), [r["error"] for r in died]
-        for r in died:      # the row it was running, or (if it had just finished) its next one
-            assert r.get("retry") is True
-            assert "died" in r["error"] and "\n" not in r["error"]
-        for r in res.rows:
-            if r["ok"]:
-                assert r["token_ids"] == want[r["name"]], r["name"]
-        # the restarted worker takes rows again: a second batch on the same actors is all ok
-        res2, _ = run_batch_dir(SPEC, clips[:4], {"A": cfg}, tmp_path / "again", engine="ray", edges=edges)
-        assert all(r["ok"] for r in res2.rows), [r["error"] for r in res2.rows]
+    state = {"died": False, "waiting": False}
+    res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", engine="ray",
+                             edges=edges, on_row=on_row)
+    assert ran == 8 and len(res.rows) == 8 and killed
+    died = [r for r in res.rows if not r["ok"]]
+    assert 1 <= len(died) <= len(killed), [r["error"] for r in died]
+    for r in died:      # the row it was running, or (if it had just finished) its next one
+        assert r.get("retry") is True
+        assert "died" in r["error"] and "\n" not in r["error"]
+    for r in res.rows:
+        if r["ok"]:
+            assert r["token_ids"] == want[r["name"]], r["name"]
+    # the restarted worker takes rows again: a second batch on the same actors is all ok
+    res2, _ = run_batch_dir(SPEC, clips[:4], {"A": cfg}, tmp_path / "again", engine="ray", edges=edges)
+    assert all(r["ok"] for r in res2.rows), [r["error"] for r in res2.rows]
     assert len(jsonl_lines(tmp_path / "ray")) == 8
     res3, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path / "ray", resume=True)
     assert ran == len(died) and all(r["ok"] for r in res3.rows)
@@ -350,14 +379,14 @@ def test_batch_usage_errors_are_one_line_and_exit_2(usage, i, needle):
 
 
 @pytest.mark.parametrize("engine", ["local", "ray"])
-def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
+def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine, request):
     """Setting `cancel` after the first row (the Batch tab's Stop button): no further row is
     started, rows in flight are dropped (not journalled half-done), and a resume runs exactly
     the rest, with no duplicate lines."""
     import threading
 
     clips = read_manifest(SAMPLES / "manifest.csv")[:8]
-    cfg = DecodeConfig(max_new_tokens=64, stop_at_first_sentence=False)
+    cfg = LONG
     cancel = threading.Event()
     seen: list[str] = []
 
@@ -367,8 +396,9 @@ def test_cancel_stops_the_batch_and_resume_finishes_it(tmp_path, engine):
             cancel.set()
 
     workers = 2 if engine == "ray" else None
+    warm = request.getfixturevalue("edges") if engine == "ray" else None   # the module's RayEdges
     res, ran = run_batch_dir(SPEC, clips, {"A": cfg}, tmp_path, engine=engine, workers=workers,
-                             on_row=on_row, cancel=cancel)
+                             on_row=on_row, cancel=cancel, edges=warm)
     assert 1 <= len(res.rows) < len(clips) and ran == len(res.rows)
     assert [r["name"] for r in res.rows] == [c.name for c in clips if c.name in seen]
     assert keys_of(jsonl_lines(tmp_path)) == [(n, "A") for n in seen]
