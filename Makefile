@@ -15,15 +15,13 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# --no-compile: pip would byte-compile every file of every package (torch's whole tree: about 35 s of
-# a 56 s cached install on 2 cores); Python compiles what is imported, once, on first use.
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
-	$(BIN)/pip install -q --no-compile -c $(LOCK) torch
-	$(BIN)/pip install -q --no-compile -c $(LOCK) -e .
+	$(BIN)/pip install -q -c $(LOCK) torch
+	$(BIN)/pip install -q -c $(LOCK) -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install -q --no-compile -c $(LOCK) -e '.[test,bench,scale]'
+	$(BIN)/pip install -q -c $(LOCK) -e '.[test,bench,scale]'
 	touch $@
 
 install: $(VENV)/.installed
