@@ -19,6 +19,7 @@ from cli_many import run_many
 from specdec_core.decoding.config import DecodeConfig
 from specdec_core.evaluation.batch.journal import read_rows
 from specdec_core.evaluation.batch.manifest import read_manifest
+from specdec_core.evaluation.batch.ray_engine import LOCAL_RAY
 from specdec_core.evaluation.batch.scale import run_batch_dir
 
 # `ray start` turns token auth on, and a driver sends its token only in token mode, which Ray
@@ -86,7 +87,7 @@ def cluster():
     Stopped at the module's end by ending its own process group, never `ray stop` (that takes
     every Ray on the machine, another xdist worker's or another run's too)."""
     port = _free_port()
-    env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"}
+    env = _env() | {"RAY_USAGE_STATS_ENABLED": "0"} | LOCAL_RAY      # as docs/scale.md's `ray start`
     start = subprocess.Popen([RAY_BIN, "start", "--head", "--port", str(port), "--num-cpus", "4",
                               "--include-dashboard=false", "--disable-usage-stats"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -203,16 +204,23 @@ def _descendants(pid: int) -> set[int]:
     return out
 
 
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name (state, ppid, ...; [16] is the niceness)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return [""] * 17
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _alive(pids) -> set[int]:
-    alive = set()
-    for p in pids:
-        try:
-            state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.add(p)
-    return alive
+    return {p for p in pids if _stat(p)[0] not in ("", "Z")}
 
 
 def first_clips(tmp_path: Path, n: int) -> Path:
@@ -247,10 +255,13 @@ def test_a_killed_batch_loses_nothing_and_resume_completes_it(tmp_path, cluster)
             break
         time.sleep(0.05)
     kids = _descendants(proc.pid)
+    # the edges run at nice 0, not Ray's 15 (which starved them on a busy machine)
+    actors = {p: _stat(p)[16] for p in kids if _cmdline(p).startswith("ray::EdgeActor")}
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the batch ended before it could be killed"
     killed_at = time.time()
+    assert list(actors.values()) == ["0"], actors
     kept = read_rows(journal)
     assert 2 <= len(kept) < total and all(r["ok"] for r in kept.values())
     # a kill in the middle of a write leaves half a line: it must be tolerated and run again

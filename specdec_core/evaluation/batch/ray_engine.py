@@ -18,6 +18,12 @@ from specdec_core.evaluation.batch.edges import EdgeActor
 MAX_RESTARTS = 3
 PING_S = 0.5
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+# Ray starts its workers at nice 15: on a machine with other work the edges then got a few % of a
+# core (a batch 5-70x slower than --engine local under two busy loops), and they are the batch's
+# whole point: nice 0. Nor does it prestart idle workers: they have Ray's default environment and
+# can never host an edge, whose runtime env carries PYTHONPATH.
+LOCAL_RAY = {"RAY_worker_niceness": "0", "RAY_enable_worker_prestart": "0",
+             "RAY_prestart_worker_first_driver": "0"}
 
 
 def _ray():
@@ -39,6 +45,8 @@ class RayEdges:
                 os.environ.get("RAY_AUTH_TOKEN") or Path("~/.ray/auth_token").expanduser().is_file()):
             os.environ["RAY_AUTH_MODE"] = "token"   # `ray start` turns token auth on by default,
             # and a client only sends its token in token mode (read when ray is imported)
+        for k, v in LOCAL_RAY.items():      # read by the raylet the local Ray starts (a cluster's
+            os.environ.setdefault(k, v)     # are its `ray start`'s: docs/scale.md)
         if not address and "ray" not in sys.modules:
             # A local Ray on loopback only: Ray resolves even an explicit 127.0.0.1 to the host's
             # network address unless its "no cluster" mode is on (read when ray is imported).
