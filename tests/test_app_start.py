@@ -2,6 +2,7 @@
 HEAD (it raises "When localhost is not accessible ..."). app.py starts again (at most 3 times)
 instead of exiting. Here the first check is made to fail, as a loaded machine makes it fail:
 the real app must still serve its page."""
+import re
 import subprocess
 import sys
 import textwrap
@@ -25,7 +26,8 @@ SCRIPT = textwrap.dedent('''
             time.sleep(0.5)
             try:
                 if len(calls) >= 2 and httpx.get(f"http://127.0.0.1:{PORT}/config", timeout=10).status_code == 200:
-                    print("SERVED after", len(calls), "checks", flush=True)
+                    sys.stdout.write(f"SERVED after {len(calls)} checks\\n")    # one write: Gradio's
+                    sys.stdout.flush()                                           # prints interleave
                     os._exit(0)
             except httpx.HTTPError:
                 pass
@@ -45,5 +47,6 @@ def test_app_starts_again_when_gradios_start_up_check_misses(tmp_path):
                        text=True, timeout=600)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-3000:]
-    assert "SERVED after 2 checks" in out
+    served = re.search(r"SERVED after (\d+) checks", out)     # 2, or more where the load made a
+    assert served and int(served.group(1)) >= 2, out[-3000:]  # later check miss too
     assert "starting again" in out and "Traceback" not in out
