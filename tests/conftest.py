@@ -85,9 +85,9 @@ def pytest_sessionfinish(session):
 # has nothing left. Handed out longest first instead (xdist's own reordering off).
 MINUTES = {"test_remote.py": 4, "test_scale.py": 3, "test_audit.py": 2, "test_served_ab.py": 2}
 # ... except the files whose engine `make test` is still building in the background (a fresh
-# machine: vLLM's virtualenv, llama-server): those go last, so the build has the whole suite's
-# time, and they wait for it at most until SUITE_BUILD_WAIT_S after the suite started
-# (tests/cloud_server.build_wait), then skip saying so.
+# machine: vLLM's virtualenv, llama-server): the scheduler below hands those out only once their
+# build is ready, or when nothing else is left; they wait for it at most until SUITE_BUILD_WAIT_S
+# after the suite started (tests/cloud_server.build_wait), then skip saying so.
 NEEDS_BUILD = {"test_remote.py": "cloud.sh", "test_audit.py": "cloud.sh", "test_served_ab.py": "cloud.sh",
                "test_audit_llama.py": "llama.sh"}
 
@@ -103,6 +103,39 @@ def _built(script: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+_BUILT: dict[str, float] = {}      # script -> when it was last found unbuilt (inf: built)
+
+
+def _ready_for(scope: str) -> bool:
+    """Whether a test file's background build is done (asked at most every 15 s while it is not)."""
+    script = NEEDS_BUILD.get(Path(scope.split("::")[0]).name)
+    if script is None or _BUILT.get(script) == float("inf"):
+        return True
+    if time.time() - _BUILT.get(script, 0.0) < 15:
+        return False
+    _BUILT[script] = float("inf") if _built(script) else time.time()
+    return _BUILT[script] == float("inf")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, except that a file whose engine is still building is handed to a worker
+    only once the build is ready or nothing else is left: on a fresh machine (vLLM's virtualenv:
+    minutes) a worker then never sits waiting while other files could run, and once the build is
+    done the files go out in the suite's order (the long ones first)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class BuildsWhenReady(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            ready = next((sc for sc in self.workqueue if _ready_for(sc)), None)
+            if ready is not None:
+                self.workqueue.move_to_end(ready, last=False)
+            super()._assign_work_unit(node)
+    return BuildsWhenReady(config, log)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     count: dict = {}
@@ -110,7 +143,9 @@ def pytest_collection_modifyitems(config, items):
         count[it.path] = count.get(it.path, 0) + 1
     browser = {it.path for it in items if it.get_closest_marker("browser")}
 
-    unbuilt = {sc for sc in set(NEEDS_BUILD.values()) if not _built(sc)}
+    # without xdist (no scheduler to hold them back) an unbuilt engine's files go last
+    serial = config.getvalue("dist") in (None, "no")
+    unbuilt = {sc for sc in set(NEEDS_BUILD.values()) if serial and not _built(sc)}
 
     def weight(path):
         if NEEDS_BUILD.get(path.name) in unbuilt:
