@@ -144,7 +144,7 @@ def pytest_collection_modifyitems(config, items):
     browser = {it.path for it in items if it.get_closest_marker("browser")}
 
     # without xdist (no scheduler to hold them back) an unbuilt engine's files go last
-    serial = config.getvalue("dist") in (None, "no")
+    serial = not hasattr(config, "workerinput") and config.getvalue("dist") in (None, "no")
     unbuilt = {sc for sc in set(NEEDS_BUILD.values()) if serial and not _built(sc)}
 
     def weight(path):
