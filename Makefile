@@ -50,10 +50,12 @@ PYTEST_WORKERS ?= 2
 # The cloud (vLLM) virtualenv builds in the background beside the suite (minutes on a fresh
 # machine, once per machine); tests/test_remote.py waits for it (cloud.sh's file lock) or skips
 # with the reason when it cannot be built. So does llama.cpp's llama-server (scripts/cloud/llama.sh,
-# up to an hour once; tests/test_audit_llama.py).
+# up to an hour once; tests/test_audit_llama.py). The range ends' virtualenvs build there too
+# (niced; test-range waits on their lock if they are not done).
 test: install-test
 	@mkdir -p test-artifacts; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
 	@(scripts/cloud/llama.sh build >test-artifacts/llama-build.log 2>&1 || echo "llama-server not built: tests/test_audit_llama.py will skip" >&2) &
+	@(for end in oldest middle; do PY=$(PY) PIP=$(BIN)/pip RANGE_BUILD_ONLY=1 nice scripts/range_test.sh $$end; done >test-artifacts/range-build.log 2>&1 || true) &
 	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --junitxml=test-artifacts/junit.xml
 	@$(BIN)/python scripts/test_durations.py test-artifacts/junit.xml --top 25 || true
 	$(MAKE) --no-print-directory test-range

@@ -14,7 +14,8 @@
 # whose pip is $PIP), read through a .pth file. The checkout runs from PYTHONPATH, so one
 # virtualenv serves every clone. `newest` equal to the lock's version is skipped (the whole
 # suite just ran on it). Exits with pytest's status. RANGE_DRY_RUN=1: print "which version venv"
-# and stop (tests/test_versions.py).
+# and stop (tests/test_versions.py); RANGE_BUILD_ONLY=1: build the virtualenv and stop (make test
+# builds both ends in the background while the suite runs).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -133,6 +134,7 @@ if [ ! -f "$VENV/.ready" ]; then
   fi
   exec 9>&-
 fi
+if [ -n "${RANGE_BUILD_ONLY:-}" ]; then exit 0; fi    # make test builds them beside the suite
 # both cores when pytest-xdist is there (tests/conftest.py keeps tests xdist-safe)
 xdist_args() {
   if "$VENV/bin/python" -c 'import xdist' 2>/dev/null; then echo "-n ${PYTEST_WORKERS:-2} --dist loadfile"; fi

@@ -44,6 +44,8 @@ def test_make_installs_from_the_lock_and_tests_both_range_ends():
     assert "LOCK := requirements.lock" in mk and "$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)" in mk
     test = mk.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert "pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile" in test and "test-range" in test
+    # the range ends' virtualenvs build in the background beside the suite, not after it
+    assert "RANGE_BUILD_ONLY=1" in test.split("pytest -q", 1)[0] and "&" in test
     rng = mk.split("\ntest-range:", 1)[1].split("\n\n", 1)[0]
     assert all(f"range_test.sh {end}" in rng for end in ("oldest", "middle", "newest"))
     assert "scripts/lock.sh" in mk.split("\nlock:", 1)[1]
