@@ -48,7 +48,8 @@ build() {
   if [ ! -x "$tmp/bin/llama-server" ]; then
     # shellcheck disable=SC2086
     cmake -S "$tmp/src" -B "$tmp/build" -G Ninja $CMAKE_FLAGS >&2
-    nice cmake --build "$tmp/build" --target llama-server -j "${LLAMA_JOBS:-2}" >&2
+    # nice 19: beside a test suite (make test builds it in the background) it takes only idle CPU
+    nice -n 19 cmake --build "$tmp/build" --target llama-server -j "${LLAMA_JOBS:-2}" >&2
     cp "$tmp/build/bin/llama-server" "$tmp/bin/"
     rm -rf "$tmp/build"
   fi
