@@ -20,9 +20,12 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
 	$(BIN)/pip install -q -c $(LOCK) -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed
+# (one install of the package with its extras, not the demo's and then the extras': each builds
+# the editable package in its own isolated environment)
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml $(LOCK)
+	$(BIN)/pip install -q -c $(LOCK) torch
 	$(BIN)/pip install -q -c $(LOCK) -e '.[test,bench,scale]'
-	touch $@
+	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test system-deps
