@@ -174,6 +174,21 @@ class CloudServer:
             self.proc.wait(timeout=30)
             self.proc = None
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server's live processes have used so far: every
+        process in the group `make` started (the API server, vLLM's engine core, any worker)."""
+        pgid = self.proc.pid if self.proc is not None else self.pgid
+        ticks = 0
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[2]) == pgid:          # (pgrp: the 5th field, the 3rd after the name)
+                    ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def log_tail(self, n: int = 15) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
