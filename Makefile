@@ -45,7 +45,7 @@ demo: install
 	GRADIO_SERVER_NAME=$${GRADIO_SERVER_NAME:-127.0.0.1} $(BIN)/python app.py
 
 # The whole suite on the lock, on both cores (pytest-xdist; a test file stays on one worker so
-# its module fixtures are built once), then the API-seam tests at the floor, a middle release
+# its module fixtures are built once), and the API-seam tests at the floor, a middle release
 # and the newest release of the declared transformers range (each in a cached overlay
 # virtualenv holding that transformers over this .venv; scripts/range_test.sh,
 # docs/versions.md). PYTEST_WORKERS=1 runs serially.
@@ -53,15 +53,18 @@ PYTEST_WORKERS ?= 2
 # The cloud (vLLM) virtualenv builds in the background beside the suite (minutes on a fresh
 # machine, once per machine); tests/test_remote.py waits for it (cloud.sh's file lock) or skips
 # with the reason when it cannot be built. So does llama.cpp's llama-server (scripts/cloud/llama.sh,
-# up to an hour once; tests/test_audit_llama.py). The range ends' virtualenvs build there too
-# (niced; test-range waits on their lock if they are not done).
+# up to an hour once; tests/test_audit_llama.py). The range's floor and middle run there too,
+# niced, one pytest process each (their virtualenvs built first): they used to run after the
+# suite, ~70 s of a busy machine's wall time; their output and status come after the suite's
+# (range_test.sh report). The newest release runs after the suite (usually the lock's: skipped).
 test: install-test
-	@mkdir -p test-artifacts; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
+	@mkdir -p test-artifacts; rm -f test-artifacts/range-*.rc; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
 	@(scripts/cloud/llama.sh build >test-artifacts/llama-build.log 2>&1 || echo "llama-server not built: tests/test_audit_llama.py will skip" >&2) &
-	@(for end in oldest middle; do PY=$(PY) PIP=$(BIN)/pip RANGE_BUILD_ONLY=1 nice scripts/range_test.sh $$end; done >test-artifacts/range-build.log 2>&1 || true) &
+	@(for end in oldest middle; do PY=$(PY) PIP=$(BIN)/pip PYTEST_WORKERS=0 nice scripts/range_test.sh $$end >test-artifacts/range-$$end.log 2>&1; echo $$? >test-artifacts/range-$$end.rc; done) &
 	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --junitxml=test-artifacts/junit.xml
-	@$(BIN)/python scripts/test_durations.py test-artifacts/junit.xml --top 25 || true
-	$(MAKE) --no-print-directory test-range
+	@$(BIN)/python scripts/test_durations.py test-artifacts/junit.xml --top 25 --timeline test-artifacts/timeline.json || true
+	@scripts/range_test.sh report oldest middle
+	PY=$(PY) PIP=$(BIN)/pip PYTEST_WORKERS=$(PYTEST_WORKERS) scripts/range_test.sh newest
 
 test-range: install-test
 	PY=$(PY) PIP=$(BIN)/pip PYTEST_WORKERS=$(PYTEST_WORKERS) scripts/range_test.sh oldest

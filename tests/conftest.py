@@ -68,11 +68,31 @@ def pytest_sessionstart(session):
         clean_shared()
 
 
+_SPANS: dict[tuple[str, str], list[float]] = {}     # (worker, file) -> [first start, last stop]
+
+
+def pytest_runtest_logreport(report):
+    """The controller notes when each worker ran each file (timeline.json beside --junitxml's
+    file, read by scripts/test_durations.py --timeline: where a worker waited or ran alone)."""
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    key = (worker.id if worker else "main", report.nodeid.split("::")[0])
+    span = _SPANS.setdefault(key, [report.start, report.stop])
+    span[0], span[1] = min(span[0], report.start), max(span[1], report.stop)
+
+
 def pytest_sessionfinish(session):
     """... and stops the servers the test files shared (tests/cloud_server.shared_server) once
     every worker is done with them."""
     if hasattr(session.config, "workerinput"):
         return
+    xml = session.config.getoption("xmlpath", None)
+    if _SPANS and xml:                 # beside the JUnit XML (make test's run, not the range's)
+        import json
+
+        t0 = float(os.environ["SPECSCOPE_SUITE_T0"])
+        rows = sorted(({"worker": w, "file": f, "start": round(a - t0, 1), "end": round(b - t0, 1)}
+                       for (w, f), (a, b) in _SPANS.items()), key=lambda r: (r["worker"], r["start"]))
+        (Path(xml).parent / "timeline.json").write_text("[\n" + ",\n".join(map(json.dumps, rows)) + "\n]\n")
     from cloud_server import stop_shared
 
     for url in stop_shared(os.getpid()):
