@@ -4,10 +4,10 @@
 #   scripts/range_test.sh middle    the median release pip offers between oldest and newest
 #   scripts/range_test.sh newest    the newest release pip can install today
 #   scripts/range_test.sh 5.23.0    any one release
-#   scripts/range_test.sh report oldest middle   wait for the runs `make test` started beside the
-#                                   suite (test-artifacts/range-<end>.log and .rc), print their
+#   scripts/range_test.sh report oldest middle   wait for the runs `make test` started side by
+#                                   side (test-artifacts/range-<end>.log and .rc), print their
 #                                   logs, exit 1 if one failed or did not finish
-# beside or after the whole suite on the lock: the API-seam tests ($RANGE_TESTS, below: node ids of the
+# after the whole suite on the lock: the API-seam tests ($RANGE_TESTS, below: node ids of the
 # suite's own tests; RANGE_TESTS="tests/test_recorder_*.py ..." runs more) in a virtualenv of
 # that transformers, built once per machine under
 # ${SPECSCOPE_CLOUD_VENV_ROOT:-~/.cache/specscope}/tf-<version>-<hash> (hash of the lock, the
@@ -17,8 +17,9 @@
 # whose pip is $PIP), read through a .pth file. The checkout runs from PYTHONPATH, so one
 # virtualenv serves every clone. `newest` equal to the lock's version is skipped (the whole
 # suite just ran on it). Exits with pytest's status. RANGE_DRY_RUN=1: print "which version venv"
-# and stop (tests/test_versions.py). PYTEST_WORKERS=0: one pytest process (make test runs the
-# floor and the middle so, niced, beside the suite).
+# and stop (tests/test_versions.py); RANGE_BUILD_ONLY=1: build the virtualenv and stop (make test
+# builds both ends in the background while the suite runs). PYTEST_WORKERS=0: one pytest process
+# (make test runs the floor and the middle so, side by side, after the suite).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -62,10 +63,10 @@ if [ "${1:-}" = report ]; then
     log="$ROOT/test-artifacts/range-$end.log" status="$ROOT/test-artifacts/range-$end.rc"
     waited=0
     while [ ! -f "$status" ] && [ "$waited" -lt "${RANGE_WAIT_S:-1800}" ]; do sleep 1; waited=$((waited + 1)); done
-    if [ "$waited" -gt 0 ]; then echo "range: waited ${waited} s for the $end run beside the suite"; fi
+    if [ "$waited" -gt 0 ]; then echo "range: waited ${waited} s for the $end run"; fi
     cat "$log" 2>/dev/null || true
     if [ ! -f "$status" ]; then
-      echo "range: the $end run beside the suite did not finish within ${RANGE_WAIT_S:-1800} s ($log)" >&2; rc=1
+      echo "range: the $end run did not finish within ${RANGE_WAIT_S:-1800} s ($log)" >&2; rc=1
     elif [ "$(cat "$status")" != 0 ]; then
       echo "range: the $end run failed (exit $(cat "$status"); $log)" >&2; rc=1
     fi
@@ -156,6 +157,7 @@ if [ ! -f "$VENV/.ready" ]; then
   exec 9>&-
 fi
 # both cores when pytest-xdist is there (tests/conftest.py keeps tests xdist-safe)
+if [ -n "${RANGE_BUILD_ONLY:-}" ]; then exit 0; fi    # make test builds them beside the suite
 xdist_args() {
   if "$VENV/bin/python" -c 'import xdist' 2>/dev/null; then echo "-n ${PYTEST_WORKERS:-2} --dist loadfile"; fi
 }

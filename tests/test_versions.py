@@ -44,20 +44,21 @@ def test_make_installs_from_the_lock_and_tests_both_range_ends():
     assert "LOCK := requirements.lock" in mk and "$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)" in mk
     test = mk.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert "pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile" in test
-    # the floor and the middle run in the background beside the suite (niced, one process each),
-    # reported after it; the newest after it
+    # the range ends' virtualenvs build in the background beside the suite; after it the floor and
+    # the middle run side by side (one process each) and are reported, then the newest
     before, after = test.split("pytest -q", 1)
-    assert "PYTEST_WORKERS=0 nice scripts/range_test.sh $$end" in before and "for end in oldest middle" in before
-    assert "echo $$? >test-artifacts/range-$$end.rc; done) &" in before
-    assert "scripts/range_test.sh report oldest middle" in after and "scripts/range_test.sh newest" in after
+    assert "RANGE_BUILD_ONLY=1" in before and "&" in before
+    assert "(PY=$(PY) PIP=$(BIN)/pip PYTEST_WORKERS=0 scripts/range_test.sh $$end" in after
+    assert "echo $$? >test-artifacts/range-$$end.rc) & done; scripts/range_test.sh report oldest middle" in after
+    assert "scripts/range_test.sh newest" in after
     rng = mk.split("\ntest-range:", 1)[1].split("\n\n", 1)[0]
     assert all(f"range_test.sh {end}" in rng for end in ("oldest", "middle", "newest"))
     assert "scripts/lock.sh" in mk.split("\nlock:", 1)[1]
     assert (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1] == "make test"
 
 
-def test_range_report_prints_the_runs_beside_the_suite_and_fails_on_a_failed_or_missing_one():
-    """`range_test.sh report END...` (after make test's suite): each background run's log, then
+def test_range_report_prints_the_runs_and_fails_on_a_failed_or_missing_one():
+    """`range_test.sh report END...` (after make test's suite): each end's log, in order, then
     exit 1 when one exited non-zero or wrote no status within RANGE_WAIT_S."""
     import uuid
 
@@ -77,7 +78,7 @@ def test_range_report_prints_the_runs_beside_the_suite_and_fails_on_a_failed_or_
         assert p.returncode == 1
         assert f"log of {ok}" in p.stdout and f"log of {bad}" in p.stdout
         assert f"range: the {bad} run failed (exit 3;" in p.stderr
-        assert f"range: the {gone} run beside the suite did not finish within 1 s" in p.stderr
+        assert f"range: the {gone} run did not finish within 1 s" in p.stderr
     finally:
         for f in art.glob(f"range-selftest-{tag}-*"):
             f.unlink()
