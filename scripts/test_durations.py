@@ -4,10 +4,7 @@ time against the floor no schedule beats on --workers workers (a file runs whole
 under --dist loadfile): max(sum / workers, the longest file).
 
     python scripts/test_durations.py test-artifacts/junit.xml [--top 25] [--workers 2]
-        [--timeline test-artifacts/timeline.json] [--write tests/durations.json]
-
---write: the seconds per file as JSON (tests/durations.json: tests/conftest.py hands the files
-out longest first by it; refresh it from a `make test` on a busy machine now and then).
+        [--timeline test-artifacts/timeline.json]
 
 --timeline (tests/conftest.py writes it): each worker's busy time, the seconds it sat idle
 between files (waiting for a file to be handed out) and at the end, its last files, and when
@@ -52,7 +49,6 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeline", help="test-artifacts/timeline.json (tests/conftest.py)")
-    ap.add_argument("--write", help="write the seconds per file as JSON here (tests/durations.json)")
     a = ap.parse_args()
     files = per_file(a.junit)
     total = sum(files.values()) or 1.0
@@ -64,10 +60,6 @@ def main() -> None:
         print(f"{s:8.1f} s {100 * s / total:5.1f} %  {f}")
     if a.timeline:
         timeline(a.timeline)
-    if a.write:
-        with open(a.write, "w", encoding="utf-8") as f:
-            f.write("{\n" + ",\n".join(f'"{k}": {round(v)}' for k, v in sorted(files.items()))
-                    + "\n}\n")
 
 
 if __name__ == "__main__":

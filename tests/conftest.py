@@ -1,4 +1,3 @@
-import json
 import os
 import subprocess
 import sys
@@ -100,15 +99,11 @@ def pytest_sessionfinish(session):
         print(f"\nstopped the shared cloud server at {url}")
 
 
-# With `-n 2 --dist loadfile` a file runs whole on one worker, and xdist would hand files out
-# most-tests-first, which leaves the few-test, many-minute files (vLLM servers, Ray clusters, a
-# browser) to the end: one worker then runs them alone while the other has nothing left. Handed
-# out longest first instead (xdist's own reordering off), by the seconds each file took in a
-# `make test` on a busy machine: tests/durations.json (scripts/test_durations.py --write; a file
-# not in it counts as the median; test_audit_llama.py's figure is set by hand, as the run it came
-# from skipped it). Longest first leaves the short files for the end, where they even out the
-# two workers.
-SECONDS = json.loads((ROOT / "tests" / "durations.json").read_text(encoding="utf-8"))
+# Test files that take minutes: vLLM servers, Ray clusters, a browser. With `-n 2 --dist loadfile`
+# a file runs whole on one worker, and xdist would hand files out most-tests-first, which leaves
+# these few-test, many-minute files to the end: one worker then runs them alone while the other
+# has nothing left. Handed out longest first instead (xdist's own reordering off).
+MINUTES = {"test_remote.py": 4, "test_scale.py": 3, "test_audit.py": 2, "test_served_ab.py": 2}
 # ... except the files whose engine `make test` is still building in the background (a fresh
 # machine: vLLM's virtualenv, llama-server): the scheduler below hands those out only once their
 # build is ready, or when nothing else is left; they wait for it at most until SUITE_BUILD_WAIT_S
@@ -166,7 +161,7 @@ def pytest_collection_modifyitems(config, items):
     count: dict = {}
     for it in items:
         count[it.path] = count.get(it.path, 0) + 1
-    median = sorted(SECONDS.values())[len(SECONDS) // 2] if SECONDS else 0
+    browser = {it.path for it in items if it.get_closest_marker("browser")}
 
     # without xdist (no scheduler to hold them back) an unbuilt engine's files go last
     serial = not hasattr(config, "workerinput") and config.getvalue("dist") in (None, "no")
@@ -175,6 +170,5 @@ def pytest_collection_modifyitems(config, items):
     def weight(path):
         if NEEDS_BUILD.get(path.name) in unbuilt:
             return (-1, count[path])
-        rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
-        return (SECONDS.get(rel, median), count[path])
+        return (MINUTES.get(path.name, 1 if path in browser else 0), count[path])
     items.sort(key=lambda it: weight(it.path), reverse=True)      # stable: a file's order kept

@@ -36,33 +36,3 @@ def test_per_file_floor_and_timeline(tmp_path):
     assert lines[5] == ("gw1: 3 files, busy 70 s, idle between files 15 s, done at 90 s of 90 s; "
                         "last: test_b.py 5-55, test_remote.py 70-80, test_c.py 80-90")
     assert lines[6].strip() == "tests/test_remote.py on gw1: 70-80 s"
-
-
-def test_write_gives_the_seconds_per_file(tmp_path):
-    (tmp_path / "junit.xml").write_text(JUNIT)
-    out = tmp_path / "durations.json"
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "test_durations.py"), str(tmp_path / "junit.xml"),
-                        "--top", "0", "--write", str(out)], capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    assert json.loads(out.read_text()) == {"tests/test_a.py": 80, "tests/test_b.py": 50, "tests/sub/test_c.py": 10}
-
-
-def test_the_suite_hands_files_out_longest_first_by_durations_json():
-    """tests/conftest.py orders the collected tests by tests/durations.json (a file's tests keep
-    their order; a file the table lacks counts as its median), and the table names only files
-    that exist (a renamed file would silently lose its place)."""
-    from types import SimpleNamespace
-
-    import conftest
-
-    table = conftest.SECONDS
-    assert all((ROOT / f).is_file() for f in table), [f for f in table if not (ROOT / f).is_file()]
-    longest = max(table, key=table.get)
-    shortest = min(table, key=table.get)
-    new = ROOT / "tests" / "test_not_in_the_table.py"
-    items = [SimpleNamespace(path=ROOT / shortest, name="s1"), SimpleNamespace(path=new, name="n1"),
-             SimpleNamespace(path=ROOT / longest, name="l1"), SimpleNamespace(path=ROOT / shortest, name="s2"),
-             SimpleNamespace(path=ROOT / longest, name="l2")]
-    config = SimpleNamespace(getvalue=lambda name: "loadfile")
-    conftest.pytest_collection_modifyitems(config, items)
-    assert [it.name for it in items] == ["l1", "l2", "n1", "s1", "s2"]
