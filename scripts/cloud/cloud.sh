@@ -66,9 +66,9 @@ case "$cmd" in
     export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}" VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
     # On the CPU build the model runs in the engine's own process, not in a worker process:
     # vLLM's worker busy-waits (sched_yield) on its shared-memory queue for a second after every
-    # step, so while a client drafts between verifications it held a whole core (19 s of server
-    # CPU for 2.9 s of work, one edge decode per clip on 2 cores) and the edge beside it ran at
-    # half speed. VLLM_ENABLE_V1_MULTIPROCESSING=1 gives vLLM's default back.
+    # step, so while a client drafts between verifications it held a whole core (18 clips: 19.2 s
+    # of server CPU against 2.9 s, the client 21.3 s against 11.2 s; docs/remote.md).
+    # VLLM_ENABLE_V1_MULTIPROCESSING=1 gives vLLM's default back.
     if [ "$FLAVOUR" = cpu ]; then export VLLM_ENABLE_V1_MULTIPROCESSING="${VLLM_ENABLE_V1_MULTIPROCESSING:-0}"; fi
     SPEC_ARGS=()
     case "${CLOUD_SPEC:-}" in
