@@ -89,8 +89,8 @@ class CloudServer:
         return srv
 
     def start(self) -> None:
-        # --enforce-eager: no torch.compile warm-up at each start (the test server starts twice;
-        # vLLM's compile cache does not reload across starts), the same float32 forwards
+        # --enforce-eager: no torch.compile warm-up at each start (vLLM's compile cache does
+        # not reload across starts), the same float32 forwards
         env = dict(os.environ, CLOUD_PORT=str(self.port), CLOUD_THREADS="1",
                    CLOUD_EXTRA_ARGS=os.environ.get("CLOUD_EXTRA_ARGS", "--enforce-eager"))
         log = open(self.log_path, "ab")
@@ -163,16 +163,6 @@ class CloudServer:
         t0 = time.time()
         while time.time() - t0 < 30 and self.ready():
             time.sleep(0.5)
-
-    def kill(self) -> None:
-        """SIGKILL the whole group at once: a crash, not a shutdown."""
-        if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(timeout=30)
-            self.proc = None
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) the server's live processes have used so far: every

@@ -3,6 +3,7 @@ same vLLM server that can die in the middle of a request without stopping the re
 
     fwd = Forwarder(port_of_server, die_after=20)   # dies at the 21st POST /v1/completions
     fwd.url ... fwd.close()
+    fwd.close(); ...; fwd.reopen()                   # down, then back on the same port
 """
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ class Forwarder:
         self.url = f"http://{host}:{self.port}"
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def reopen(self) -> None:
+        """Listen again on the same port after close() (a server that is back)."""
+        self.listener = socket.create_server(self.target[:1] + (self.port,))
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -57,7 +64,8 @@ class Forwarder:
 
     def close(self) -> None:
         self.closed = True
-        try:
+        _shut(self.listener)        # wakes the thread blocked in accept(): a bare close() did not,
+        try:                        # and that accept() took the next connection after all
             self.listener.close()
         except OSError:
             pass

@@ -40,8 +40,17 @@ def test_declared_range_is_read_from_pyproject_and_holds_the_lock():
 
 def test_make_installs_from_the_lock_and_tests_both_range_ends():
     mk = (ROOT / "Makefile").read_text()
-    assert "pip install -q -c $(LOCK) torch" in mk and "-c $(LOCK) -e '.[test,bench,scale]'" in mk
-    assert "LOCK := requirements.lock" in mk and "$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)" in mk
+    # (uv from a pinned release installs the lock's lines, pip the same lines should it fail)
+    dry = subprocess.run(["make", "-n", "-B", "--no-print-directory", "install-test",
+                          "PIP_FIND_LINKS=/w1 /w2"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60).stdout.splitlines()
+    assert any(re.fullmatch(r"\.venv/bin/pip install -q uv==[0-9.]+", ln) for ln in dry), dry
+    uv = ".venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python --find-links /w1 --find-links /w2 "
+    for what in ("-c requirements.lock torch", "-c requirements.lock -e '.[test,bench,scale]'"):
+        line = next(ln for ln in dry if ln.startswith(uv + what + " || "))
+        assert line.endswith(f".venv/bin/pip install -q {what}; }}"), line
+    assert dry.index(next(ln for ln in dry if "lock torch" in ln)) < dry.index(next(ln for ln in dry if "-e '" in ln))
+    assert "LOCK := requirements.lock" in mk and "$(VENV)/.installed: $(BIN)/python $(BIN)/uv pyproject.toml $(LOCK)" in mk
     test = mk.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert "pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile" in test
     # the range ends' virtualenvs build in the background beside the suite; after it the floor and

