@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -82,15 +80,9 @@ def want(local, prompts):
     return get
 
 
-def cli(*args, env=None):
-    env = {"SPECSCOPE_CLOUD_TIMEOUT": str(TIMEOUT_S), **(env or os.environ)}   # one torch thread: conftest.py
-    return subprocess.run([sys.executable, "-m", "specdec_core", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=1800, env=env)
-
-
 @pytest.fixture(scope="module")
 def cli_runs(server, tmp_path_factory):
-    """The module's `run` command lines in one CLI process (tests/cli_many.py: a process start
+    """The module's command lines in one CLI process (tests/cli_many.py: a process start
     costs seconds), by name; "dir": their folder. SPECSCOPE_HF_CLOUD is read by the hf backend
     only (the vocabulary case)."""
     from tiny import char_tokenizer, tiny_qwen2
@@ -105,7 +97,10 @@ def cli_runs(server, tmp_path_factory):
                           "--set", "temperature=0.8"],
              "vocabulary": ["run", "--backend", "hf", "--edge-model", d / "edge", "--prompt", "说话",
                             "--cloud-url", server.url],
-             "model": ["run", CLIPS[0], "--cloud-url", server.url, "--cloud-model", "qwen-7b"]}
+             "model": ["run", CLIPS[0], "--cloud-url", server.url, "--cloud-model", "qwen-7b"],
+             # (last: the only one that starts a Ray)
+             "batch": ["batch", MANIFEST, "--cloud-url", server.url, "--workers", "2", "--limit", "2",
+                       *NO_LIMIT, "--out", d / "batch"]}
     env = {"SPECSCOPE_CLOUD_TIMEOUT": str(TIMEOUT_S), **os.environ, "SPECSCOPE_HF_CLOUD": str(d / "cloud")}
     return dict(zip(cases, run_many(cases.values(), env=env, timeout=1800)), dir=d)
 
@@ -220,13 +215,12 @@ def test_a_model_with_another_vocabulary_is_refused(cli_runs):
     assert p.returncode == 2 and "does not serve 'qwen-7b'" in p.stderr
 
 
-def test_batch_workers_share_the_server(server, want, tmp_path):
+def test_batch_workers_share_the_server(cli_runs, want):
     """(2 rows, one per worker: 4 and 6 proved no more and cost minutes on a busy machine.)"""
-    p = cli("batch", str(MANIFEST), "--cloud-url", server.url, "--workers", "2", "--limit", "2",
-            *NO_LIMIT, "--out", str(tmp_path))
+    p = cli_runs["batch"]
     assert p.returncode == 0, p.stderr[-2000:]
     assert "ran 2 of 2 rows (ray engine)" in p.stdout       # --workers N > 1 runs on Ray
-    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    rows = json.loads((cli_runs["dir"] / "batch" / "results.json").read_text())["rows"]
     assert [r["name"] for r in rows] == [c.name for c in read_manifest(MANIFEST)[:2]]
     for r in rows:
         assert r["ok"] and r["metrics"]["link"] == "measured"
