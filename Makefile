@@ -65,7 +65,8 @@ PYTEST_WORKERS ?= 2
 # The cloud (vLLM) virtualenv builds in the background beside the suite (minutes on a fresh
 # machine, once per machine); tests/test_remote.py waits for it (cloud.sh's file lock) or skips
 # with the reason when it cannot be built. So does llama.cpp's llama-server (scripts/cloud/llama.sh,
-# up to an hour once; tests/test_audit_llama.py). The range ends' virtualenvs build there too
+# up to an hour once, niced: it takes idle CPU only and is often not ready within a fresh
+# machine's suite; tests/test_audit_llama.py). The range ends' virtualenvs build there too
 # (niced). After the suite the floor and the middle run side by side, one pytest process each
 # (not one after the other on two xdist workers each: four interpreters importing the stack
 # instead of two), their logs printed in order and their status checked by range_test.sh
@@ -73,7 +74,7 @@ PYTEST_WORKERS ?= 2
 # starved on a busy machine and finished after it: 8 min for 22 tests.)
 test: install-test
 	@mkdir -p test-artifacts; rm -f test-artifacts/range-*.rc; (scripts/cloud/cloud.sh venv >test-artifacts/cloud-venv.log 2>&1 || echo "cloud virtualenv not built: tests/test_remote.py will skip" >&2) &
-	@(scripts/cloud/llama.sh build >test-artifacts/llama-build.log 2>&1 || echo "llama-server not built: tests/test_audit_llama.py will skip" >&2) &
+	@(nice -n 19 scripts/cloud/llama.sh build >test-artifacts/llama-build.log 2>&1 || echo "llama-server not built: tests/test_audit_llama.py will skip" >&2) &
 	@(for end in oldest middle; do PY=$(PY) PIP=$(BIN)/pip RANGE_BUILD_ONLY=1 nice scripts/range_test.sh $$end; done >test-artifacts/range-build.log 2>&1 || true) &
 	$(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --junitxml=test-artifacts/junit.xml
 	@$(BIN)/python scripts/test_durations.py test-artifacts/junit.xml --top 25 --timeline test-artifacts/timeline.json || true

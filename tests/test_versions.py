@@ -154,3 +154,17 @@ def test_range_runs_the_api_seam_tests_and_each_exists():
     files = {s.split("::")[0] for s in seams}
     assert {"tests/test_engine.py", "tests/test_omni.py", "tests/test_recorder_families.py",
             "tests/test_check.py"} <= files and "tests/test_recorder_compiled.py" not in files
+
+
+def test_the_builds_beside_the_suite_take_only_idle_cpu():
+    """make test builds llama-server in the background beside the suite (niced: on a busy machine
+    the suite's CPU is the tests'), and fetching its source sdist builds nothing: with
+    `--no-binary :all:` pip built every build dependency of the sdist from source to read its
+    metadata, 280+ CPU s at nice 0 during the suite on a fresh machine (a sampler of the
+    processes' CPU time found it: 'pip' before the tests, the app and chromium)."""
+    mk = (ROOT / "Makefile").read_text()
+    test = mk.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "(nice -n 19 scripts/cloud/llama.sh build " in test
+    sh = (ROOT / "scripts" / "cloud" / "llama.sh").read_text()
+    download = [ln for ln in sh.splitlines() if "pip download" in ln and not ln.lstrip().startswith("#")]
+    assert download and all('--no-binary "llama-cpp-python"' in ln and ":all:" not in ln for ln in download)
