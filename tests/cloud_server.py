@@ -164,6 +164,17 @@ class CloudServer:
         while time.time() - t0 < 30 and self.ready():
             time.sleep(0.5)
 
+    def kill(self) -> None:
+        """SIGKILL the whole group at once: a crash, not a shutdown (test_audit_llama's dying
+        llama-server)."""
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+            self.proc = None
+
     def cpu_s(self) -> float:
         """CPU seconds (user + system) the server's live processes have used so far: every
         process in the group `make` started (the API server, vLLM's engine core, any worker)."""
